@@ -1,0 +1,324 @@
+package proto
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// MaxWebPorts bounds Register.WebPorts.
+const MaxWebPorts = 64
+
+// MaxReasonLen bounds SpliceAck.Reason (its length travels in one byte).
+const MaxReasonLen = 255
+
+// maxWindowScale is the largest shift RFC 7323 allows.
+const maxWindowScale = 14
+
+// Register announces a back-end to the front-end. The shim sends it at
+// start and again until it gets a RegisterAck for its Incarnation.
+type Register struct {
+	BackendID   uint32
+	IP          netip.Addr // back-end kernel address, IPv4
+	MAC         [6]byte    // back-end wire MAC
+	ControlPort uint16     // UDP port where the shim listens for Splice
+	WebPorts    []uint16   // TCP ports served, at most MaxWebPorts; decodes as nil when empty
+	Capacity    uint16     // max concurrent requests
+	Incarnation uint64     // changes on every start, so a restart is visible
+}
+
+// RegisterAck accepts a Register and tells the back-end how often to
+// send Keepalive.
+type RegisterAck struct {
+	BackendID         uint32
+	Incarnation       uint64 // the Register being acknowledged
+	KeepaliveInterval time.Duration
+}
+
+// Splice flag bits: which TCP options were negotiated end to end, and so
+// which translations the shim must apply to replies.
+const (
+	SpliceTimestamps  uint8 = 1 << 0
+	SpliceSACK        uint8 = 1 << 1
+	SpliceWindowScale uint8 = 1 << 2
+
+	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale
+)
+
+// Splice tells a back-end shim to rewrite the replies of one C2 connection
+// so they reach the client as if the front-end sent them.
+type Splice struct {
+	RequestID uint64
+	Customer  uint32
+
+	// Client-facing 4-tuple, as the client sees the connection.
+	ClientIP   netip.Addr
+	ClientPort uint16
+	VIP        netip.Addr
+	VIPPort    uint16
+
+	// C2 4-tuple: the front-end's handoff end and the back-end's web server.
+	HandoffIP   netip.Addr
+	HandoffPort uint16
+	BackendIP   netip.Addr
+	BackendPort uint16
+
+	SeqDelta         uint32  // back-end seq + SeqDelta = client-facing seq
+	TSOffset         uint32  // back-end TSval + TSOffset = client-facing TSval
+	Flags            uint8   // SpliceTimestamps | SpliceSACK | SpliceWindowScale
+	WScaleBackend    uint8   // window shift the back-end kernel uses, 0..14
+	WScaleFrontend   uint8   // window shift the front-end announced to the client, 0..14
+	ClientNextHopMAC [6]byte // source MAC of the client's frames at the front-end
+	RequestEnd       uint32  // sequence number just past the bytes handed over on C2
+}
+
+// SpliceAck answers a Splice: OK means the shim now translates replies of
+// that connection; otherwise Reason says why not.
+type SpliceAck struct {
+	RequestID uint64
+	BackendID uint32
+	OK        bool
+	Reason    string // at most MaxReasonLen bytes
+}
+
+// Feedback reports one finished request, for the scheduler's accounting.
+type Feedback struct {
+	BackendID     uint32
+	RequestID     uint64
+	ServiceTime   time.Duration // request arrival to end of response at the back-end
+	ResponseBytes uint64
+	Concurrency   uint16 // requests currently in service on that back-end
+}
+
+// Keepalive proves liveness in either direction and carries the current
+// load. Seq increases by one per Keepalive sent, so losses are visible.
+type Keepalive struct {
+	BackendID   uint32
+	Incarnation uint64
+	Seq         uint64
+	Concurrency uint16
+}
+
+// CloseReason says why a spliced connection ended.
+type CloseReason uint8
+
+// Close reasons. The numbers are part of the wire format.
+const (
+	CloseFIN         CloseReason = 1 // orderly close, FIN seen
+	CloseRST         CloseReason = 2 // reset by either end
+	CloseTimeout     CloseReason = 3 // idle or linger timeout
+	CloseBackendDead CloseReason = 4 // back-end stopped answering
+)
+
+func (r CloseReason) String() string {
+	switch r {
+	case CloseFIN:
+		return "FIN"
+	case CloseRST:
+		return "RST"
+	case CloseTimeout:
+		return "timeout"
+	case CloseBackendDead:
+		return "backend-dead"
+	}
+	return fmt.Sprintf("CloseReason(%d)", uint8(r))
+}
+
+// Close ends one spliced connection; either side may send it.
+type Close struct {
+	RequestID uint64
+	BackendID uint32
+	Reason    CloseReason
+}
+
+func (*Register) Type() Type    { return TypeRegister }
+func (*RegisterAck) Type() Type { return TypeRegisterAck }
+func (*Splice) Type() Type      { return TypeSplice }
+func (*SpliceAck) Type() Type   { return TypeSpliceAck }
+func (*Feedback) Type() Type    { return TypeFeedback }
+func (*Keepalive) Type() Type   { return TypeKeepalive }
+func (*Close) Type() Type       { return TypeClose }
+
+// Each encode/decode pair below must follow the layout table in doc.go
+// field for field; the golden test pins it.
+
+func (m *Register) encode(e *encoder) {
+	e.u32(m.BackendID)
+	e.addr4("IP", m.IP)
+	e.mac(m.MAC)
+	e.u16(m.ControlPort)
+	e.u16(m.Capacity)
+	e.u64(m.Incarnation)
+	if len(m.WebPorts) > MaxWebPorts {
+		e.fail("WebPorts", "%d ports, at most %d", len(m.WebPorts), MaxWebPorts)
+		return
+	}
+	e.u8(uint8(len(m.WebPorts)))
+	for _, p := range m.WebPorts {
+		e.u16(p)
+	}
+}
+
+func (m *Register) decode(d *decoder) {
+	m.BackendID = d.u32("BackendID")
+	m.IP = d.addr4("IP")
+	m.MAC = d.mac("MAC")
+	m.ControlPort = d.u16("ControlPort")
+	m.Capacity = d.u16("Capacity")
+	m.Incarnation = d.u64("Incarnation")
+	n := int(d.u8("WebPorts"))
+	if n > MaxWebPorts {
+		d.fail("WebPorts", "%d ports, at most %d", n, MaxWebPorts)
+		return
+	}
+	if n > 0 && d.err == nil {
+		m.WebPorts = make([]uint16, n)
+		for i := range m.WebPorts {
+			m.WebPorts[i] = d.u16("WebPorts")
+		}
+	}
+}
+
+func (m *RegisterAck) encode(e *encoder) {
+	e.u32(m.BackendID)
+	e.u64(m.Incarnation)
+	e.duration("KeepaliveInterval", m.KeepaliveInterval)
+}
+
+func (m *RegisterAck) decode(d *decoder) {
+	m.BackendID = d.u32("BackendID")
+	m.Incarnation = d.u64("Incarnation")
+	m.KeepaliveInterval = d.duration("KeepaliveInterval")
+}
+
+func (m *Splice) encode(e *encoder) {
+	e.u64(m.RequestID)
+	e.u32(m.Customer)
+	e.addr4("ClientIP", m.ClientIP)
+	e.u16(m.ClientPort)
+	e.addr4("VIP", m.VIP)
+	e.u16(m.VIPPort)
+	e.addr4("HandoffIP", m.HandoffIP)
+	e.u16(m.HandoffPort)
+	e.addr4("BackendIP", m.BackendIP)
+	e.u16(m.BackendPort)
+	e.u32(m.SeqDelta)
+	e.u32(m.TSOffset)
+	if m.Flags&^spliceKnownFlags != 0 {
+		e.fail("Flags", "unknown bits %#02x", m.Flags&^spliceKnownFlags)
+	}
+	e.u8(m.Flags)
+	checkWindowScale(e.fail, "WScaleBackend", m.WScaleBackend)
+	e.u8(m.WScaleBackend)
+	checkWindowScale(e.fail, "WScaleFrontend", m.WScaleFrontend)
+	e.u8(m.WScaleFrontend)
+	e.mac(m.ClientNextHopMAC)
+	e.u32(m.RequestEnd)
+}
+
+func (m *Splice) decode(d *decoder) {
+	m.RequestID = d.u64("RequestID")
+	m.Customer = d.u32("Customer")
+	m.ClientIP = d.addr4("ClientIP")
+	m.ClientPort = d.u16("ClientPort")
+	m.VIP = d.addr4("VIP")
+	m.VIPPort = d.u16("VIPPort")
+	m.HandoffIP = d.addr4("HandoffIP")
+	m.HandoffPort = d.u16("HandoffPort")
+	m.BackendIP = d.addr4("BackendIP")
+	m.BackendPort = d.u16("BackendPort")
+	m.SeqDelta = d.u32("SeqDelta")
+	m.TSOffset = d.u32("TSOffset")
+	m.Flags = d.u8("Flags")
+	if m.Flags&^spliceKnownFlags != 0 {
+		d.fail("Flags", "unknown bits %#02x", m.Flags&^spliceKnownFlags)
+	}
+	m.WScaleBackend = d.u8("WScaleBackend")
+	checkWindowScale(d.fail, "WScaleBackend", m.WScaleBackend)
+	m.WScaleFrontend = d.u8("WScaleFrontend")
+	checkWindowScale(d.fail, "WScaleFrontend", m.WScaleFrontend)
+	m.ClientNextHopMAC = d.mac("ClientNextHopMAC")
+	m.RequestEnd = d.u32("RequestEnd")
+}
+
+// checkWindowScale refuses shifts above 14: the shim would compute
+// windows beyond 2^30 from them, which TCP forbids (RFC 7323 2.3).
+func checkWindowScale(fail func(field, format string, args ...any), field string, shift uint8) {
+	if shift > maxWindowScale {
+		fail(field, "window scale %d, at most %d", shift, maxWindowScale)
+	}
+}
+
+func (m *SpliceAck) encode(e *encoder) {
+	e.u64(m.RequestID)
+	e.u32(m.BackendID)
+	e.bool(m.OK)
+	if len(m.Reason) > MaxReasonLen {
+		e.fail("Reason", "%d bytes, at most %d", len(m.Reason), MaxReasonLen)
+		return
+	}
+	e.u8(uint8(len(m.Reason)))
+	e.b = append(e.b, m.Reason...)
+}
+
+func (m *SpliceAck) decode(d *decoder) {
+	m.RequestID = d.u64("RequestID")
+	m.BackendID = d.u32("BackendID")
+	m.OK = d.bool("OK")
+	n := int(d.u8("Reason"))
+	if p, ok := d.take("Reason", n); ok {
+		m.Reason = string(p)
+	}
+}
+
+func (m *Feedback) encode(e *encoder) {
+	e.u32(m.BackendID)
+	e.u64(m.RequestID)
+	e.duration("ServiceTime", m.ServiceTime)
+	e.u64(m.ResponseBytes)
+	e.u16(m.Concurrency)
+}
+
+func (m *Feedback) decode(d *decoder) {
+	m.BackendID = d.u32("BackendID")
+	m.RequestID = d.u64("RequestID")
+	m.ServiceTime = d.duration("ServiceTime")
+	m.ResponseBytes = d.u64("ResponseBytes")
+	m.Concurrency = d.u16("Concurrency")
+}
+
+func (m *Keepalive) encode(e *encoder) {
+	e.u32(m.BackendID)
+	e.u64(m.Incarnation)
+	e.u64(m.Seq)
+	e.u16(m.Concurrency)
+}
+
+func (m *Keepalive) decode(d *decoder) {
+	m.BackendID = d.u32("BackendID")
+	m.Incarnation = d.u64("Incarnation")
+	m.Seq = d.u64("Seq")
+	m.Concurrency = d.u16("Concurrency")
+}
+
+func (m *Close) encode(e *encoder) {
+	e.u64(m.RequestID)
+	e.u32(m.BackendID)
+	checkCloseReason(e.fail, m.Reason)
+	e.u8(uint8(m.Reason))
+}
+
+func (m *Close) decode(d *decoder) {
+	m.RequestID = d.u64("RequestID")
+	m.BackendID = d.u32("BackendID")
+	m.Reason = CloseReason(d.u8("Reason"))
+	checkCloseReason(d.fail, m.Reason)
+}
+
+// checkCloseReason refuses reasons outside the defined set: a peer that
+// needs a new reason needs a new protocol version.
+func checkCloseReason(fail func(field, format string, args ...any), r CloseReason) {
+	if r < CloseFIN || r > CloseBackendDead {
+		fail("Reason", "unknown close reason %d", uint8(r))
+	}
+}

@@ -1,0 +1,263 @@
+package splice
+
+import (
+	"errors"
+
+	"github.com/qsplice/qsplice/splice/httphead"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// inputClient handles a TCP segment from a client to a VIP.
+func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	ip := p.IP
+	key := fourTuple{srcIP: ip.Src(), dstIP: ip.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
+	flags := t.Flags()
+	f := e.flows[key]
+	if f != nil && f.state == stLinger && flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN {
+		// Port reuse (design trap 10): a fresh SYN on a tuple we keep only
+		// for stragglers starts a new connection.
+		e.free(f)
+		f = nil
+	}
+	if f == nil {
+		switch {
+		case flags&wire.TCPFlagRST != 0:
+			e.drop(dropNoFlow)
+		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN:
+			e.handleSYN(p, key, now, out)
+		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK:
+			if f = e.acceptCookie(p, key, now, out); f != nil {
+				e.clientSegment(f, p, now, out)
+			}
+		default:
+			e.drop(dropNoFlow)
+		}
+		return
+	}
+	f.lastSeen = now
+	switch f.state {
+	case stSpliced:
+		e.forwardClient(f, p, now, out)
+	case stLinger:
+		if f.hport != 0 && f.isnB != 0 {
+			e.forwardClient(f, p, now, out) // late FIN/ACK of a spliced flow
+			return
+		}
+		// Answered or aborted before any handoff: consume a FIN at
+		// rcvNxt so the client's close completes, acknowledge the rest.
+		if flags&wire.TCPFlagRST == 0 && t.SegLen() > 0 {
+			if t.Seq() == f.rcvNxt && flags&wire.TCPFlagFIN != 0 {
+				f.rcvNxt += wire.Seq(t.SegLen())
+			}
+			e.ackClient(f, now, out)
+		}
+	default:
+		e.clientSegment(f, p, now, out)
+	}
+}
+
+// handleSYN answers a SYN with a SYN cookie (no state kept), or a RST if
+// nothing listens on the port.
+func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Output) {
+	t := p.TCP
+	if !e.isPort(key.dstPort) {
+		e.drop(dropClosedPort)
+		e.sendRST(p, out)
+		return
+	}
+	o := &e.opts
+	if err := wire.ParseOptions(t, o); err != nil {
+		e.drop(dropBadOptions)
+		return
+	}
+	isn := makeCookie(&e.cfg.CookieSecret, now, key, t.Seq(), o)
+	so := wire.SynOptions{MSS: e.cfg.MSS, WScale: -1, SACKPermitted: o.SACKPermitted}
+	if o.HasWScale {
+		so.WScale = e.cfg.WScale
+	}
+	if o.HasTS {
+		so.TS, so.TSVal, so.TSEcr = true, tsClock(now), o.TSVal
+	}
+	var ob [40]byte
+	win := min(e.cfg.RecvBuffer, 65535)
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: p.Eth.Src(),
+		Src: key.dstIP, Dst: key.srcIP, SrcPort: key.dstPort, DstPort: key.srcPort,
+		Seq: isn, Ack: t.Seq() + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK,
+		Window: uint16(win), Options: ob[:so.Encode(ob[:])],
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.SynCookiesSent++
+	e.stats.TxFrames++
+}
+
+// sendRST answers an unacceptable segment as RFC 793 prescribes.
+func (e *FrontEnd) sendRST(p *wire.Packet, out *Output) {
+	t := p.TCP
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: p.Eth.Src(),
+		Src: p.IP.Dst(), Dst: p.IP.Src(), SrcPort: t.DstPort(), DstPort: t.SrcPort(),
+	}
+	if t.Has(wire.TCPFlagACK) {
+		tf.Seq, tf.Flags = t.Ack(), wire.TCPFlagRST
+	} else {
+		tf.Ack, tf.Flags = t.Seq()+wire.Seq(t.SegLen()), wire.TCPFlagRST|wire.TCPFlagACK
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.TxFrames++
+}
+
+// acceptCookie turns a valid final handshake ACK into a flow.
+func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Output) *flow {
+	t := p.TCP
+	if !e.isPort(key.dstPort) {
+		e.drop(dropNoFlow)
+		return nil
+	}
+	info, ok := checkCookie(&e.cfg.CookieSecret, now, key, t.Ack(), t.Seq())
+	if !ok {
+		e.drop(dropBadCookie)
+		e.sendRST(p, out)
+		return nil
+	}
+	o := &e.opts
+	if err := wire.ParseOptions(t, o); err != nil {
+		e.drop(dropBadOptions)
+		return nil
+	}
+	f := e.newFlow(key, now)
+	f.syn = info
+	f.cliMAC = p.Eth.Src()
+	f.isnF = t.Ack() - 1
+	f.sndUna, f.sndNxt = t.Ack(), t.Ack()
+	f.rcvNxt = info.clientISN + 1
+	if info.wscale >= 0 {
+		f.wsF = e.cfg.WScale
+	}
+	if o.HasTS {
+		f.tsRecent = o.TSVal
+	}
+	f.cliWin = t.Window()
+	e.stats.Accepted++
+	e.setDeadline(f, now.Add(e.cfg.HeadTimeout))
+	return f
+}
+
+// clientSegment handles a client segment before the splice: it buffers
+// the request, acknowledges it, and answers on our own behalf.
+func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	flags := t.Flags()
+	seq := t.Seq()
+	if flags&wire.TCPFlagRST != 0 {
+		if seq.InRange(f.rcvNxt, f.rcvNxt+wire.Seq(e.cfg.RecvBuffer)+1) {
+			e.abortC2(f, out)
+			e.linger(f, now, CloseRST, out)
+		} else {
+			e.drop(dropOutOfWindow)
+		}
+		return
+	}
+	if flags&wire.TCPFlagSYN != 0 {
+		e.drop(dropUnexpected) // a SYN on a live pre-splice flow
+		return
+	}
+	o := &e.opts
+	if err := wire.ParseOptions(t, o); err != nil {
+		e.drop(dropBadOptions)
+		return
+	}
+	if o.HasTS && seq.LessEq(f.rcvNxt) {
+		f.tsRecent = o.TSVal
+	}
+	f.cliWin = t.Window()
+	if flags&wire.TCPFlagACK != 0 && f.state == stAnswering {
+		e.answerAcked(f, t.Ack(), now, out)
+		if f.state == stLinger {
+			return
+		}
+	}
+	payload := t.Payload()
+	fin := flags&wire.TCPFlagFIN != 0
+	if len(payload) == 0 && !fin {
+		return // pure ACK or window update
+	}
+	if f.state == stSpliceWait {
+		e.hold(f, p)
+		return
+	}
+	if seq != f.rcvNxt {
+		// Out of order or a retransmission of what we have: a duplicate
+		// ACK tells the client where we are; it will resend.
+		if f.rcvNxt.LessThan(seq) {
+			e.drop(dropOutOfWindow)
+		}
+		e.ackClient(f, now, out)
+		return
+	}
+	if f.state == stAnswering || f.cliFin {
+		e.ackClient(f, now, out)
+		return
+	}
+	room := e.cfg.RecvBuffer - len(f.buf)
+	n := min(len(payload), room)
+	f.buf = append(f.buf, payload[:n]...)
+	f.rcvNxt += wire.Seq(n)
+	if fin && n == len(payload) {
+		f.rcvNxt++
+		f.cliFin = true
+		f.finInBuf = true
+	}
+	e.ackClient(f, now, out)
+	if f.state == stReading {
+		e.parseHead(f, now, out)
+	}
+}
+
+// parseHead checks whether the buffered bytes hold a complete head.
+func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
+	var req httphead.Request
+	err := httphead.Parse(f.buf, e.cfg.MaxHead, &req)
+	switch {
+	case err == nil:
+		f.state = stQueued
+		e.stats.Requests++
+		e.setDeadline(f, now.Add(e.cfg.IdleTimeout))
+		out.event(Event{Kind: EvRequest, Flow: f.id, Request: &RequestInfo{
+			Method:    string(req.Method),
+			Host:      string(req.Host),
+			Path:      string(req.Path),
+			Cookie:    string(req.Cookie),
+			Port:      f.key.dstPort,
+			Client:    f.key.srcIP.String(),
+			HeadLen:   req.HeadLen,
+			KeepAlive: req.KeepAlive,
+		}})
+	case errors.Is(err, httphead.ErrIncomplete):
+		if f.cliFin {
+			// The client closed before finishing its head.
+			e.answer(f, 400, "request incomplete at end of stream", now, out)
+		}
+	case errors.Is(err, httphead.ErrTooLarge):
+		e.answer(f, 431, "request head larger than the limit", now, out)
+	default:
+		e.answer(f, 400, err.Error(), now, out)
+	}
+}
+
+// hold keeps a copy of a client frame that arrives while the shim is being
+// told about the splice (design trap 6); it is forwarded once the splice
+// is acknowledged. Beyond the bound the frame is dropped and the client's
+// retransmission brings it again.
+func (e *FrontEnd) hold(f *flow, p *wire.Packet) {
+	if len(f.held) >= e.cfg.HoldFrames {
+		e.drop(dropHoldFull)
+		return
+	}
+	f.held = append(f.held, append([]byte(nil), p.Eth[:p.End]...))
+}

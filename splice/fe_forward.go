@@ -1,0 +1,182 @@
+package splice
+
+import (
+	"encoding/binary"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// forwardClient translates a client segment onto C2 in place (handoff
+// step 7): addresses and ports become C2's, and everything that names
+// reply-direction bytes -- the ACK number, SACK edges, the timestamp echo
+// -- moves from client-facing to back-end numbers. Sequence numbers need
+// nothing: C2 started at the client's ISN. Checksums are updated
+// incrementally, so the payload is never read.
+func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	ip := p.IP
+	o := &e.opts
+	if err := wire.ParseOptions(t, o); err != nil {
+		e.drop(dropBadOptions)
+		return
+	}
+	flags := t.Flags()
+	if flags&wire.TCPFlagSYN != 0 {
+		e.drop(dropUnexpected)
+		return
+	}
+	if o.HasTS {
+		f.tsRecent = o.TSVal
+	}
+	f.cliWin = t.Window()
+	oldSrc, oldDst := ip.Src(), ip.Dst()
+	ip.SetSrc(e.handoff)
+	ip.SetDst(f.bIP)
+	t.UpdateAddrs(oldSrc, oldDst, e.handoff, f.bIP)
+	t.SetSrcPortUpdate(f.hport)
+	t.SetDstPortUpdate(f.backend.Port)
+	delta := wire.Seq(f.seqDelta)
+	if flags&wire.TCPFlagACK != 0 {
+		ack := t.Ack()
+		if f.cliAck.LessThan(ack) || f.cliAck == 0 {
+			f.cliAck = ack
+		}
+		t.SetAckUpdate(ack - delta)
+	}
+	for k := 0; k < o.NumSACK; k++ {
+		off := o.SACKOffset + 8*k
+		t.SetUint32AtUpdate(off, binary.BigEndian.Uint32(t[off:])-f.seqDelta)
+		t.SetUint32AtUpdate(off+4, binary.BigEndian.Uint32(t[off+4:])-f.seqDelta)
+	}
+	if o.HasTS && f.tsB && o.TSEcr != 0 {
+		t.SetUint32AtUpdate(o.TSOffset+4, o.TSEcr-f.tsOffset)
+	}
+	eth := p.Eth
+	eth.SetSrc(e.cfg.MAC)
+	eth.SetDst(f.backend.MAC)
+	n := len(t.Payload())
+	f.forwardedBytes += uint64(n)
+	e.stats.ForwardedBytes += uint64(n)
+	e.stats.ForwardedFrames++
+	e.stats.TxFrames++
+	out.send(PortWire, eth[:p.End])
+	if flags&wire.TCPFlagFIN != 0 {
+		f.cliFin = true
+	}
+	if flags&wire.TCPFlagRST != 0 {
+		e.linger(f, now, CloseRST, out)
+		return
+	}
+	if f.state == stSpliced {
+		e.armSplicedTimer(f, now)
+	}
+}
+
+// onTimer runs f's deadline.
+func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
+	switch f.state {
+	case stReading:
+		e.answer(f, 408, "request head not received in time", now, out)
+	case stQueued:
+		e.answer(f, 503, "request waited too long", now, out)
+	case stConnecting:
+		f.retries++
+		if f.retries > 3 {
+			e.handoffFailed(f, "back-end did not answer", now, out)
+			return
+		}
+		e.stats.Retransmits++
+		e.sendC2SYN(f, now, out)
+		e.setDeadline(f, now.Add(e.cfg.HandoffTimeout<<f.retries))
+	case stSpliceWait:
+		e.handoffFailed(f, "back-end shim did not confirm the splice", now, out)
+	case stSpliced:
+		switch {
+		case f.reqUna.LessThan(f.reqEnd):
+			if now < f.rto {
+				e.setDeadline(f, f.rto)
+				return
+			}
+			f.retries++
+			if f.retries > e.cfg.MaxRetries {
+				e.Abort(f.id, now, out)
+				return
+			}
+			e.stats.Retransmits++
+			e.sendRequest(f, now, out)
+			e.setDeadline(f, f.rto)
+		case f.cliFin && f.srvFin:
+			if due := f.lastSeen.Add(e.cfg.Linger); now < due {
+				e.setDeadline(f, due)
+				return
+			}
+			e.linger(f, now, CloseFIN, out)
+		default:
+			if due := f.lastSeen.Add(e.cfg.IdleTimeout); now < due {
+				e.setDeadline(f, due)
+				return
+			}
+			e.Abort(f.id, now, out)
+		}
+	case stAnswering:
+		e.answerTimeout(f, now, out)
+	case stLinger:
+		e.free(f)
+	}
+}
+
+// inputICMP forwards "fragmentation needed" about a reply (which the
+// client's path sent to the VIP) to the back-end that sent the reply, with
+// the embedded header translated back to C2 (design trap 9). Other ICMP to
+// our addresses is dropped.
+func (e *FrontEnd) inputICMP(p *wire.Packet, now Time, out *Output) {
+	ip := p.IP
+	if !e.isVIP(ip.Dst()) {
+		e.drop(dropNotOurs)
+		return
+	}
+	icmp := ip.Payload()
+	const typeDestUnreach, codeFragNeeded = 3, 4
+	if icmp[0] != typeDestUnreach || icmp[1] != codeFragNeeded || len(icmp) < 8+20+8 {
+		e.drop(dropNotOurs)
+		return
+	}
+	inner := wire.IPv4(icmp[8:])
+	ihl := inner.HeaderLen()
+	if inner[0]>>4 != 4 || ihl < 20 || len(icmp) < 8+ihl+8 || inner.Protocol() != wire.ProtoTCP {
+		e.drop(dropMalformed)
+		return
+	}
+	innerTCP := icmp[8+ihl:]
+	// The embedded packet is a reply: VIP:port -> client:port.
+	key := fourTuple{
+		srcIP: inner.Dst(), dstIP: inner.Src(),
+		srcPort: binary.BigEndian.Uint16(innerTCP[2:]), dstPort: binary.BigEndian.Uint16(innerTCP[0:]),
+	}
+	f := e.flows[key]
+	if f == nil || f.hport == 0 || f.isnB == 0 {
+		e.drop(dropNoFlow)
+		return
+	}
+	// Rewrite the embedded header back to what the back-end sent: the
+	// back-end's kernel matches it against its own socket.
+	copy(inner[12:16], f.bIP[:])
+	copy(inner[16:20], e.handoff[:])
+	binary.BigEndian.PutUint16(innerTCP[0:], f.backend.Port)
+	binary.BigEndian.PutUint16(innerTCP[2:], f.hport)
+	seq := binary.BigEndian.Uint32(innerTCP[4:])
+	binary.BigEndian.PutUint32(innerTCP[4:], seq-f.seqDelta)
+	inner.SetChecksum(0)
+	inner.SetChecksum(inner.ComputeChecksum())
+	// The outer packet now goes to the back-end; ICMP is small, so a full
+	// checksum over it costs little.
+	ip.SetDst(f.bIP)
+	icmp[2], icmp[3] = 0, 0
+	c := wire.Checksum(icmp)
+	icmp[2], icmp[3] = byte(c>>8), byte(c)
+	p.Eth.SetSrc(e.cfg.MAC)
+	p.Eth.SetDst(f.backend.MAC)
+	e.stats.ICMPForwarded++
+	e.stats.TxFrames++
+	out.send(PortWire, p.Eth[:p.End])
+}

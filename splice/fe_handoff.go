@@ -1,0 +1,324 @@
+package splice
+
+import (
+	"errors"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Errors from the daemon-facing calls.
+var (
+	ErrNoFlow     = errors.New("splice: no such flow")
+	ErrFlowState  = errors.New("splice: flow is not in a state for that")
+	ErrNoPorts    = errors.New("splice: no free handoff port")
+	ErrBadBackend = errors.New("splice: back-end address is not IPv4")
+)
+
+// allocPort finds a free C2 source port. A linear probe from the last
+// one handed out: ports come back in roughly the order they went.
+func (e *FrontEnd) allocPort() (uint16, bool) {
+	span := int(e.cfg.HandoffPortLast) - int(e.cfg.HandoffPortFirst) + 1
+	for i := 0; i < span; i++ {
+		p := e.nextPort
+		if e.nextPort == e.cfg.HandoffPortLast {
+			e.nextPort = e.cfg.HandoffPortFirst
+		} else {
+			e.nextPort++
+		}
+		if _, used := e.byPort[p]; !used {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// Dispatch hands a queued request to back-end b: the engine opens C2 with
+// the client's ISN and SYN options (handoff step 4).
+func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
+	f := e.byID[id]
+	if f == nil {
+		return ErrNoFlow
+	}
+	if f.state != stQueued {
+		return ErrFlowState
+	}
+	if !b.IP.Is4() {
+		return ErrBadBackend
+	}
+	port, ok := e.allocPort()
+	if !ok {
+		return ErrNoPorts
+	}
+	f.backend = b
+	f.bIP = b.IP.As4()
+	f.hport = port
+	e.byPort[port] = f
+	f.state = stConnecting
+	f.retries = 0
+	e.stats.HandoffsStarted++
+	e.sendC2SYN(f, now, out)
+	e.setDeadline(f, now.Add(e.cfg.HandoffTimeout))
+	return nil
+}
+
+// sendC2SYN offers the back-end exactly what the client offered us, so it
+// negotiates nothing the client cannot honour (design trap 4).
+func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
+	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack}
+	if f.syn.ts {
+		so.TS, so.TSVal = true, f.tsRecent
+	}
+	var ob [40]byte
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
+		Src: e.handoff, Dst: f.bIP, SrcPort: f.hport, DstPort: f.backend.Port,
+		Seq: f.syn.clientISN, Flags: wire.TCPFlagSYN,
+		Window:  65535,
+		Options: ob[:so.Encode(ob[:])],
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.TxFrames++
+}
+
+// inputBackend handles segments a back-end sent to our handoff address:
+// its SYN-ACK, and the header-only copies its shim sends while the
+// request is unacknowledged or when the server closes.
+func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	f := e.byPort[t.DstPort()]
+	if f == nil || p.IP.Src() != f.bIP || t.SrcPort() != f.backend.Port {
+		e.drop(dropNoFlow)
+		if !t.Has(wire.TCPFlagRST) {
+			e.sendRST(p, out) // a stale C2: make the back-end let go
+		}
+		return
+	}
+	e.stats.ReplyPayloadBytes += uint64(len(t.Payload()))
+	flags := t.Flags()
+	switch f.state {
+	case stConnecting:
+		if flags&wire.TCPFlagRST != 0 {
+			e.handoffFailed(f, "back-end refused the connection", now, out)
+			return
+		}
+		if flags&(wire.TCPFlagSYN|wire.TCPFlagACK) != wire.TCPFlagSYN|wire.TCPFlagACK || t.Ack() != f.syn.clientISN+1 {
+			e.drop(dropUnexpected)
+			return
+		}
+		e.c2Established(f, p, now, out)
+	case stSpliceWait:
+		if flags&wire.TCPFlagSYN != 0 {
+			e.sendC2Ack(f, out) // our ACK was lost
+		} else if flags&wire.TCPFlagRST != 0 {
+			e.handoffFailed(f, "back-end reset the connection", now, out)
+		}
+	case stSpliced, stLinger:
+		if flags&wire.TCPFlagACK != 0 && f.reqUna.LessThan(t.Ack()) {
+			f.reqUna = t.Ack()
+		}
+		if flags&wire.TCPFlagFIN != 0 {
+			f.srvFin = true
+		}
+		if flags&wire.TCPFlagRST != 0 {
+			f.srvRST = true
+			e.linger(f, now, CloseRST, out)
+			return
+		}
+		if f.state == stSpliced {
+			e.armSplicedTimer(f, now)
+		}
+	default:
+		e.drop(dropUnexpected)
+	}
+}
+
+// c2Established records the back-end's choices and computes the numbers
+// the translation needs (handoff step 5), then asks the daemon to tell the
+// shim (step 6).
+func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	o := &e.opts
+	if err := wire.ParseOptions(t, o); err != nil {
+		e.drop(dropBadOptions)
+		return
+	}
+	f.isnB = t.Seq()
+	f.mssB = 536
+	if o.HasMSS {
+		f.mssB = o.MSS
+	}
+	f.wsB = -1
+	if o.HasWScale && f.syn.wscale >= 0 {
+		f.wsB = int(o.WScale)
+	}
+	f.tsB = o.HasTS && f.syn.ts
+	if f.tsB {
+		f.tsLastB = o.TSVal
+		// Translated back-end TSvals must continue after everything we
+		// sent the client ourselves, or its PAWS check drops them
+		// (design trap 2). Our clock is at tsClock(now); the back-end's
+		// later values only grow from o.TSVal.
+		f.tsOffset = tsClock(now) + 1 - o.TSVal
+	}
+	f.seqDelta = uint32(f.isnF - f.isnB)
+	f.reqEnd = f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	if f.finInBuf {
+		f.reqEnd++
+	}
+	f.reqUna = f.syn.clientISN + 1
+	f.reqNxt = f.reqUna
+	f.state = stSpliceWait
+	e.sendC2Ack(f, out)
+	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
+	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: e.spliceMessage(f)})
+}
+
+func (e *FrontEnd) sendC2Ack(f *flow, out *Output) {
+	var ob [wire.TSOptionLen]byte
+	e.toBackend(f, f.syn.clientISN+1, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
+}
+
+func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
+	s := proto.Splice{
+		RequestID:        uint64(f.id),
+		ClientIP:         f.key.srcIP.Addr(),
+		ClientPort:       f.key.srcPort,
+		VIP:              f.key.dstIP.Addr(),
+		VIPPort:          f.key.dstPort,
+		HandoffIP:        e.handoff.Addr(),
+		HandoffPort:      f.hport,
+		BackendIP:        f.bIP.Addr(),
+		BackendPort:      f.backend.Port,
+		SeqDelta:         f.seqDelta,
+		TSOffset:         f.tsOffset,
+		ClientNextHopMAC: f.cliMAC,
+		RequestEnd:       uint32(f.reqEnd),
+	}
+	if f.tsB {
+		s.Flags |= proto.SpliceTimestamps
+	}
+	if f.syn.sack {
+		s.Flags |= proto.SpliceSACK
+	}
+	if f.wsF >= 0 {
+		s.Flags |= proto.SpliceWindowScale
+		s.WScaleFrontend = uint8(f.wsF)
+		if f.wsB >= 0 {
+			s.WScaleBackend = uint8(f.wsB)
+		}
+	}
+	return s
+}
+
+// SpliceAcked is called when the shim confirmed the Splice message: from
+// now on every reply it sees is translated, so the request can go.
+func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
+	f := e.byID[id]
+	if f == nil {
+		return ErrNoFlow
+	}
+	if f.state != stSpliceWait {
+		return ErrFlowState
+	}
+	f.state = stSpliced
+	f.retries = 0
+	e.stats.HandoffsDone++
+	e.sendRequest(f, now, out)
+	for _, h := range f.held {
+		var p wire.Packet
+		if wire.Parse(h, &p) == nil && p.Kind == wire.KindTCP {
+			e.forwardClient(f, &p, now, out)
+		}
+	}
+	f.held = nil
+	e.armSplicedTimer(f, now)
+	return nil
+}
+
+// sendRequest sends (or resends, from the back-end's last ACK) the bytes
+// we acknowledged to the client ourselves: they must reach the back-end
+// exactly once, and only we still have them.
+func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
+	mss := int(min(f.mssB, f.syn.mss))
+	var ob [wire.TSOptionLen]byte
+	opts := f.c2TSOption(&ob)
+	mss -= len(opts)
+	base := f.syn.clientISN + 1
+	off := int(f.reqUna - base)
+	for off < len(f.buf) {
+		n := min(mss, len(f.buf)-off)
+		flags := uint8(wire.TCPFlagACK)
+		if off+n == len(f.buf) {
+			flags |= wire.TCPFlagPSH
+			if f.finInBuf {
+				flags |= wire.TCPFlagFIN
+			}
+		}
+		e.toBackend(f, base+wire.Seq(off), f.isnB+1, flags, opts, f.buf[off:off+n], out)
+		e.stats.HandedOffBytes += uint64(n)
+		off += n
+	}
+	if len(f.buf) == off && f.finInBuf && f.reqUna == base+wire.Seq(len(f.buf)) {
+		e.toBackend(f, base+wire.Seq(len(f.buf)), f.isnB+1, wire.TCPFlagACK|wire.TCPFlagFIN, opts, nil, out)
+	}
+	f.reqNxt = f.reqEnd
+	f.rto = now.Add(e.cfg.RTOMin << f.retries)
+}
+
+// armSplicedTimer picks the spliced flow's next deadline: retransmission
+// while the request is unacknowledged, then idle or linger.
+func (e *FrontEnd) armSplicedTimer(f *flow, now Time) {
+	switch {
+	case f.reqUna.LessThan(f.reqEnd):
+		e.setDeadline(f, f.rto)
+	case f.cliFin && f.srvFin:
+		e.setDeadline(f, f.lastSeen.Add(e.cfg.Linger))
+	default:
+		e.setDeadline(f, f.lastSeen.Add(e.cfg.IdleTimeout))
+	}
+}
+
+// handoffFailed gives the client a 503: the request never reached a
+// server, so it is safe for the client to retry.
+func (e *FrontEnd) handoffFailed(f *flow, reason string, now Time, out *Output) {
+	e.stats.HandoffsFailed++
+	e.abortC2(f, out)
+	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed})
+	delete(e.byPort, f.hport)
+	f.hport = 0
+	e.answerWith(f, 503, answerBody(503, reason, 1e9), now, out)
+}
+
+// abortC2 resets the handoff connection if one exists.
+func (e *FrontEnd) abortC2(f *flow, out *Output) {
+	if f.hport == 0 || f.isnB == 0 && f.state != stSpliceWait && f.state != stSpliced {
+		return
+	}
+	seq := f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	e.toBackend(f, seq, 0, wire.TCPFlagRST, nil, nil, out)
+}
+
+// Abort resets a flow on both sides (a back-end died under it, design
+// trap 13): the client sees a RST rather than a hang.
+func (e *FrontEnd) Abort(id FlowID, now Time, out *Output) error {
+	f := e.byID[id]
+	if f == nil {
+		return ErrNoFlow
+	}
+	if f.state == stLinger {
+		return nil
+	}
+	e.abortC2(f, out)
+	seq := f.sndNxt
+	if f.state == stSpliced {
+		// The client accepts a RST at exactly its rcv_nxt (RFC 5961),
+		// which its latest ACK told us.
+		seq = f.cliAck
+	}
+	e.toClient(f, now, seq, f.rcvNxt, wire.TCPFlagRST|wire.TCPFlagACK, nil, out)
+	e.linger(f, now, CloseAborted, out)
+	return nil
+}

@@ -1,0 +1,187 @@
+package splice
+
+import (
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// flowState is where a client connection is in the handoff.
+type flowState uint8
+
+const (
+	stReading    flowState = iota // buffering the request head
+	stQueued                      // head complete, waiting for Dispatch
+	stConnecting                  // C2 SYN sent
+	stSpliceWait                  // C2 up, Splice sent, waiting for the shim's ack
+	stSpliced                     // forwarding client packets onto C2
+	stAnswering                   // sending our own response, then FIN
+	stLinger                      // closed; kept for late segments
+)
+
+var flowStateNames = [...]string{"reading", "queued", "connecting", "splice-wait", "spliced", "answering", "linger"}
+
+func (s flowState) String() string { return flowStateNames[s] }
+
+// flow is one client connection and, once dispatched, its handoff
+// connection C2. Client-facing numbers: isnF is our ISN, syn.clientISN
+// the client's. C2 reuses the client's ISN, so request-direction sequence
+// numbers are the same on both connections and only the reply direction
+// (and everything that refers to it: ACK, SACK, TS echo) is translated.
+type flow struct {
+	id       FlowID
+	state    flowState
+	key      fourTuple // client -> VIP
+	cliMAC   wire.MAC  // source MAC of the client's frames: its next hop
+	syn      synInfo
+	isnF     wire.Seq
+	wsF      int // our window scale towards the client, -1 if none
+	deadline Time
+
+	// Request direction before the handoff.
+	rcvNxt   wire.Seq
+	buf      []byte // bytes from clientISN+1 that we acknowledged
+	cliWin   uint16 // client's last raw window
+	tsRecent uint32 // client's last TSval
+	started  Time
+	lastSeen Time
+	cliFin   bool // client sent FIN (and we have it in sequence)
+	finInBuf bool // the FIN was acknowledged by us before the handoff
+
+	// Our own sending (answers such as 400/503).
+	sndUna, sndNxt wire.Seq
+	sendBuf        []byte
+	finSent        bool
+	retries        int
+	rto            Time
+	status         int
+
+	// Handoff connection C2.
+	backend  Backend
+	bIP      wire.IP4
+	hport    uint16
+	isnB     wire.Seq
+	mssB     uint16
+	wsB      int
+	tsB      bool
+	tsLastB  uint32 // back-end's last TSval seen by us
+	seqDelta uint32 // client-facing reply seq = back-end seq + seqDelta
+	tsOffset uint32 // client-facing TSval = back-end TSval + tsOffset
+	reqEnd   wire.Seq
+	reqUna   wire.Seq // highest back-end ACK seen (via the shim's copies)
+	reqNxt   wire.Seq
+	held     [][]byte
+	srvFin   bool
+	cliAck   wire.Seq // client's latest ACK (client-facing numbers)
+	srvRST   bool
+
+	forwardedBytes uint64
+}
+
+// tsClock is the front-end's timestamp clock: milliseconds of engine time,
+// like Linux's, so translated back-end values continue it smoothly.
+func tsClock(now Time) uint32 { return uint32(now / 1e6) }
+
+// rcvWindow is the window we advertise before the handoff (scaled).
+func (e *FrontEnd) rcvWindow(f *flow) uint16 {
+	free := e.cfg.RecvBuffer - len(f.buf)
+	if free < 0 {
+		free = 0
+	}
+	if f.wsF > 0 {
+		free >>= f.wsF
+	}
+	return uint16(min(free, 65535))
+}
+
+// toClient builds a segment from the VIP to the client with the options a
+// non-SYN segment of this connection carries.
+func (e *FrontEnd) toClient(f *flow, now Time, seq, ack wire.Seq, flags uint8, payload []byte, out *Output) {
+	var optBuf [wire.TSOptionLen]byte
+	var opts []byte
+	if f.syn.ts {
+		opts = optBuf[:wire.EncodeTS(optBuf[:], tsClock(now), f.tsRecent)]
+	}
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: f.cliMAC,
+		Src: f.key.dstIP, Dst: f.key.srcIP,
+		SrcPort: f.key.dstPort, DstPort: f.key.srcPort,
+		Seq: seq, Ack: ack, Flags: flags,
+		Window:  e.rcvWindow(f),
+		Options: opts, Payload: payload,
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.TxFrames++
+}
+
+// ackClient acknowledges everything received so far.
+func (e *FrontEnd) ackClient(f *flow, now Time, out *Output) {
+	seq := f.sndNxt
+	e.toClient(f, now, seq, f.rcvNxt, wire.TCPFlagACK, nil, out)
+}
+
+// toBackend builds a segment on C2 from the handoff address.
+func (e *FrontEnd) toBackend(f *flow, seq, ack wire.Seq, flags uint8, opts, payload []byte, out *Output) {
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
+		Src: e.handoff, Dst: f.bIP,
+		SrcPort: f.hport, DstPort: f.backend.Port,
+		Seq: seq, Ack: ack, Flags: flags,
+		Window:  f.cliWin,
+		Options: opts, Payload: payload,
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.TxFrames++
+}
+
+// c2TSOption returns the timestamp option for a segment we originate on
+// C2: the client's clock (which the back-end has seen in the client's own
+// segments) echoing the back-end's last value.
+func (f *flow) c2TSOption(b *[wire.TSOptionLen]byte) []byte {
+	if !f.syn.ts || !f.tsB {
+		return nil
+	}
+	return b[:wire.EncodeTS(b[:], f.tsRecent, f.tsLastB)]
+}
+
+// newFlow registers a flow for key.
+func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
+	e.nextID++
+	f := &flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never}
+	e.flows[key] = f
+	e.byID[f.id] = f
+	return f
+}
+
+// free forgets f entirely.
+func (e *FrontEnd) free(f *flow) {
+	if e.flows[f.key] == f {
+		delete(e.flows, f.key)
+	}
+	delete(e.byID, f.id)
+	if f.hport != 0 && e.byPort[f.hport] == f {
+		delete(e.byPort, f.hport)
+	}
+	f.deadline = Never
+}
+
+// linger moves f to its final state: late segments still find it (and
+// retransmitted FINs are still forwarded) until the linger time passes.
+func (e *FrontEnd) linger(f *flow, now Time, reason CloseReason, out *Output) {
+	if f.state == stLinger {
+		return
+	}
+	wasDispatched := f.hport != 0
+	f.state = stLinger
+	f.held = nil
+	f.buf = nil
+	f.sendBuf = nil
+	e.setDeadline(f, now.Add(e.cfg.Linger))
+	ev := Event{Kind: EvClosed, Flow: f.id, Reason: reason, Bytes: f.forwardedBytes}
+	if wasDispatched {
+		ev.Backend = f.backend.ID
+	}
+	out.event(ev)
+}

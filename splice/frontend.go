@@ -1,0 +1,242 @@
+package splice
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// FrontEndConfig configures the front-end engine. Zero durations and sizes
+// take the defaults listed with them.
+type FrontEndConfig struct {
+	MAC         wire.MAC     // our link address, answered in ARP for every owned address
+	VIPs        []netip.Addr // client-facing addresses
+	Ports       []uint16     // listening ports on every VIP
+	HandoffAddr netip.Addr   // source address of handoff connections (C2)
+	// HandoffPortFirst..HandoffPortLast is the C2 source port range
+	// (default 20000..60999).
+	HandoffPortFirst, HandoffPortLast uint16
+	CookieSecret                      [32]byte
+
+	MSS            uint16        // MSS we advertise to clients (1460)
+	WScale         int           // our window scale when the client offers one (7)
+	RecvBuffer     int           // request bytes buffered before the handoff (64 KiB)
+	MaxHead        int           // request head limit -> 431 (8 KiB)
+	HeadTimeout    time.Duration // client must finish its head within (10 s) -> 408
+	HandoffTimeout time.Duration // C2 SYN retransmission base (1 s), 3 tries
+	RTOMin         time.Duration // retransmission timeout for what we send (200 ms)
+	MaxRetries     int           // retransmissions before giving up (6)
+	Linger         time.Duration // keep a closed flow for late segments (5 s)
+	IdleTimeout    time.Duration // spliced flow with no client packet (15 min)
+	HoldFrames     int           // client frames held while C2 is set up (16)
+}
+
+func (c *FrontEndConfig) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.HandoffPortFirst == 0 {
+		c.HandoffPortFirst, c.HandoffPortLast = 20000, 60999
+	}
+	if c.MSS == 0 {
+		c.MSS = 1460
+	}
+	if c.WScale == 0 {
+		c.WScale = 7
+	}
+	if c.RecvBuffer == 0 {
+		c.RecvBuffer = 64 << 10
+	}
+	if c.MaxHead == 0 {
+		c.MaxHead = 8 << 10
+	}
+	def(&c.HeadTimeout, 10*time.Second)
+	def(&c.HandoffTimeout, time.Second)
+	def(&c.RTOMin, 200*time.Millisecond)
+	def(&c.Linger, 5*time.Second)
+	def(&c.IdleTimeout, 15*time.Minute)
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 6
+	}
+	if c.HoldFrames == 0 {
+		c.HoldFrames = 16
+	}
+}
+
+func (c *FrontEndConfig) validate() error {
+	if len(c.VIPs) == 0 {
+		return errors.New("splice: FrontEndConfig.VIPs is empty")
+	}
+	for _, a := range append([]netip.Addr{c.HandoffAddr}, c.VIPs...) {
+		if !a.Is4() {
+			return fmt.Errorf("splice: FrontEndConfig: %v is not an IPv4 address", a)
+		}
+	}
+	if len(c.Ports) == 0 {
+		return errors.New("splice: FrontEndConfig.Ports is empty")
+	}
+	if c.HandoffPortLast < c.HandoffPortFirst {
+		return errors.New("splice: FrontEndConfig: HandoffPortLast < HandoffPortFirst")
+	}
+	if c.WScale < 0 || c.WScale > wire.MaxWScale {
+		return fmt.Errorf("splice: FrontEndConfig.WScale %d out of 0..14", c.WScale)
+	}
+	if c.MaxHead > c.RecvBuffer {
+		return errors.New("splice: FrontEndConfig.MaxHead exceeds RecvBuffer")
+	}
+	return nil
+}
+
+// Backend is where Dispatch sends a request.
+type Backend struct {
+	ID   uint32
+	IP   netip.Addr
+	MAC  wire.MAC
+	Port uint16
+}
+
+// FrontEnd is the front-end's packet engine. It is not safe for
+// concurrent use: one goroutine feeds it, which is also why no lock is
+// taken per packet.
+type FrontEnd struct {
+	cfg      FrontEndConfig
+	vips     []wire.IP4
+	handoff  wire.IP4
+	ports    []uint16
+	flows    map[fourTuple]*flow // by client-facing tuple (client -> VIP)
+	byID     map[FlowID]*flow
+	byPort   map[uint16]*flow // by C2 source port
+	nextID   FlowID
+	nextPort uint16
+	timers   deadlines
+	stats    FrontEndStats
+	pkt      wire.Packet
+	opts     wire.TCPOptions
+}
+
+// NewFrontEnd validates cfg and returns an engine.
+func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &FrontEnd{
+		cfg:      cfg,
+		handoff:  wire.IP4From(cfg.HandoffAddr),
+		ports:    append([]uint16(nil), cfg.Ports...),
+		flows:    make(map[fourTuple]*flow),
+		byID:     make(map[FlowID]*flow),
+		byPort:   make(map[uint16]*flow),
+		nextPort: cfg.HandoffPortFirst,
+	}
+	for _, v := range cfg.VIPs {
+		e.vips = append(e.vips, wire.IP4From(v))
+	}
+	return e, nil
+}
+
+// Stats returns a copy of the counters.
+func (e *FrontEnd) Stats() FrontEndStats {
+	s := e.stats
+	s.Flows = uint64(len(e.byID))
+	return s
+}
+
+// Flows returns the number of live flows (including lingering ones).
+func (e *FrontEnd) Flows() int { return len(e.byID) }
+
+func (e *FrontEnd) isVIP(a wire.IP4) bool {
+	for _, v := range e.vips {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *FrontEnd) isPort(p uint16) bool {
+	for _, q := range e.ports {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Input processes one frame received at time now.
+func (e *FrontEnd) Input(frame []byte, now Time, out *Output) {
+	e.stats.RxFrames++
+	p := &e.pkt
+	if err := wire.Parse(frame, p); err != nil {
+		e.drop(dropMalformed)
+		return
+	}
+	switch p.Kind {
+	case wire.KindARP:
+		e.inputARP(p, out)
+	case wire.KindTCP:
+		ip := p.IP
+		dst := ip.Dst()
+		switch {
+		case e.isVIP(dst):
+			e.inputClient(p, now, out)
+		case dst == e.handoff:
+			e.inputBackend(p, now, out)
+		default:
+			e.drop(dropNotOurs)
+		}
+	case wire.KindICMP:
+		e.inputICMP(p, now, out)
+	default:
+		e.drop(dropNotOurs)
+	}
+}
+
+func (e *FrontEnd) inputARP(p *wire.Packet, out *Output) {
+	a := p.ARP
+	if a.Op() != wire.ARPRequest {
+		return
+	}
+	t := a.TargetIP()
+	if !e.isVIP(t) && t != e.handoff {
+		return
+	}
+	b := out.alloc(wire.ARPFrameLen)
+	wire.EncodeARP(b, wire.ARPReply, e.cfg.MAC, t, a.SenderMAC(), a.SenderIP(), a.SenderMAC())
+	out.send(PortWire, b)
+	e.stats.ARPReplies++
+	e.stats.TxFrames++
+}
+
+// NextDeadline is when Tick next has work; the caller may sleep until then
+// or until a frame arrives, whichever is first.
+func (e *FrontEnd) NextDeadline() Time { return e.timers.next() }
+
+// Tick runs the timers due at now.
+func (e *FrontEnd) Tick(now Time, out *Output) {
+	for {
+		ent, ok := e.timers.popDue(now)
+		if !ok {
+			return
+		}
+		f := e.byID[FlowID(ent.key)]
+		if f == nil || f.deadline != ent.when {
+			continue // stale entry
+		}
+		e.onTimer(f, now, out)
+	}
+}
+
+// setDeadline arms f's single timer.
+func (e *FrontEnd) setDeadline(f *flow, when Time) {
+	if f.deadline == when {
+		return
+	}
+	f.deadline = when
+	e.timers.push(when, uint64(f.id))
+}

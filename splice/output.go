@@ -1,0 +1,155 @@
+package splice
+
+import (
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+)
+
+// Time is the engine's notion of now: nanoseconds on a clock the caller
+// chooses (wall time in daemons, capture timestamps in replay, a counter in
+// tests). The engine only subtracts and compares times.
+type Time int64
+
+// Add returns t moved by d.
+func (t Time) Add(d time.Duration) Time { return t + Time(d) }
+
+// Sub returns t - u.
+func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }
+
+// Never is a deadline that does not come.
+const Never Time = 1<<63 - 1
+
+// Port names one side of a shim. The front-end has a single port.
+type Port uint8
+
+const (
+	// PortWire is the network side (AF_PACKET on the wire, or the TAP a
+	// front-end host uses as its NIC).
+	PortWire Port = iota
+	// PortHost is the back-end kernel side (the TAP its IP stack uses).
+	PortHost
+)
+
+func (p Port) String() string {
+	if p == PortHost {
+		return "host"
+	}
+	return "wire"
+}
+
+// OutFrame is a frame the caller must send on Port.
+type OutFrame struct {
+	Port Port
+	Data []byte
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EvRequest: a client's request head is complete; the daemon
+	// schedules it and later calls FrontEnd.Dispatch (or Reject).
+	EvRequest EventKind = iota + 1
+	// EvSplice: the handoff connection is up; the daemon sends
+	// Event.Splice to the back-end's shim and calls FrontEnd.SpliceAcked
+	// when the shim confirms.
+	EvSplice
+	// EvClosed: a flow is gone (Reason says how); back-end accounting
+	// can release it.
+	EvClosed
+	// EvAnswered: the front-end answered the client itself (Status).
+	EvAnswered
+	// EvServiceTime: (shim) a response started; ServiceTime is the time
+	// from the request's arrival to its first response byte.
+	EvServiceTime
+	// EvResponseDone: (shim) a response finished (the client acknowledged
+	// everything the server sent); Bytes is its size.
+	EvResponseDone
+)
+
+// CloseReason says why a flow ended.
+type CloseReason uint8
+
+const (
+	CloseFIN CloseReason = iota + 1
+	CloseRST
+	CloseTimeout
+	CloseHandoffFailed
+	CloseAborted
+	CloseAnswered
+)
+
+var closeReasonNames = [...]string{"", "fin", "rst", "timeout", "handoff-failed", "aborted", "answered"}
+
+func (r CloseReason) String() string {
+	if int(r) < len(closeReasonNames) {
+		return closeReasonNames[r]
+	}
+	return "unknown"
+}
+
+// RequestInfo describes a parsed request head.
+type RequestInfo struct {
+	Method, Host, Path, Cookie string
+	Port                       uint16 // VIP port the client connected to
+	Client                     string // client address:port, for logs
+	HeadLen                    int
+	KeepAlive                  bool
+}
+
+// Event is something the daemon must act on or account for. Only the
+// fields its Kind names are set.
+type Event struct {
+	Kind        EventKind
+	Flow        FlowID
+	Backend     uint32
+	Request     *RequestInfo  // EvRequest
+	Splice      proto.Splice  // EvSplice
+	Reason      CloseReason   // EvClosed
+	Status      int           // EvAnswered
+	ServiceTime time.Duration // EvServiceTime
+	Bytes       uint64        // EvResponseDone, EvClosed (bytes relayed)
+	RequestID   uint64        // shim events
+}
+
+// FlowID names a client connection for the lifetime of the engine.
+type FlowID uint64
+
+// Output collects what one call into an engine produced. Frames that the
+// engine rewrote in place alias the input frame; frames it built live in
+// the Output's arena. Both stay valid until the next Reset, so the caller
+// sends everything before feeding the engine again. An Output is reused
+// call after call so the steady state allocates nothing.
+type Output struct {
+	Frames []OutFrame
+	Events []Event
+	arena  []byte
+}
+
+// arenaSize holds a burst of built frames (retransmitted request data,
+// SYN-ACKs); an arena that runs out falls back to the heap.
+const arenaSize = 256 << 10
+
+// Reset empties the output for the next call.
+func (o *Output) Reset() {
+	o.Frames = o.Frames[:0]
+	o.Events = o.Events[:0]
+	o.arena = o.arena[:0]
+}
+
+// alloc returns n bytes of scratch space for a frame the engine builds.
+func (o *Output) alloc(n int) []byte {
+	if o.arena == nil {
+		o.arena = make([]byte, 0, arenaSize)
+	}
+	if len(o.arena)+n > cap(o.arena) {
+		return make([]byte, n)
+	}
+	start := len(o.arena)
+	o.arena = o.arena[:start+n]
+	return o.arena[start : start+n : start+n]
+}
+
+func (o *Output) send(p Port, b []byte) { o.Frames = append(o.Frames, OutFrame{Port: p, Data: b}) }
+func (o *Output) event(e Event)        { o.Events = append(o.Events, e) }

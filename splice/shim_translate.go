@@ -1,0 +1,166 @@
+package splice
+
+import (
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// rescaleWindow converts a back-end window field to the client's view:
+// win << wsB >> wsF, clamped to 16 bits, and never rounded from non-zero
+// to zero, which would announce a closed window the server never meant
+// (design trap 1).
+func rescaleWindow(win uint16, shift int) uint16 {
+	if shift == 0 || win == 0 {
+		return win
+	}
+	var w uint32
+	if shift > 0 {
+		w = uint32(win) << shift
+	} else {
+		w = uint32(win) >> -shift
+	}
+	switch {
+	case w > 65535:
+		return 65535
+	case w == 0:
+		return 1
+	}
+	return uint16(w)
+}
+
+// translateReply rewrites a server segment on C2 into a segment from the
+// VIP to the client, in place, and sends it towards the client's next
+// hop. While the request is not yet acknowledged, and for FIN and RST, a
+// header-only copy of the original goes to the front-end as well: it
+// owns the request's retransmission and the flow's end, and it must never
+// receive response payload.
+func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	o := &s.opts
+	if err := wire.ParseOptions(t, o); err != nil {
+		s.stats.BadOptions++
+		return
+	}
+	flags := t.Flags()
+	ent.lastSeen = now
+	if !ent.reqAcked || flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
+		s.copyHeaderToFrontEnd(p, out)
+		if flags&wire.TCPFlagACK != 0 && ent.reqEnd.LessEq(t.Ack()) {
+			ent.reqAcked = true
+		}
+	}
+	n := len(t.Payload())
+	if n > 0 {
+		if !ent.responding {
+			ent.responding = true
+			ent.srvNxt = t.Seq()
+		}
+		ent.lastReply = now
+		ent.replyBytes += uint64(n)
+		if end := t.Seq() + wire.Seq(n); ent.srvNxt.LessThan(end) {
+			ent.srvNxt = end
+		}
+	}
+	if flags&wire.TCPFlagFIN != 0 {
+		ent.srvFin = true
+	}
+	if flags&wire.TCPFlagRST != 0 {
+		ent.reset = true
+	}
+
+	ip := p.IP
+	oldSrc, oldDst := ip.Src(), ip.Dst()
+	ip.SetSrc(ent.vip)
+	ip.SetDst(ent.client)
+	t.UpdateAddrs(oldSrc, oldDst, ent.vip, ent.client)
+	t.SetSrcPortUpdate(ent.vport)
+	t.SetDstPortUpdate(ent.cport)
+	t.SetSeqUpdate(t.Seq() + wire.Seq(ent.seqDelta))
+	if ent.ts && o.HasTS {
+		t.SetUint32AtUpdate(o.TSOffset, o.TSVal+ent.tsOffset)
+	}
+	if ent.scaled {
+		t.SetWindowUpdate(rescaleWindow(t.Window(), ent.wsShift))
+	}
+	p.Eth.SetDst(ent.cliMAC)
+	s.stats.Translated++
+	s.stats.TranslatedBytes += uint64(n)
+	out.send(PortWire, p.Eth[:p.End])
+	s.arm(ent, now)
+	if ent.reset {
+		s.finishResponse(ent, out)
+	}
+}
+
+// copyHeaderToFrontEnd sends the front-end the segment's headers only,
+// still addressed to the handoff address, with lengths and checksums made
+// right for the shortened packet.
+func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
+	hl := p.L4 + p.TCP.HeaderLen()
+	b := out.alloc(max(hl, 60))
+	copy(b, p.Eth[:hl])
+	clear(b[hl:])
+	ip := wire.IPv4(b[p.L3:hl])
+	ipLen := hl - p.L3
+	ip[2], ip[3] = byte(ipLen>>8), byte(ipLen)
+	ip.SetChecksum(0)
+	ip.SetChecksum(ip.ComputeChecksum())
+	t := wire.TCP(b[p.L4:hl])
+	t.SetChecksum(0)
+	t.SetChecksum(t.ComputeChecksum(ip.Src(), ip.Dst()))
+	s.stats.CopiesToFrontEnd++
+	out.send(PortWire, b)
+}
+
+// observeRequest watches the client's (translated) segments going to the
+// server: request arrivals start a service-time measurement; ACKs that
+// cover the whole response end it; FIN and RST drive the linger.
+func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
+	flags := t.Flags()
+	ent.lastSeen = now
+	if ent.responding && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
+		s.finishResponse(ent, out)
+	}
+	if len(t.Payload()) > 0 {
+		if ent.responding {
+			// A pipelined or keep-alive request before the last
+			// response was fully acknowledged: close that one first.
+			s.finishResponse(ent, out)
+		}
+		if !ent.inService {
+			ent.inService = true
+			ent.reqStart = now
+			s.active++
+		}
+	}
+	if flags&wire.TCPFlagFIN != 0 {
+		ent.cliFin = true
+	}
+	if flags&wire.TCPFlagRST != 0 {
+		ent.reset = true
+		s.finishResponse(ent, out)
+	}
+	s.arm(ent, now)
+}
+
+// finishResponse reports a served request: its service time runs from the
+// request's first byte arriving to the last response byte leaving the
+// server, which is what the request cost the back-end.
+func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
+	if !ent.inService {
+		ent.responding = false
+		return
+	}
+	if ent.responding {
+		out.event(Event{
+			Kind:        EvResponseDone,
+			RequestID:   ent.requestID,
+			ServiceTime: ent.lastReply.Sub(ent.reqStart),
+			Bytes:       ent.replyBytes,
+		})
+	}
+	ent.inService = false
+	ent.responding = false
+	ent.replyBytes = 0
+	s.active--
+}

@@ -1,0 +1,76 @@
+package splice
+
+// dropReason indexes the drop counters; every frame the engines refuse is
+// counted under exactly one reason.
+type dropReason uint8
+
+const (
+	dropMalformed    dropReason = iota // failed wire.Parse
+	dropBadOptions                     // TCP options that cannot be translated safely
+	dropNotOurs                        // not addressed to anything we own
+	dropNoFlow                         // TCP for a tuple we have no state for
+	dropBadCookie                      // final ACK with a cookie that does not verify
+	dropClosedPort                     // SYN to a port we do not listen on (RST sent)
+	dropHoldFull                       // client frame during handoff with the hold queue full
+	dropOutOfWindow                    // client data not at rcvNxt before the handoff
+	dropUnexpected                     // a segment the state machine has no use for
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{
+	"malformed", "bad-options", "not-ours", "no-flow", "bad-cookie",
+	"closed-port", "hold-full", "out-of-window", "unexpected",
+}
+
+// DropReasonName names drop counter i, for metrics labels.
+func DropReasonName(i int) string { return dropReasonNames[i] }
+
+// NumDropReasons is the length of the Drops arrays.
+const NumDropReasons = int(numDropReasons)
+
+// FrontEndStats are the front-end engine's counters.
+type FrontEndStats struct {
+	RxFrames, TxFrames uint64
+	Drops              [NumDropReasons]uint64
+	ARPReplies         uint64
+	SynCookiesSent     uint64
+	Accepted           uint64 // handshakes completed with a valid cookie
+	Requests           uint64 // request heads parsed
+	Answered           [6]uint64
+	HandoffsStarted    uint64
+	HandoffsDone       uint64 // splice acknowledged, request sent
+	HandoffsFailed     uint64
+	Retransmits        uint64
+	ForwardedFrames    uint64 // client frames translated onto C2
+	ForwardedBytes     uint64 // client payload bytes forwarded after splicing
+	HandedOffBytes     uint64 // request bytes the front-end sent on C2 itself
+	// ReplyPayloadBytes counts back-end payload bytes the front-end
+	// received on C2 (copies the shim sends while the request is
+	// unacknowledged, or replies from a back-end without a shim). With
+	// one-way splicing it stays at 0 for the response bodies.
+	ReplyPayloadBytes uint64
+	ICMPForwarded     uint64
+	Flows             uint64
+}
+
+// answeredIndex maps the statuses the front-end answers itself.
+func answeredIndex(status int) int {
+	switch status {
+	case 400:
+		return 0
+	case 408:
+		return 1
+	case 431:
+		return 2
+	case 503:
+		return 3
+	case 429:
+		return 4
+	}
+	return 5
+}
+
+// AnsweredStatuses lists the statuses in FrontEndStats.Answered order.
+var AnsweredStatuses = [6]int{400, 408, 431, 503, 429, 0}
+
+func (e *FrontEnd) drop(r dropReason) { e.stats.Drops[r]++ }
