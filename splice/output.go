@@ -152,4 +152,4 @@ func (o *Output) alloc(n int) []byte {
 }
 
 func (o *Output) send(p Port, b []byte) { o.Frames = append(o.Frames, OutFrame{Port: p, Data: b}) }
-func (o *Output) event(e Event)        { o.Events = append(o.Events, e) }
+func (o *Output) event(e Event)         { o.Events = append(o.Events, e) }

@@ -116,10 +116,10 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		key: key, requestID: m.RequestID,
 		client: m.ClientIP.As4(), vip: m.VIP.As4(), cport: m.ClientPort, vport: m.VIPPort,
 		cliMAC: m.ClientNextHopMAC, seqDelta: m.SeqDelta, tsOffset: m.TSOffset,
-		ts:     m.Flags&proto.SpliceTimestamps != 0,
-		scaled: m.Flags&proto.SpliceWindowScale != 0,
-		wsShift: int(m.WScaleBackend) - int(m.WScaleFrontend),
-		reqEnd:  wire.Seq(m.RequestEnd),
+		ts:       m.Flags&proto.SpliceTimestamps != 0,
+		scaled:   m.Flags&proto.SpliceWindowScale != 0,
+		wsShift:  int(m.WScaleBackend) - int(m.WScaleFrontend),
+		reqEnd:   wire.Seq(m.RequestEnd),
 		lastSeen: now, deadline: Never,
 	}
 	s.entries[key] = ent

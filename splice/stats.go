@@ -5,15 +5,15 @@ package splice
 type dropReason uint8
 
 const (
-	dropMalformed    dropReason = iota // failed wire.Parse
-	dropBadOptions                     // TCP options that cannot be translated safely
-	dropNotOurs                        // not addressed to anything we own
-	dropNoFlow                         // TCP for a tuple we have no state for
-	dropBadCookie                      // final ACK with a cookie that does not verify
-	dropClosedPort                     // SYN to a port we do not listen on (RST sent)
-	dropHoldFull                       // client frame during handoff with the hold queue full
-	dropOutOfWindow                    // client data not at rcvNxt before the handoff
-	dropUnexpected                     // a segment the state machine has no use for
+	dropMalformed   dropReason = iota // failed wire.Parse
+	dropBadOptions                    // TCP options that cannot be translated safely
+	dropNotOurs                       // not addressed to anything we own
+	dropNoFlow                        // TCP for a tuple we have no state for
+	dropBadCookie                     // final ACK with a cookie that does not verify
+	dropClosedPort                    // SYN to a port we do not listen on (RST sent)
+	dropHoldFull                      // client frame during handoff with the hold queue full
+	dropOutOfWindow                   // client data not at rcvNxt before the handoff
+	dropUnexpected                    // a segment the state machine has no use for
 	numDropReasons
 )
 
