@@ -1,0 +1,282 @@
+package backend
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/link"
+	"github.com/qsplice/qsplice/splice/pump"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Config configures the shim daemon.
+type Config struct {
+	ID          uint32
+	Wire        string         // NIC name (AF_PACKET)
+	TAP         string         // TAP device the kernel's address is on
+	Addr        netip.Addr     // the kernel's address (on the TAP)
+	Frontend    netip.AddrPort // front-end control address
+	ControlPort uint16         // UDP port we listen on (on Addr)
+	WebPorts    []uint16
+	Capacity    int
+	Key         []byte
+	Linger      time.Duration
+	IdleTimeout time.Duration
+	Capture     string // pcap of the wire side; "" disables
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.ID == 0 {
+		errs = append(errs, errors.New("id: back-end id must be > 0 (-id)"))
+	}
+	if c.Wire == "" || c.TAP == "" {
+		errs = append(errs, errors.New("wire/tap: both interfaces are required (-wire, -tap)"))
+	}
+	if !c.Addr.Is4() {
+		errs = append(errs, errors.New("addr: the kernel's IPv4 address is required (-addr)"))
+	}
+	if !c.Frontend.IsValid() {
+		errs = append(errs, errors.New("frontend: the front-end control address is required (-frontend)"))
+	}
+	if len(c.WebPorts) == 0 {
+		errs = append(errs, errors.New("web-ports: at least one port (-web-ports)"))
+	}
+	if c.Capacity <= 0 || c.Capacity > 65535 {
+		errs = append(errs, fmt.Errorf("capacity: %d out of 1..65535", c.Capacity))
+	}
+	if len(c.Key) < 16 {
+		errs = append(errs, errors.New("key: control key missing or shorter than 16 bytes (-key)"))
+	}
+	return errors.Join(errs...)
+}
+
+// Daemon is a running back-end shim.
+type Daemon struct {
+	cfg         Config
+	log         *slog.Logger
+	tap, wire   link.Link
+	shim        *splice.Shim
+	out         splice.Output
+	conn        *net.UDPConn
+	mac         wire.MAC
+	incarnation uint64
+	registered  bool
+	keepalive   time.Duration
+	seq         uint64
+	lastReg     time.Time
+	lastKA      time.Time
+	txErrors    uint64
+}
+
+// New opens the devices and the control socket.
+func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("backend: bad configuration: %w", err)
+	}
+	tap, err := link.OpenTAP(cfg.TAP)
+	if err != nil {
+		return nil, fmt.Errorf("backend: %w", err)
+	}
+	ifi, err := net.InterfaceByName(cfg.TAP)
+	if err != nil {
+		tap.Close()
+		return nil, fmt.Errorf("backend: %s: %w", cfg.TAP, err)
+	}
+	w, err := link.OpenAFPacket(cfg.Wire, link.AFPacketConfig{Promiscuous: true})
+	if err != nil {
+		tap.Close()
+		return nil, fmt.Errorf("backend: %w", err)
+	}
+	var wl link.Link = w
+	if cfg.Capture != "" {
+		if wl, err = openCapture(w, cfg.Capture); err != nil {
+			tap.Close()
+			w.Close()
+			return nil, err
+		}
+	}
+	shim, err := splice.NewShim(splice.ShimConfig{HostIP: cfg.Addr, Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout})
+	if err != nil {
+		tap.Close()
+		wl.Close()
+		return nil, fmt.Errorf("backend: %w", err)
+	}
+	var inc [8]byte
+	rand.Read(inc[:])
+	return &Daemon{
+		cfg: cfg, log: log, tap: tap, wire: wl, shim: shim,
+		mac:         wire.MAC(ifi.HardwareAddr),
+		incarnation: binary.BigEndian.Uint64(inc[:]),
+		keepalive:   time.Second,
+	}, nil
+}
+
+type ctlMsg struct {
+	msg  proto.Message
+	from netip.AddrPort
+	err  error
+}
+
+// Run serves until ctx ends. The control socket is opened here because
+// its address lives on the TAP, whose carrier comes up only once the TAP
+// is open (it is, since New).
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.tap.Close()
+	defer d.wire.Close()
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.cfg.Addr, d.cfg.ControlPort)))
+	if err != nil {
+		return fmt.Errorf("backend: control socket: %w", err)
+	}
+	d.conn = conn
+	defer conn.Close()
+	ctl := make(chan ctlMsg, 64)
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			m, err := proto.Unmarshal(d.cfg.Key, buf[:n])
+			ctl <- ctlMsg{m, from, err}
+		}
+	}()
+	host := pump.Start(d.tap, uint8(splice.PortHost), 256, 2048)
+	wirep := pump.Start(d.wire, uint8(splice.PortWire), 256, 2048)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	d.log.Info("back-end shim up", "id", d.cfg.ID, "tap", d.cfg.TAP, "wire", d.cfg.Wire, "addr", d.cfg.Addr,
+		"mac", d.mac.String(), "frontend", d.cfg.Frontend)
+	d.register(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case f, ok := <-host.C:
+			if !ok {
+				return fmt.Errorf("backend: %s: %w", d.tap.Name(), host.Err())
+			}
+			d.input(f)
+		case f, ok := <-wirep.C:
+			if !ok {
+				return fmt.Errorf("backend: %s: %w", d.wire.Name(), wirep.Err())
+			}
+			d.input(f)
+		case m := <-ctl:
+			d.control(m)
+		case t := <-tick.C:
+			d.timers(t)
+		}
+	}
+}
+
+func (d *Daemon) input(f *pump.Frame) {
+	now := splice.Time(f.At.UnixNano())
+	d.out.Reset()
+	d.shim.Input(splice.Port(f.Port), f.Data, now, &d.out)
+	d.flush()
+	f.Release()
+}
+
+func (d *Daemon) flush() {
+	for _, fr := range d.out.Frames {
+		l := d.wire
+		if fr.Port == splice.PortHost {
+			l = d.tap
+		}
+		if err := l.WriteFrame(fr.Data); err != nil {
+			d.txErrors++
+			if d.txErrors < 10 || d.txErrors%1000 == 0 {
+				d.log.Warn("write failed", "link", l.Name(), "err", err, "count", d.txErrors)
+			}
+		}
+	}
+	for _, ev := range d.out.Events {
+		if ev.Kind == splice.EvResponseDone {
+			d.send(&proto.Feedback{
+				BackendID: d.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
+				ResponseBytes: ev.Bytes, Concurrency: uint16(d.shim.Active()),
+			})
+		}
+	}
+}
+
+func (d *Daemon) timers(t time.Time) {
+	now := splice.Time(t.UnixNano())
+	if d.shim.NextDeadline() <= now {
+		d.out.Reset()
+		d.shim.Tick(now, &d.out)
+		d.flush()
+	}
+	switch {
+	case !d.registered && t.Sub(d.lastReg) >= time.Second:
+		d.register(t)
+	case d.registered && t.Sub(d.lastKA) >= d.keepalive:
+		d.seq++
+		d.lastKA = t
+		d.send(&proto.Keepalive{BackendID: d.cfg.ID, Incarnation: d.incarnation, Seq: d.seq, Concurrency: uint16(d.shim.Active())})
+	}
+}
+
+func (d *Daemon) register(t time.Time) {
+	d.lastReg = t
+	d.send(&proto.Register{
+		BackendID: d.cfg.ID, IP: d.cfg.Addr, MAC: d.mac, ControlPort: d.cfg.ControlPort,
+		WebPorts: d.cfg.WebPorts, Capacity: uint16(d.cfg.Capacity), Incarnation: d.incarnation,
+	})
+}
+
+func (d *Daemon) send(m proto.Message) {
+	b, err := proto.Marshal(d.cfg.Key, m)
+	if err != nil {
+		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
+		return
+	}
+	if _, err := d.conn.WriteToUDPAddrPort(b, d.cfg.Frontend); err != nil {
+		d.log.Debug("control send failed", "type", m.Type().String(), "err", err)
+	}
+}
+
+func (d *Daemon) control(m ctlMsg) {
+	if m.err != nil {
+		d.log.Warn("bad control message", "from", m.from, "err", m.err)
+		return
+	}
+	switch msg := m.msg.(type) {
+	case *proto.RegisterAck:
+		if msg.Incarnation != d.incarnation {
+			return
+		}
+		if !d.registered {
+			d.log.Info("registered with front-end", "keepalive", msg.KeepaliveInterval)
+		}
+		d.registered = true
+		if msg.KeepaliveInterval > 0 {
+			d.keepalive = msg.KeepaliveInterval
+		}
+	case *proto.Splice:
+		err := d.shim.AddSplice(msg, splice.Time(time.Now().UnixNano()))
+		ack := &proto.SpliceAck{RequestID: msg.RequestID, BackendID: d.cfg.ID, OK: err == nil}
+		if err != nil {
+			ack.Reason = err.Error()
+			d.log.Warn("splice refused", "request", msg.RequestID, "err", err)
+		}
+		d.send(ack)
+	case *proto.Keepalive:
+	default:
+		d.log.Warn("unexpected control message", "type", m.msg.Type().String())
+	}
+}

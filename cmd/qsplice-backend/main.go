@@ -1,0 +1,117 @@
+// Command qsplice-backend runs the back-end shim: a bump in the wire
+// between this host's kernel (on a TAP device) and the network (an
+// AF_PACKET socket on the NIC) that rewrites spliced replies so they go
+// from the VIP straight to the client.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/qsplice/qsplice/backend"
+	"github.com/qsplice/qsplice/proto"
+)
+
+const usage = `qsplice-backend: the back-end shim of a TCP splicing web cluster.
+
+  web server (kernel TCP, address -addr on TAP -tap)
+        |  TAP
+  [qsplice-backend]  passes every frame; rewrites replies of spliced
+        |  AF_PACKET connections: source -> VIP, seq/TS/window translated,
+     NIC -wire       sent straight to the client's next hop
+
+The NIC (-wire) must carry no address of its own, and its checksum/segmentation
+offloads should be off (ethtool -K IF tx off tso off gso off gro off).
+
+Usage: qsplice-backend -id N -wire IF -tap TAP -addr ADDR -frontend ADDR:PORT -key FILE [flags]
+
+Flags:
+`
+
+func main() {
+	var (
+		cfg       backend.Config
+		id        = flag.Uint("id", 0, "back-end id (unique in the cluster, > 0)")
+		addr      = flag.String("addr", "", "the kernel's IPv4 address on the TAP (web servers listen there)")
+		fe        = flag.String("frontend", "", "front-end control address:port")
+		ports     = flag.String("web-ports", "80", "TCP ports served by this host's web server(s), comma separated")
+		keyFile   = flag.String("key", "", "file with the control-protocol key (hex, at least 16 bytes)")
+		ctlPort   = flag.Uint("control-port", 7401, "UDP port this shim listens on for Splice messages")
+		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
+		logFormat = flag.String("log-format", "text", "text or json")
+	)
+	flag.StringVar(&cfg.Wire, "wire", "", "network interface towards the clients and the front-end (AF_PACKET)")
+	flag.StringVar(&cfg.TAP, "tap", "", "TAP device that carries the kernel's address")
+	flag.IntVar(&cfg.Capacity, "capacity", 5, "concurrent requests this back-end accepts (told to the front-end)")
+	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed splice is kept for late segments")
+	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "forget a splice with no packets for this long")
+	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	fail := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "qsplice-backend: "+format+"\n", a...)
+		os.Exit(2)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fail("-log-level: %v", err)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	var log *slog.Logger
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, hopts))
+	} else {
+		log = slog.New(slog.NewTextHandler(os.Stderr, hopts))
+	}
+	var err error
+	cfg.ID = uint32(*id)
+	cfg.ControlPort = uint16(*ctlPort)
+	if *addr != "" {
+		if cfg.Addr, err = netip.ParseAddr(*addr); err != nil {
+			fail("-addr: %v", err)
+		}
+	}
+	if *fe != "" {
+		if cfg.Frontend, err = netip.ParseAddrPort(*fe); err != nil {
+			fail("-frontend: %v", err)
+		}
+	}
+	for _, f := range strings.Split(*ports, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(f, 10, 16)
+		if err != nil || n == 0 {
+			fail("-web-ports: bad port %q", f)
+		}
+		cfg.WebPorts = append(cfg.WebPorts, uint16(n))
+	}
+	if *keyFile == "" {
+		fail("-key: a key file is required")
+	}
+	if cfg.Key, err = proto.LoadKey(*keyFile); err != nil {
+		fail("-key: %v", err)
+	}
+	d, err := backend.New(cfg, log)
+	if err != nil {
+		fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		log.Error("back-end shim stopped", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,153 @@
+// Command qsplice-frontend runs the front-end: it owns the VIP(s), accepts
+// client connections, reads each request head and splices the connection
+// to a back-end web server whose shim (qsplice-backend) sends the response
+// straight to the client.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+const usage = `qsplice-frontend: the front-end of a TCP splicing web cluster.
+
+  client --SYN/request--> [front-end: VIP] --C2 (client's ISN)--> back-end web server
+  client <--------- response, rewritten by the back-end shim, never via the front-end
+
+The front-end answers ARP for -vip and -handoff itself; neither address may be
+configured on a kernel interface. Back-ends (qsplice-backend) register over UDP
+at -control using the shared -key.
+
+Usage: qsplice-frontend -link IF -vip ADDR -handoff ADDR -control ADDR:PORT -key FILE [flags]
+
+Flags:
+`
+
+func main() {
+	var (
+		cfg       frontend.Config
+		vips      = flag.String("vip", "", "client-facing virtual IPv4 address(es), comma separated")
+		handoff   = flag.String("handoff", "", "IPv4 address the front-end uses as the source of handoff connections (C2)")
+		ports     = flag.String("ports", "80", "listening TCP ports on the VIPs; a request is sent to the same port on a back-end")
+		control   = flag.String("control", "", "UDP address:port for back-end control messages (a kernel address of this host)")
+		keyFile   = flag.String("key", "", "file with the control-protocol key (hex, at least 16 bytes)")
+		mac       = flag.String("mac", "", "MAC address to use (default: the interface's for afpacket, random for tap)")
+		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
+		logFormat = flag.String("log-format", "text", "text or json")
+	)
+	flag.StringVar(&cfg.Link, "link", "", "network interface (afpacket) or TAP device name (tap)")
+	flag.StringVar(&cfg.LinkType, "link-type", "afpacket", "afpacket: bump on a kernel interface; tap: pure userspace host on a TAP device")
+	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
+	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
+	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
+	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
+	flag.IntVar(&cfg.DeadAfter, "dead-after", 3, "missed keepalives after which a back-end is considered dead")
+	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed connection is remembered for late segments")
+	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
+	flag.DurationVar(&cfg.HeadTimeout, "head-timeout", 10*time.Second, "a client must send its request head within this time (else 408)")
+	flag.StringVar(&cfg.CookieSeed, "cookie-seed", "", "derive the SYN-cookie secret from this string (default: random each start)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	log := newLogger(*logLevel, *logFormat)
+	fail := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "qsplice-frontend: "+format+"\n", a...)
+		os.Exit(2)
+	}
+	var err error
+	if cfg.VIPs, err = parseAddrs(*vips); err != nil {
+		fail("-vip: %v", err)
+	}
+	if *handoff != "" {
+		if cfg.Handoff, err = netip.ParseAddr(*handoff); err != nil {
+			fail("-handoff: %v", err)
+		}
+	}
+	if cfg.Ports, err = parsePorts(*ports); err != nil {
+		fail("-ports: %v", err)
+	}
+	if *control != "" {
+		if cfg.Control, err = netip.ParseAddrPort(*control); err != nil {
+			fail("-control: %v", err)
+		}
+	}
+	if *keyFile == "" {
+		fail("-key: a key file is required")
+	}
+	if cfg.Key, err = proto.LoadKey(*keyFile); err != nil {
+		fail("-key: %v", err)
+	}
+	if *mac != "" {
+		if cfg.MAC, err = wire.ParseMAC(*mac); err != nil {
+			fail("-mac: %v", err)
+		}
+	}
+	d, err := frontend.New(cfg, log)
+	if err != nil {
+		fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		log.Error("front-end stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level, format string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		fmt.Fprintf(os.Stderr, "qsplice-frontend: -log-level: %v\n", err)
+		os.Exit(2)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func parseAddrs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func parsePorts(s string) ([]uint16, error) {
+	var out []uint16
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(f, 10, 16)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("bad port %q", f)
+		}
+		out = append(out, uint16(n))
+	}
+	return out, nil
+}

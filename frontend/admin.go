@@ -1,0 +1,203 @@
+package frontend
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/link"
+)
+
+// Status is the front-end's state as /status reports it.
+type Status struct {
+	Link     string            `json:"link"`
+	MAC      string            `json:"mac"`
+	VIPs     []string          `json:"vips"`
+	Handoff  string            `json:"handoff"`
+	Ports    []uint16          `json:"ports"`
+	Backends []BackendStatus   `json:"backends"`
+	Queue    int               `json:"queue"`
+	Engine   EngineStatus      `json:"engine"`
+	LinkStat link.Stats        `json:"link_stats"`
+	Drops    map[string]uint64 `json:"drops"`
+	Uptime   float64           `json:"uptime_seconds"`
+	BadCtl   uint64            `json:"bad_control_messages"`
+}
+
+// BackendStatus is one back-end in Status.
+type BackendStatus struct {
+	ID             uint32  `json:"id"`
+	IP             string  `json:"ip"`
+	MAC            string  `json:"mac"`
+	Alive          bool    `json:"alive"`
+	Capacity       int     `json:"capacity"`
+	Active         int     `json:"active"`
+	Reported       int     `json:"reported_concurrency"`
+	Dispatched     uint64  `json:"dispatched"`
+	Closed         uint64  `json:"closed"`
+	Served         uint64  `json:"served"`
+	ResponseBytes  uint64  `json:"response_bytes"`
+	ForwardedBytes uint64  `json:"forwarded_bytes"`
+	MeanServiceMs  float64 `json:"mean_service_ms"`
+}
+
+// EngineStatus is the engine's counters.
+type EngineStatus struct {
+	Flows             uint64            `json:"flows"`
+	RxFrames          uint64            `json:"rx_frames"`
+	TxFrames          uint64            `json:"tx_frames"`
+	Accepted          uint64            `json:"accepted"`
+	Requests          uint64            `json:"requests"`
+	HandoffsStarted   uint64            `json:"handoffs_started"`
+	HandoffsDone      uint64            `json:"handoffs_done"`
+	HandoffsFailed    uint64            `json:"handoffs_failed"`
+	Retransmits       uint64            `json:"retransmits"`
+	ForwardedFrames   uint64            `json:"forwarded_frames"`
+	ForwardedBytes    uint64            `json:"forwarded_bytes"`
+	HandedOffBytes    uint64            `json:"handed_off_bytes"`
+	ReplyPayloadBytes uint64            `json:"reply_payload_bytes"`
+	Answered          map[string]uint64 `json:"answered"`
+}
+
+func (d *Daemon) status() Status {
+	es := d.engine.Stats()
+	st := Status{
+		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,
+		Queue: d.queue.Len(), LinkStat: d.link.Stats(), Uptime: time.Since(d.epoch).Seconds(), BadCtl: d.ctl.bad,
+		Drops: map[string]uint64{},
+		Engine: EngineStatus{
+			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
+			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
+			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
+			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
+			Answered: map[string]uint64{},
+		},
+		Backends: []BackendStatus{},
+	}
+	if d.waiting != nil {
+		st.Queue++
+	}
+	for _, v := range d.cfg.VIPs {
+		st.VIPs = append(st.VIPs, v.String())
+	}
+	for i, n := range es.Drops {
+		st.Drops[splice.DropReasonName(i)] = n
+	}
+	for i, n := range es.Answered {
+		st.Engine.Answered[fmt.Sprint(splice.AnsweredStatuses[i])] = n
+	}
+	for _, bs := range d.backends {
+		b := BackendStatus{
+			ID: bs.id, IP: bs.ip.String(), MAC: bs.mac.String(), Alive: bs.alive, Capacity: bs.capacity,
+			Active: d.disp.Active(sched.BackendID(bs.id)), Reported: bs.reported,
+			Dispatched: bs.dispatched, Closed: bs.closed, Served: bs.served,
+			ResponseBytes: bs.responseBytes, ForwardedBytes: bs.forwardedBytes,
+		}
+		if bs.served > 0 {
+			b.MeanServiceMs = float64(bs.serviceTotal) / float64(bs.served) / 1e6
+		}
+		st.Backends = append(st.Backends, b)
+	}
+	sort.Slice(st.Backends, func(i, j int) bool { return st.Backends[i].ID < st.Backends[j].ID })
+	return st
+}
+
+// Snapshot asks the loop for the current status (safe from any goroutine).
+func (d *Daemon) Snapshot() (Status, bool) {
+	reply := make(chan Status, 1)
+	select {
+	case d.adminReq <- reply:
+	case <-time.After(2 * time.Second):
+		return Status{}, false
+	}
+	return <-reply, true
+}
+
+func (d *Daemon) startAdmin() (*http.Server, error) {
+	ln, err := net.Listen("tcp", d.cfg.Admin)
+	if err != nil {
+		return nil, fmt.Errorf("frontend: admin %s: %w", d.cfg.Admin, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		st, ok := d.Snapshot()
+		if !ok {
+			http.Error(w, "event loop busy", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		st, ok := d.Snapshot()
+		if !ok {
+			http.Error(w, "event loop busy", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		writeMetrics(w, &st)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+// writeMetrics renders Status in the Prometheus text format.
+func writeMetrics(w http.ResponseWriter, st *Status) {
+	var b strings.Builder
+	g := func(name, help, typ string) { fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
+	g("qsplice_frontend_frames_total", "Frames through the front-end link by direction.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_frames_total{dir=\"rx\"} %d\n", st.Engine.RxFrames)
+	fmt.Fprintf(&b, "qsplice_frontend_frames_total{dir=\"tx\"} %d\n", st.Engine.TxFrames)
+	g("qsplice_frontend_drops_total", "Frames dropped by the engine, by reason.", "counter")
+	reasons := make([]string, 0, len(st.Drops))
+	for r := range st.Drops {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(&b, "qsplice_frontend_drops_total{reason=%q} %d\n", r, st.Drops[r])
+	}
+	g("qsplice_frontend_flows", "Client connections held by the engine.", "gauge")
+	fmt.Fprintf(&b, "qsplice_frontend_flows %d\n", st.Engine.Flows)
+	g("qsplice_frontend_queue_length", "Requests waiting for a back-end.", "gauge")
+	fmt.Fprintf(&b, "qsplice_frontend_queue_length %d\n", st.Queue)
+	g("qsplice_frontend_requests_total", "Request heads parsed.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_requests_total %d\n", st.Engine.Requests)
+	g("qsplice_frontend_handoffs_total", "Handoffs by outcome.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"done\"} %d\n", st.Engine.HandoffsDone)
+	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"failed\"} %d\n", st.Engine.HandoffsFailed)
+	g("qsplice_frontend_reply_payload_bytes_total", "Back-end reply payload bytes that reached the front-end (0 with one-way splicing).", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_reply_payload_bytes_total %d\n", st.Engine.ReplyPayloadBytes)
+	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_forwarded_bytes_total %d\n", st.Engine.ForwardedBytes)
+	g("qsplice_backend_alive", "1 while the back-end answers keepalives.", "gauge")
+	for _, be := range st.Backends {
+		alive := 0
+		if be.Alive {
+			alive = 1
+		}
+		fmt.Fprintf(&b, "qsplice_backend_alive{backend=\"%d\"} %d\n", be.ID, alive)
+	}
+	g("qsplice_backend_active", "Requests dispatched to the back-end and not closed.", "gauge")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_active{backend=\"%d\"} %d\n", be.ID, be.Active)
+	}
+	g("qsplice_backend_served_total", "Responses the back-end reported.", "counter")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_served_total{backend=\"%d\"} %d\n", be.ID, be.Served)
+	}
+	g("qsplice_backend_response_bytes_total", "Response bytes the back-end reported sending straight to clients.", "counter")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_response_bytes_total{backend=\"%d\"} %d\n", be.ID, be.ResponseBytes)
+	}
+	w.Write([]byte(b.String()))
+}

@@ -1,0 +1,85 @@
+package frontend
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Config is everything the daemon needs. Zero values take the defaults
+// documented on the flags (cmd/qsplice-frontend).
+type Config struct {
+	Link     string   // interface (afpacket) or TAP name
+	LinkType string   // "afpacket" or "tap"
+	MAC      wire.MAC // our MAC; zero: the interface's (afpacket) or a generated one (tap)
+	VIPs     []netip.Addr
+	Handoff  netip.Addr
+	Ports    []uint16
+
+	Control netip.AddrPort // UDP address for back-end control messages
+	Admin   string         // HTTP address for /status and /metrics; "" disables
+	Key     []byte         // control protocol key
+	Capture string         // pcap file of everything on the link; "" disables
+
+	QueueCapacity     int
+	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
+	DeadAfter         int           // missed keepalives before a back-end is dead
+	SpliceRetry       time.Duration // resend an unacknowledged Splice after this
+
+	Linger      time.Duration
+	IdleTimeout time.Duration
+	HeadTimeout time.Duration
+	CookieSeed  string // derives the SYN-cookie secret; random when empty
+}
+
+func (c *Config) setDefaults() {
+	if c.LinkType == "" {
+		c.LinkType = "afpacket"
+	}
+	if c.QueueCapacity == 0 {
+		c.QueueCapacity = 1024
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = time.Second
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = 3
+	}
+	if c.SpliceRetry == 0 {
+		c.SpliceRetry = 250 * time.Millisecond
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Link == "" {
+		errs = append(errs, errors.New("link: no interface given (-link)"))
+	}
+	if c.LinkType != "afpacket" && c.LinkType != "tap" {
+		errs = append(errs, fmt.Errorf("link-type: %q is neither afpacket nor tap", c.LinkType))
+	}
+	if len(c.VIPs) == 0 {
+		errs = append(errs, errors.New("vip: no VIP given (-vip)"))
+	}
+	for _, v := range c.VIPs {
+		if !v.Is4() {
+			errs = append(errs, fmt.Errorf("vip: %v is not IPv4", v))
+		}
+	}
+	if !c.Handoff.Is4() {
+		errs = append(errs, errors.New("handoff: need an IPv4 handoff address (-handoff)"))
+	}
+	if len(c.Ports) == 0 {
+		errs = append(errs, errors.New("ports: no listening port (-ports)"))
+	}
+	if !c.Control.IsValid() {
+		errs = append(errs, errors.New("control: no control address (-control)"))
+	}
+	if len(c.Key) < 16 {
+		errs = append(errs, errors.New("key: control key missing or shorter than 16 bytes (-key)"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,214 @@
+package frontend
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// controlConn is the UDP socket for the control protocol.
+type controlConn struct {
+	conn *net.UDPConn
+	key  []byte
+	// BadMessages counts datagrams that failed to decode (bad key,
+	// version, truncation); read by the loop only via Status.
+	bad uint64
+}
+
+type ctlMsg struct {
+	msg  proto.Message
+	from netip.AddrPort
+	err  error
+}
+
+func listenControl(addr netip.AddrPort, key []byte) (*controlConn, error) {
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, fmt.Errorf("control socket %v: %w", addr, err)
+	}
+	return &controlConn{conn: c, key: key}, nil
+}
+
+func (c *controlConn) Close() error { return c.conn.Close() }
+
+// start reads datagrams in a goroutine and delivers decoded messages.
+func (c *controlConn) start() <-chan ctlMsg {
+	ch := make(chan ctlMsg, 256)
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			m, err := proto.Unmarshal(c.key, buf[:n])
+			ch <- ctlMsg{msg: m, from: from, err: err}
+		}
+	}()
+	return ch
+}
+
+func (c *controlConn) send(to netip.AddrPort, m proto.Message) error {
+	b, err := proto.Marshal(c.key, m)
+	if err != nil {
+		return err
+	}
+	_, err = c.conn.WriteToUDPAddrPort(b, to)
+	return err
+}
+
+// backendState is what the front-end knows of one back-end.
+type backendState struct {
+	id          uint32
+	ip          netip.Addr
+	mac         wire.MAC
+	ctl         netip.AddrPort
+	ports       []uint16
+	capacity    int
+	incarnation uint64
+	alive       bool
+	lastSeen    time.Time
+	reported    int // concurrency the back-end last reported
+
+	dispatched, closed, served uint64
+	responseBytes              uint64
+	forwardedBytes             uint64
+	serviceTotal               time.Duration
+}
+
+type pendingSplice struct {
+	msg     proto.Splice
+	backend uint32
+	sentAt  time.Time
+	tries   int
+}
+
+func (d *Daemon) control(m ctlMsg, now time.Time) {
+	if m.err != nil {
+		d.ctl.bad++
+		if d.ctl.bad < 10 || d.ctl.bad%1000 == 0 {
+			d.log.Warn("bad control message", "from", m.from, "err", m.err, "count", d.ctl.bad)
+		}
+		return
+	}
+	switch msg := m.msg.(type) {
+	case *proto.Register:
+		d.register(msg, now)
+	case *proto.Keepalive:
+		if bs := d.backends[msg.BackendID]; bs != nil && bs.incarnation == msg.Incarnation {
+			bs.lastSeen = now
+			bs.reported = int(msg.Concurrency)
+			if !bs.alive {
+				bs.alive = true
+				d.disp.SetAlive(sched.BackendID(bs.id), true)
+				d.log.Info("back-end alive again", "backend", bs.id)
+			}
+		}
+	case *proto.SpliceAck:
+		flow := splice.FlowID(msg.RequestID)
+		p := d.pending[flow]
+		if p == nil {
+			return // a duplicate ack of a resent Splice
+		}
+		delete(d.pending, flow)
+		t := d.now(now)
+		d.out.Reset()
+		if !msg.OK {
+			d.log.Warn("shim refused splice", "flow", flow, "backend", msg.BackendID, "reason", msg.Reason)
+			d.engine.Abort(flow, t, &d.out)
+		} else if err := d.engine.SpliceAcked(flow, t, &d.out); err != nil {
+			d.log.Debug("splice ack for a flow that moved on", "flow", flow, "err", err)
+		}
+		d.flush(t)
+	case *proto.Feedback:
+		if bs := d.backends[msg.BackendID]; bs != nil {
+			bs.served++
+			bs.responseBytes += msg.ResponseBytes
+			bs.serviceTotal += msg.ServiceTime
+			bs.reported = int(msg.Concurrency)
+			bs.lastSeen = now
+		}
+	case *proto.Close:
+		d.log.Debug("back-end closed", "request", msg.RequestID, "backend", msg.BackendID, "reason", msg.Reason)
+	default:
+		d.log.Warn("unexpected control message", "type", m.msg.Type().String(), "from", m.from)
+	}
+}
+
+func (d *Daemon) register(r *proto.Register, now time.Time) {
+	bs := d.backends[r.BackendID]
+	if bs == nil {
+		bs = &backendState{id: r.BackendID}
+		d.backends[r.BackendID] = bs
+	}
+	restarted := bs.incarnation != r.Incarnation
+	bs.ip, bs.mac, bs.ports, bs.capacity = r.IP, r.MAC, r.WebPorts, int(r.Capacity)
+	bs.ctl = netip.AddrPortFrom(r.IP, r.ControlPort)
+	bs.incarnation = r.Incarnation
+	bs.alive = true
+	bs.lastSeen = now
+	d.disp.AddBackend(sched.BackendID(r.BackendID), int(r.Capacity), r.WebPorts)
+	d.disp.SetAlive(sched.BackendID(r.BackendID), true)
+	if restarted {
+		d.log.Info("back-end registered", "backend", r.BackendID, "ip", r.IP, "mac", wire.MAC(r.MAC).String(),
+			"ports", r.WebPorts, "capacity", r.Capacity)
+	}
+	err := d.ctl.send(bs.ctl, &proto.RegisterAck{BackendID: r.BackendID, Incarnation: r.Incarnation, KeepaliveInterval: d.cfg.KeepaliveInterval})
+	if err != nil {
+		d.log.Warn("register ack failed", "backend", r.BackendID, "err", err)
+	}
+	d.dispatch(d.now(now))
+}
+
+func (d *Daemon) sendSplice(ev splice.Event, now splice.Time) {
+	bs := d.backends[ev.Backend]
+	if bs == nil {
+		d.engine.Abort(ev.Flow, now, &d.out)
+		return
+	}
+	p := &pendingSplice{msg: ev.Splice, backend: ev.Backend, sentAt: time.Unix(0, int64(now)), tries: 1}
+	d.pending[ev.Flow] = p
+	if err := d.ctl.send(bs.ctl, &p.msg); err != nil {
+		d.log.Warn("splice send failed", "flow", ev.Flow, "backend", ev.Backend, "err", err)
+	}
+}
+
+// resendSplices repeats Splice messages whose ack has not come: UDP may
+// lose them, and the engine gives up on its own deadline.
+func (d *Daemon) resendSplices(now time.Time) {
+	for flow, p := range d.pending {
+		if now.Sub(p.sentAt) < d.cfg.SpliceRetry {
+			continue
+		}
+		bs := d.backends[p.backend]
+		if bs == nil || p.tries >= 8 {
+			delete(d.pending, flow)
+			continue
+		}
+		p.tries++
+		p.sentAt = now
+		d.ctl.send(bs.ctl, &p.msg)
+	}
+}
+
+// checkBackends marks back-ends dead after missed keepalives.
+func (d *Daemon) checkBackends(now time.Time) {
+	limit := time.Duration(d.cfg.DeadAfter) * d.cfg.KeepaliveInterval
+	for _, bs := range d.backends {
+		if bs.alive && now.Sub(bs.lastSeen) > limit {
+			bs.alive = false
+			d.disp.SetAlive(sched.BackendID(bs.id), false)
+			d.log.Warn("back-end dead: keepalives missed", "backend", bs.id, "last_seen", bs.lastSeen.Format(time.RFC3339Nano))
+		}
+	}
+}
