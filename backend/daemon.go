@@ -32,6 +32,11 @@ type Config struct {
 	Linger      time.Duration
 	IdleTimeout time.Duration
 	Capture     string // pcap of the wire side; "" disables
+	// SetupTAP configures the TAP after opening it: TAPMAC (if set), the
+	// address Addr/Prefix, link up. Off when something else owns that.
+	SetupTAP bool
+	TAPMAC   wire.MAC
+	Prefix   int
 }
 
 func (c *Config) validate() error {
@@ -75,6 +80,7 @@ type Daemon struct {
 	seq         uint64
 	lastReg     time.Time
 	lastKA      time.Time
+	lastEcho    time.Time // last keepalive echoed by the front-end
 	txErrors    uint64
 }
 
@@ -86,6 +92,15 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	tap, err := link.OpenTAP(cfg.TAP)
 	if err != nil {
 		return nil, fmt.Errorf("backend: %w", err)
+	}
+	if cfg.SetupTAP {
+		if cfg.Prefix == 0 {
+			cfg.Prefix = 24
+		}
+		if err := setupTAP(cfg.TAP, cfg.TAPMAC, netip.PrefixFrom(cfg.Addr, cfg.Prefix)); err != nil {
+			tap.Close()
+			return nil, fmt.Errorf("backend: %w", err)
+		}
 	}
 	ifi, err := net.InterfaceByName(cfg.TAP)
 	if err != nil {
@@ -206,6 +221,7 @@ func (d *Daemon) flush() {
 	}
 	for _, ev := range d.out.Events {
 		if ev.Kind == splice.EvResponseDone {
+			d.log.Debug("response done", "request", ev.RequestID, "service", ev.ServiceTime, "bytes", ev.Bytes)
 			d.send(&proto.Feedback{
 				BackendID: d.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
 				ResponseBytes: ev.Bytes, Concurrency: uint16(d.shim.Active()),
@@ -220,6 +236,10 @@ func (d *Daemon) timers(t time.Time) {
 		d.out.Reset()
 		d.shim.Tick(now, &d.out)
 		d.flush()
+	}
+	if d.registered && t.Sub(d.lastEcho) > 3*d.keepalive {
+		d.registered = false
+		d.log.Warn("front-end stopped answering keepalives; registering again")
 	}
 	switch {
 	case !d.registered && t.Sub(d.lastReg) >= time.Second:
@@ -264,6 +284,7 @@ func (d *Daemon) control(m ctlMsg) {
 			d.log.Info("registered with front-end", "keepalive", msg.KeepaliveInterval)
 		}
 		d.registered = true
+		d.lastEcho = time.Now()
 		if msg.KeepaliveInterval > 0 {
 			d.keepalive = msg.KeepaliveInterval
 		}
@@ -276,6 +297,9 @@ func (d *Daemon) control(m ctlMsg) {
 		}
 		d.send(ack)
 	case *proto.Keepalive:
+		if msg.Incarnation == d.incarnation {
+			d.lastEcho = time.Now()
+		}
 	default:
 		d.log.Warn("unexpected control message", "type", m.msg.Type().String())
 	}

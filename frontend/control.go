@@ -106,6 +106,9 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 		d.register(msg, now)
 	case *proto.Keepalive:
 		if bs := d.backends[msg.BackendID]; bs != nil && bs.incarnation == msg.Incarnation {
+			// The echo tells the shim we still know it; a shim that stops
+			// hearing echoes (say, the front-end restarted) registers again.
+			d.ctl.send(bs.ctl, &proto.Keepalive{BackendID: bs.id, Incarnation: bs.incarnation, Seq: msg.Seq})
 			bs.lastSeen = now
 			bs.reported = int(msg.Concurrency)
 			if !bs.alive {

@@ -93,7 +93,7 @@ func checkCookie(secret *[32]byte, now Time, ft fourTuple, ack, seq wire.Seq) (s
 	cookie := uint32(ack - 1)
 	isn := seq - 1
 	slot := cookie >> 27
-	bits := cookie & (0x7f << 18)
+	bits := cookie & (0x1ff << 18)
 	nowSlot := uint32(now/cookieSlot) & 0x1f
 	age := (nowSlot - slot) & 0x1f
 	if age >= cookieSlotsValid {

@@ -14,6 +14,9 @@ type Time int64
 // Add returns t moved by d.
 func (t Time) Add(d time.Duration) Time { return t + Time(d) }
 
+// Before reports whether t is earlier than u.
+func (t Time) Before(u Time) bool { return t < u }
+
 // Sub returns t - u.
 func (t Time) Sub(u Time) time.Duration { return time.Duration(t - u) }
 

@@ -15,6 +15,11 @@ type ShimConfig struct {
 	HostIP      netip.Addr    // the back-end kernel's address
 	Linger      time.Duration // keep a closed splice for stragglers (5 s)
 	IdleTimeout time.Duration // forget a splice with no packet (15 min)
+	// ResponseQuiet ends a response: once the client has acknowledged
+	// every reply byte and the server stayed silent this long (20 ms), the
+	// request no longer counts as in service. A server pausing longer
+	// mid-response splits it in two reports.
+	ResponseQuiet time.Duration
 }
 
 // Shim is the back-end's packet engine: a bump in the wire between the
@@ -70,6 +75,8 @@ type spliceEntry struct {
 	lastReply  Time
 	srvNxt     wire.Seq
 	replyBytes uint64
+	drained    bool // the client acknowledged all reply bytes so far
+	drainedAt  Time
 
 	cliFin, srvFin, reset bool
 	lastSeen, deadline    Time
@@ -85,6 +92,9 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 15 * time.Minute
+	}
+	if cfg.ResponseQuiet == 0 {
+		cfg.ResponseQuiet = 20 * time.Millisecond
 	}
 	return &Shim{
 		cfg:     cfg,
@@ -145,18 +155,32 @@ func (s *Shim) Stats() ShimStats {
 // NextDeadline is when Tick next has work.
 func (s *Shim) NextDeadline() Time { return s.timers.next() }
 
-func (s *Shim) arm(ent *spliceEntry, now Time) {
+// due is the entry's next deadline: the end of a drained response's quiet
+// period, the end of the linger after both FINs or a RST, or the idle
+// timeout.
+func (s *Shim) due(ent *spliceEntry) Time {
 	when := ent.lastSeen.Add(s.cfg.IdleTimeout)
 	if ent.reset || (ent.cliFin && ent.srvFin) {
 		when = ent.lastSeen.Add(s.cfg.Linger)
 	}
+	if ent.inService && ent.drained {
+		when = min(when, ent.drainedAt.Add(s.cfg.ResponseQuiet))
+	}
+	return when
+}
+
+// arm makes sure a timer entry exists no later than the entry's due time;
+// later deadlines are found when an early entry fires (see deadlines).
+func (s *Shim) arm(ent *spliceEntry, now Time) {
+	when := s.due(ent)
 	if when < ent.deadline || ent.deadline == Never {
 		ent.deadline = when
 		s.timers.push(when, ent.requestID)
 	}
 }
 
-// Tick expires splices whose linger or idle time has passed.
+// Tick ends quiet responses and expires splices whose linger or idle time
+// has passed.
 func (s *Shim) Tick(now Time, out *Output) {
 	for {
 		d, ok := s.timers.popDue(now)
@@ -167,11 +191,10 @@ func (s *Shim) Tick(now Time, out *Output) {
 		if ent == nil || ent.deadline != d.when {
 			continue
 		}
-		want := ent.lastSeen.Add(s.cfg.IdleTimeout)
-		if ent.reset || (ent.cliFin && ent.srvFin) {
-			want = ent.lastSeen.Add(s.cfg.Linger)
+		if ent.inService && ent.drained && !now.Before(ent.drainedAt.Add(s.cfg.ResponseQuiet)) {
+			s.finishResponse(ent, out)
 		}
-		if want > now {
+		if want := s.due(ent); want > now {
 			ent.deadline = want
 			s.timers.push(want, ent.requestID)
 			continue

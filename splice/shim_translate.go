@@ -55,6 +55,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			ent.srvNxt = t.Seq()
 		}
 		ent.lastReply = now
+		ent.drained = false
 		ent.replyBytes += uint64(n)
 		if end := t.Seq() + wire.Seq(n); ent.srvNxt.LessThan(end) {
 			ent.srvNxt = end
@@ -118,8 +119,9 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	t := p.TCP
 	flags := t.Flags()
 	ent.lastSeen = now
-	if ent.responding && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
-		s.finishResponse(ent, out)
+	if ent.responding && !ent.drained && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
+		ent.drained = true
+		ent.drainedAt = now
 	}
 	if len(t.Payload()) > 0 {
 		if ent.responding {
@@ -161,6 +163,7 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 	}
 	ent.inService = false
 	ent.responding = false
+	ent.drained = false
 	ent.replyBytes = 0
 	s.active--
 }

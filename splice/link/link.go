@@ -1,0 +1,103 @@
+// Package link moves whole Ethernet frames between the sans-I/O packet
+// engine (package splice) and real or simulated devices.
+//
+// Place in the data flow: a daemon's event loop calls Link.ReadFrame, feeds
+// the frame to splice.Engine.Input, and hands every frame the engine returns
+// to Link.WriteFrame. Nothing in the engine touches a socket; everything that
+// does lives here:
+//
+//   - AFPacket: a raw AF_PACKET socket bound to one interface (the shim's
+//     veth, the front-end's uplink). Allocation-free read and write paths.
+//   - TAP: a TAP device through songgao/water (the web server's side of a
+//     back-end, or a front-end living on a bridge).
+//   - Mem: an in-memory connected pair for tests and simulations.
+//   - Recorder: a wrapper that writes every frame to a pcap file.
+//   - Impair: a wrapper that delays, drops, reorders and rate-limits egress
+//     frames (tc netem is not available on the lab machines).
+//
+// Frames carry no FCS and no virtio-net header. Offloads must therefore be
+// off on the devices involved (see DisableOffloads), otherwise AF_PACKET
+// reads partial checksums and GSO super-frames (design.md section 7).
+package link
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+)
+
+// Link moves whole Ethernet frames (no FCS, no vnet header).
+//
+// Implementations in this package allow one ReadFrame and one WriteFrame to
+// run concurrently with each other and with Close, Name and Stats.
+type Link interface {
+	// ReadFrame blocks until a frame arrives, copies it into buf and returns
+	// its length. A frame longer than buf is dropped and counted in
+	// Stats.RxTruncated, and ReadFrame reads the next one.
+	ReadFrame(buf []byte) (int, error)
+	// WriteFrame sends one frame; it must not retain the slice after
+	// returning.
+	WriteFrame(frame []byte) error
+	// Close unblocks a pending ReadFrame with an error wrapping
+	// net.ErrClosed.
+	Close() error
+	// Name identifies the link in logs and errors (usually the interface
+	// name).
+	Name() string
+	// Stats returns a snapshot of the link's counters.
+	Stats() Stats
+}
+
+// Stats counts frames through a link. Each field is updated atomically, but a
+// snapshot is not taken atomically across fields.
+type Stats struct {
+	RxFrames, RxBytes uint64 // frames delivered by ReadFrame
+	TxFrames, TxBytes uint64 // frames accepted by the device
+	RxTruncated       uint64 // frames longer than the caller's buffer, skipped
+	TxErrors          uint64 // WriteFrame calls that returned an error
+	// TxDropped counts frames WriteFrame accepted (returned nil) that the
+	// link then discarded on purpose, as a NIC does with a full queue: a
+	// full Mem queue, an Impair loss or a full Impair delay line.
+	TxDropped uint64
+}
+
+// counters is the atomically updated form of Stats shared by the adapters.
+type counters struct {
+	rxFrames, rxBytes   atomic.Uint64
+	txFrames, txBytes   atomic.Uint64
+	rxTruncated         atomic.Uint64
+	txErrors, txDropped atomic.Uint64
+}
+
+func (c *counters) received(n int) {
+	c.rxFrames.Add(1)
+	c.rxBytes.Add(uint64(n))
+}
+
+func (c *counters) sent(n int) {
+	c.txFrames.Add(1)
+	c.txBytes.Add(uint64(n))
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		RxFrames:    c.rxFrames.Load(),
+		RxBytes:     c.rxBytes.Load(),
+		TxFrames:    c.txFrames.Load(),
+		TxBytes:     c.txBytes.Load(),
+		RxTruncated: c.rxTruncated.Load(),
+		TxErrors:    c.txErrors.Load(),
+		TxDropped:   c.txDropped.Load(),
+	}
+}
+
+// errEmptyBuffer is returned by ReadFrame when buf has no room at all; every
+// frame would be truncated and ReadFrame would never return.
+var errEmptyBuffer = errors.New("read buffer is empty")
+
+// closedError reports an operation on a closed link, wrapping net.ErrClosed
+// so callers can test with errors.Is.
+func closedError(name, op string) error {
+	return fmt.Errorf("link %s: %s: %w", name, op, net.ErrClosed)
+}
