@@ -1,0 +1,122 @@
+// Command qsplice-testserver is the lab's back-end web server: it serves
+// deterministic bodies (GET /data/<size>) after a configurable service
+// time, so experiments can check every byte and control the load. The
+// routes and the service-time model are described in package
+// tools/testserver; this command adds flags, a listener and a clean stop
+// on SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/qsplice/qsplice/tools/testserver"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qsplice-testserver:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	listen string
+	cfg    testserver.Config
+}
+
+const usageHead = `Usage: qsplice-testserver [flags]
+
+The qsplice lab's back-end web server. Routes:
+  GET  /data/<size>   deterministic bytes from (id, size); size like 1500, 1K, 64M.
+                      ?service=40ms sets this request's service time.
+  GET  / and /health  "qsplice-testserver id=N", never delayed
+  POST /echo          echoes the request body (upload tests)
+Every response carries X-Backend-Id: N; /data and /echo carry X-Service-Time.
+
+Flags:
+`
+
+func parseFlags(args []string, output io.Writer) (options, error) {
+	var o options
+	var id uint
+	fs := flag.NewFlagSet("qsplice-testserver", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprint(output, usageHead)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.listen, "listen", ":8080", "`address` to listen on, host:port")
+	fs.UintVar(&id, "id", 0, "back-end `id`: seeds the /data bodies and is sent as X-Backend-Id")
+	fs.DurationVar(&o.cfg.ServiceTime, "service-time", 0, "`time` /data and /echo wait before answering, modelling the application's work")
+	fs.DurationVar(&o.cfg.ServiceJitter, "service-jitter", 0, "spread the service time uniformly over service-time ± this `time` (never below 0)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case id > 1<<32-1:
+		return o, fmt.Errorf("-id %d does not fit 32 bits", id)
+	case o.cfg.ServiceTime < 0 || o.cfg.ServiceJitter < 0:
+		return o, errors.New("-service-time and -service-jitter must not be negative")
+	}
+	o.cfg.ID = uint32(id)
+	return o, nil
+}
+
+// run serves until ctx ends, then stops accepting and lets requests in
+// progress finish for a few seconds.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	logger := log.New(stderr, "qsplice-testserver: ", log.LstdFlags)
+	srv := &http.Server{
+		Handler:           testserver.NewHandler(o.cfg),
+		ReadHeaderTimeout: 30 * time.Second,
+		// No IdleTimeout: keep-alive connections stay open as long as the
+		// client wants, as the splice's long-lived connections need.
+		ErrorLog: logger,
+	}
+	logger.Printf("id=%d listening on %s, service time %v ± %v", o.cfg.ID, ln.Addr(), o.cfg.ServiceTime, o.cfg.ServiceJitter)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

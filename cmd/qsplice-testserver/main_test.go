@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-listen", "127.0.0.1:9000", "-id", "4", "-service-time", "20ms", "-service-jitter", "5ms"}, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.listen != "127.0.0.1:9000" || o.cfg.ID != 4 || o.cfg.ServiceTime != 20*time.Millisecond || o.cfg.ServiceJitter != 5*time.Millisecond {
+		t.Fatalf("parsed %+v", o)
+	}
+	if o, err = parseFlags(nil, new(bytes.Buffer)); err != nil || o.listen != ":8080" || o.cfg.ID != 0 || o.cfg.ServiceTime != 0 {
+		t.Fatalf("defaults %+v, %v", o, err)
+	}
+	for _, bad := range [][]string{
+		{"-id", "4294967296"}, {"-id", "-1"}, {"-service-time", "-1ms"}, {"-service-jitter", "x"}, {"extra"},
+	} {
+		if _, err := parseFlags(bad, new(bytes.Buffer)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestHelpExplainsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, want := range []string{"-listen", "-id", "-service-time", "-service-jitter", "/data/<size>", "/echo"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help does not mention %s:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRunStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := run(ctx, []string{"-listen", "127.0.0.1:0"}, new(bytes.Buffer)); err != nil {
+		t.Fatalf("run after cancel: %v", err)
+	}
+	if err := run(context.Background(), []string{"-listen", "256.0.0.1:1"}, new(bytes.Buffer)); err == nil {
+		t.Fatal("run on an impossible address succeeded")
+	}
+}

@@ -1,0 +1,20 @@
+// Package sched decides which request the front-end serves next and which
+// back-end serves it.
+//
+// Place in the data flow: once the front-end has parsed a request head
+// (package splice/httphead), it turns it into a Request and hands it to a
+// Policy. When a back-end has room, the front-end asks the Policy for the
+// Next request and the Dispatcher to Pick a back-end for its port, calls
+// Start, and splices the connection there. The back-end's Feedback (service
+// time, its own count of requests in progress) comes back through Done and
+// Report.
+//
+// This is the minimal seam: a FIFO policy and a least-connections
+// dispatcher. The QoS policies (credit reservation, LIFO-Pri, queue-length
+// control) will implement the same Policy interface.
+//
+// Everything here is pure: no goroutines, no locks, no clock reads. Time is
+// passed in as nanoseconds on the caller's clock, and the same calls in the
+// same order always give the same answers, so the policies can be tested
+// and simulated deterministically. The caller serialises access.
+package sched
