@@ -35,8 +35,11 @@ type Config struct {
 	// SetupTAP configures the TAP after opening it: TAPMAC (if set), the
 	// address Addr/Prefix, link up. Off when something else owns that.
 	SetupTAP bool
-	TAPMAC   wire.MAC
-	Prefix   int
+	Admin    string // HTTP address for /status (on Addr); "" disables
+	// ResponseQuiet: see splice.ShimConfig.
+	ResponseQuiet time.Duration
+	TAPMAC        wire.MAC
+	Prefix        int
 }
 
 func (c *Config) validate() error {
@@ -82,6 +85,10 @@ type Daemon struct {
 	lastKA      time.Time
 	lastEcho    time.Time // last keepalive echoed by the front-end
 	txErrors    uint64
+	wireRaw     *link.AFPacket
+	drops       uint64
+	lastDropChk time.Time
+	adminReq    chan chan Status
 }
 
 // New opens the devices and the control socket.
@@ -120,7 +127,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	shim, err := splice.NewShim(splice.ShimConfig{HostIP: cfg.Addr, Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout})
+	shim, err := splice.NewShim(splice.ShimConfig{HostIP: cfg.Addr, Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, ResponseQuiet: cfg.ResponseQuiet})
 	if err != nil {
 		tap.Close()
 		wl.Close()
@@ -129,7 +136,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	var inc [8]byte
 	rand.Read(inc[:])
 	return &Daemon{
-		cfg: cfg, log: log, tap: tap, wire: wl, shim: shim,
+		cfg: cfg, log: log, tap: tap, wire: wl, shim: shim, wireRaw: w,
+		adminReq:    make(chan chan Status),
 		mac:         wire.MAC(ifi.HardwareAddr),
 		incarnation: binary.BigEndian.Uint64(inc[:]),
 		keepalive:   time.Second,
@@ -169,6 +177,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			ctl <- ctlMsg{m, from, err}
 		}
 	}()
+	if d.cfg.Admin != "" {
+		srv, err := d.startAdmin()
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	host := pump.Start(d.tap, uint8(splice.PortHost), 256, 2048)
 	wirep := pump.Start(d.wire, uint8(splice.PortWire), 256, 2048)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -194,6 +209,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.control(m)
 		case t := <-tick.C:
 			d.timers(t)
+		case reply := <-d.adminReq:
+			reply <- d.status()
 		}
 	}
 }
@@ -240,6 +257,13 @@ func (d *Daemon) timers(t time.Time) {
 	if d.registered && t.Sub(d.lastEcho) > 3*d.keepalive {
 		d.registered = false
 		d.log.Warn("front-end stopped answering keepalives; registering again")
+	}
+	if t.Sub(d.lastDropChk) >= time.Second {
+		d.lastDropChk = t
+		if n, err := d.wireRaw.KernelDrops(); err == nil && n > 0 {
+			d.drops += n
+			d.log.Warn("wire socket dropped frames (loop fell behind)", "new", n, "total", d.drops)
+		}
 	}
 	switch {
 	case !d.registered && t.Sub(d.lastReg) >= time.Second:

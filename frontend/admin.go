@@ -28,6 +28,9 @@ type Status struct {
 	Drops    map[string]uint64 `json:"drops"`
 	Uptime   float64           `json:"uptime_seconds"`
 	BadCtl   uint64            `json:"bad_control_messages"`
+	// KernelDrops counts frames the kernel dropped because the AF_PACKET
+	// socket's buffer was full (the event loop fell behind).
+	KernelDrops uint64 `json:"kernel_drops"`
 }
 
 // BackendStatus is one back-end in Status.
@@ -63,6 +66,7 @@ type EngineStatus struct {
 	HandedOffBytes    uint64            `json:"handed_off_bytes"`
 	ReplyPayloadBytes uint64            `json:"reply_payload_bytes"`
 	Answered          map[string]uint64 `json:"answered"`
+	States            map[string]int    `json:"flow_states"`
 }
 
 func (d *Daemon) status() Status {
@@ -77,12 +81,14 @@ func (d *Daemon) status() Status {
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			Answered: map[string]uint64{},
+			States:   d.engine.FlowStates(),
 		},
 		Backends: []BackendStatus{},
 	}
 	if d.waiting != nil {
 		st.Queue++
 	}
+	st.KernelDrops = d.kernelDrops()
 	for _, v := range d.cfg.VIPs {
 		st.VIPs = append(st.VIPs, v.String())
 	}
@@ -200,4 +206,15 @@ func writeMetrics(w http.ResponseWriter, st *Status) {
 		fmt.Fprintf(&b, "qsplice_backend_response_bytes_total{backend=\"%d\"} %d\n", be.ID, be.ResponseBytes)
 	}
 	w.Write([]byte(b.String()))
+}
+
+// kernelDrops accumulates the socket's drop counter (the kernel resets it
+// on every read).
+func (d *Daemon) kernelDrops() uint64 {
+	if kd, ok := d.rawLink.(interface{ KernelDrops() (uint64, error) }); ok {
+		if n, err := kd.KernelDrops(); err == nil {
+			d.drops += n
+		}
+	}
+	return d.drops
 }

@@ -141,6 +141,10 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 			bs.reported = int(msg.Concurrency)
 			bs.lastSeen = now
 		}
+		t := d.now(now)
+		d.out.Reset()
+		d.requestDone(splice.FlowID(msg.RequestID), t)
+		d.flush(t)
 	case *proto.Close:
 		d.log.Debug("back-end closed", "request", msg.RequestID, "backend", msg.BackendID, "reason", msg.Reason)
 	default:

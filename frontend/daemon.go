@@ -19,22 +19,29 @@ import (
 
 // Daemon is a running front-end.
 type Daemon struct {
-	cfg    Config
-	log    *slog.Logger
-	link   link.Link
-	engine *splice.FrontEnd
-	out    splice.Output
-	queue  *sched.FIFO
-	disp   *sched.Dispatcher
+	cfg  Config
+	log  *slog.Logger
+	link link.Link
+	// rawLink is the device under any capture wrapper.
+	rawLink link.Link
+	drops   uint64
+	engine  *splice.FrontEnd
+	out     splice.Output
+	queue   *sched.FIFO
+	disp    *sched.Dispatcher
 	// waiting is the queue head that found no free back-end yet.
 	waiting    *sched.Request
 	backends   map[uint32]*backendState
-	dispatched map[splice.FlowID]uint32
-	pending    map[splice.FlowID]*pendingSplice
-	ctl        *controlConn
-	adminReq   chan chan Status
-	epoch      time.Time
-	txErrors   uint64
+	dispatched map[splice.FlowID]uint32 // flows on a back-end, until closed
+	// inService holds dispatched flows whose request is still being
+	// served: the back-end's capacity counts requests, not connections,
+	// so an idle keep-alive connection does not hold a slot.
+	inService map[splice.FlowID]uint32
+	pending   map[splice.FlowID]*pendingSplice
+	ctl       *controlConn
+	adminReq  chan chan Status
+	epoch     time.Time
+	txErrors  uint64
 }
 
 // New opens the link and the control socket.
@@ -88,6 +95,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		l.Close()
 		return nil, fmt.Errorf("frontend: %w", err)
 	}
+	raw := l
 	if cfg.Capture != "" {
 		f, err := os.Create(cfg.Capture)
 		if err != nil {
@@ -102,11 +110,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		l = link.NewRecorder(l, pw, time.Now)
 	}
 	return &Daemon{
-		cfg: cfg, log: log, link: l, engine: eng,
+		cfg: cfg, log: log, link: l, rawLink: raw, engine: eng,
 		queue:      sched.NewFIFO(cfg.QueueCapacity),
 		disp:       sched.NewDispatcher(),
 		backends:   make(map[uint32]*backendState),
 		dispatched: make(map[splice.FlowID]uint32),
+		inService:  make(map[splice.FlowID]uint32),
 		pending:    make(map[splice.FlowID]*pendingSplice),
 		ctl:        ctl,
 		adminReq:   make(chan chan Status),
@@ -230,16 +239,15 @@ func (d *Daemon) event(ev splice.Event, now splice.Time) {
 		delete(d.pending, ev.Flow)
 		if b, ok := d.dispatched[ev.Flow]; ok {
 			delete(d.dispatched, ev.Flow)
-			d.disp.Done(sched.BackendID(b))
 			if bs := d.backends[b]; bs != nil {
 				bs.closed++
 				bs.forwardedBytes += ev.Bytes
 			}
-			d.dispatch(now)
 		}
+		d.requestDone(ev.Flow, now)
 		d.log.Debug("closed", "flow", ev.Flow, "reason", ev.Reason.String(), "backend", ev.Backend)
 	case splice.EvAnswered:
-		d.log.Info("answered by front-end", "flow", ev.Flow, "status", ev.Status)
+		d.log.Info("answered by front-end", "flow", ev.Flow, "status", ev.Status, "reason", ev.Detail)
 	}
 }
 
@@ -268,6 +276,19 @@ func (d *Daemon) dispatch(now splice.Time) {
 		}
 		d.disp.Start(id)
 		d.dispatched[splice.FlowID(r.ID)] = bs.id
+		d.inService[splice.FlowID(r.ID)] = bs.id
 		bs.dispatched++
 	}
+}
+
+// requestDone frees the back-end slot a request held, once: on the
+// back-end's Feedback or when the connection closes, whichever is first.
+func (d *Daemon) requestDone(flow splice.FlowID, now splice.Time) {
+	b, ok := d.inService[flow]
+	if !ok {
+		return
+	}
+	delete(d.inService, flow)
+	d.disp.Done(sched.BackendID(b))
+	d.dispatch(now)
 }

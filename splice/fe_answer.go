@@ -40,23 +40,23 @@ func (e *FrontEnd) Reject(id FlowID, status int, reason string, retryAfter time.
 	if f == nil || (f.state != stQueued && f.state != stReading) {
 		return false
 	}
-	e.answerWith(f, status, answerBody(status, reason, retryAfter), now, out)
+	e.answerWith(f, status, reason, answerBody(status, reason, retryAfter), now, out)
 	return true
 }
 
 func (e *FrontEnd) answer(f *flow, status int, reason string, now Time, out *Output) {
-	e.answerWith(f, status, answerBody(status, reason, 0), now, out)
+	e.answerWith(f, status, reason, answerBody(status, reason, 0), now, out)
 }
 
 // answerWith starts sending resp followed by FIN, reliably: the segments
 // are retransmitted from sndUna until the client acknowledges the FIN.
-func (e *FrontEnd) answerWith(f *flow, status int, resp []byte, now Time, out *Output) {
+func (e *FrontEnd) answerWith(f *flow, status int, reason string, resp []byte, now Time, out *Output) {
 	f.state = stAnswering
 	f.status = status
 	f.sendBuf = resp
 	f.retries = 0
 	e.stats.Answered[answeredIndex(status)]++
-	out.event(Event{Kind: EvAnswered, Flow: f.id, Status: status})
+	out.event(Event{Kind: EvAnswered, Flow: f.id, Status: status, Detail: reason})
 	e.sendAnswer(f, now, out)
 	f.rto = now.Add(e.cfg.RTOMin)
 	e.setDeadline(f, f.rto)
@@ -124,5 +124,15 @@ func (e *FrontEnd) answerTimeout(f *flow, now Time, out *Output) {
 	e.stats.Retransmits++
 	e.sendAnswer(f, now, out)
 	f.rto = now.Add(e.cfg.RTOMin << f.retries)
+	e.setDeadline(f, f.rto)
+}
+
+// closeQuietly sends our FIN (reliably) without a response.
+func (e *FrontEnd) closeQuietly(f *flow, now Time, out *Output) {
+	f.state = stAnswering
+	f.sendBuf = nil
+	f.retries = 0
+	e.sendAnswer(f, now, out)
+	f.rto = now.Add(e.cfg.RTOMin)
 	e.setDeadline(f, f.rto)
 }

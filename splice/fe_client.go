@@ -239,8 +239,12 @@ func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
 			KeepAlive: req.KeepAlive,
 		}})
 	case errors.Is(err, httphead.ErrIncomplete):
-		if f.cliFin {
-			// The client closed before finishing its head.
+		switch {
+		case f.cliFin && len(f.buf) == 0:
+			// Connected and closed without a byte (health checkers, wrk's
+			// probe): close in kind, no answer.
+			e.closeQuietly(f, now, out)
+		case f.cliFin:
 			e.answer(f, 400, "request incomplete at end of stream", now, out)
 		}
 	case errors.Is(err, httphead.ErrTooLarge):

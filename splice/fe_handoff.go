@@ -104,6 +104,15 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 			e.handoffFailed(f, "back-end refused the connection", now, out)
 			return
 		}
+		if flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK {
+			// A challenge ACK (RFC 5961 section 4): the back-end still
+			// holds an old connection on this tuple, say from before a
+			// front-end restart. A RST at its ACK number clears it; then
+			// our SYN can go again.
+			e.sendRST(p, out)
+			e.sendC2SYN(f, now, out)
+			return
+		}
 		if flags&(wire.TCPFlagSYN|wire.TCPFlagACK) != wire.TCPFlagSYN|wire.TCPFlagACK || t.Ack() != f.syn.clientISN+1 {
 			e.drop(dropUnexpected)
 			return
@@ -289,7 +298,7 @@ func (e *FrontEnd) handoffFailed(f *flow, reason string, now Time, out *Output) 
 	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed})
 	delete(e.byPort, f.hport)
 	f.hport = 0
-	e.answerWith(f, 503, answerBody(503, reason, 1e9), now, out)
+	e.answerWith(f, 503, reason, answerBody(503, reason, 1e9), now, out)
 }
 
 // abortC2 resets the handoff connection if one exists.

@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -126,14 +127,18 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		return nil, err
 	}
 	e := &FrontEnd{
-		cfg:      cfg,
-		handoff:  wire.IP4From(cfg.HandoffAddr),
-		ports:    append([]uint16(nil), cfg.Ports...),
-		flows:    make(map[fourTuple]*flow),
-		byID:     make(map[FlowID]*flow),
-		byPort:   make(map[uint16]*flow),
-		nextPort: cfg.HandoffPortFirst,
+		cfg:     cfg,
+		handoff: wire.IP4From(cfg.HandoffAddr),
+		ports:   append([]uint16(nil), cfg.Ports...),
+		flows:   make(map[fourTuple]*flow),
+		byID:    make(map[FlowID]*flow),
+		byPort:  make(map[uint16]*flow),
 	}
+	// Start the handoff ports somewhere derived from the secret, so a
+	// restarted front-end does not walk straight into the tuples its
+	// predecessor left open on the back-ends.
+	span := uint32(cfg.HandoffPortLast-cfg.HandoffPortFirst) + 1
+	e.nextPort = cfg.HandoffPortFirst + uint16(binary.BigEndian.Uint32(cfg.CookieSecret[28:])%span)
 	for _, v := range cfg.VIPs {
 		e.vips = append(e.vips, wire.IP4From(v))
 	}
@@ -145,6 +150,15 @@ func (e *FrontEnd) Stats() FrontEndStats {
 	s := e.stats
 	s.Flows = uint64(len(e.byID))
 	return s
+}
+
+// FlowStates counts live flows by state name, for status pages.
+func (e *FrontEnd) FlowStates() map[string]int {
+	m := make(map[string]int)
+	for _, f := range e.byID {
+		m[f.state.String()]++
+	}
+	return m
 }
 
 // Flows returns the number of live flows (including lingering ones).

@@ -111,6 +111,7 @@ type Event struct {
 	Splice      proto.Splice  // EvSplice
 	Reason      CloseReason   // EvClosed
 	Status      int           // EvAnswered
+	Detail      string        // EvAnswered: why, for logs
 	ServiceTime time.Duration // EvServiceTime
 	Bytes       uint64        // EvResponseDone, EvClosed (bytes relayed)
 	RequestID   uint64        // shim events

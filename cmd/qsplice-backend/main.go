@@ -19,6 +19,7 @@ import (
 
 	"github.com/qsplice/qsplice/backend"
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 const usage = `qsplice-backend: the back-end shim of a TCP splicing web cluster.
@@ -54,6 +55,11 @@ func main() {
 	flag.IntVar(&cfg.Capacity, "capacity", 5, "concurrent requests this back-end accepts (told to the front-end)")
 	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed splice is kept for late segments")
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "forget a splice with no packets for this long")
+	flag.BoolVar(&cfg.SetupTAP, "tap-setup", true, "create and configure the TAP: -tap-mac, -addr/-prefix, up (it vanishes when the shim exits)")
+	flag.IntVar(&cfg.Prefix, "prefix", 24, "prefix length of -addr on the TAP")
+	tapMAC := flag.String("tap-mac", "", "MAC address for the TAP (the host's address on the wire); default: keep the kernel's")
+	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status, normally on -addr (empty: off)")
+	flag.DurationVar(&cfg.ResponseQuiet, "response-quiet", 20*time.Millisecond, "a response ends when the client has acknowledged everything and the server stayed silent this long")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -97,6 +103,13 @@ func main() {
 			fail("-web-ports: bad port %q", f)
 		}
 		cfg.WebPorts = append(cfg.WebPorts, uint16(n))
+	}
+	if *tapMAC != "" {
+		m, err := wire.ParseMAC(*tapMAC)
+		if err != nil {
+			fail("-tap-mac: %v", err)
+		}
+		cfg.TAPMAC = m
 	}
 	if *keyFile == "" {
 		fail("-key: a key file is required")
