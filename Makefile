@@ -1,0 +1,58 @@
+# qsplice — see README.md. Everything here runs on a fresh Debian machine
+# after .ci/run installed the packages (or as root with them installed).
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+PKGS      := ./...
+FUZZTIME  ?= 8s
+CMDS      := $(notdir $(wildcard cmd/*))
+
+.PHONY: all build test unit e2e fuzz fuzz-short vet fmt-check bench demo lab-up lab-down clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# The whole suite: static checks, unit and root/netns tests with the race
+# detector, then a short run of every fuzz target.
+test: build fmt-check vet unit fuzz-short
+
+unit:
+	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 40m $(PKGS)
+
+# Every Fuzz* function, each for FUZZTIME (make fuzz FUZZTIME=5m for more).
+fuzz-short:
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+	  pkg=./$$(dirname $$f); \
+	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/func //'); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg >/tmp/qsplice-fuzz.log 2>&1 || { cat /tmp/qsplice-fuzz.log; exit 1; }; \
+	  done; \
+	done; echo "fuzz: all targets passed"
+
+fuzz:
+	$(MAKE) fuzz-short FUZZTIME=2m
+
+bench: build
+	QSPLICE_BIN=$(BIN) $(GO) test -run='^$$' -bench=. -benchmem -count=1 ./splice/... ./sched/...
+	QSPLICE_BIN=$(BIN) QSPLICE_LAB_BENCH=1 $(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./tools/e2e/
+
+demo: build
+	$(BIN)/qsplice-demo -bin $(BIN)
+
+lab-up: build
+	$(BIN)/qsplice-lab up -name demo -bin $(BIN)
+
+lab-down:
+	$(BIN)/qsplice-lab down -name demo
+
+clean:
+	rm -rf $(BIN)

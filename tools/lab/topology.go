@@ -1,0 +1,222 @@
+package lab
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+
+	"github.com/qsplice/qsplice/tools/netns"
+)
+
+// Device names inside the namespaces.
+const (
+	bridgeDev = "br0"
+	hostDev   = "eth0" // every host's end of its veth
+	tapDev    = "tap0" // a back-end's kernel-side TAP, bridged by the shim
+)
+
+// buildTopology creates the namespaces, the switch and one veth per host,
+// addresses them and turns offloads off. It assumes none of it exists.
+func (l *Lab) buildTopology() error {
+	hosts := l.Hosts()
+	for _, h := range append([]string{"sw"}, hosts...) {
+		ns := l.NS(h)
+		if err := netns.Add(ns); err != nil {
+			return err
+		}
+		// IPv6 off before any device exists, via "default", so that no
+		// device ever sends router or neighbour solicitations into captures.
+		for _, key := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
+			if err := sysctlIn(ns, key, "1"); err != nil {
+				return err
+			}
+		}
+	}
+
+	sw := l.NS("sw")
+	swCmds := []string{
+		"link set lo up",
+		"link add name " + bridgeDev + " type bridge",
+		"link set " + bridgeDev + " up",
+	}
+	for _, h := range hosts {
+		// The peer is created directly in the host's namespace under its
+		// final name, so there is never a second "eth0" in the switch.
+		swCmds = append(swCmds,
+			fmt.Sprintf("link add name %s type veth peer name %s netns %s", h, hostDev, l.NS(h)),
+			fmt.Sprintf("link set %s master %s up", h, bridgeDev))
+	}
+	if err := ipBatch(sw, swCmds); err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		if err := offloadsOff(sw, h); err != nil {
+			return err
+		}
+	}
+
+	for i := 1; i <= l.cfg.Clients; i++ {
+		if err := l.buildAddressedHost(clientHost(i), l.ClientAddr(i).String()); err != nil {
+			return err
+		}
+	}
+	if err := l.buildAddressedHost("fe", FrontendAddr); err != nil {
+		return err
+	}
+	for k := 1; k <= l.cfg.Backends; k++ {
+		ns := l.NS(backendHost(k))
+		// No address on eth0: the shim owns the wire in userspace and sees
+		// frames for the back-end's MAC and the VIP's clients alike. The
+		// kernel must stay off this wire, or it would answer ARP for tap0's
+		// address with eth0's MAC (weak host model) and take packets meant
+		// for the shim: no ARP on eth0, and strict reverse-path filtering
+		// (the route back to any client is via tap0) drops any IP that
+		// still arrives on it.
+		if err := ipBatch(ns, []string{"link set lo up", "link set " + hostDev + " arp off promisc on up"}); err != nil {
+			return err
+		}
+		if err := sysctlIn(ns, "net.ipv4.conf."+hostDev+".rp_filter", "1"); err != nil {
+			return err
+		}
+		if err := offloadsOff(ns, hostDev); err != nil {
+			return err
+		}
+		if err := l.ensureTap(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildAddressedHost configures a host whose kernel owns eth0's address.
+func (l *Lab) buildAddressedHost(host, addr string) error {
+	ns := l.NS(host)
+	err := ipBatch(ns, []string{
+		"link set lo up",
+		fmt.Sprintf("addr add %s/%d dev %s", addr, PrefixLen, hostDev),
+		"link set " + hostDev + " up",
+	})
+	if err != nil {
+		return err
+	}
+	return offloadsOff(ns, hostDev)
+}
+
+// ensureTap creates back-end k's tap0 if it is missing and resets its
+// offloads either way. It is needed again after a back-end shim exits:
+// the shim's TAP library clears the persist flag on close, which deletes
+// the device, and offloads set on a TAP outlive the process that set them.
+func (l *Lab) ensureTap(k int) error {
+	ns := l.NS(backendHost(k))
+	if !linkExists(ns, tapDev) {
+		err := ipBatch(ns, []string{
+			"tuntap add " + tapDev + " mode tap",
+			fmt.Sprintf("link set %s address %s", tapDev, l.BackendMAC(k)),
+			fmt.Sprintf("addr add %s/%d dev %s", l.BackendAddr(k), PrefixLen, tapDev),
+			"link set " + tapDev + " up",
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return offloadsOff(ns, tapDev)
+}
+
+// topologyComplete reports whether every namespace and device of the lab
+// exists, and names the first missing piece otherwise.
+func (l *Lab) topologyComplete() (bool, string) {
+	sw := l.NS("sw")
+	if !linkExists(sw, bridgeDev) {
+		return false, sw + " " + bridgeDev
+	}
+	for _, h := range l.Hosts() {
+		if !linkExists(sw, h) {
+			return false, sw + " " + h
+		}
+		if !linkExists(l.NS(h), hostDev) {
+			return false, l.NS(h) + " " + hostDev
+		}
+	}
+	for k := 1; k <= l.cfg.Backends; k++ {
+		if !linkExists(l.NS(backendHost(k)), tapDev) {
+			return false, l.NS(backendHost(k)) + " " + tapDev
+		}
+	}
+	return true, ""
+}
+
+// linkExists reports whether the namespace exists and holds the device.
+func linkExists(ns, dev string) bool {
+	if !netns.Exists(ns) {
+		return false
+	}
+	return netns.Do(ns, func() error {
+		_, err := net.InterfaceByName(dev)
+		return err
+	}) == nil
+}
+
+// ipBatch runs ip(8) commands in a namespace with one process.
+func ipBatch(ns string, cmds []string) error {
+	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("lab: ip -n %s: %v: %s\ncommands:\n%s", ns, err,
+			strings.TrimSpace(string(out)), strings.Join(cmds, "\n"))
+	}
+	return nil
+}
+
+// Offloads the lab turns off, with the name ethtool -k shows for each.
+var offloads = []struct{ set, show string }{
+	{"tx", "tx-checksumming"},
+	{"tso", "tcp-segmentation-offload"},
+	{"gso", "generic-segmentation-offload"},
+	{"gro", "generic-receive-offload"},
+}
+
+// offloadsOff turns off TX checksum offload, TSO, GSO and GRO on a device.
+// ethtool fails as a whole when some feature cannot change, so its exit
+// status is not the judge: the state it leaves is. A feature counts as
+// done when it reads "off", or when it is "[fixed]" (not supported on
+// this device, nothing to turn off).
+func offloadsOff(ns, dev string) error {
+	args := []string{"ethtool", "-K", dev}
+	for _, o := range offloads {
+		args = append(args, o.set, "off")
+	}
+	setOut, setErr := netns.Command(ns, args...).CombinedOutput()
+	showOut, err := netns.Command(ns, "ethtool", "-k", dev).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("lab: ethtool -k %s in %s: %v: %s", dev, ns, err, strings.TrimSpace(string(showOut)))
+	}
+	if bad := offloadsStillOn(string(showOut)); len(bad) > 0 {
+		return fmt.Errorf("lab: %s in %s: cannot turn off %s (ethtool -K: %v: %s)",
+			dev, ns, strings.Join(bad, ", "), setErr, strings.TrimSpace(string(setOut)))
+	}
+	return nil
+}
+
+// offloadsStillOn parses ethtool -k output and returns the lab offloads
+// that are neither off nor fixed.
+func offloadsStillOn(show string) []string {
+	state := make(map[string]string)
+	for _, line := range strings.Split(show, "\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "\t") {
+			state[strings.TrimSpace(name)] = strings.TrimSpace(value)
+		}
+	}
+	var bad []string
+	for _, o := range offloads {
+		v, ok := state[o.show]
+		if !ok {
+			continue // this ethtool does not know the feature at all
+		}
+		if !strings.HasPrefix(v, "off") && !strings.Contains(v, "[fixed]") {
+			bad = append(bad, o.show+": "+v)
+		}
+	}
+	return bad
+}
