@@ -36,6 +36,11 @@ type Config struct {
 	// address Addr/Prefix, link up. Off when something else owns that.
 	SetupTAP bool
 	Admin    string // HTTP address for /status (on Addr); "" disables
+	// SpliceDelay holds every Splice message this long before installing
+	// and acknowledging it: a research and test knob that widens the
+	// window between the front-end's Splice and the back-end's first
+	// reply (handoff step 6).
+	SpliceDelay time.Duration
 	// ResponseQuiet: see splice.ShimConfig.
 	ResponseQuiet time.Duration
 	TAPMAC        wire.MAC
@@ -89,6 +94,12 @@ type Daemon struct {
 	drops       uint64
 	lastDropChk time.Time
 	adminReq    chan chan Status
+	delayed     []delayedSplice
+}
+
+type delayedSplice struct {
+	msg *proto.Splice
+	due time.Time
 }
 
 // New opens the devices and the control socket.
@@ -258,6 +269,10 @@ func (d *Daemon) timers(t time.Time) {
 		d.registered = false
 		d.log.Warn("front-end stopped answering keepalives; registering again")
 	}
+	for len(d.delayed) > 0 && !t.Before(d.delayed[0].due) {
+		d.installSplice(d.delayed[0].msg)
+		d.delayed = d.delayed[1:]
+	}
 	if t.Sub(d.lastDropChk) >= time.Second {
 		d.lastDropChk = t
 		if n, err := d.wireRaw.KernelDrops(); err == nil && n > 0 {
@@ -313,13 +328,11 @@ func (d *Daemon) control(m ctlMsg) {
 			d.keepalive = msg.KeepaliveInterval
 		}
 	case *proto.Splice:
-		err := d.shim.AddSplice(msg, splice.Time(time.Now().UnixNano()))
-		ack := &proto.SpliceAck{RequestID: msg.RequestID, BackendID: d.cfg.ID, OK: err == nil}
-		if err != nil {
-			ack.Reason = err.Error()
-			d.log.Warn("splice refused", "request", msg.RequestID, "err", err)
+		if d.cfg.SpliceDelay > 0 {
+			d.delayed = append(d.delayed, delayedSplice{msg, time.Now().Add(d.cfg.SpliceDelay)})
+			return
 		}
-		d.send(ack)
+		d.installSplice(msg)
 	case *proto.Keepalive:
 		if msg.Incarnation == d.incarnation {
 			d.lastEcho = time.Now()
@@ -327,4 +340,17 @@ func (d *Daemon) control(m ctlMsg) {
 	default:
 		d.log.Warn("unexpected control message", "type", m.msg.Type().String())
 	}
+}
+
+// installSplice puts the translation in place, then acknowledges: the
+// front-end sends the request only after the ack, so no reply can come
+// before the shim knows how to translate it.
+func (d *Daemon) installSplice(msg *proto.Splice) {
+	err := d.shim.AddSplice(msg, splice.Time(time.Now().UnixNano()))
+	ack := &proto.SpliceAck{RequestID: msg.RequestID, BackendID: d.cfg.ID, OK: err == nil}
+	if err != nil {
+		ack.Reason = err.Error()
+		d.log.Warn("splice refused", "request", msg.RequestID, "err", err)
+	}
+	d.send(ack)
 }

@@ -120,6 +120,9 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	}
 	key := fourTuple{srcIP: s.hostIP, dstIP: m.HandoffIP.As4(), srcPort: m.BackendPort, dstPort: m.HandoffPort}
 	if old := s.entries[key]; old != nil {
+		if old.requestID == m.RequestID {
+			return nil // a resent Splice: keep the live state
+		}
 		s.remove(old) // the front-end reused the handoff port
 	}
 	ent := &spliceEntry{

@@ -60,6 +60,7 @@ func main() {
 	tapMAC := flag.String("tap-mac", "", "MAC address for the TAP (the host's address on the wire); default: keep the kernel's")
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status, normally on -addr (empty: off)")
 	flag.DurationVar(&cfg.ResponseQuiet, "response-quiet", 20*time.Millisecond, "a response ends when the client has acknowledged everything and the server stayed silent this long")
+	flag.DurationVar(&cfg.SpliceDelay, "splice-delay", 0, "hold each Splice message this long before installing it (to study handoff ordering)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+var sizes = []int64{0, 1 << 10, 1 << 20, 64 << 20}
+
+// TestDownloadsFromEveryBackend downloads each size from each back-end,
+// through nginx (port 80) and the test server (port 8080), and checks
+// every body byte for byte. A capture on the front-end's switch port runs
+// meanwhile: no response payload may cross it.
+func TestDownloadsFromEveryBackend(t *testing.T) {
+	l := needLab(t)
+	pcap := filepath.Join(t.TempDir(), "fe.pcap")
+	stop, err := l.StartCapture("fe", pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := frontendStatus(t, l)
+	for _, port := range []int{80, 8080} {
+		for _, size := range sizes {
+			url := vipURL(port, size)
+			seen := map[int]bool{}
+			// Sequential requests rotate over idle back-ends; allow a
+			// few extra tries in case a slot is still held.
+			for try := 0; try < 4*backends && len(seen) < backends; try++ {
+				f := curlGet(t, l, "c1", url)
+				checkBody(t, f, size, url)
+				seen[f.backend] = true
+			}
+			if len(seen) < backends {
+				t.Fatalf("%s: served only by back-ends %v", url, seen)
+			}
+		}
+	}
+	frames, err := stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := frontendStatus(t, l)
+	if got := after.Engine.ReplyPayloadBytes - before.Engine.ReplyPayloadBytes; got != 0 {
+		t.Errorf("front-end counted %d reply payload bytes, want 0", got)
+	}
+	if after.Engine.HandoffsDone-before.Engine.HandoffsDone < uint64(2*len(sizes)*backends) {
+		t.Errorf("only %d handoffs done", after.Engine.HandoffsDone-before.Engine.HandoffsDone)
+	}
+	toClient, fromClient := replyPayloadOnLink(t, pcap, l)
+	if fromClient == 0 {
+		t.Fatalf("capture of %d frames saw no client traffic: the capture is not where it should be", frames)
+	}
+	if toClient != 0 {
+		t.Errorf("capture on the front-end link saw %d response payload bytes towards the client, want 0", toClient)
+	}
+}
+
+// replyPayloadOnLink sums the TCP payload of web responses towards the
+// client (from the VIP or a back-end; the front-end's own admin answers
+// to the test do not count) and counts frames from the client.
+func replyPayloadOnLink(t *testing.T, file string, l *lab.Lab) (payloadToClient int, framesFromClient int) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := l.ClientAddr(1).String()
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.NoCopy)
+		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		if ip == nil || tcp == nil {
+			continue
+		}
+		switch {
+		case ip.DstIP.String() == client && (tcp.SrcPort == 80 || tcp.SrcPort == 8080):
+			payloadToClient += len(tcp.Payload)
+		case ip.SrcIP.String() == client:
+			framesFromClient++
+		}
+	}
+	return payloadToClient, framesFromClient
+}
+
+// TestClientTCPSettings repeats a download with the client kernel set to
+// each TCP variant the splice must cope with: no timestamps, no SACK, no
+// window scaling, and receive buffers that give the two sides different
+// window scales.
+func TestClientTCPSettings(t *testing.T) {
+	l := needLab(t)
+	variants := []struct{ name, key, value string }{
+		{"timestamps-off", "net.ipv4.tcp_timestamps", "0"},
+		{"sack-off", "net.ipv4.tcp_sack", "0"},
+		{"window-scaling-off", "net.ipv4.tcp_window_scaling", "0"},
+		{"tiny-rmem", "net.ipv4.tcp_rmem", "4096 4096 4096"},
+		{"huge-rmem", "net.ipv4.tcp_rmem", "4096 33554432 67108864"},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			old, err := l.Command("c1", "sysctl", "-n", v.key).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Sysctl("c1", v.key, string(trimNL(old))) })
+			if err := l.Sysctl("c1", v.key, v.value); err != nil {
+				t.Fatal(err)
+			}
+			for _, port := range []int{80, 8080} {
+				for _, size := range []int64{1 << 10, 1 << 20, 64 << 20} {
+					url := vipURL(port, size)
+					checkBody(t, curlGet(t, l, "c1", url), size, url)
+				}
+			}
+		})
+	}
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

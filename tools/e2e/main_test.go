@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// theLab is shared by every test in the package; nil when not root.
+var theLab *lab.Lab
+
+const backends = 3
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		fmt.Println("e2e: skipping lab tests: they need root for network namespaces, AF_PACKET and TAP")
+		return m.Run()
+	}
+	binDir, cleanup, err := binaries()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer cleanup()
+	var suffix [3]byte
+	rand.Read(suffix[:])
+	cfg := lab.DefaultConfig("e" + hex.EncodeToString(suffix[:]))
+	cfg.Backends = backends
+	cfg.BinDir = binDir
+	cfg.StateDir, _ = os.MkdirTemp("", "qsplice-e2e-state-")
+	os.Remove(cfg.StateDir) // the lab creates it and refuses foreign files
+	cfg.FrontendArgs = []string{"-linger", "1s", "-head-timeout", "2s"}
+	cfg.BackendArgs = []string{"-linger", "1s"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: lab up:", err)
+		return 1
+	}
+	theLab = l
+	defer func() {
+		if err := l.Down(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: lab down:", err)
+		}
+	}()
+	return m.Run()
+}
+
+// binaries returns a directory with the qsplice binaries: QSPLICE_BIN
+// when set (make test builds them first), otherwise freshly built.
+func binaries() (string, func(), error) {
+	if dir := os.Getenv("QSPLICE_BIN"); dir != "" {
+		return dir, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "qsplice-e2e-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "github.com/qsplice/qsplice/cmd/...")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building binaries: %v\n%s", err, out)
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// needLab returns the shared lab or skips with the reason.
+func needLab(t testing.TB) *lab.Lab {
+	t.Helper()
+	if theLab == nil {
+		t.Skip("needs root: the lab uses network namespaces, AF_PACKET and TAP devices")
+	}
+	return theLab
+}
+
+// frontendStatus fetches the front-end's /status from inside the client
+// namespace.
+func frontendStatus(t testing.TB, l *lab.Lab) frontend.Status {
+	t.Helper()
+	c := l.HTTPClient("c1")
+	c.Timeout = 5 * time.Second
+	resp, err := c.Get(lab.AdminURL + "/status")
+	if err != nil {
+		t.Fatalf("front-end status: %v", err)
+	}
+	defer resp.Body.Close()
+	var st frontend.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("front-end status: %v", err)
+	}
+	return st
+}
+
+// backendStatus fetches shim k's /status.
+func backendStatus(t testing.TB, l *lab.Lab, k int) map[string]any {
+	t.Helper()
+	c := l.HTTPClient("c1")
+	c.Timeout = 5 * time.Second
+	resp, err := c.Get(fmt.Sprintf("http://%s:%d/status", l.BackendAddr(k), lab.BackendAdminPort))
+	if err != nil {
+		t.Fatalf("back-end %d status: %v", k, err)
+	}
+	defer resp.Body.Close()
+	var st map[string]any
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("back-end %d status: %s", k, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("back-end %d status: %v", k, err)
+	}
+	return st
+}
