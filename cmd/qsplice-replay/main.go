@@ -1,0 +1,162 @@
+// Command qsplice-replay replays a pcap of client traffic through the
+// front-end packet engine with simulated back-ends and writes what the
+// engine sent to another pcap. The model (which frames are fed, how the
+// client's numbers are moved onto our SYN cookies, what the back-ends do)
+// is described in package tools/replay; this command adds flags, files and
+// the summary.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/wire"
+	"github.com/qsplice/qsplice/tools/replay"
+)
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qsplice-replay:", err)
+		os.Exit(1)
+	}
+}
+
+const usageHead = `Usage: qsplice-replay -in client.pcap -out engine.pcap [flags]
+
+Feeds the client frames of a capture (ARP, and IPv4 to the VIP) to the
+qsplice front-end engine at the capture's own timestamps, plays the daemon
+(dispatch round robin, splice confirmed after -control-delay) and N
+simulated back-ends (198.18.0.(20+k), answer the C2 handshake, ACK the
+request after -service-delay, close after the client), and writes every
+frame the engine and the back-ends sent to -out, stamped with engine time.
+Frames from the VIP or from back-ends in the capture are the old system's
+output and are not fed.
+
+The capture was made against another front-end, whose ISN (SYN cookie) and
+timestamp clock differ from ours: each client frame's ACK number, SACK
+edges and TS echo are shifted per connection by (our SYN-ACK - captured
+SYN-ACK) so they fit this engine. The captured SYN-ACK is used if present,
+else the client's first ACK. Same input and flags, same output, byte for
+byte. A summary goes to stdout (-json for JSON).
+
+Flags:
+`
+
+// options are the command's flags.
+type options struct {
+	in, out string
+	json    bool
+	cfg     replay.Config
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	c := &o.cfg
+	fs := flag.NewFlagSet("qsplice-replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+	}
+	var vip, handoff, mac, ports string
+	fs.StringVar(&o.in, "in", "", "input capture (pcap, Ethernet); required")
+	fs.StringVar(&o.out, "out", "", "output capture (pcap, nanosecond timestamps); required")
+	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
+	fs.StringVar(&vip, "vip", replay.DefaultVIP, "the VIP clients connected to")
+	fs.StringVar(&handoff, "handoff", replay.DefaultHandoffAddr, "source address of the handoff connections (C2)")
+	fs.StringVar(&mac, "mac", replay.DefaultMAC, "the front-end's MAC")
+	fs.StringVar(&ports, "ports", "80", "comma-separated listening ports on the VIP")
+	fs.StringVar(&c.CookieSeed, "cookie-seed", replay.DefaultCookieSeed, "SYN-cookie secret seed (SHA-256 of it, as qsplice-frontend)")
+	fs.IntVar(&c.Backends, "backends", replay.DefaultBackends, "number of simulated back-ends (1..79)")
+	backendPort := fs.Uint("backend-port", replay.DefaultBackendPort, "the back-ends' web server port")
+	fs.DurationVar(&c.ControlDelay, "control-delay", replay.DefaultControlDelay, "engine time from EvSplice to SpliceAcked (control round trip)")
+	fs.DurationVar(&c.LinkDelay, "link-delay", replay.DefaultLinkDelay, "back-end's reaction time to a SYN or FIN (front-end round trip)")
+	fs.DurationVar(&c.ServiceDelay, "service-delay", replay.DefaultServiceDelay, "time from request bytes to the back-end's ACK of them")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the back-ends' ISNs and timestamp clocks")
+	fs.DurationVar(&c.Drain, "drain", replay.DefaultDrain, "engine time to keep running timers after the last frame; negative: until idle")
+	fs.BoolVar(&c.RecomputeChecksums, "recompute-checksums", false, "recompute client frames' checksums (captures with tx checksum offload)")
+	fs.BoolVar(&c.RecordInput, "record-input", false, "also write the (rewritten) client frames fed to the engine to -out")
+	fs.DurationVar(&c.Engine.HeadTimeout, "head-timeout", 10*time.Second, "engine: a client must finish its request head within this (408)")
+	fs.DurationVar(&c.Engine.Linger, "linger", 5*time.Second, "engine: how long a closed flow is kept for late segments")
+	fs.DurationVar(&c.Engine.IdleTimeout, "idle-timeout", 15*time.Minute, "engine: spliced flow idle limit")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q (see -h)", fs.Args())
+	}
+	if o.in == "" || o.out == "" {
+		return o, errors.New("-in and -out are required (see -h)")
+	}
+	var err error
+	if c.VIP, err = netip.ParseAddr(vip); err != nil {
+		return o, fmt.Errorf("-vip: %v", err)
+	}
+	if c.HandoffAddr, err = netip.ParseAddr(handoff); err != nil {
+		return o, fmt.Errorf("-handoff: %v", err)
+	}
+	if c.MAC, err = wire.ParseMAC(mac); err != nil {
+		return o, fmt.Errorf("-mac: %v", err)
+	}
+	if c.Ports, err = parsePorts(ports); err != nil {
+		return o, fmt.Errorf("-ports: %v", err)
+	}
+	if *backendPort == 0 || *backendPort > 65535 {
+		return o, fmt.Errorf("-backend-port %d out of 1..65535", *backendPort)
+	}
+	c.BackendPort = uint16(*backendPort)
+	return o, nil
+}
+
+func parsePorts(s string) ([]uint16, error) {
+	var ports []uint16
+	for _, f := range strings.Split(s, ",") {
+		p, err := strconv.ParseUint(strings.TrimSpace(f), 10, 16)
+		if err != nil || p == 0 {
+			return nil, fmt.Errorf("bad port %q", f)
+		}
+		ports = append(ports, uint16(p))
+	}
+	return ports, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(o.in)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(o.out)
+	if err != nil {
+		return err
+	}
+	sum, err := replay.Run(o.cfg, in, out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	return sum.WriteText(stdout)
+}

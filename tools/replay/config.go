@@ -1,0 +1,143 @@
+package replay
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Defaults, matching the lab (tools/lab).
+const (
+	DefaultVIP          = "198.18.0.100"
+	DefaultHandoffAddr  = "198.18.0.101"
+	DefaultMAC          = "02:00:c6:12:00:02"
+	DefaultCookieSeed   = "replay"
+	DefaultBackends     = 3
+	DefaultBackendPort  = 80
+	DefaultControlDelay = 100 * time.Microsecond
+	DefaultLinkDelay    = 50 * time.Microsecond
+	DefaultServiceDelay = time.Millisecond
+	DefaultDrain        = 30 * time.Second
+
+	// MaxBackends keeps back-end addresses (.20+k) below the VIP (.100).
+	MaxBackends = 79
+)
+
+// Config says how to replay. The zero value of every field takes the
+// default named with it; a zero delay cannot be asked for (use 1ns).
+type Config struct {
+	VIP         netip.Addr // client-facing address (198.18.0.100)
+	HandoffAddr netip.Addr // source of the C2 connections (198.18.0.101)
+	MAC         wire.MAC   // the front-end's MAC (02:00:c6:12:00:02)
+	Ports       []uint16   // listening ports on the VIP (80)
+	// CookieSeed derives the SYN-cookie secret as the front-end daemon
+	// does: SHA-256 of the seed ("replay").
+	CookieSeed string
+
+	Backends    int    // simulated back-ends, round robin (3)
+	BackendPort uint16 // their web server port (80)
+	// ControlDelay is the engine time from EvSplice to SpliceAcked: the
+	// control round trip to the shim (100 µs).
+	ControlDelay time.Duration
+	// LinkDelay is the back-end's reaction time to a SYN or a FIN: the
+	// round trip front-end -> back-end -> front-end (50 µs).
+	LinkDelay time.Duration
+	// ServiceDelay is the time from request bytes reaching a back-end to
+	// its header-only ACK reaching the engine (1 ms).
+	ServiceDelay time.Duration
+	// Seed derives the back-ends' ISNs and timestamp clocks. Zero is a
+	// valid seed.
+	Seed uint64
+	// Drain is how long timers keep running after the last capture frame
+	// (30 s); negative runs until the engine has no deadline left.
+	Drain time.Duration
+	// RecomputeChecksums recomputes the IPv4 and TCP checksums of every
+	// client frame before feeding it, for captures taken on the sending
+	// host with checksum offload (partial checksums).
+	RecomputeChecksums bool
+	// RecordInput also writes the client frames fed to the engine (after
+	// rewriting) into the output capture, before the engine's answers.
+	RecordInput bool
+
+	// Engine tunes the engine (timeouts, buffers). Its MAC, VIPs, Ports,
+	// HandoffAddr and CookieSecret are replaced by the fields above.
+	Engine splice.FrontEndConfig
+}
+
+func (c *Config) setDefaults() {
+	if !c.VIP.IsValid() {
+		c.VIP = netip.MustParseAddr(DefaultVIP)
+	}
+	if !c.HandoffAddr.IsValid() {
+		c.HandoffAddr = netip.MustParseAddr(DefaultHandoffAddr)
+	}
+	if c.MAC == (wire.MAC{}) {
+		c.MAC, _ = wire.ParseMAC(DefaultMAC)
+	}
+	if len(c.Ports) == 0 {
+		c.Ports = []uint16{80}
+	}
+	if c.CookieSeed == "" {
+		c.CookieSeed = DefaultCookieSeed
+	}
+	if c.Backends == 0 {
+		c.Backends = DefaultBackends
+	}
+	if c.BackendPort == 0 {
+		c.BackendPort = DefaultBackendPort
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.ControlDelay, DefaultControlDelay)
+	def(&c.LinkDelay, DefaultLinkDelay)
+	def(&c.ServiceDelay, DefaultServiceDelay)
+	def(&c.Drain, DefaultDrain)
+}
+
+func (c *Config) validate() error {
+	if !c.VIP.Is4() || !c.HandoffAddr.Is4() {
+		return errors.New("replay: VIP and HandoffAddr must be IPv4 addresses")
+	}
+	if c.VIP == c.HandoffAddr {
+		return errors.New("replay: VIP and HandoffAddr must differ")
+	}
+	if c.Backends < 1 || c.Backends > MaxBackends {
+		return fmt.Errorf("replay: Backends %d out of 1..%d", c.Backends, MaxBackends)
+	}
+	for _, d := range []time.Duration{c.ControlDelay, c.LinkDelay, c.ServiceDelay} {
+		if d < 0 {
+			return errors.New("replay: delays must not be negative")
+		}
+	}
+	for k := 1; k <= c.Backends; k++ {
+		if a := backendAddr(k); a == c.VIP || a == c.HandoffAddr {
+			return fmt.Errorf("replay: back-end %d's address %v is the VIP or the handoff address", k, a)
+		}
+	}
+	return nil
+}
+
+// engineConfig is Engine with the addressing fields filled in.
+func (c *Config) engineConfig() splice.FrontEndConfig {
+	e := c.Engine
+	e.MAC = c.MAC
+	e.VIPs = []netip.Addr{c.VIP}
+	e.Ports = append([]uint16(nil), c.Ports...)
+	e.HandoffAddr = c.HandoffAddr
+	e.CookieSecret = sha256.Sum256([]byte(c.CookieSeed))
+	return e
+}
+
+// backendAddr is simulated back-end k's address, 198.18.0.(20+k).
+func backendAddr(k int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, byte(20 + k)}) }
+
+// backendMAC is simulated back-end k's MAC, 02:00:c6:12:00:(20+k).
+func backendMAC(k int) wire.MAC { return wire.MAC{0x02, 0x00, 0xc6, 0x12, 0x00, byte(20 + k)} }
