@@ -14,9 +14,10 @@ func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
 	key := fourTuple{srcIP: ip.Src(), dstIP: ip.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
 	flags := t.Flags()
 	f := e.flows[key]
-	if f != nil && f.state == stLinger && flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN {
+	if f != nil && f.closed() && flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN {
 		// Port reuse (design trap 10): a fresh SYN on a tuple we keep only
 		// for stragglers starts a new connection.
+		e.linger(f, now, CloseFIN, out) // reports the close if not done yet
 		e.free(f)
 		f = nil
 	}
@@ -40,7 +41,7 @@ func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
 	case stSpliced:
 		e.forwardClient(f, p, now, out)
 	case stLinger:
-		if f.hport != 0 && f.isnB != 0 {
+		if f.hport != 0 && f.c2Up {
 			e.forwardClient(f, p, now, out) // late FIN/ACK of a spliced flow
 			return
 		}
@@ -143,6 +144,7 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 		f.tsRecent = o.TSVal
 	}
 	f.cliWin = t.Window()
+	f.cliAck = t.Ack() // where the client's receive sequence stands until it ACKs replies
 	e.stats.Accepted++
 	e.setDeadline(f, now.Add(e.cfg.HeadTimeout))
 	return f
@@ -179,6 +181,12 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 	if flags&wire.TCPFlagACK != 0 && f.state == stAnswering {
 		e.answerAcked(f, t.Ack(), now, out)
 		if f.state == stLinger {
+			// The same segment may carry the client's FIN: take it
+			// now rather than make the client retransmit it.
+			if flags&wire.TCPFlagFIN != 0 && seq == f.rcvNxt {
+				f.rcvNxt += wire.Seq(t.SegLen())
+				e.ackClient(f, now, out)
+			}
 			return
 		}
 	}
@@ -201,6 +209,12 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		return
 	}
 	if f.state == stAnswering || f.cliFin {
+		// We are closing or already have the client's FIN: data is not
+		// wanted, but a FIN in order is consumed so the close completes.
+		if fin && !f.cliFin {
+			f.rcvNxt += wire.Seq(t.SegLen())
+			f.cliFin = true
+		}
 		e.ackClient(f, now, out)
 		return
 	}

@@ -38,7 +38,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	delta := wire.Seq(f.seqDelta)
 	if flags&wire.TCPFlagACK != 0 {
 		ack := t.Ack()
-		if f.cliAck.LessThan(ack) || f.cliAck == 0 {
+		if f.cliAck.LessThan(ack) {
 			f.cliAck = ack
 		}
 		t.SetAckUpdate(ack - delta)
@@ -154,7 +154,7 @@ func (e *FrontEnd) inputICMP(p *wire.Packet, now Time, out *Output) {
 		srcPort: binary.BigEndian.Uint16(innerTCP[2:]), dstPort: binary.BigEndian.Uint16(innerTCP[0:]),
 	}
 	f := e.flows[key]
-	if f == nil || f.hport == 0 || f.isnB == 0 {
+	if f == nil || f.hport == 0 || !f.c2Up {
 		e.drop(dropNoFlow)
 		return
 	}

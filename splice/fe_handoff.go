@@ -155,6 +155,7 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		return
 	}
 	f.isnB = t.Seq()
+	f.c2Up = true
 	f.mssB = 536
 	if o.HasMSS {
 		f.mssB = o.MSS
@@ -280,13 +281,19 @@ func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
 // armSplicedTimer picks the spliced flow's next deadline: retransmission
 // while the request is unacknowledged, then idle or linger.
 func (e *FrontEnd) armSplicedTimer(f *flow, now Time) {
-	switch {
-	case f.reqUna.LessThan(f.reqEnd):
+	if f.reqUna.LessThan(f.reqEnd) {
 		e.setDeadline(f, f.rto)
-	case f.cliFin && f.srvFin:
-		e.setDeadline(f, f.lastSeen.Add(e.cfg.Linger))
-	default:
-		e.setDeadline(f, f.lastSeen.Add(e.cfg.IdleTimeout))
+		return
+	}
+	want := f.lastSeen.Add(e.cfg.IdleTimeout)
+	if f.cliFin && f.srvFin {
+		want = f.lastSeen.Add(e.cfg.Linger)
+	}
+	// Every packet moves the idle deadline later; pushing each time would
+	// leave a heap entry per packet. A pending earlier deadline is kept:
+	// onTimer finds lastSeen moved on and re-arms (see deadlines).
+	if f.deadline == Never || want < f.deadline {
+		e.setDeadline(f, want)
 	}
 }
 
@@ -303,7 +310,7 @@ func (e *FrontEnd) handoffFailed(f *flow, reason string, now Time, out *Output) 
 
 // abortC2 resets the handoff connection if one exists.
 func (e *FrontEnd) abortC2(f *flow, out *Output) {
-	if f.hport == 0 || f.isnB == 0 && f.state != stSpliceWait && f.state != stSpliced {
+	if f.hport == 0 || !f.c2Up {
 		return
 	}
 	seq := f.syn.clientISN + 1 + wire.Seq(len(f.buf))

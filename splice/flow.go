@@ -59,6 +59,7 @@ type flow struct {
 	bIP      wire.IP4
 	hport    uint16
 	isnB     wire.Seq
+	c2Up     bool // the back-end's SYN-ACK arrived (isnB is known; 0 is a valid ISN)
 	mssB     uint16
 	wsB      int
 	tsB      bool
@@ -74,6 +75,12 @@ type flow struct {
 	srvRST   bool
 
 	forwardedBytes uint64
+}
+
+// closed reports whether both ends are done with f: it is lingering, or
+// spliced with both FINs seen and waiting out the linger.
+func (f *flow) closed() bool {
+	return f.state == stLinger || f.state == stSpliced && f.cliFin && f.srvFin
 }
 
 // tsClock is the front-end's timestamp clock: milliseconds of engine time,
