@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// TestDelayedSpliceNeverLeaksUntranslatedReplies builds a second lab whose
+// shim holds every Splice message for 300 ms (longer than the front-end's
+// Splice retry, so duplicates arrive too). The front-end must not send
+// the request before the shim confirmed, so the back-end's first reply
+// cannot escape untranslated: on the client's link every TCP segment
+// towards the client comes from the VIP, and the bodies are exact.
+func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
+	base := needLab(t)
+	var suffix [3]byte
+	rand.Read(suffix[:])
+	cfg := lab.DefaultConfig("d" + hex.EncodeToString(suffix[:]))
+	cfg.Backends = 1
+	cfg.BinDir = base.Config().BinDir
+	cfg.StateDir = filepath.Join(t.TempDir(), "state")
+	cfg.Nginx = false
+	cfg.Files = nil
+	cfg.BackendArgs = []string{"-splice-delay", "300ms", "-linger", "1s"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(); err != nil {
+			t.Error(err)
+		}
+	})
+	pcap := filepath.Join(t.TempDir(), "c1.pcap")
+	stop, err := l.StartCapture("c1", pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{0, 1 << 10, 1 << 20} {
+		for i := 0; i < 3; i++ {
+			checkBody(t, curlGet(t, l, "c1", vipURL(8080, size)), size, "delayed splice")
+		}
+	}
+	if _, err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := l.ClientAddr(1).String()
+	fromVIP := 0
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.NoCopy)
+		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		if ip == nil || tcp == nil || ip.DstIP.String() != client {
+			continue
+		}
+		if tcp.SrcPort != 8080 {
+			continue // the admin endpoint answering the lab's readiness check
+		}
+		if ip.SrcIP.String() != lab.VIP {
+			t.Fatalf("segment to the client from %v:%d (seq %d, %d bytes): a reply escaped untranslated", ip.SrcIP, tcp.SrcPort, tcp.Seq, len(tcp.Payload))
+		}
+		fromVIP++
+	}
+	if fromVIP < 9 {
+		t.Fatalf("only %d segments from the VIP captured", fromVIP)
+	}
+}
