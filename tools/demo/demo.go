@@ -1,0 +1,162 @@
+// Package demo is what `make demo` runs: it builds a lab, drives load
+// through the VIP with real clients (wrk and curl in the client
+// namespace), prints what each back-end served and what the front-end
+// carried, and tears the lab down, also when interrupted.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/tools/content"
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// Config says what to run.
+type Config struct {
+	BinDir      string
+	Backends    int
+	Duration    time.Duration // wrk run length
+	Connections int
+	ServiceTime time.Duration // test server's per-request service time
+	KeepLab     bool          // leave the lab up for inspection
+	Name        string
+}
+
+// Run performs the demo, writing progress and results to w.
+func Run(ctx context.Context, cfg Config, w io.Writer) (err error) {
+	if cfg.Name == "" {
+		var b [2]byte
+		rand.Read(b[:])
+		cfg.Name = "demo" + hex.EncodeToString(b[:])
+	}
+	lc := lab.DefaultConfig(cfg.Name)
+	lc.Backends = cfg.Backends
+	lc.BinDir = cfg.BinDir
+	lc.ServiceTime = cfg.ServiceTime
+	lc.Files = []int64{1 << 10, 1 << 20}
+	fmt.Fprintf(w, "== building lab %q: %d back-ends (nginx :80, qsplice-testserver :8080, shim), front-end, client\n", cfg.Name, cfg.Backends)
+	l, err := lab.Up(ctx, lc)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cfg.KeepLab {
+			fmt.Fprintf(w, "== lab %q left up; remove it with: qsplice-lab down -name %s\n", cfg.Name, cfg.Name)
+			return
+		}
+		fmt.Fprintf(w, "== tearing the lab down\n")
+		if derr := l.Down(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+
+	fmt.Fprintf(w, "== byte-exact downloads through the VIP %s\n", lab.VIP)
+	for _, size := range []int64{1 << 10, 1 << 20, 16 << 20} {
+		id, ok, err := fetchAndCheck(ctx, l, fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size)), size)
+		if err != nil {
+			return err
+		}
+		verdict := "sha256 OK"
+		if !ok {
+			verdict = "sha256 MISMATCH"
+		}
+		fmt.Fprintf(w, "   %-6s from back-end %d: %s\n", content.FormatSize(size), id, verdict)
+	}
+
+	url := fmt.Sprintf("http://%s:8080/data/16K", lab.VIP)
+	fmt.Fprintf(w, "== wrk: %d connections for %v against %s\n", cfg.Connections, cfg.Duration, url)
+	secs := fmt.Sprintf("%ds", int(cfg.Duration.Seconds()))
+	out, err := l.Command("c1", "wrk", "-t2", fmt.Sprintf("-c%d", cfg.Connections), "-d"+secs, "--timeout", "10s", "--latency", url).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("wrk: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if regexp.MustCompile(`Requests/sec|requests in|Latency|50%|99%|errors|Non-2xx`).MatchString(line) {
+			fmt.Fprintf(w, "   %s\n", strings.TrimSpace(line))
+		}
+	}
+	// Feedback follows each response by the shim's quiet period.
+	time.Sleep(200 * time.Millisecond)
+	st, err := status(ctx, l)
+	if err != nil {
+		return err
+	}
+	printTable(w, st)
+	return nil
+}
+
+func fetchAndCheck(ctx context.Context, l *lab.Lab, url string, size int64) (int, bool, error) {
+	c := l.HTTPClient("c1")
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	var id int
+	fmt.Sscan(resp.Header.Get("X-Backend-Id"), &id)
+	sum := content.SHA256(uint32(id), size)
+	h := newHasher()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil {
+		return id, false, err
+	}
+	return id, n == size && h.sum() == sum, nil
+}
+
+func status(ctx context.Context, l *lab.Lab) (frontend.Status, error) {
+	var st frontend.Status
+	c := l.HTTPClient("c1")
+	req, _ := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/status", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+func printTable(w io.Writer, st frontend.Status) {
+	fmt.Fprintf(w, "\n== per back-end (reported by the shims in Feedback messages)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "back-end\talive\tconnections\trequests served\tresponse bytes\tmean service ms\t")
+	var served, bytes uint64
+	for _, b := range st.Backends {
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%d\t%.2f\t\n", b.ID, b.Alive, b.Dispatched, b.Served, b.ResponseBytes, b.MeanServiceMs)
+		served += b.Served
+		bytes += b.ResponseBytes
+	}
+	fmt.Fprintf(tw, "total\t\t\t%d\t%d\t\t\n", served, bytes)
+	tw.Flush()
+	e := st.Engine
+	fmt.Fprintf(w, "\n== what the front-end carried\n")
+	fmt.Fprintf(w, "   client connections accepted %d, handoffs %d (failed %d)\n", e.Accepted, e.HandoffsDone, e.HandoffsFailed)
+	fmt.Fprintf(w, "   request bytes it handed over on C2 %d, client bytes forwarded after splicing %d\n", e.HandedOffBytes, e.ForwardedBytes)
+	fmt.Fprintf(w, "   frames in %d, out %d; response payload bytes through the front-end: %d\n", e.RxFrames, e.TxFrames, e.ReplyPayloadBytes)
+	if bytes > 0 {
+		fmt.Fprintf(w, "   the back-ends sent %d response bytes straight to the client; the front-end carried %.4f%% of all bytes\n",
+			bytes, 100*float64(e.ForwardedBytes+e.HandedOffBytes)/float64(bytes+e.ForwardedBytes+e.HandedOffBytes))
+	}
+}
+
+// DefaultBinDir is the directory of the running executable.
+func DefaultBinDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "."
+	}
+	return filepath.Dir(exe)
+}
