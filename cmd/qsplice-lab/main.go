@@ -117,6 +117,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 	nginx := fs.Bool("nginx", d.Nginx, "run nginx on port 80 of each back-end")
 	testServer := fs.Bool("testserver", d.TestServer, "run qsplice-testserver on port 8080 of each back-end")
 	daemons := fs.Bool("daemons", d.Daemons, "run qsplice-backend on each back-end and qsplice-frontend")
+	feTAP := fs.Bool("frontend-tap", false, "run the front-end as a userspace host on a TAP (vip0) bridged to its wire, as a VM sees it")
 	topologyOnly := fs.Bool("topology-only", false, "build the network only, start no process")
 	serviceTime := fs.Duration("service-time", d.ServiceTime, "qsplice-testserver service time per request")
 	capacity := fs.Int("capacity", d.Capacity, "concurrent requests each back-end accepts (qsplice-backend -capacity)")
@@ -129,6 +130,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 		cfg.StateDir = lf.stateDir
 		cfg.Backends, cfg.Clients, cfg.BinDir = *backends, *clients, *bin
 		cfg.Nginx, cfg.TestServer, cfg.Daemons = *nginx, *testServer, *daemons
+		cfg.FrontendTAP = *feTAP
 		if *topologyOnly {
 			cfg.Nginx, cfg.TestServer, cfg.Daemons = false, false, false
 		}

@@ -91,3 +91,38 @@ func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 		t.Fatalf("only %d segments from the VIP captured", fromVIP)
 	}
 }
+
+// TestFrontendOnTAP runs the front-end as a pure userspace host on a TAP
+// device bridged to the wire (how a VM on a TAP bridge sees it) and
+// downloads through it.
+func TestFrontendOnTAP(t *testing.T) {
+	base := needLab(t)
+	var suffix [3]byte
+	rand.Read(suffix[:])
+	cfg := lab.DefaultConfig("t" + hex.EncodeToString(suffix[:]))
+	cfg.Backends = 2
+	cfg.BinDir = base.Config().BinDir
+	cfg.StateDir = filepath.Join(t.TempDir(), "state")
+	cfg.Nginx = false
+	cfg.Files = nil
+	cfg.FrontendTAP = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, size := range []int64{0, 1 << 10, 1 << 20, 16 << 20} {
+		for i := 0; i < 2; i++ {
+			checkBody(t, curlGet(t, l, "c1", vipURL(8080, size)), size, "front-end on TAP")
+		}
+	}
+	if st := frontendStatus(t, l); st.Engine.ReplyPayloadBytes != 0 {
+		t.Errorf("front-end on TAP received %d reply payload bytes", st.Engine.ReplyPayloadBytes)
+	}
+}

@@ -47,6 +47,8 @@ const (
 	FrontendAddr = "198.18.0.2"   // the front-end's kernel address (control, admin)
 	AdminURL     = "http://198.18.0.2:9100"
 	PrefixLen    = 24
+	// FrontendTAPMAC is the front-end's MAC when it runs on a TAP.
+	FrontendTAPMAC = "02:00:c6:12:00:64"
 	// BackendAdminPort serves each shim's /status on its kernel address.
 	BackendAdminPort = 9101
 
@@ -75,6 +77,10 @@ type Config struct {
 	Nginx      bool // nginx on port 80 of each back-end
 	TestServer bool // qsplice-testserver on port 8080 of each back-end
 	Daemons    bool // qsplice-backend shims and qsplice-frontend
+	// FrontendTAP runs the front-end as a pure userspace host on a TAP
+	// device (vip0) bridged to the wire inside its namespace, the way a
+	// VM on a TAP bridge sees it, instead of AF_PACKET on eth0.
+	FrontendTAP bool
 
 	ServiceTime  time.Duration // qsplice-testserver -service-time
 	Capacity     int           // qsplice-backend -capacity

@@ -83,8 +83,14 @@ func (l *Lab) processes() []procSpec {
 	}
 	argv := []string{bin("qsplice-frontend"), "-link", hostDev, "-vip", VIP, "-handoff", HandoffAddr,
 		"-ports", webPorts, "-control", controlAddr, "-admin", adminAddr, "-key", l.KeyPath()}
-	specs = append(specs, procSpec{name: frontendName, host: "fe", argv: append(argv, l.cfg.FrontendArgs...),
-		daemon: true, ready: l.frontendCheck()})
+	fe := procSpec{name: frontendName, host: "fe", daemon: true, ready: l.frontendCheck()}
+	if l.cfg.FrontendTAP {
+		argv[2] = frontendTapDev
+		argv = append(argv, "-link-type", "tap", "-mac", FrontendTAPMAC)
+		fe.prepare = l.ensureFrontendTap
+	}
+	fe.argv = append(argv, l.cfg.FrontendArgs...)
+	specs = append(specs, fe)
 	return specs
 }
 

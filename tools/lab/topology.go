@@ -14,6 +14,10 @@ const (
 	bridgeDev = "br0"
 	hostDev   = "eth0" // every host's end of its veth
 	tapDev    = "tap0" // a back-end's kernel-side TAP, bridged by the shim
+	// frontendTapDev is the front-end's TAP when it runs as a userspace
+	// host, bridged with eth0 by feBridgeDev inside its namespace.
+	frontendTapDev = "vip0"
+	feBridgeDev    = "br0"
 )
 
 // buildTopology creates the namespaces, the switch and one veth per host,
@@ -61,7 +65,11 @@ func (l *Lab) buildTopology() error {
 			return err
 		}
 	}
-	if err := l.buildAddressedHost("fe", FrontendAddr); err != nil {
+	if l.cfg.FrontendTAP {
+		if err := l.buildFrontendBridge(); err != nil {
+			return err
+		}
+	} else if err := l.buildAddressedHost("fe", FrontendAddr); err != nil {
 		return err
 	}
 	for k := 1; k <= l.cfg.Backends; k++ {
@@ -101,6 +109,47 @@ func (l *Lab) buildAddressedHost(host, addr string) error {
 		return err
 	}
 	return offloadsOff(ns, hostDev)
+}
+
+// buildFrontendBridge makes the front-end host a small hypervisor: eth0
+// and the front-end's TAP on a bridge, the kernel's own address (control
+// traffic, admin) on the bridge. Offloads go off on the bridge too, or the
+// kernel's control datagrams would leave with partial checksums that a
+// shim's TAP cannot complete.
+func (l *Lab) buildFrontendBridge() error {
+	ns := l.NS("fe")
+	err := ipBatch(ns, []string{
+		"link set lo up",
+		"link add name " + feBridgeDev + " type bridge",
+		"link set " + hostDev + " master " + feBridgeDev + " up",
+		fmt.Sprintf("addr add %s/%d dev %s", FrontendAddr, PrefixLen, feBridgeDev),
+		"link set " + feBridgeDev + " up",
+	})
+	if err != nil {
+		return err
+	}
+	for _, dev := range []string{hostDev, feBridgeDev} {
+		if err := offloadsOff(ns, dev); err != nil {
+			return err
+		}
+	}
+	return l.ensureFrontendTap()
+}
+
+// ensureFrontendTap (re)creates the front-end's TAP on its bridge; like
+// tap0 it vanishes when the daemon that opened it exits.
+func (l *Lab) ensureFrontendTap() error {
+	ns := l.NS("fe")
+	if !linkExists(ns, frontendTapDev) {
+		err := ipBatch(ns, []string{
+			"tuntap add " + frontendTapDev + " mode tap",
+			"link set " + frontendTapDev + " master " + feBridgeDev + " up",
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return offloadsOff(ns, frontendTapDev)
 }
 
 // ensureTap creates back-end k's tap0 if it is missing and resets its
