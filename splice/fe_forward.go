@@ -25,10 +25,18 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		e.drop(dropUnexpected)
 		return
 	}
+	if f.state == stSpliced && f.storm.noProgress(t, o.NumSACK, now, e.cfg.StormLimit, e.cfg.StormWindow) {
+		e.stats.AckStorms++
+		e.Abort(f.id, now, out)
+		return
+	}
 	if o.HasTS {
 		f.tsRecent = o.TSVal
 	}
 	f.cliWin = t.Window()
+	if end := t.Seq() + wire.Seq(len(t.Payload())); f.cliNxt.LessThan(end) {
+		f.cliNxt = end
+	}
 	oldSrc, oldDst := ip.Src(), ip.Dst()
 	ip.SetSrc(e.handoff)
 	ip.SetDst(f.bIP)

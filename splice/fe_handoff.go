@@ -180,6 +180,7 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	f.reqUna = f.syn.clientISN + 1
 	f.reqNxt = f.reqUna
+	f.cliNxt = f.reqEnd
 	f.state = stSpliceWait
 	e.sendC2Ack(f, out)
 	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
@@ -313,7 +314,15 @@ func (e *FrontEnd) abortC2(f *flow, out *Output) {
 	if f.hport == 0 || !f.c2Up {
 		return
 	}
+	// The back-end accepts a RST only at its rcv_nxt (RFC 5961): the end
+	// of what reached it, handed over by us or forwarded from the client.
 	seq := f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	if f.finInBuf {
+		seq++
+	}
+	if f.c2Up {
+		seq = seq.Max(f.cliNxt)
+	}
 	e.toBackend(f, seq, 0, wire.TCPFlagRST, nil, nil, out)
 }
 

@@ -75,6 +75,8 @@ type flow struct {
 	srvRST   bool
 
 	forwardedBytes uint64
+	storm          stormTrack
+	cliNxt         wire.Seq // end of the client's bytes forwarded on C2 (for a RST the back-end accepts)
 }
 
 // closed reports whether both ends are done with f: it is lingering, or

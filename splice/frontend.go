@@ -33,6 +33,10 @@ type FrontEndConfig struct {
 	Linger         time.Duration // keep a closed flow for late segments (5 s)
 	IdleTimeout    time.Duration // spliced flow with no client packet (15 min)
 	HoldFrames     int           // client frames held while C2 is set up (16)
+	// StormLimit duplicate pure ACKs from a client within StormWindow
+	// mean an ACK storm: both ends are reset (10000 per 1 s).
+	StormLimit  int
+	StormWindow time.Duration
 }
 
 func (c *FrontEndConfig) setDefaults() {
@@ -67,6 +71,10 @@ func (c *FrontEndConfig) setDefaults() {
 	if c.HoldFrames == 0 {
 		c.HoldFrames = 16
 	}
+	if c.StormLimit == 0 {
+		c.StormLimit = defaultStormLimit
+	}
+	def(&c.StormWindow, defaultStormWindow)
 }
 
 func (c *FrontEndConfig) validate() error {

@@ -50,6 +50,7 @@ type FrontEndStats struct {
 	// one-way splicing it stays at 0 for the response bodies.
 	ReplyPayloadBytes uint64
 	ICMPForwarded     uint64
+	AckStorms         uint64 // flows cut because of an ACK storm (trap 8)
 	Flows             uint64
 }
 
