@@ -69,6 +69,8 @@ type spliceEntry struct {
 	reqAcked  bool
 
 	// Service-time measurement, one request at a time.
+	reqSeen    bool     // some request byte went past
+	reqNxt     wire.Seq // end of the request bytes seen: less is a retransmission
 	inService  bool
 	responding bool
 	reqStart   Time

@@ -123,7 +123,11 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		ent.drained = true
 		ent.drainedAt = now
 	}
-	if len(t.Payload()) > 0 {
+	if n := len(t.Payload()); n > 0 && (!ent.reqSeen || ent.reqNxt.LessThan(t.Seq()+wire.Seq(n))) {
+		// New request bytes. A retransmission (the front-end resending
+		// the request, a client resending a segment) is neither a new
+		// request nor the end of the response in progress.
+		ent.reqSeen, ent.reqNxt = true, t.Seq()+wire.Seq(n)
 		if ent.responding {
 			// A pipelined or keep-alive request before the last
 			// response was fully acknowledged: close that one first.

@@ -1,0 +1,319 @@
+package splice
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// queuedRequest takes a client through the handshake and a complete
+// request at t0 and t0+ms; it returns the flow.
+func queuedRequest(t *testing.T, h *feHarness, c *testClient, req string) FlowID {
+	t.Helper()
+	c.handshake(t, h, t0)
+	c.tsVal += 3
+	return c.sendRequest(t, h, []byte(req), t0+ms)
+}
+
+func dispatch(t *testing.T, h *feHarness, id FlowID, now Time) *seen {
+	t.Helper()
+	return expectTCP(t, onlyFrame(t, h.call(func(out *Output) {
+		if err := h.fe.Dispatch(id, testBackend, now, out); err != nil {
+			t.Fatal(err)
+		}
+	})))
+}
+
+const shortRequest = "GET /x HTTP/1.1\r\nHost: h\r\n\r\n"
+
+func TestDispatchOpensC2WithClientISNAndOnlyTheOptionsTheClientOffered(t *testing.T) {
+	cases := []struct {
+		name    string
+		offer   wire.SynOptions
+		wantMSS uint16 // the client's MSS as the cookie could carry it
+	}{
+		{"linux", fullOffer(5), 1460},
+		{"mss-rounded-down", wire.SynOptions{MSS: 1300, WScale: -1}, 1220},
+		{"no-mss", wire.SynOptions{WScale: -1}, 536},
+		{"sack-ws", wire.SynOptions{MSS: 1460, WScale: 3, SACKPermitted: true}, 1460},
+		{"ts-only", wire.SynOptions{MSS: 1452, WScale: -1, TS: true, TSVal: 0xfffffffe}, 1452},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFE(t, nil)
+			c := newClient(40002, 0x0badcafe, tc.offer)
+			id := queuedRequest(t, h, c, shortRequest)
+			syn := dispatch(t, h, id, t0+2*ms)
+			expectTCP(t, syn.raw, ethFrom(feMAC), ethTo(backendMAC), to(backendIP, webPort),
+				seqIs(c.isn), ackIs(0), flagsAre(wire.TCPFlagSYN))
+			if !syn.ip.SrcIP.Equal(handoffIP[:]) {
+				t.Errorf("C2 from %v, want the handoff address %v", syn.ip.SrcIP, handoffIP)
+			}
+			if p := uint16(syn.tcp.SrcPort); p < h.cfg.HandoffPortFirst || p > h.cfg.HandoffPortLast {
+				t.Errorf("C2 source port %d outside the handoff range", p)
+			}
+			mss, ok := syn.option(layers.TCPOptionKindMSS)
+			if !ok || binary.BigEndian.Uint16(mss.OptionData) != tc.wantMSS {
+				t.Errorf("MSS option %v, want %d", mss.OptionData, tc.wantMSS)
+			}
+			ws, ok := syn.option(layers.TCPOptionKindWindowScale)
+			if ok != (tc.offer.WScale >= 0) || ok && int(ws.OptionData[0]) != tc.offer.WScale {
+				t.Errorf("window scale %v (present %v), client offered %d", ws.OptionData, ok, tc.offer.WScale)
+			}
+			if _, ok := syn.option(layers.TCPOptionKindSACKPermitted); ok != tc.offer.SACKPermitted {
+				t.Errorf("SACK-permitted present %v, client offered %v", ok, tc.offer.SACKPermitted)
+			}
+			val, ecr, ok := syn.ts()
+			if ok != tc.offer.TS {
+				t.Errorf("timestamps present %v, client offered %v", ok, tc.offer.TS)
+			} else if ok && (val != c.tsVal || ecr != 0) {
+				t.Errorf("TSval %#x TSecr %#x, want the client's latest %#x and 0", val, ecr, c.tsVal)
+			}
+		})
+	}
+}
+
+func TestC2SynAckGivesAckAndSpliceWithTheTranslationNumbers(t *testing.T) {
+	for _, clientWS := range []int{7, -1} {
+		h := newFE(t, nil)
+		offer := fullOffer(0x7ffffff0)
+		offer.WScale = clientWS
+		c := newClient(40003, 0xcafe0000, offer)
+		id := queuedRequest(t, h, c, shortRequest)
+		syn := dispatch(t, h, id, t0+2*ms)
+		srv := newServer(0x00001234, wire.SynOptions{MSS: 1400, WScale: 9, SACKPermitted: true, TS: true, TSVal: 0xfff00000})
+		at := t0 + 3*ms
+		out := h.input(srv.synAck(syn), at)
+		expectTCP(t, onlyFrame(t, out), ethTo(backendMAC), from(handoffIP, uint16(syn.tcp.SrcPort)),
+			to(backendIP, webPort), seqIs(c.isn+1), ackIs(srv.isn+1), flagsAre(wire.TCPFlagACK),
+			tsIs(c.tsVal, srv.tsVal))
+		sp := onlyEvent(t, out, EvSplice).Splice
+		want := proto.Splice{
+			RequestID: uint64(id),
+			ClientIP:  clientIP.Addr(), ClientPort: c.port, VIP: vipA.Addr(), VIPPort: webPort,
+			HandoffIP: handoffIP.Addr(), HandoffPort: uint16(syn.tcp.SrcPort),
+			BackendIP: backendIP.Addr(), BackendPort: webPort,
+			SeqDelta:         uint32(c.isnF - srv.isn),
+			TSOffset:         tsClock(at) + 1 - srv.tsVal,
+			Flags:            proto.SpliceTimestamps | proto.SpliceSACK,
+			ClientNextHopMAC: routerMAC,
+			RequestEnd:       uint32(c.isn + 1 + wire.Seq(len(shortRequest))),
+		}
+		if clientWS >= 0 {
+			want.Flags |= proto.SpliceWindowScale
+			want.WScaleBackend, want.WScaleFrontend = 9, uint8(h.cfg.WScale)
+		}
+		if sp != want {
+			t.Errorf("client wscale %d: Splice\n%+v\nwant\n%+v", clientWS, sp, want)
+		}
+		// The back-end's SYN-ACK TSval, translated, is past everything the
+		// front-end sent the client (design trap 2).
+		if got := srv.tsVal + sp.TSOffset; int32(got-c.peerTS) <= 0 {
+			t.Errorf("translated TSval %d does not follow the front-end's %d", got, c.peerTS)
+		}
+		// Nothing goes on C2 before the shim confirms: no reply can
+		// overtake the Splice message.
+		if out := h.tick(at + Time(h.cfg.RTOMin)*2); len(out.Frames) != 0 {
+			t.Errorf("sent %d frames before SpliceAcked", len(out.Frames))
+		}
+		h.checkCounters()
+	}
+}
+
+// bigRequest is a head of about n bytes.
+func bigRequest(n int) string {
+	const head = "GET /big HTTP/1.1\r\nHost: h\r\nX-Pad: "
+	return head + strings.Repeat("p", n-len(head)-4) + "\r\n\r\n"
+}
+
+func TestSpliceAckedSendsTheRequestExactlyAndRetransmitsUntilTheShimCopyAcksIt(t *testing.T) {
+	h := newFE(t, nil)
+	offer := fullOffer(50)
+	offer.MSS = 536
+	c := newClient(40004, 0xfffff000, offer)
+	req := bigRequest(3000)
+	c.handshake(t, h, t0)
+	for i := 0; i < len(req); i += 1000 { // three segments
+		h.input(c.data([]byte(req[i:min(i+1000, len(req))])), t0+ms)
+	}
+	id := onlyEvent(t, eventsOfOutput(&h.out), EvRequest).Flow
+	syn := dispatch(t, h, id, t0+2*ms)
+	srv := newServer(0x40000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
+	h.input(srv.synAck(syn), t0+3*ms)
+
+	sent := t0 + 4*ms
+	collect := func(out *Output, from wire.Seq) []byte {
+		t.Helper()
+		var got []byte
+		seq := from
+		for _, f := range copyFrames(out) {
+			s := expectTCP(t, f, ethTo(backendMAC), to(backendIP, webPort), seqIs(seq), ackIs(srv.isn+1),
+				tsIs(c.tsVal, srv.tsVal))
+			if n := len(s.payload()); n > 536-wire.TSOptionLen {
+				t.Errorf("segment of %d bytes exceeds the client's MSS", n)
+			}
+			got = append(got, s.payload()...)
+			seq += wire.Seq(len(s.payload()))
+		}
+		return got
+	}
+	out := h.call(func(out *Output) {
+		if err := h.fe.SpliceAcked(id, sent, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got := collect(out, c.isn+1); string(got) != req {
+		t.Fatalf("C2 carried %d bytes, want the %d-byte request exactly", len(got), len(req))
+	}
+	rto := Time(h.cfg.RTOMin)
+	if out := h.tick(sent + rto - 1); len(out.Frames) != 0 {
+		t.Fatalf("retransmitted before the RTO")
+	}
+	if got := collect(h.tick(sent+rto), c.isn+1); string(got) != req {
+		t.Fatalf("retransmission carried %d bytes, want the whole request", len(got))
+	}
+	// The shim's copy acknowledges the first 1000 bytes: the next
+	// retransmission starts there.
+	part := c.isn + 1 + 1000
+	h.input(srv.seg(wire.TCPFlagACK, srv.nxt, part, nil), sent+rto+ms)
+	if got := collect(h.tick(sent+3*rto), part); string(got) != req[1000:] {
+		t.Fatalf("retransmission after a partial ACK carried %d bytes, want %d", len(got), len(req)-1000)
+	}
+	// The copy acknowledging RequestEnd ends it.
+	end := c.isn + 1 + wire.Seq(len(req))
+	h.input(srv.seg(wire.TCPFlagACK, srv.nxt, end, nil), sent+3*rto+ms)
+	if out := h.tick(sent + 100*rto); len(out.Frames) != 0 {
+		t.Errorf("resent %d frames after the back-end acknowledged the request", len(out.Frames))
+	}
+	st := h.fe.Stats()
+	if st.HandoffsDone != 1 || st.Retransmits != 2 || st.HandedOffBytes != uint64(2*len(req)+len(req)-1000) {
+		t.Errorf("HandoffsDone %d, Retransmits %d, HandedOffBytes %d", st.HandoffsDone, st.Retransmits, st.HandedOffBytes)
+	}
+	h.checkCounters()
+}
+
+func TestBytesAcknowledgedBeforeC2IsUpReachTheBackendOnce(t *testing.T) {
+	h := newFE(t, nil)
+	c := newClient(40005, 0x20000000, fullOffer(9))
+	id := queuedRequest(t, h, c, shortRequest)
+	second := "GET /second HTTP/1.1\r\nHost: h\r\n\r\n"
+	// Pipelined while queued: buffered and acknowledged by the front-end.
+	expectTCP(t, onlyFrame(t, h.input(c.data([]byte(second)), t0+2*ms)), ackIs(c.nxt))
+	syn := dispatch(t, h, id, t0+3*ms)
+	srv := newServer(0x30000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
+	sp := onlyEvent(t, h.input(srv.synAck(syn), t0+4*ms), EvSplice).Splice
+	if want := uint32(c.nxt); sp.RequestEnd != want {
+		t.Errorf("RequestEnd %#x, want %#x (both requests)", sp.RequestEnd, want)
+	}
+	out := h.call(func(out *Output) { h.fe.SpliceAcked(id, t0+5*ms, out) })
+	var got []byte
+	for _, f := range copyFrames(out) {
+		got = append(got, expectTCP(t, f).payload()...)
+	}
+	if string(got) != shortRequest+second {
+		t.Errorf("C2 carried %q", got)
+	}
+}
+
+func TestClientFramesDuringSpliceWaitAreHeldBoundedThenForwarded(t *testing.T) {
+	h := newFE(t, func(cfg *FrontEndConfig) { cfg.HoldFrames = 2 })
+	c := newClient(40006, 0x50000000, fullOffer(9))
+	id := queuedRequest(t, h, c, shortRequest)
+	syn := dispatch(t, h, id, t0+2*ms)
+	srv := newServer(0x60000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
+	h.input(srv.synAck(syn), t0+3*ms)
+
+	parts := []string{"GET /p HTTP/1.1\r\n", "Host: h\r\n", "\r\n"}
+	var held [][]byte
+	for i, p := range parts {
+		f := c.data([]byte(p))
+		held = append(held, f)
+		if out := h.input(f, t0+4*ms+Time(i)); len(out.Frames) != 0 {
+			t.Fatalf("client frame %d during the splice wait produced %d frames", i, len(out.Frames))
+		}
+	}
+	if d := h.fe.Stats().Drops[dropHoldFull]; d != 1 {
+		t.Errorf("hold-full drops = %d, want 1", d)
+	}
+	out := h.call(func(out *Output) { h.fe.SpliceAcked(id, t0+5*ms, out) })
+	frames := copyFrames(out)
+	if len(frames) != 3 {
+		t.Fatalf("%d frames after SpliceAcked, want the request and 2 held frames", len(frames))
+	}
+	expectTCP(t, frames[0], payloadIs([]byte(shortRequest)))
+	for i, f := range frames[1:] {
+		orig := decodeTCP(t, held[i])
+		expectTCP(t, f, ethFrom(feMAC), ethTo(backendMAC), from(handoffIP, uint16(syn.tcp.SrcPort)),
+			to(backendIP, webPort), seqIs(orig.seq()), ackIs(srv.isn+1), payloadIs([]byte(parts[i])))
+	}
+	h.checkCounters()
+}
+
+func TestBackendRefusingC2GetsTheClientA503(t *testing.T) {
+	h := newFE(t, nil)
+	c := newClient(40007, 0x1, fullOffer(9))
+	id := queuedRequest(t, h, c, shortRequest)
+	syn := dispatch(t, h, id, t0+2*ms)
+	srv := newServer(0, wire.SynOptions{})
+	srv.peerPort = uint16(syn.tcp.SrcPort)
+	out := h.input(srv.frame(wire.TCPFlagRST|wire.TCPFlagACK, 0, c.isn+1, nil, nil), t0+3*ms)
+	if ev := eventsOf(out, EvClosed); len(ev) != 1 || ev[0].Reason != CloseHandoffFailed || ev[0].Backend != testBackend.ID {
+		t.Errorf("events %+v, want EvClosed handoff-failed", out.Events)
+	}
+	if ev := eventsOf(out, EvAnswered); len(ev) != 1 || ev[0].Status != 503 {
+		t.Errorf("events %+v, want EvAnswered 503", out.Events)
+	}
+	body, fin := answerOf(t, out, c)
+	if !bytes.HasPrefix(body, []byte("HTTP/1.1 503 ")) || !bytes.Contains(body, []byte("Retry-After: 1\r\n")) || !fin {
+		t.Errorf("answer %q", body)
+	}
+	if len(h.fe.byPort) != 0 {
+		t.Errorf("handoff port still taken")
+	}
+}
+
+func TestUnansweredC2SynIsRetriedThenAnswered503(t *testing.T) {
+	h := newFE(t, nil)
+	c := newClient(40008, 0x1, fullOffer(9))
+	id := queuedRequest(t, h, c, shortRequest)
+	first := dispatch(t, h, id, t0+2*ms)
+	now := t0 + 2*ms
+	for i := 1; i <= 3; i++ {
+		now += Time(h.cfg.HandoffTimeout) << (i - 1)
+		again := expectTCP(t, onlyFrame(t, h.tick(now)), flagsAre(wire.TCPFlagSYN), seqIs(c.isn))
+		if !bytes.Equal(again.tcp.Options[0].OptionData, first.tcp.Options[0].OptionData) || again.tcp.SrcPort != first.tcp.SrcPort {
+			t.Errorf("retry %d differs from the first SYN", i)
+		}
+	}
+	out := h.tick(now + Time(h.cfg.HandoffTimeout)<<3)
+	if ev := eventsOf(out, EvAnswered); len(ev) != 1 || ev[0].Status != 503 {
+		t.Errorf("events %+v after the last retry, want EvAnswered 503", out.Events)
+	}
+}
+
+func TestChallengeAckToC2SynIsResetAndTheSynSentAgain(t *testing.T) {
+	h := newFE(t, nil)
+	c := newClient(40009, 0x77777777, fullOffer(9))
+	id := queuedRequest(t, h, c, shortRequest)
+	syn := dispatch(t, h, id, t0+2*ms)
+	// The back-end still has an old connection on this tuple and answers
+	// the SYN with an ACK of that one (RFC 5961).
+	old := newServer(0x12345, wire.SynOptions{})
+	old.peerPort = uint16(syn.tcp.SrcPort)
+	out := h.input(old.frame(wire.TCPFlagACK, 0x12345, 0x99999999, nil, nil), t0+3*ms)
+	fs := copyFrames(out)
+	if len(fs) != 2 {
+		t.Fatalf("%d frames, want a RST and the SYN again", len(fs))
+	}
+	expectTCP(t, fs[0], to(backendIP, webPort), from(handoffIP, old.peerPort), flagsAre(wire.TCPFlagRST), seqIs(0x99999999))
+	expectTCP(t, fs[1], to(backendIP, webPort), from(handoffIP, old.peerPort), flagsAre(wire.TCPFlagSYN), seqIs(c.isn))
+	// The fresh SYN-ACK then completes C2 as usual.
+	srv := newServer(0x40, wire.SynOptions{MSS: 1460, TS: true, TSVal: 3})
+	onlyEvent(t, h.input(srv.synAck(decodeTCP(t, fs[1])), t0+4*ms), EvSplice)
+}
