@@ -43,6 +43,7 @@ type BackendStatus struct {
 	Active         int     `json:"active"`
 	Reported       int     `json:"reported_concurrency"`
 	Dispatched     uint64  `json:"dispatched"`
+	FollowUps      uint64  `json:"follow_ups"`
 	Closed         uint64  `json:"closed"`
 	Served         uint64  `json:"served"`
 	ResponseBytes  uint64  `json:"response_bytes"`
@@ -65,6 +66,9 @@ type EngineStatus struct {
 	ForwardedBytes    uint64            `json:"forwarded_bytes"`
 	HandedOffBytes    uint64            `json:"handed_off_bytes"`
 	ReplyPayloadBytes uint64            `json:"reply_payload_bytes"`
+	FollowUps         uint64            `json:"follow_ups"`
+	FollowUpsUntrack  uint64            `json:"follow_ups_untracked"`
+	AckStorms         uint64            `json:"ack_storms"`
 	Answered          map[string]uint64 `json:"answered"`
 	States            map[string]int    `json:"flow_states"`
 }
@@ -80,6 +84,7 @@ func (d *Daemon) status() Status {
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
+			FollowUps: es.FollowUps, FollowUpsUntrack: es.FollowUpsUntracked, AckStorms: es.AckStorms,
 			Answered: map[string]uint64{},
 			States:   d.engine.FlowStates(),
 		},
@@ -102,7 +107,7 @@ func (d *Daemon) status() Status {
 		b := BackendStatus{
 			ID: bs.id, IP: bs.ip.String(), MAC: bs.mac.String(), Alive: bs.alive, Capacity: bs.capacity,
 			Active: d.disp.Active(sched.BackendID(bs.id)), Reported: bs.reported,
-			Dispatched: bs.dispatched, Closed: bs.closed, Served: bs.served,
+			Dispatched: bs.dispatched, FollowUps: bs.followUps, Closed: bs.closed, Served: bs.served,
 			ResponseBytes: bs.responseBytes, ForwardedBytes: bs.forwardedBytes,
 		}
 		if bs.served > 0 {

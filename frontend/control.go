@@ -81,6 +81,7 @@ type backendState struct {
 	reported    int // concurrency the back-end last reported
 
 	dispatched, closed, served uint64
+	followUps                  uint64 // keep-alive requests admitted to it
 	responseBytes              uint64
 	forwardedBytes             uint64
 	serviceTotal               time.Duration
@@ -143,7 +144,7 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 		}
 		t := d.now(now)
 		d.out.Reset()
-		d.requestDone(splice.FlowID(msg.RequestID), t)
+		d.requestDone(splice.FlowID(msg.RequestID), false, t)
 		d.flush(t)
 	case *proto.Close:
 		d.log.Debug("back-end closed", "request", msg.RequestID, "backend", msg.BackendID, "reason", msg.Reason)

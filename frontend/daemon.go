@@ -33,15 +33,21 @@ type Daemon struct {
 	waiting    *sched.Request
 	backends   map[uint32]*backendState
 	dispatched map[splice.FlowID]uint32 // flows on a back-end, until closed
-	// inService holds dispatched flows whose request is still being
-	// served: the back-end's capacity counts requests, not connections,
-	// so an idle keep-alive connection does not hold a slot.
-	inService map[splice.FlowID]uint32
-	pending   map[splice.FlowID]*pendingSplice
-	ctl       *controlConn
-	adminReq  chan chan Status
-	epoch     time.Time
-	txErrors  uint64
+	// inService counts, per flow, requests being served: the back-end's
+	// capacity counts requests, not connections, so an idle keep-alive
+	// connection does not hold a slot.
+	inService map[splice.FlowID]serving
+	// followUp marks queued requests that came on an already spliced
+	// connection: they go to that connection's back-end via Admit.
+	followUp map[splice.FlowID]bool
+	// parked holds follow-ups the scheduler released whose back-end had
+	// no free slot; they go first when one frees.
+	parked   map[uint32][]splice.FlowID
+	pending  map[splice.FlowID]*pendingSplice
+	ctl      *controlConn
+	adminReq chan chan Status
+	epoch    time.Time
+	txErrors uint64
 }
 
 // New opens the link and the control socket.
@@ -115,7 +121,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		disp:       sched.NewDispatcher(),
 		backends:   make(map[uint32]*backendState),
 		dispatched: make(map[splice.FlowID]uint32),
-		inService:  make(map[splice.FlowID]uint32),
+		inService:  make(map[splice.FlowID]serving),
+		followUp:   make(map[splice.FlowID]bool),
+		parked:     make(map[uint32][]splice.FlowID),
 		pending:    make(map[splice.FlowID]*pendingSplice),
 		ctl:        ctl,
 		adminReq:   make(chan chan Status),
@@ -227,9 +235,18 @@ func (d *Daemon) event(ev splice.Event, now splice.Time) {
 		r := ev.Request
 		req := sched.Request{ID: sched.RequestID(ev.Flow), Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
 		if err := d.queue.Enqueue(req, int64(now)); err != nil {
-			d.log.Info("request rejected", "flow", ev.Flow, "reason", "queue full", "host", r.Host)
-			d.engine.Reject(ev.Flow, 503, "queue full", time.Second, now, &d.out)
+			d.log.Info("request rejected", "flow", ev.Flow, "reason", "queue full", "host", r.Host, "follow_up", ev.FollowUp)
+			if ev.FollowUp {
+				// No HTTP answer is possible inside a spliced stream; a
+				// reset makes the client retry on a new connection.
+				d.engine.Abort(ev.Flow, now, &d.out)
+			} else {
+				d.engine.Reject(ev.Flow, 503, "queue full", time.Second, now, &d.out)
+			}
 			return
+		}
+		if ev.FollowUp {
+			d.followUp[ev.Flow] = true
 		}
 		d.log.Debug("request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host, "path", r.Path)
 		d.dispatch(now)
@@ -244,11 +261,17 @@ func (d *Daemon) event(ev splice.Event, now splice.Time) {
 				bs.forwardedBytes += ev.Bytes
 			}
 		}
-		d.requestDone(ev.Flow, now)
+		d.requestDone(ev.Flow, true, now)
 		d.log.Debug("closed", "flow", ev.Flow, "reason", ev.Reason.String(), "backend", ev.Backend)
 	case splice.EvAnswered:
 		d.log.Info("answered by front-end", "flow", ev.Flow, "status", ev.Status, "reason", ev.Detail)
 	}
+}
+
+// serving is a flow's back-end and how many of its requests it serves.
+type serving struct {
+	backend uint32
+	n       int
 }
 
 // dispatch hands queued requests to back-ends while some have room.
@@ -262,33 +285,81 @@ func (d *Daemon) dispatch(now splice.Time) {
 			d.waiting = &r
 		}
 		r := d.waiting
+		flow := splice.FlowID(r.ID)
+		if d.followUp[flow] {
+			delete(d.followUp, flow)
+			d.waiting = nil
+			b, ok := d.dispatched[flow]
+			if !ok {
+				continue // the connection ended while its request waited
+			}
+			if d.hasRoom(b) {
+				d.admit(flow, b, now)
+			} else {
+				d.parked[b] = append(d.parked[b], flow)
+			}
+			continue
+		}
 		id, ok := d.disp.Pick(r.Port)
 		if !ok {
 			return
 		}
 		bs := d.backends[uint32(id)]
 		d.waiting = nil
-		err := d.engine.Dispatch(splice.FlowID(r.ID), splice.Backend{ID: bs.id, IP: bs.ip, MAC: bs.mac, Port: r.Port}, now, &d.out)
+		err := d.engine.Dispatch(flow, splice.Backend{ID: bs.id, IP: bs.ip, MAC: bs.mac, Port: r.Port}, now, &d.out)
 		if err != nil {
 			// The client went away while queued: nothing to do.
 			d.log.Debug("dispatch skipped", "flow", r.ID, "err", err)
 			continue
 		}
 		d.disp.Start(id)
-		d.dispatched[splice.FlowID(r.ID)] = bs.id
-		d.inService[splice.FlowID(r.ID)] = bs.id
+		d.dispatched[flow] = bs.id
+		d.inService[flow] = serving{bs.id, d.inService[flow].n + 1}
 		bs.dispatched++
 	}
 }
 
-// requestDone frees the back-end slot a request held, once: on the
-// back-end's Feedback or when the connection closes, whichever is first.
-func (d *Daemon) requestDone(flow splice.FlowID, now splice.Time) {
-	b, ok := d.inService[flow]
+func (d *Daemon) hasRoom(b uint32) bool {
+	bs := d.backends[b]
+	return bs != nil && bs.alive && d.disp.Active(sched.BackendID(b)) < bs.capacity
+}
+
+// admit lets a follow-up request through to its connection's back-end.
+func (d *Daemon) admit(flow splice.FlowID, b uint32, now splice.Time) {
+	if err := d.engine.Admit(flow, now, &d.out); err != nil {
+		d.log.Debug("admit skipped", "flow", flow, "err", err)
+		return
+	}
+	d.disp.Start(sched.BackendID(b))
+	d.inService[flow] = serving{b, d.inService[flow].n + 1}
+	if bs := d.backends[b]; bs != nil {
+		bs.followUps++
+	}
+}
+
+// requestDone frees the back-end slot of one request on flow: on the
+// back-end's Feedback, or for all of them when the connection closes.
+func (d *Daemon) requestDone(flow splice.FlowID, all bool, now splice.Time) {
+	s, ok := d.inService[flow]
 	if !ok {
 		return
 	}
-	delete(d.inService, flow)
-	d.disp.Done(sched.BackendID(b))
+	n := 1
+	if all {
+		n = s.n
+	}
+	if s.n -= n; s.n <= 0 {
+		delete(d.inService, flow)
+	} else {
+		d.inService[flow] = s
+	}
+	for i := 0; i < n; i++ {
+		d.disp.Done(sched.BackendID(s.backend))
+	}
+	for len(d.parked[s.backend]) > 0 && d.hasRoom(s.backend) {
+		next := d.parked[s.backend][0]
+		d.parked[s.backend] = d.parked[s.backend][1:]
+		d.admit(next, s.backend, now)
+	}
 	d.dispatch(now)
 }

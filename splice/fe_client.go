@@ -219,17 +219,46 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		return
 	}
 	room := e.cfg.RecvBuffer - len(f.buf)
+	beyond := false
+	if f.state != stReading && f.reqSpan >= 0 {
+		// Only the first request is handed over with the connection;
+		// what follows it is the next request, which must be scheduled
+		// on its own. Keep its frame for after the splice.
+		room = min(room, int(f.reqSpan)-len(f.buf))
+		beyond = len(payload) > room || fin
+	}
 	n := min(len(payload), room)
 	f.buf = append(f.buf, payload[:n]...)
 	f.rcvNxt += wire.Seq(n)
-	if fin && n == len(payload) {
+	if fin && n == len(payload) && !beyond {
 		f.rcvNxt++
 		f.cliFin = true
 		f.finInBuf = true
 	}
-	e.ackClient(f, now, out)
 	if f.state == stReading {
 		e.parseHead(f, now, out)
+	}
+	if beyond {
+		e.hold(f, p)
+	}
+	if f.state != stAnswering {
+		e.ackClient(f, now, out)
+	}
+}
+
+// trimToRequest un-accepts bytes past the first request (pipelined
+// requests in the same segment): they were not acknowledged yet, so the
+// client will send them again, and they are then scheduled on their own.
+func (e *FrontEnd) trimToRequest(f *flow) {
+	if f.reqSpan < 0 || int64(len(f.buf)) <= f.reqSpan {
+		return
+	}
+	excess := len(f.buf) - int(f.reqSpan)
+	f.buf = f.buf[:f.reqSpan]
+	f.rcvNxt -= wire.Seq(excess)
+	if f.finInBuf {
+		f.rcvNxt--
+		f.finInBuf, f.cliFin = false, false
 	}
 }
 
@@ -240,18 +269,11 @@ func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
 	switch {
 	case err == nil:
 		f.state = stQueued
+		f.reqSpan = requestSpan(&req)
+		e.trimToRequest(f)
 		e.stats.Requests++
 		e.setDeadline(f, now.Add(e.cfg.IdleTimeout))
-		out.event(Event{Kind: EvRequest, Flow: f.id, Request: &RequestInfo{
-			Method:    string(req.Method),
-			Host:      string(req.Host),
-			Path:      string(req.Path),
-			Cookie:    string(req.Cookie),
-			Port:      f.key.dstPort,
-			Client:    f.key.srcIP.String(),
-			HeadLen:   req.HeadLen,
-			KeepAlive: req.KeepAlive,
-		}})
+		out.event(Event{Kind: EvRequest, Flow: f.id, Request: requestInfo(f, &req)})
 	case errors.Is(err, httphead.ErrIncomplete):
 		switch {
 		case f.cliFin && len(f.buf) == 0:
@@ -259,11 +281,14 @@ func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
 			// probe): close in kind, no answer.
 			e.closeQuietly(f, now, out)
 		case f.cliFin:
+			e.ackClient(f, now, out)
 			e.answer(f, 400, "request incomplete at end of stream", now, out)
 		}
 	case errors.Is(err, httphead.ErrTooLarge):
+		e.ackClient(f, now, out)
 		e.answer(f, 431, "request head larger than the limit", now, out)
 	default:
+		e.ackClient(f, now, out)
 		e.answer(f, 400, err.Error(), now, out)
 	}
 }

@@ -32,8 +32,16 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	if o.HasTS {
 		f.tsRecent = o.TSVal
+		f.cliTSecr = o.TSEcr
 	}
 	f.cliWin = t.Window()
+	if flags&wire.TCPFlagACK != 0 && f.cliAck.LessThan(t.Ack()) {
+		f.cliAck = t.Ack()
+	}
+	if f.state == stSpliced && !e.followUp(f, p, o, now, out) {
+		e.armSplicedTimer(f, now)
+		return
+	}
 	if end := t.Seq() + wire.Seq(len(t.Payload())); f.cliNxt.LessThan(end) {
 		f.cliNxt = end
 	}
@@ -45,11 +53,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	t.SetDstPortUpdate(f.backend.Port)
 	delta := wire.Seq(f.seqDelta)
 	if flags&wire.TCPFlagACK != 0 {
-		ack := t.Ack()
-		if f.cliAck.LessThan(ack) {
-			f.cliAck = ack
-		}
-		t.SetAckUpdate(ack - delta)
+		t.SetAckUpdate(t.Ack() - delta)
 	}
 	for k := 0; k < o.NumSACK; k++ {
 		off := o.SACKOffset + 8*k

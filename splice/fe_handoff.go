@@ -237,6 +237,10 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 	f.state = stSpliced
 	f.retries = 0
 	e.stats.HandoffsDone++
+	if f.reqSpan >= 0 && !f.finInBuf {
+		f.kaState = kaForward
+		f.nextReq = f.syn.clientISN + 1 + wire.Seq(f.reqSpan)
+	}
 	e.sendRequest(f, now, out)
 	for _, h := range f.held {
 		var p wire.Packet

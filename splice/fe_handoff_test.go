@@ -198,38 +198,54 @@ func TestSpliceAckedSendsTheRequestExactlyAndRetransmitsUntilTheShimCopyAcksIt(t
 	h.checkCounters()
 }
 
-func TestBytesAcknowledgedBeforeC2IsUpReachTheBackendOnce(t *testing.T) {
+func TestPipelinedRequestWhileQueuedIsNotHandedOverWithTheFirst(t *testing.T) {
 	h := newFE(t, nil)
 	c := newClient(40005, 0x20000000, fullOffer(9))
 	id := queuedRequest(t, h, c, shortRequest)
+	firstEnd := c.nxt
 	second := "GET /second HTTP/1.1\r\nHost: h\r\n\r\n"
-	// Pipelined while queued: buffered and acknowledged by the front-end.
-	expectTCP(t, onlyFrame(t, h.input(c.data([]byte(second)), t0+2*ms)), ackIs(c.nxt))
+	// Pipelined while queued: the second request must be scheduled on its
+	// own, so the front-end neither acknowledges nor hands it over; it
+	// keeps the frame for after the splice.
+	expectTCP(t, onlyFrame(t, h.input(c.data([]byte(second)), t0+2*ms)), ackIs(firstEnd))
 	syn := dispatch(t, h, id, t0+3*ms)
 	srv := newServer(0x30000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
 	sp := onlyEvent(t, h.input(srv.synAck(syn), t0+4*ms), EvSplice).Splice
-	if want := uint32(c.nxt); sp.RequestEnd != want {
-		t.Errorf("RequestEnd %#x, want %#x (both requests)", sp.RequestEnd, want)
+	if sp.RequestEnd != uint32(firstEnd) {
+		t.Errorf("RequestEnd %#x, want %#x (the first request only)", sp.RequestEnd, uint32(firstEnd))
 	}
 	out := h.call(func(out *Output) { h.fe.SpliceAcked(id, t0+5*ms, out) })
 	var got []byte
 	for _, f := range copyFrames(out) {
 		got = append(got, expectTCP(t, f).payload()...)
 	}
-	if string(got) != shortRequest+second {
-		t.Errorf("C2 carried %q", got)
+	if string(got) != shortRequest {
+		t.Errorf("C2 carried %q, want the first request only", got)
 	}
+	ev := onlyEvent(t, out, EvRequest)
+	if !ev.FollowUp || ev.Request.Path != "/second" {
+		t.Fatalf("event %+v, want the second request as a follow-up", ev)
+	}
+	out = h.call(func(out *Output) {
+		if err := h.fe.Admit(id, t0+6*ms, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	expectTCP(t, onlyFrame(t, out), to(backendIP, webPort), seqIs(firstEnd), payloadIs([]byte(second)))
+	h.checkCounters()
 }
 
 func TestClientFramesDuringSpliceWaitAreHeldBoundedThenForwarded(t *testing.T) {
 	h := newFE(t, func(cfg *FrontEndConfig) { cfg.HoldFrames = 2 })
 	c := newClient(40006, 0x50000000, fullOffer(9))
-	id := queuedRequest(t, h, c, shortRequest)
+	post := "POST /u HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n"
+	id := queuedRequest(t, h, c, post)
 	syn := dispatch(t, h, id, t0+2*ms)
 	srv := newServer(0x60000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
 	h.input(srv.synAck(syn), t0+3*ms)
 
-	parts := []string{"GET /p HTTP/1.1\r\n", "Host: h\r\n", "\r\n"}
+	// Body bytes of the request arrive while the shim is being told.
+	parts := []string{strings.Repeat("a", 30), strings.Repeat("b", 30), strings.Repeat("c", 40)}
 	var held [][]byte
 	for i, p := range parts {
 		f := c.data([]byte(p))
@@ -246,7 +262,7 @@ func TestClientFramesDuringSpliceWaitAreHeldBoundedThenForwarded(t *testing.T) {
 	if len(frames) != 3 {
 		t.Fatalf("%d frames after SpliceAcked, want the request and 2 held frames", len(frames))
 	}
-	expectTCP(t, frames[0], payloadIs([]byte(shortRequest)))
+	expectTCP(t, frames[0], payloadIs([]byte(post)))
 	for i, f := range frames[1:] {
 		orig := decodeTCP(t, held[i])
 		expectTCP(t, f, ethFrom(feMAC), ethTo(backendMAC), from(handoffIP, uint16(syn.tcp.SrcPort)),

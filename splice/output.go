@@ -108,6 +108,10 @@ type Event struct {
 	Flow        FlowID
 	Backend     uint32
 	Request     *RequestInfo  // EvRequest
+	// FollowUp marks an EvRequest that came on an already spliced
+	// connection (keep-alive): the daemon schedules it and calls Admit;
+	// it goes to the connection's back-end (Backend).
+	FollowUp bool
 	Splice      proto.Splice  // EvSplice
 	Reason      CloseReason   // EvClosed
 	Status      int           // EvAnswered

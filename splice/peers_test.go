@@ -202,7 +202,10 @@ func defaultSpliceParams() spliceParams {
 		backendISN: 0x70000000,
 		offer:      fullOffer(5000),
 		answer:     wire.SynOptions{MSS: 1460, WScale: 9, SACKPermitted: true, TS: true, TSVal: 900000},
-		request:    []byte("GET /index.html HTTP/1.1\r\nHost: www.example.test\r\n\r\n"),
+		// A request whose body runs on: later client bytes are body and
+		// are forwarded as they come (keep-alive follow-ups have their
+		// own tests in fe_keepalive_test.go).
+		request: []byte("POST /upload HTTP/1.1\r\nHost: www.example.test\r\nContent-Length: 1000000000\r\n\r\n"),
 	}
 }
 

@@ -51,6 +51,10 @@ type FrontEndStats struct {
 	ReplyPayloadBytes uint64
 	ICMPForwarded     uint64
 	AckStorms         uint64 // flows cut because of an ACK storm (trap 8)
+	FollowUps         uint64 // keep-alive requests seen on spliced flows
+	// FollowUpsUntracked counts follow-ups the front-end could not
+	// schedule (chunked body, unparsable head): forwarded unscheduled.
+	FollowUpsUntracked uint64
 	Flows             uint64
 }
 
