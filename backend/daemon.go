@@ -334,8 +334,16 @@ func (d *Daemon) control(m ctlMsg) {
 		}
 		d.installSplice(msg)
 	case *proto.Keepalive:
-		if msg.Incarnation == d.incarnation {
-			d.lastEcho = time.Now()
+		if msg.Incarnation != d.incarnation {
+			return
+		}
+		d.lastEcho = time.Now()
+		if msg.Seq == 0 {
+			// The front-end probes a back-end it has not heard from:
+			// answer at once.
+			d.seq++
+			d.lastKA = time.Now()
+			d.send(&proto.Keepalive{BackendID: d.cfg.ID, Incarnation: d.incarnation, Seq: d.seq, Concurrency: uint16(d.shim.Active())})
 		}
 	default:
 		d.log.Warn("unexpected control message", "type", m.msg.Type().String())

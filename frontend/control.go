@@ -78,6 +78,8 @@ type backendState struct {
 	incarnation uint64
 	alive       bool
 	lastSeen    time.Time
+	probeSent   time.Time // when we probed a silent back-end; zero when not probing
+	deaths      uint64
 	reported    int // concurrency the back-end last reported
 
 	dispatched, closed, served uint64
@@ -119,6 +121,9 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 			}
 		}
 	case *proto.SpliceAck:
+		if bs := d.backends[msg.BackendID]; bs != nil {
+			bs.lastSeen = now
+		}
 		flow := splice.FlowID(msg.RequestID)
 		p := d.pending[flow]
 		if p == nil {
@@ -144,7 +149,7 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 		}
 		t := d.now(now)
 		d.out.Reset()
-		d.requestDone(splice.FlowID(msg.RequestID), false, t)
+		d.requestDone(splice.FlowID(msg.RequestID), false, msg.ServiceTime, t)
 		d.flush(t)
 	case *proto.Close:
 		d.log.Debug("back-end closed", "request", msg.RequestID, "backend", msg.BackendID, "reason", msg.Reason)
@@ -209,14 +214,52 @@ func (d *Daemon) resendSplices(now time.Time) {
 	}
 }
 
-// checkBackends marks back-ends dead after missed keepalives.
+// checkBackends declares back-ends dead. A back-end that has been silent
+// for 1.25 keepalive intervals (no keepalive, feedback or ack) is probed
+// once; if the probe is not answered within half an interval it is dead:
+// at most 1.75 intervals after its last sign of life, inside the two the
+// design allows.
 func (d *Daemon) checkBackends(now time.Time) {
-	limit := time.Duration(d.cfg.DeadAfter) * d.cfg.KeepaliveInterval
+	iv := d.cfg.KeepaliveInterval
 	for _, bs := range d.backends {
-		if bs.alive && now.Sub(bs.lastSeen) > limit {
-			bs.alive = false
-			d.disp.SetAlive(sched.BackendID(bs.id), false)
-			d.log.Warn("back-end dead: keepalives missed", "backend", bs.id, "last_seen", bs.lastSeen.Format(time.RFC3339Nano))
+		if !bs.alive {
+			continue
+		}
+		silent := now.Sub(bs.lastSeen)
+		switch {
+		case bs.probeSent.IsZero() && silent > iv*5/4:
+			bs.probeSent = now
+			d.ctl.send(bs.ctl, &proto.Keepalive{BackendID: bs.id, Incarnation: bs.incarnation, Seq: 0})
+		case !bs.probeSent.IsZero() && bs.probeSent.After(bs.lastSeen) && now.Sub(bs.probeSent) > iv/2:
+			d.backendDead(bs, now)
+		case !bs.probeSent.IsZero() && !bs.probeSent.After(bs.lastSeen):
+			bs.probeSent = time.Time{} // it answered
 		}
 	}
+}
+
+// backendDead stops dispatching to bs and resets every connection spliced
+// to it (design trap 13): their clients see a RST, not a hang, and the
+// requests in service there are refunded when the flows close.
+func (d *Daemon) backendDead(bs *backendState, now time.Time) {
+	bs.alive = false
+	bs.probeSent = time.Time{}
+	bs.deaths++
+	d.disp.SetAlive(sched.BackendID(bs.id), false)
+	d.parked[bs.id] = nil
+	t := d.now(now)
+	d.out.Reset()
+	var aborted int
+	for flow, b := range d.dispatched {
+		if b == bs.id {
+			d.refundFlow(flow)
+			delete(d.inService, flow) // refunded, not to be charged again
+			d.disp.SetAlive(sched.BackendID(bs.id), false)
+			d.engine.Abort(flow, t, &d.out)
+			aborted++
+		}
+	}
+	d.log.Warn("back-end dead: no keepalive and no answer to a probe", "backend", bs.id,
+		"last_seen", bs.lastSeen.Format(time.RFC3339Nano), "connections_reset", aborted)
+	d.flush(t)
 }

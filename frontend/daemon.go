@@ -27,7 +27,7 @@ type Daemon struct {
 	drops   uint64
 	engine  *splice.FrontEnd
 	out     splice.Output
-	queue   *sched.FIFO
+	queue   sched.Policy
 	disp    *sched.Dispatcher
 	// waiting is the queue head that found no free back-end yet.
 	waiting    *sched.Request
@@ -42,7 +42,8 @@ type Daemon struct {
 	followUp map[splice.FlowID]bool
 	// parked holds follow-ups the scheduler released whose back-end had
 	// no free slot; they go first when one frees.
-	parked   map[uint32][]splice.FlowID
+	parked   map[uint32][]parkedReq
+	refunds  uint64
 	pending  map[splice.FlowID]*pendingSplice
 	ctl      *controlConn
 	adminReq chan chan Status
@@ -123,7 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		dispatched: make(map[splice.FlowID]uint32),
 		inService:  make(map[splice.FlowID]serving),
 		followUp:   make(map[splice.FlowID]bool),
-		parked:     make(map[uint32][]splice.FlowID),
+		parked:     make(map[uint32][]parkedReq),
 		pending:    make(map[splice.FlowID]*pendingSplice),
 		ctl:        ctl,
 		adminReq:   make(chan chan Status),
@@ -261,17 +262,52 @@ func (d *Daemon) event(ev splice.Event, now splice.Time) {
 				bs.forwardedBytes += ev.Bytes
 			}
 		}
-		d.requestDone(ev.Flow, true, now)
+		d.requestDone(ev.Flow, true, 0, now)
 		d.log.Debug("closed", "flow", ev.Flow, "reason", ev.Reason.String(), "backend", ev.Backend)
 	case splice.EvAnswered:
 		d.log.Info("answered by front-end", "flow", ev.Flow, "status", ev.Status, "reason", ev.Detail)
 	}
 }
 
-// serving is a flow's back-end and how many of its requests it serves.
+// parkedReq is a follow-up released by the scheduler, waiting for a slot
+// on its connection's back-end.
+type parkedReq struct {
+	flow     splice.FlowID
+	customer string
+}
+
+// serving is a flow's back-end and the customers of the requests it is
+// serving there, oldest first (responses come back in request order).
 type serving struct {
-	backend uint32
-	n       int
+	backend   uint32
+	customers []string
+}
+
+// accounting is what a policy may add to the Policy seam: charge
+// correction from measured service time, and refunds for requests that
+// a dead back-end never served.
+type accounting interface {
+	Complete(customer string, service time.Duration)
+	Refund(customer string)
+}
+
+func (d *Daemon) startServing(flow splice.FlowID, b uint32, customer string) {
+	s := d.inService[flow]
+	s.backend = b
+	s.customers = append(s.customers, customer)
+	d.inService[flow] = s
+	d.disp.Start(sched.BackendID(b))
+}
+
+// refundFlow gives back the credit of every request in service on flow.
+func (d *Daemon) refundFlow(flow splice.FlowID) {
+	s := d.inService[flow]
+	if acc, ok := d.queue.(accounting); ok {
+		for _, c := range s.customers {
+			acc.Refund(c)
+			d.refunds++
+		}
+	}
 }
 
 // dispatch hands queued requests to back-ends while some have room.
@@ -294,9 +330,9 @@ func (d *Daemon) dispatch(now splice.Time) {
 				continue // the connection ended while its request waited
 			}
 			if d.hasRoom(b) {
-				d.admit(flow, b, now)
+				d.admit(flow, b, r.Customer, now)
 			} else {
-				d.parked[b] = append(d.parked[b], flow)
+				d.parked[b] = append(d.parked[b], parkedReq{flow, r.Customer})
 			}
 			continue
 		}
@@ -312,9 +348,8 @@ func (d *Daemon) dispatch(now splice.Time) {
 			d.log.Debug("dispatch skipped", "flow", r.ID, "err", err)
 			continue
 		}
-		d.disp.Start(id)
 		d.dispatched[flow] = bs.id
-		d.inService[flow] = serving{bs.id, d.inService[flow].n + 1}
+		d.startServing(flow, bs.id, r.Customer)
 		bs.dispatched++
 	}
 }
@@ -325,30 +360,35 @@ func (d *Daemon) hasRoom(b uint32) bool {
 }
 
 // admit lets a follow-up request through to its connection's back-end.
-func (d *Daemon) admit(flow splice.FlowID, b uint32, now splice.Time) {
+func (d *Daemon) admit(flow splice.FlowID, b uint32, customer string, now splice.Time) {
 	if err := d.engine.Admit(flow, now, &d.out); err != nil {
 		d.log.Debug("admit skipped", "flow", flow, "err", err)
 		return
 	}
-	d.disp.Start(sched.BackendID(b))
-	d.inService[flow] = serving{b, d.inService[flow].n + 1}
+	d.startServing(flow, b, customer)
 	if bs := d.backends[b]; bs != nil {
 		bs.followUps++
 	}
 }
 
-// requestDone frees the back-end slot of one request on flow: on the
-// back-end's Feedback, or for all of them when the connection closes.
-func (d *Daemon) requestDone(flow splice.FlowID, all bool, now splice.Time) {
+// requestDone frees the back-end slot of the oldest request on flow when
+// its back-end reported it served (service > 0 corrects the customer's
+// charge), or of all of them when the connection closed (service 0).
+func (d *Daemon) requestDone(flow splice.FlowID, all bool, service time.Duration, now splice.Time) {
 	s, ok := d.inService[flow]
 	if !ok {
 		return
 	}
 	n := 1
 	if all {
-		n = s.n
+		n = len(s.customers)
 	}
-	if s.n -= n; s.n <= 0 {
+	n = min(n, len(s.customers))
+	if acc, ok := d.queue.(accounting); ok && !all && n == 1 {
+		acc.Complete(s.customers[0], service)
+	}
+	s.customers = s.customers[n:]
+	if len(s.customers) == 0 {
 		delete(d.inService, flow)
 	} else {
 		d.inService[flow] = s
@@ -357,9 +397,9 @@ func (d *Daemon) requestDone(flow splice.FlowID, all bool, now splice.Time) {
 		d.disp.Done(sched.BackendID(s.backend))
 	}
 	for len(d.parked[s.backend]) > 0 && d.hasRoom(s.backend) {
-		next := d.parked[s.backend][0]
+		p := d.parked[s.backend][0]
 		d.parked[s.backend] = d.parked[s.backend][1:]
-		d.admit(next, s.backend, now)
+		d.admit(p.flow, s.backend, p.customer, now)
 	}
 	d.dispatch(now)
 }

@@ -23,7 +23,7 @@ var badFiles = []struct {
 	{name: "unknown backends key", text: "backends:\n  expect: 5\n", want: []string{
 		`front.yaml:6: backends: unknown key "expect" (known: concurrency_cap, expected, keepalive_interval, dead_after, splice_retry)`}},
 	{name: "unknown scheduler key", text: "scheduler:\n  cycle: 10ms\n  cycel: 10ms\n", want: []string{
-		`front.yaml:7: scheduler: unknown key "cycel" (known: cycle, typical_service_time, normal_size, balance_limit, debt_limit, queue_timeout, queue_capacity, retry_after, default_customer)`}},
+		`front.yaml:7: scheduler: unknown key "cycel" (known: cycle, typical_service_time, normal_size, balance_limit, debt_limit, queue_timeout, cap_window, queue_capacity, retry_after, default_customer)`}},
 	{name: "unknown normal_size key", text: "scheduler: {normal_size: {min: 0, maxi: 1}}\n", want: []string{
 		`front.yaml:5: scheduler.normal_size: unknown key "maxi" (known: min, max)`}},
 	{name: "unknown listener key", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.101\n" +
@@ -88,6 +88,8 @@ var badFiles = []struct {
 		`front.yaml:6: scheduler.default_customer: "o/ther" may hold only letters, digits, '-', '_' and '.'`}},
 	{name: "negative reservation", text: "customers:\n  - name: A\n  - name: B\n    reservation: -1\n", want: []string{
 		`front.yaml:8: customers[1].reservation: must be >= 0`}},
+	{name: "zero weight", text: "customers: [{name: A, weight: 0}]\n", want: []string{
+		`front.yaml:5: customers[0].weight: must be > 0`}},
 	{name: "cap below reservation", text: "customers: [{name: A, reservation: 100, cap: 50}]\n", want: []string{
 		`front.yaml:5: customers[0].cap: 50 is below the reservation 100`}},
 	{name: "negative queue capacity", text: "customers: [{name: A, queue_capacity: -1}]\n", want: []string{
@@ -107,6 +109,13 @@ var badFiles = []struct {
 		`front.yaml:2: handoff: 0.0.0.0 is not a unicast address`,
 		`front.yaml:4: listeners[0].vip: 224.0.0.1 is not a unicast address`,
 		`front.yaml:4: listeners[1].vip: 255.255.255.255 is not a unicast address`}},
+	{name: "empty interface name", whole: true, text: "link: {interface: \"\"}\nhandoff: 198.18.0.101\n" +
+		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners: [{vip: 198.18.0.100, port: 80}]\nlink: {interface: eth1}\n", want: []string{
+		`front.yaml:1: link.interface: "" is not an interface name`,
+		`front.yaml:5: key "link" repeated (first at line 1)`}},
+	{name: "long interface name", whole: true, text: "link: {interface: a-very-long-name0}\nhandoff: 198.18.0.101\n" +
+		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners: [{vip: 198.18.0.100, port: 80}]\n", want: []string{
+		`front.yaml:1: link.interface: "a-very-long-name0" is not an interface name`}},
 	{name: "handoff is a VIP", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.100\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners: [{vip: 198.18.0.100, port: 80}]\n", want: []string{
 		`front.yaml:4: listeners[0].vip: 198.18.0.100 is also the handoff address; the two must differ`}},
@@ -126,10 +135,11 @@ var badFiles = []struct {
 		`front.yaml:4: listeners: at least one listener is required`}},
 
 	// Durations and sizes out of range.
-	{name: "negative durations", text: "tcp: {head_timeout: -1s}\nscheduler:\n  debt_limit: -5ms\n  retry_after: 1500ms\n", want: []string{
+	{name: "negative durations", text: "tcp: {head_timeout: -1s}\nscheduler:\n  debt_limit: 0s\n  retry_after: 1500ms\n  balance_limit: -1ms\n", want: []string{
 		`front.yaml:5: tcp.head_timeout: must be > 0`,
-		`front.yaml:7: scheduler.debt_limit: must be >= 0`,
-		`front.yaml:8: scheduler.retry_after: must be whole seconds (Retry-After counts seconds)`}},
+		`front.yaml:7: scheduler.debt_limit: must be > 0`,
+		`front.yaml:8: scheduler.retry_after: must be whole seconds (Retry-After counts seconds)`,
+		`front.yaml:9: scheduler.balance_limit: must be > 0`}},
 	{name: "sizes out of range", text: "tcp: {max_head: 100K}\nscheduler: {normal_size: {min: 16K, max: 1K}}\n", want: []string{
 		`front.yaml:5: tcp.max_head: 100K is out of range 512..64K`,
 		`front.yaml:6: scheduler.normal_size: max 1K is below min 16K`}},

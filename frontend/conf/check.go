@@ -25,10 +25,7 @@ func (f *File) Check() []Warning {
 		if len(c.Domains) == 0 && !isDefault {
 			warn(path, "customer %q has no domains, so no request is ever classified to it", c.Name)
 		}
-		switch {
-		case c.Reservation == 0 && c.Weight == 0:
-			warn(path, "customer %q has no reservation and weight 0, so it is served only when no one else waits", c.Name)
-		case c.Reservation == 0 && c.Cap == 0 && !isDefault:
+		if c.Reservation == 0 && c.Cap == 0 && !isDefault {
 			warn(path, "customer %q has no reservation and no cap: it has no guarantee and no limit", c.Name)
 		}
 	}

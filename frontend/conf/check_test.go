@@ -30,13 +30,11 @@ func TestCheck(t *testing.T) {
 		want: []string{header + `5: backends: reservations add up to 10 req/s but capacity is unknown: ` +
 			`set backends.expected and backends.concurrency_cap to have them checked`},
 	}, {
-		name: "customers without domains, reservation, cap or weight",
-		text: "customers:\n  - {name: A, domains: [a.example], cap: 5}\n  - {name: B}\n" +
-			"  - {name: C, domains: [c.example], weight: 0}\n  - {name: default}\n",
+		name: "customer without domains, reservation or cap",
+		text: "customers:\n  - {name: A, domains: [a.example], cap: 5}\n  - {name: B}\n  - {name: default}\n",
 		want: []string{
 			header + `7: customers[1]: customer "B" has no domains, so no request is ever classified to it`,
 			header + `7: customers[1]: customer "B" has no reservation and no cap: it has no guarantee and no limit`,
-			header + `8: customers[2]: customer "C" has no reservation and weight 0, so it is served only when no one else waits`,
 		},
 	}, {
 		name: "implicit default customer",

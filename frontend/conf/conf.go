@@ -89,6 +89,7 @@ type Scheduler struct {
 	BalanceLimit       time.Duration // most unused credit a customer may keep
 	DebtLimit          time.Duration // most a customer may overdraw
 	QueueTimeout       time.Duration // a request waiting longer gets 503
+	CapWindow          time.Duration // customers' caps are averaged over this
 	QueueCapacity      int           // default per-customer queue length
 	RetryAfter         time.Duration // Retry-After in 503 answers; 0: header omitted
 	DefaultCustomer    string        // serves requests whose Host matches no customer
@@ -143,7 +144,8 @@ const (
 	DefaultBalanceLimit      = 100 * time.Millisecond
 	DefaultDebtLimit         = time.Second
 	DefaultQueueTimeout      = 2 * time.Second
-	DefaultQueueCapacity     = 1024
+	DefaultQueueCapacity     = 1000
+	DefaultCapWindow         = time.Second
 	DefaultRetryAfter        = time.Second
 	DefaultCustomerName      = "default"
 	DefaultPolicy            = PolicyCredit

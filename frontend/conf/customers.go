@@ -44,12 +44,12 @@ func (d *decoder) customers(f *File, n *yaml.Node) {
 				c.Domains = append(c.Domains, dom)
 			}
 		}
-		c.Reservation = d.number(m["reservation"], path+".reservation", 0)
-		c.Cap = d.number(m["cap"], path+".cap", 0)
+		c.Reservation = d.number(m["reservation"], path+".reservation", 0, false)
+		c.Cap = d.number(m["cap"], path+".cap", 0, false)
 		if c.Cap != 0 && c.Cap < c.Reservation {
 			d.errorf(m["cap"].Line, path+".cap", "%g is below the reservation %g", c.Cap, c.Reservation)
 		}
-		c.Weight = d.number(m["weight"], path+".weight", DefaultWeight)
+		c.Weight = d.number(m["weight"], path+".weight", DefaultWeight, true)
 		c.QueueCapacity = d.integer(m["queue_capacity"], path+".queue_capacity", 0, 0, math.MaxInt)
 		if c.QueueCapacity == 0 {
 			c.QueueCapacity = f.Scheduler.QueueCapacity

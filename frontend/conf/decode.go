@@ -170,8 +170,9 @@ func (d *decoder) integer(n *yaml.Node, path string, def, lo, hi int) int {
 	return int(v)
 }
 
-// number decodes a finite number >= 0.
-func (d *decoder) number(n *yaml.Node, path string, def float64) float64 {
+// number decodes a finite number; positive asks for > 0, else >= 0 is
+// enough.
+func (d *decoder) number(n *yaml.Node, path string, def float64, positive bool) float64 {
 	if absent(n) {
 		return def
 	}
@@ -185,7 +186,11 @@ func (d *decoder) number(n *yaml.Node, path string, def float64) float64 {
 		d.errorf(n.Line, path, "%q is not a number", s)
 		return def
 	}
-	if v < 0 {
+	switch {
+	case positive && v <= 0:
+		d.errorf(n.Line, path, "must be > 0")
+		return def
+	case v < 0:
 		d.errorf(n.Line, path, "must be >= 0")
 		return def
 	}

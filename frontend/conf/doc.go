@@ -53,10 +53,11 @@
 //	  cycle: 10ms                # > 0; how often credit is handed out
 //	  typical_service_time: 20ms # > 0; what one normal-sized request costs
 //	  normal_size: {min: 0, max: 16K}  # responses in this size range cost one request
-//	  balance_limit: 100ms       # >= 0; most unused credit a customer keeps
-//	  debt_limit: 1s             # >= 0; most a customer may overdraw
+//	  balance_limit: 100ms       # > 0; most unused credit a customer keeps
+//	  debt_limit: 1s             # > 0; most a customer may overdraw
 //	  queue_timeout: 2s          # > 0; a request queued longer gets 503
-//	  queue_capacity: 1024       # >= 1; queue length of each customer unless it sets its own
+//	  cap_window: 1s             # > 0; customers' caps are averaged over this window
+//	  queue_capacity: 1000       # >= 1; queue length of each customer unless it sets its own
 //	  retry_after: 1s            # whole seconds >= 0; Retry-After in 503 answers; 0: no header
 //	  default_customer: default  # customer of requests whose Host matches no domain
 //	listeners:                   # required, at least one; VIP:port pairs must differ
@@ -68,7 +69,7 @@
 //	    domains: [a.example, "*.a.example"]  # none by default
 //	    reservation: 0           # >= 0; guaranteed req/s of normal-sized requests
 //	    cap: 0                   # >= 0 and >= reservation; most req/s served; 0: no cap
-//	    weight: 1                # >= 0; share of spare capacity
+//	    weight: 1                # > 0; share of spare capacity
 //	    queue_capacity: 0        # >= 0; 0: scheduler.queue_capacity
 //
 // testdata/example.yaml is a complete commented example.
@@ -103,8 +104,8 @@
 // to more than the estimated capacity (backends.expected x
 // concurrency_cap / typical_service_time, e.g. 5 x 5 / 20ms = 1250 req/s)
 // or reservations with that estimate impossible, a customer without
-// domains, one with neither reservation nor cap, one with neither
-// reservation nor weight, an implicit default customer, a fifo listener
+// domains, one with neither reservation nor cap, an implicit default
+// customer, a fifo listener
 // while customers have reservations or caps, and a queue timeout shorter
 // than the typical service time.
 package conf

@@ -23,7 +23,7 @@ var (
 	tcpKeys       = []string{"linger", "idle_timeout", "head_timeout", "max_head", "cookie_seed"}
 	backendKeys   = []string{"concurrency_cap", "expected", "keepalive_interval", "dead_after", "splice_retry"}
 	schedulerKeys = []string{"cycle", "typical_service_time", "normal_size", "balance_limit", "debt_limit",
-		"queue_timeout", "queue_capacity", "retry_after", "default_customer"}
+		"queue_timeout", "cap_window", "queue_capacity", "retry_after", "default_customer"}
 	sizeRangeKeys = []string{"min", "max"}
 	listenerKeys  = []string{"vip", "port", "policy"}
 	customerKeys  = []string{"name", "domains", "reservation", "cap", "weight", "queue_capacity"}
@@ -168,8 +168,8 @@ func (d *decoder) link(f *File, n *yaml.Node) {
 	if in := d.require(m, "link", "interface", n.Line); in != nil {
 		f.Link.Interface = d.str(in, "link.interface", "")
 		// The kernel's IFNAMSIZ is 16 with the terminating NUL.
-		if len(f.Link.Interface) > 15 || strings.ContainsAny(f.Link.Interface, "/ \t\n:") {
-			d.errorf(in.Line, "link.interface", "%q is not a valid interface name", f.Link.Interface)
+		if f.Link.Interface == "" || len(f.Link.Interface) > 15 || strings.ContainsAny(f.Link.Interface, "/ \t\n:") {
+			d.errorf(in.Line, "link.interface", "%q is not an interface name", f.Link.Interface)
 		}
 	}
 	if t := m["type"]; !absent(t) {
@@ -239,9 +239,10 @@ func (d *decoder) scheduler(f *File, n *yaml.Node) {
 				FormatSize(s.NormalSize.Max), FormatSize(s.NormalSize.Min))
 		}
 	}
-	s.BalanceLimit = d.duration(m["balance_limit"], "scheduler.balance_limit", DefaultBalanceLimit, false)
-	s.DebtLimit = d.duration(m["debt_limit"], "scheduler.debt_limit", DefaultDebtLimit, false)
+	s.BalanceLimit = d.duration(m["balance_limit"], "scheduler.balance_limit", DefaultBalanceLimit, true)
+	s.DebtLimit = d.duration(m["debt_limit"], "scheduler.debt_limit", DefaultDebtLimit, true)
 	s.QueueTimeout = d.duration(m["queue_timeout"], "scheduler.queue_timeout", DefaultQueueTimeout, true)
+	s.CapWindow = d.duration(m["cap_window"], "scheduler.cap_window", DefaultCapWindow, true)
 	s.QueueCapacity = d.integer(m["queue_capacity"], "scheduler.queue_capacity", DefaultQueueCapacity, 1, math.MaxInt)
 	s.RetryAfter = d.duration(m["retry_after"], "scheduler.retry_after", DefaultRetryAfter, false)
 	if ra := m["retry_after"]; s.RetryAfter%1e9 != 0 {

@@ -42,7 +42,8 @@ func TestExampleParses(t *testing.T) {
 			SpliceRetry: 250 * time.Millisecond},
 		Scheduler: Scheduler{Cycle: 10 * time.Millisecond, TypicalServiceTime: 20 * time.Millisecond,
 			NormalSize: SizeRange{0, 16384}, BalanceLimit: 100 * time.Millisecond, DebtLimit: time.Second,
-			QueueTimeout: 2 * time.Second, QueueCapacity: 1000, RetryAfter: time.Second, DefaultCustomer: "other"},
+			QueueTimeout: 2 * time.Second, CapWindow: time.Second, QueueCapacity: 1000, RetryAfter: time.Second,
+			DefaultCustomer: "other"},
 		Listeners: []Listener{
 			{netip.MustParseAddr("198.18.0.100"), 80, PolicyCredit},
 			{netip.MustParseAddr("198.18.0.100"), 8080, PolicyCredit},
@@ -83,7 +84,8 @@ func TestDefaults(t *testing.T) {
 			SpliceRetry: DefaultSpliceRetry},
 		Scheduler: Scheduler{Cycle: DefaultCycle, TypicalServiceTime: DefaultTypicalService,
 			NormalSize: SizeRange{0, DefaultNormalSizeMax}, BalanceLimit: DefaultBalanceLimit, DebtLimit: DefaultDebtLimit,
-			QueueTimeout: DefaultQueueTimeout, QueueCapacity: DefaultQueueCapacity, RetryAfter: DefaultRetryAfter,
+			QueueTimeout: DefaultQueueTimeout, CapWindow: DefaultCapWindow, QueueCapacity: DefaultQueueCapacity,
+			RetryAfter:      DefaultRetryAfter,
 			DefaultCustomer: DefaultCustomerName},
 		Listeners: []Listener{{netip.MustParseAddr("198.18.0.100"), 80, DefaultPolicy}},
 		Customers: []Customer{{Name: DefaultCustomerName, Weight: 1, QueueCapacity: DefaultQueueCapacity, Implicit: true}},
@@ -109,7 +111,7 @@ func TestNullMeansDefault(t *testing.T) {
 func TestValuesAndUnits(t *testing.T) {
 	text := strings.Replace(minimal, "link: {interface: eth0}", `link: {interface: tap0, type: tap, mac: "02:00:00:AA:bb:01"}`, 1)
 	f, err := Parse("front.yaml", []byte(text+`tcp: {max_head: 1k, linger: 1m30s, cookie_seed: lab}
-scheduler: {normal_size: {min: 512, max: 1M}, retry_after: 0s, balance_limit: 0s}
+scheduler: {normal_size: {min: 512, max: 1M}, retry_after: 0s, cap_window: 5s}
 customers:
   - {name: x_1.y-Z, domains: ["WWW.Example.COM."], reservation: 2.5, cap: 1e3, weight: 0.5, queue_capacity: 7}
 `))
@@ -122,7 +124,7 @@ customers:
 	if f.TCP.MaxHead != 1024 || f.TCP.Linger != 90*time.Second || f.TCP.CookieSeed != "lab" {
 		t.Errorf("tcp = %+v", f.TCP)
 	}
-	if s := f.Scheduler; s.NormalSize != (SizeRange{512, 1 << 20}) || s.RetryAfter != 0 || s.BalanceLimit != 0 {
+	if s := f.Scheduler; s.NormalSize != (SizeRange{512, 1 << 20}) || s.RetryAfter != 0 || s.CapWindow != 5*time.Second {
 		t.Errorf("scheduler = %+v", s)
 	}
 	want := Customer{Name: "x_1.y-Z", Domains: []string{"www.example.com"}, Reservation: 2.5, Cap: 1000, Weight: 0.5, QueueCapacity: 7}
