@@ -16,18 +16,24 @@ import (
 
 // Status is the front-end's state as /status reports it.
 type Status struct {
-	Link     string            `json:"link"`
-	MAC      string            `json:"mac"`
-	VIPs     []string          `json:"vips"`
-	Handoff  string            `json:"handoff"`
-	Ports    []uint16          `json:"ports"`
-	Backends []BackendStatus   `json:"backends"`
-	Queue    int               `json:"queue"`
-	Engine   EngineStatus      `json:"engine"`
-	LinkStat link.Stats        `json:"link_stats"`
-	Drops    map[string]uint64 `json:"drops"`
-	Uptime   float64           `json:"uptime_seconds"`
-	BadCtl   uint64            `json:"bad_control_messages"`
+	Link      string           `json:"link"`
+	MAC       string           `json:"mac"`
+	VIPs      []string         `json:"vips"`
+	Handoff   string           `json:"handoff"`
+	Ports     []uint16         `json:"ports"`
+	Backends  []BackendStatus  `json:"backends"`
+	Customers []CustomerStatus `json:"customers"`
+	// hists are the customers' histograms, copied for /metrics.
+	hists         map[string][2]histogram
+	Refunds       uint64            `json:"refunds"`
+	Reloads       uint64            `json:"reloads"`
+	ReloadsFailed uint64            `json:"reloads_failed"`
+	Queue         int               `json:"queue"`
+	Engine        EngineStatus      `json:"engine"`
+	LinkStat      link.Stats        `json:"link_stats"`
+	Drops         map[string]uint64 `json:"drops"`
+	Uptime        float64           `json:"uptime_seconds"`
+	BadCtl        uint64            `json:"bad_control_messages"`
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
@@ -77,7 +83,7 @@ func (d *Daemon) status() Status {
 	es := d.engine.Stats()
 	st := Status{
 		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,
-		Queue: d.queue.Len(), LinkStat: d.link.Stats(), Uptime: time.Since(d.epoch).Seconds(), BadCtl: d.ctl.bad,
+		LinkStat: d.link.Stats(), Uptime: time.Since(d.epoch).Seconds(), BadCtl: d.ctl.bad,
 		Drops: map[string]uint64{},
 		Engine: EngineStatus{
 			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
@@ -90,9 +96,19 @@ func (d *Daemon) status() Status {
 		},
 		Backends: []BackendStatus{},
 	}
-	if d.waiting != nil {
-		st.Queue++
+	for _, q := range d.queues {
+		st.Queue += q.policy.Len()
+		if q.waiting != nil {
+			st.Queue++
+		}
 	}
+	st.Customers = d.customerStatus()
+	st.hists = make(map[string][2]histogram, len(d.custs))
+	for name, cs := range d.custs {
+		st.hists[name] = [2]histogram{cs.wait, cs.response}
+	}
+	st.Refunds = d.refunds
+	st.Reloads, st.ReloadsFailed = d.reloads, d.reloadsFailed
 	st.KernelDrops = d.kernelDrops()
 	for _, v := range d.cfg.VIPs {
 		st.VIPs = append(st.VIPs, v.String())
@@ -190,6 +206,7 @@ func writeMetrics(w http.ResponseWriter, st *Status) {
 	fmt.Fprintf(&b, "qsplice_frontend_reply_payload_bytes_total %d\n", st.Engine.ReplyPayloadBytes)
 	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")
 	fmt.Fprintf(&b, "qsplice_frontend_forwarded_bytes_total %d\n", st.Engine.ForwardedBytes)
+	writeCustomerMetrics(&b, st)
 	g("qsplice_backend_alive", "1 while the back-end answers keepalives.", "gauge")
 	for _, be := range st.Backends {
 		alive := 0

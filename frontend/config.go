@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -32,7 +33,29 @@ type Config struct {
 	Linger      time.Duration
 	IdleTimeout time.Duration
 	HeadTimeout time.Duration
+	MaxHead     int
 	CookieSeed  string // derives the SYN-cookie secret; random when empty
+
+	// Listeners choose the scheduling policy per port ("credit" or
+	// "fifo"); a port without one uses FIFO.
+	Listeners []Listener
+	// Credit configures the credit scheduler shared by credit listeners.
+	Credit sched.CreditConfig
+	// Classify maps a Host header to a customer; nil sends everything to
+	// the default customer.
+	Classify func(host string) string
+	// RetryAfter is the Retry-After of 503 answers (1 s).
+	RetryAfter time.Duration
+	// ConcurrencyCap bounds each back-end below what it registers (0: its own).
+	ConcurrencyCap int
+	// ConfigPath is re-read on SIGHUP when set.
+	ConfigPath string
+}
+
+// Listener is one VIP port and its scheduling policy.
+type Listener struct {
+	Port   uint16
+	Policy string
 }
 
 func (c *Config) setDefaults() {
@@ -50,6 +73,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SpliceRetry == 0 {
 		c.SpliceRetry = 250 * time.Millisecond
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = time.Second
 	}
 }
 

@@ -170,7 +170,7 @@ func (d *Daemon) register(r *proto.Register, now time.Time) {
 	bs.incarnation = r.Incarnation
 	bs.alive = true
 	bs.lastSeen = now
-	d.disp.AddBackend(sched.BackendID(r.BackendID), int(r.Capacity), r.WebPorts)
+	d.disp.AddBackend(sched.BackendID(r.BackendID), d.capacity(bs), r.WebPorts)
 	d.disp.SetAlive(sched.BackendID(r.BackendID), true)
 	if restarted {
 		d.log.Info("back-end registered", "backend", r.BackendID, "ip", r.IP, "mac", wire.MAC(r.MAC).String(),
@@ -246,6 +246,12 @@ func (d *Daemon) backendDead(bs *backendState, now time.Time) {
 	bs.probeSent = time.Time{}
 	bs.deaths++
 	d.disp.SetAlive(sched.BackendID(bs.id), false)
+	if acc, ok := d.accounting(); ok {
+		for _, p := range d.parked[bs.id] {
+			acc.Refund(p.req.Customer) // charged by the scheduler, never run
+			d.stats(p.req.Customer).refunded++
+		}
+	}
 	d.parked[bs.id] = nil
 	t := d.now(now)
 	d.out.Reset()
@@ -253,8 +259,6 @@ func (d *Daemon) backendDead(bs *backendState, now time.Time) {
 	for flow, b := range d.dispatched {
 		if b == bs.id {
 			d.refundFlow(flow)
-			delete(d.inService, flow) // refunded, not to be charged again
-			d.disp.SetAlive(sched.BackendID(bs.id), false)
 			d.engine.Abort(flow, t, &d.out)
 			aborted++
 		}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/qsplice/qsplice/sched"
@@ -23,14 +25,15 @@ type Daemon struct {
 	log  *slog.Logger
 	link link.Link
 	// rawLink is the device under any capture wrapper.
-	rawLink link.Link
-	drops   uint64
-	engine  *splice.FrontEnd
-	out     splice.Output
-	queue   sched.Policy
-	disp    *sched.Dispatcher
-	// waiting is the queue head that found no free back-end yet.
-	waiting    *sched.Request
+	rawLink    link.Link
+	drops      uint64
+	engine     *splice.FrontEnd
+	out        splice.Output
+	queues     []*queueSet          // one per policy in use
+	byPort     map[uint16]*queueSet // listener port -> its policy's queue
+	credit     *sched.Credit        // the credit queue's policy, if any
+	disp       *sched.Dispatcher
+	custs      map[string]*customerStats
 	backends   map[uint32]*backendState
 	dispatched map[splice.FlowID]uint32 // flows on a back-end, until closed
 	// inService counts, per flow, requests being served: the back-end's
@@ -42,19 +45,24 @@ type Daemon struct {
 	followUp map[splice.FlowID]bool
 	// parked holds follow-ups the scheduler released whose back-end had
 	// no free slot; they go first when one frees.
-	parked   map[uint32][]parkedReq
-	refunds  uint64
-	pending  map[splice.FlowID]*pendingSplice
-	ctl      *controlConn
-	adminReq chan chan Status
-	epoch    time.Time
-	txErrors uint64
+	parked                 map[uint32][]parkedReq
+	refunds                uint64
+	reloads, reloadsFailed uint64
+	pending                map[splice.FlowID]*pendingSplice
+	ctl                    *controlConn
+	adminReq               chan chan Status
+	epoch                  time.Time
+	txErrors               uint64
 }
 
 // New opens the link and the control socket.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
+	}
+	qs, err := buildQueues(&cfg)
+	if err != nil {
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
 	var l link.Link
@@ -118,7 +126,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	return &Daemon{
 		cfg: cfg, log: log, link: l, rawLink: raw, engine: eng,
-		queue:      sched.NewFIFO(cfg.QueueCapacity),
+		queues: qs.list, byPort: qs.byPort, credit: qs.credit,
+		custs:      make(map[string]*customerStats),
 		disp:       sched.NewDispatcher(),
 		backends:   make(map[uint32]*backendState),
 		dispatched: make(map[splice.FlowID]uint32),
@@ -155,6 +164,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	frames := pump.Start(d.link, 0, 256, 2048)
 	ctlMsgs := d.ctl.start()
+	hup := make(chan os.Signal, 1)
+	if d.cfg.ConfigPath != "" {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	d.log.Info("front-end up", "link", d.cfg.Link, "mac", d.cfg.MAC.String(), "vips", d.cfg.VIPs,
@@ -187,6 +201,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.timers(t)
 		case reply := <-d.adminReq:
 			reply <- d.status()
+		case <-hup:
+			d.reload()
 		}
 	}
 }
@@ -206,6 +222,9 @@ func (d *Daemon) timers(t time.Time) {
 		d.engine.Tick(now, &d.out)
 		d.flush(now)
 	}
+	d.out.Reset()
+	d.expire(now)
+	d.flush(now)
 	d.resendSplices(t)
 	d.checkBackends(t)
 }
@@ -228,178 +247,4 @@ func (d *Daemon) flush(now splice.Time) {
 			d.event(d.out.Events[handled], now)
 		}
 	}
-}
-
-func (d *Daemon) event(ev splice.Event, now splice.Time) {
-	switch ev.Kind {
-	case splice.EvRequest:
-		r := ev.Request
-		req := sched.Request{ID: sched.RequestID(ev.Flow), Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
-		if err := d.queue.Enqueue(req, int64(now)); err != nil {
-			d.log.Info("request rejected", "flow", ev.Flow, "reason", "queue full", "host", r.Host, "follow_up", ev.FollowUp)
-			if ev.FollowUp {
-				// No HTTP answer is possible inside a spliced stream; a
-				// reset makes the client retry on a new connection.
-				d.engine.Abort(ev.Flow, now, &d.out)
-			} else {
-				d.engine.Reject(ev.Flow, 503, "queue full", time.Second, now, &d.out)
-			}
-			return
-		}
-		if ev.FollowUp {
-			d.followUp[ev.Flow] = true
-		}
-		d.log.Debug("request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host, "path", r.Path)
-		d.dispatch(now)
-	case splice.EvSplice:
-		d.sendSplice(ev, now)
-	case splice.EvClosed:
-		delete(d.pending, ev.Flow)
-		if b, ok := d.dispatched[ev.Flow]; ok {
-			delete(d.dispatched, ev.Flow)
-			if bs := d.backends[b]; bs != nil {
-				bs.closed++
-				bs.forwardedBytes += ev.Bytes
-			}
-		}
-		d.requestDone(ev.Flow, true, 0, now)
-		d.log.Debug("closed", "flow", ev.Flow, "reason", ev.Reason.String(), "backend", ev.Backend)
-	case splice.EvAnswered:
-		d.log.Info("answered by front-end", "flow", ev.Flow, "status", ev.Status, "reason", ev.Detail)
-	}
-}
-
-// parkedReq is a follow-up released by the scheduler, waiting for a slot
-// on its connection's back-end.
-type parkedReq struct {
-	flow     splice.FlowID
-	customer string
-}
-
-// serving is a flow's back-end and the customers of the requests it is
-// serving there, oldest first (responses come back in request order).
-type serving struct {
-	backend   uint32
-	customers []string
-}
-
-// accounting is what a policy may add to the Policy seam: charge
-// correction from measured service time, and refunds for requests that
-// a dead back-end never served.
-type accounting interface {
-	Complete(customer string, service time.Duration)
-	Refund(customer string)
-}
-
-func (d *Daemon) startServing(flow splice.FlowID, b uint32, customer string) {
-	s := d.inService[flow]
-	s.backend = b
-	s.customers = append(s.customers, customer)
-	d.inService[flow] = s
-	d.disp.Start(sched.BackendID(b))
-}
-
-// refundFlow gives back the credit of every request in service on flow.
-func (d *Daemon) refundFlow(flow splice.FlowID) {
-	s := d.inService[flow]
-	if acc, ok := d.queue.(accounting); ok {
-		for _, c := range s.customers {
-			acc.Refund(c)
-			d.refunds++
-		}
-	}
-}
-
-// dispatch hands queued requests to back-ends while some have room.
-func (d *Daemon) dispatch(now splice.Time) {
-	for {
-		if d.waiting == nil {
-			r, ok := d.queue.Next(int64(now))
-			if !ok {
-				return
-			}
-			d.waiting = &r
-		}
-		r := d.waiting
-		flow := splice.FlowID(r.ID)
-		if d.followUp[flow] {
-			delete(d.followUp, flow)
-			d.waiting = nil
-			b, ok := d.dispatched[flow]
-			if !ok {
-				continue // the connection ended while its request waited
-			}
-			if d.hasRoom(b) {
-				d.admit(flow, b, r.Customer, now)
-			} else {
-				d.parked[b] = append(d.parked[b], parkedReq{flow, r.Customer})
-			}
-			continue
-		}
-		id, ok := d.disp.Pick(r.Port)
-		if !ok {
-			return
-		}
-		bs := d.backends[uint32(id)]
-		d.waiting = nil
-		err := d.engine.Dispatch(flow, splice.Backend{ID: bs.id, IP: bs.ip, MAC: bs.mac, Port: r.Port}, now, &d.out)
-		if err != nil {
-			// The client went away while queued: nothing to do.
-			d.log.Debug("dispatch skipped", "flow", r.ID, "err", err)
-			continue
-		}
-		d.dispatched[flow] = bs.id
-		d.startServing(flow, bs.id, r.Customer)
-		bs.dispatched++
-	}
-}
-
-func (d *Daemon) hasRoom(b uint32) bool {
-	bs := d.backends[b]
-	return bs != nil && bs.alive && d.disp.Active(sched.BackendID(b)) < bs.capacity
-}
-
-// admit lets a follow-up request through to its connection's back-end.
-func (d *Daemon) admit(flow splice.FlowID, b uint32, customer string, now splice.Time) {
-	if err := d.engine.Admit(flow, now, &d.out); err != nil {
-		d.log.Debug("admit skipped", "flow", flow, "err", err)
-		return
-	}
-	d.startServing(flow, b, customer)
-	if bs := d.backends[b]; bs != nil {
-		bs.followUps++
-	}
-}
-
-// requestDone frees the back-end slot of the oldest request on flow when
-// its back-end reported it served (service > 0 corrects the customer's
-// charge), or of all of them when the connection closed (service 0).
-func (d *Daemon) requestDone(flow splice.FlowID, all bool, service time.Duration, now splice.Time) {
-	s, ok := d.inService[flow]
-	if !ok {
-		return
-	}
-	n := 1
-	if all {
-		n = len(s.customers)
-	}
-	n = min(n, len(s.customers))
-	if acc, ok := d.queue.(accounting); ok && !all && n == 1 {
-		acc.Complete(s.customers[0], service)
-	}
-	s.customers = s.customers[n:]
-	if len(s.customers) == 0 {
-		delete(d.inService, flow)
-	} else {
-		d.inService[flow] = s
-	}
-	for i := 0; i < n; i++ {
-		d.disp.Done(sched.BackendID(s.backend))
-	}
-	for len(d.parked[s.backend]) > 0 && d.hasRoom(s.backend) {
-		p := d.parked[s.backend][0]
-		d.parked[s.backend] = d.parked[s.backend][1:]
-		d.admit(p.flow, s.backend, p.customer, now)
-	}
-	d.dispatch(now)
 }

@@ -11,7 +11,15 @@
 //
 // This is the minimal seam: a FIFO policy and a least-connections
 // dispatcher. The QoS policies (credit reservation, LIFO-Pri, queue-length
-// control) will implement the same Policy interface.
+// control) implement the same Policy interface.
+//
+// Credit is the credit-reservation policy: guaranteed request rates per
+// customer, spare capacity shared by weight, caps, bounded queues with a
+// timeout. Its documentation describes when credit is added, what a
+// request costs and the data structures that keep each decision
+// logarithmic in the number of busy customers rather than linear in the
+// number of customers. Package sched/sim runs any Policy with a
+// Dispatcher in a deterministic simulated cluster.
 //
 // Everything here is pure: no goroutines, no locks, no clock reads. Time is
 // passed in as nanoseconds on the caller's clock, and the same calls in the
