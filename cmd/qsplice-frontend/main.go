@@ -31,12 +31,17 @@ The front-end answers ARP for -vip and -handoff itself; neither address may be
 configured on a kernel interface. Back-ends (qsplice-backend) register over UDP
 at -control using the shared -key.
 
-Usage: qsplice-frontend -link IF -vip ADDR -handoff ADDR -control ADDR:PORT -key FILE [flags]
+Usage: qsplice-frontend -config FILE              (SIGHUP reloads FILE)
+       qsplice-frontend validate FILE...          (check files; warnings too)
+       qsplice-frontend -link IF -vip ADDR -handoff ADDR -control ADDR:PORT -key FILE [flags]
 
 Flags:
 `
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "validate" {
+		os.Exit(validate(os.Args[2:]))
+	}
 	var (
 		cfg       frontend.Config
 		vips      = flag.String("vip", "", "client-facing virtual IPv4 address(es), comma separated")
@@ -48,6 +53,7 @@ func main() {
 		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
 		logFormat = flag.String("log-format", "text", "text or json")
 	)
+	configFile := flag.String("config", "", "YAML configuration file (then no other configuration flags); SIGHUP reloads it")
 	flag.StringVar(&cfg.Link, "link", "", "network interface (afpacket) or TAP device name (tap)")
 	flag.StringVar(&cfg.LinkType, "link-type", "afpacket", "afpacket: bump on a kernel interface; tap: pure userspace host on a TAP device")
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
@@ -68,6 +74,10 @@ func main() {
 	fail := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "qsplice-frontend: "+format+"\n", a...)
 		os.Exit(2)
+	}
+	if *configFile != "" {
+		runFromFile(*configFile, log, fail)
+		return
 	}
 	var err error
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

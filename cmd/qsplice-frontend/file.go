@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/frontend/conf"
+)
+
+// configFlags are the flags -config replaces; setting one alongside it is
+// refused rather than silently ignored.
+var configFlags = map[string]bool{
+	"link": true, "link-type": true, "vip": true, "handoff": true, "ports": true, "control": true,
+	"key": true, "mac": true, "admin": true, "capture": true, "queue": true, "keepalive": true,
+	"dead-after": true, "linger": true, "idle-timeout": true, "head-timeout": true, "cookie-seed": true,
+}
+
+func runFromFile(path string, log *slog.Logger, fail func(string, ...any)) {
+	flag.Visit(func(f *flag.Flag) {
+		if configFlags[f.Name] {
+			fail("-%s cannot be combined with -config: set it in %s", f.Name, path)
+		}
+	})
+	f, err := conf.Load(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	for _, w := range f.Check() {
+		log.Warn("configuration warning", "warning", w.String())
+	}
+	cfg, err := frontend.FromFile(f)
+	if err != nil {
+		fail("%v", err)
+	}
+	d, err := frontend.New(cfg, log)
+	if err != nil {
+		fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		log.Error("front-end stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// validate checks configuration files: errors (with file, line and key)
+// make it exit 1; warnings are printed but pass.
+func validate(files []string) int {
+	if len(files) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: qsplice-frontend validate FILE...")
+		return 2
+	}
+	status := 0
+	for _, path := range files {
+		f, err := conf.Load(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			status = 1
+			continue
+		}
+		ws := f.Check()
+		for _, w := range ws {
+			fmt.Fprintln(os.Stderr, "warning:", w.String())
+		}
+		fmt.Printf("%s: ok (%d listeners, %d customers, %d warnings)\n", path, len(f.Listeners), len(f.Customers), len(ws))
+	}
+	return status
+}
