@@ -81,6 +81,10 @@ type Config struct {
 	// device (vip0) bridged to the wire inside its namespace, the way a
 	// VM on a TAP bridge sees it, instead of AF_PACKET on eth0.
 	FrontendTAP bool
+	// FrontendConfig, when set, is a YAML file the front-end runs from
+	// (qsplice-frontend -config FILE) instead of the lab's flags; it must
+	// use the lab's addresses (see FrontendYAML).
+	FrontendConfig string
 
 	ServiceTime  time.Duration // qsplice-testserver -service-time
 	Capacity     int           // qsplice-backend -capacity

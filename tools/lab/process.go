@@ -89,6 +89,9 @@ func (l *Lab) processes() []procSpec {
 		argv = append(argv, "-link-type", "tap", "-mac", FrontendTAPMAC)
 		fe.prepare = l.ensureFrontendTap
 	}
+	if l.cfg.FrontendConfig != "" {
+		argv = []string{bin("qsplice-frontend"), "-config", l.cfg.FrontendConfig}
+	}
 	fe.argv = append(argv, l.cfg.FrontendArgs...)
 	specs = append(specs, fe)
 	return specs
