@@ -79,13 +79,13 @@ type flow struct {
 	cliTSecr       uint32 // client's last TS echo (client-facing numbers)
 
 	// Follow-up requests (fe_keepalive.go).
-	reqSpan int64    // head+body of the first request, -1 if unknown
+	reqSpan int64 // head+body of the first request, -1 if unknown
 	kaState kaState
 	nextReq wire.Seq // where the next request head starts
 	kaBuf   []byte   // held bytes from nextReq
 	kaFin   bool     // the client's FIN follows kaBuf
 	kaSpan  int64    // head+body of the waiting follow-up, -1 if unknown
-	cliNxt         wire.Seq // end of the client's bytes forwarded on C2 (for a RST the back-end accepts)
+	cliNxt  wire.Seq // end of the client's bytes forwarded on C2 (for a RST the back-end accepts)
 }
 
 // closed reports whether both ends are done with f: it is lingering, or

@@ -104,14 +104,14 @@ type RequestInfo struct {
 // Event is something the daemon must act on or account for. Only the
 // fields its Kind names are set.
 type Event struct {
-	Kind        EventKind
-	Flow        FlowID
-	Backend     uint32
-	Request     *RequestInfo  // EvRequest
+	Kind    EventKind
+	Flow    FlowID
+	Backend uint32
+	Request *RequestInfo // EvRequest
 	// FollowUp marks an EvRequest that came on an already spliced
 	// connection (keep-alive): the daemon schedules it and calls Admit;
 	// it goes to the connection's back-end (Backend).
-	FollowUp bool
+	FollowUp    bool
 	Splice      proto.Splice  // EvSplice
 	Reason      CloseReason   // EvClosed
 	Status      int           // EvAnswered

@@ -77,8 +77,13 @@ type spliceEntry struct {
 	lastReply  Time
 	srvNxt     wire.Seq
 	replyBytes uint64
-	drained    bool // the client acknowledged all reply bytes so far
-	drainedAt  Time
+	// respEnd is where the response ends, when its head said so;
+	// then the response is over when the client has acknowledged it.
+	respEnd      wire.Seq
+	respEndKnown bool
+	headRequest  bool // the request in service is a HEAD: no body comes
+	drained      bool // the client acknowledged all reply bytes so far
+	drainedAt    Time
 
 	cliFin, srvFin, reset bool
 	lastSeen, deadline    Time

@@ -385,3 +385,38 @@ func TestShimTranslatesUnalignedTimestamps(t *testing.T) {
 	toClient, _ := framesOn(t, sc.h.input(PortHost, f, t0))
 	expectTCP(t, toClient[0], tsIs(0xfffffff0+sc.sp.TSOffset, 7), seqIs(sc.srv.nxt+wire.Seq(sc.sp.SeqDelta)))
 }
+
+// TestShimEndsAResponseWhereItsHeadSaid: with Content-Length in the
+// response head, the request is served when the client has acknowledged
+// exactly that many bytes; a slow client whose window empties and fills
+// again in the middle (long pauses with everything acknowledged) does not
+// end it early.
+func TestShimEndsAResponseWhereItsHeadSaid(t *testing.T) {
+	sc := newShimConn(t, ShimConfig{ResponseQuiet: 20 * time.Millisecond}, 0x1000, 0x2000, nil)
+	h, srv := sc.h, sc.srv
+	arrive := t0 + 100*ms
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, []byte("GET /data/3000 HTTP/1.1\r\nHost: h\r\n\r\n")), arrive)
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n")
+	now := arrive + 2*ms
+	h.input(PortHost, srv.reply(append(head, make([]byte, 1000)...)), now)
+	for i := 0; i < 2; i++ {
+		// Everything so far acknowledged, then a long pause.
+		now += ms
+		if out := h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), now); len(out.Events) != 0 {
+			t.Fatalf("response ended at %d bytes: %+v", 1000*(i+1), out.Events)
+		}
+		now += 500 * ms
+		if out := h.tick(now); len(out.Events) != 0 {
+			t.Fatalf("response ended during a pause: %+v", out.Events)
+		}
+		h.input(PortHost, srv.reply(make([]byte, 1000)), now)
+	}
+	done := now + ms
+	ev := onlyEvent(t, h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), done), EvResponseDone)
+	if ev.ServiceTime != now.Sub(arrive) || ev.Bytes != uint64(len(head)+3000) {
+		t.Errorf("event %+v, want service %v and %d bytes", ev, now.Sub(arrive), len(head)+3000)
+	}
+	if h.sh.Active() != 0 {
+		t.Errorf("Active() = %d", h.sh.Active())
+	}
+}

@@ -1,6 +1,9 @@
 package splice
 
 import (
+	"bytes"
+
+	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -53,6 +56,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		if !ent.responding {
 			ent.responding = true
 			ent.srvNxt = t.Seq()
+			ent.respEnd, ent.respEndKnown = responseEnd(t.Seq(), t.Payload(), ent.headRequest)
 		}
 		ent.lastReply = now
 		ent.drained = false
@@ -119,9 +123,15 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	t := p.TCP
 	flags := t.Flags()
 	ent.lastSeen = now
-	if ent.responding && !ent.drained && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
-		ent.drained = true
-		ent.drainedAt = now
+	if ent.responding && flags&wire.TCPFlagACK != 0 {
+		switch {
+		case ent.respEndKnown && ent.respEnd.LessEq(t.Ack()):
+			// The client has every byte the response head announced.
+			s.finishResponse(ent, out)
+		case !ent.respEndKnown && !ent.drained && ent.srvNxt.LessEq(t.Ack()):
+			ent.drained = true
+			ent.drainedAt = now
+		}
 	}
 	if n := len(t.Payload()); n > 0 && (!ent.reqSeen || ent.reqNxt.LessThan(t.Seq()+wire.Seq(n))) {
 		// New request bytes. A retransmission (the front-end resending
@@ -136,6 +146,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		if !ent.inService {
 			ent.inService = true
 			ent.reqStart = now
+			ent.headRequest = bytes.HasPrefix(t.Payload(), []byte("HEAD "))
 			s.active++
 		}
 	}
@@ -170,4 +181,20 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 	ent.drained = false
 	ent.replyBytes = 0
 	s.active--
+}
+
+// responseEnd reads the response head in the first reply segment and, if
+// it says how long the response is, returns the sequence number just past
+// its last byte. Otherwise the shim falls back to the quiet-period rule.
+// Heads split across segments are rare enough to take the fallback.
+func responseEnd(seq wire.Seq, payload []byte, headRequest bool) (wire.Seq, bool) {
+	var r httphead.Response
+	if httphead.ParseResponse(payload, len(payload), &r) != nil {
+		return 0, false
+	}
+	body, ok := r.BodyKnown(headRequest)
+	if !ok || body > 1<<31 {
+		return 0, false
+	}
+	return seq + wire.Seq(r.HeadLen) + wire.Seq(body), true
 }

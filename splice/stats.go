@@ -55,7 +55,7 @@ type FrontEndStats struct {
 	// FollowUpsUntracked counts follow-ups the front-end could not
 	// schedule (chunked body, unparsable head): forwarded unscheduled.
 	FollowUpsUntracked uint64
-	Flows             uint64
+	Flows              uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
