@@ -23,11 +23,20 @@ import (
 // with the credit scheduler; it is removed when the test ends.
 func creditLab(t *testing.T, backends int, customers []lab.Customer, schedulerExtra ...string) *lab.Lab {
 	t.Helper()
+	return creditLabWith(t, backends, 5, 0, customers, schedulerExtra...)
+}
+
+// creditLabWith also sets the back-ends' capacity and the test server's
+// service time.
+func creditLabWith(t *testing.T, backends, capacity int, service time.Duration, customers []lab.Customer, schedulerExtra ...string) *lab.Lab {
+	t.Helper()
 	base := needLab(t)
 	var suffix [3]byte
 	rand.Read(suffix[:])
 	cfg := lab.DefaultConfig("k" + hex.EncodeToString(suffix[:]))
 	cfg.Backends = backends
+	cfg.Capacity = capacity
+	cfg.ServiceTime = service
 	cfg.BinDir = base.Config().BinDir
 	cfg.StateDir = filepath.Join(t.TempDir(), "state")
 	cfg.Nginx = false
