@@ -27,7 +27,6 @@ type Config struct {
 
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
-	DeadAfter         int           // missed keepalives before a back-end is dead
 	SpliceRetry       time.Duration // resend an unacknowledged Splice after this
 
 	Linger      time.Duration
@@ -67,9 +66,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.KeepaliveInterval == 0 {
 		c.KeepaliveInterval = time.Second
-	}
-	if c.DeadAfter == 0 {
-		c.DeadAfter = 3
 	}
 	if c.SpliceRetry == 0 {
 		c.SpliceRetry = 250 * time.Millisecond

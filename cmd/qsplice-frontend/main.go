@@ -60,7 +60,6 @@ func main() {
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
-	flag.IntVar(&cfg.DeadAfter, "dead-after", 3, "missed keepalives after which a back-end is considered dead")
 	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed connection is remembered for late segments")
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
 	flag.DurationVar(&cfg.HeadTimeout, "head-timeout", 10*time.Second, "a client must send its request head within this time (else 408)")

@@ -21,7 +21,7 @@ var badFiles = []struct {
 	{name: "unknown tcp key", text: "tcp: {lingr: 5s}\n", want: []string{
 		`front.yaml:5: tcp: unknown key "lingr" (known: linger, idle_timeout, head_timeout, max_head, cookie_seed)`}},
 	{name: "unknown backends key", text: "backends:\n  expect: 5\n", want: []string{
-		`front.yaml:6: backends: unknown key "expect" (known: concurrency_cap, expected, keepalive_interval, dead_after, splice_retry)`}},
+		`front.yaml:6: backends: unknown key "expect" (known: concurrency_cap, expected, keepalive_interval, splice_retry)`}},
 	{name: "unknown scheduler key", text: "scheduler:\n  cycle: 10ms\n  cycel: 10ms\n", want: []string{
 		`front.yaml:7: scheduler: unknown key "cycel" (known: cycle, typical_service_time, normal_size, balance_limit, debt_limit, queue_timeout, cap_window, queue_capacity, retry_after, default_customer)`}},
 	{name: "unknown normal_size key", text: "scheduler: {normal_size: {min: 0, maxi: 1}}\n", want: []string{
@@ -47,8 +47,8 @@ var badFiles = []struct {
 		`front.yaml:5: tcp.linger: "5" is not a duration (write it like "10ms", "2s" or "15m")`}},
 	{name: "size not a size", text: "tcp: {max_head: big}\n", want: []string{
 		`front.yaml:5: tcp.max_head: "big" is not a size (write it like "512", "16K" or "1M")`}},
-	{name: "fraction for a count", text: "backends: {dead_after: 2.5}\n", want: []string{
-		`front.yaml:5: backends.dead_after: "2.5" is not a whole number`}},
+	{name: "fraction for a count", text: "backends: {expected: 2.5}\n", want: []string{
+		`front.yaml:5: backends.expected: "2.5" is not a whole number`}},
 	{name: "list for a mapping", text: "scheduler: [1, 2]\n", want: []string{
 		`front.yaml:5: scheduler: expected a mapping, found a list`}},
 	{name: "mapping for a list", text: "customers: {name: A}\n", want: []string{
@@ -143,11 +143,11 @@ var badFiles = []struct {
 	{name: "sizes out of range", text: "tcp: {max_head: 100K}\nscheduler: {normal_size: {min: 16K, max: 1K}}\n", want: []string{
 		`front.yaml:5: tcp.max_head: 100K is out of range 512..64K`,
 		`front.yaml:6: scheduler.normal_size: max 1K is below min 16K`}},
-	{name: "negative size and count", text: "scheduler: {normal_size: {min: -1K}, queue_capacity: 0}\nbackends: {dead_after: 0, expected: -1}\n", want: []string{
+	{name: "negative size and count", text: "scheduler: {normal_size: {min: -1K}, queue_capacity: 0}\nbackends: {concurrency_cap: -1, expected: -1}\n", want: []string{
 		`front.yaml:5: scheduler.normal_size.min: must be >= 0`,
 		`front.yaml:5: scheduler.queue_capacity: must be >= 1`,
-		`front.yaml:6: backends.expected: must be >= 0`,
-		`front.yaml:6: backends.dead_after: must be >= 1`}},
+		`front.yaml:6: backends.concurrency_cap: must be >= 0`,
+		`front.yaml:6: backends.expected: must be >= 0`}},
 
 	// Missing and malformed files.
 	{name: "empty file", whole: true, text: "# nothing\n", want: []string{

@@ -71,7 +71,6 @@ type Backends struct {
 	// it to estimate capacity. 0: unknown.
 	Expected          int
 	KeepaliveInterval time.Duration // told to back-ends when they register
-	DeadAfter         int           // missed keepalives before a back-end is dead
 	SpliceRetry       time.Duration // resend an unacknowledged Splice after this
 }
 
@@ -136,7 +135,6 @@ const (
 	DefaultHeadTimeout       = 10 * time.Second
 	DefaultMaxHead           = 8 << 10
 	DefaultKeepaliveInterval = time.Second
-	DefaultDeadAfter         = 3
 	DefaultSpliceRetry       = 250 * time.Millisecond
 	DefaultCycle             = 10 * time.Millisecond
 	DefaultTypicalService    = 20 * time.Millisecond

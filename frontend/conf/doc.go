@@ -47,7 +47,6 @@
 //	  concurrency_cap: 0         # >= 0; most requests at once on one back-end; 0: as it registers
 //	  expected: 0                # >= 0; back-ends normally present, for Check; 0: unknown
 //	  keepalive_interval: 1s     # > 0; told to back-ends when they register
-//	  dead_after: 3              # >= 1; missed keepalives before a back-end is dead
 //	  splice_retry: 250ms        # > 0; resend an unacknowledged Splice message after this
 //	scheduler:
 //	  cycle: 10ms                # > 0; how often credit is handed out
