@@ -1,0 +1,191 @@
+// Command qsplice-load is the lab's open-loop HTTP load generator: it
+// offers one request stream per customer to the front-end's VIP from the
+// lab's client namespace (ip netns exec qs-NAME-c1 qsplice-load ...) and
+// reports, per customer and in total, what was served, refused and how
+// long it took. The load model and the accounting are described in
+// package tools/loadgen; this command adds flags, a progress line, a
+// summary table and the JSON file experiments read.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qsplice/qsplice/tools/loadgen"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		// The first signal ends the run gracefully (results are still
+		// written); restoring the default lets a second one kill at once.
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qsplice-load:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	cfg      loadgen.Config
+	jsonPath string // "" none, "-" stdout
+	progress bool
+}
+
+// streamFlags collects repeated -stream flags.
+type streamFlags struct{ streams *[]loadgen.Stream }
+
+func (f streamFlags) String() string { return "" }
+
+func (f streamFlags) Set(s string) error {
+	st, err := loadgen.ParseStream(s)
+	if err != nil {
+		return err
+	}
+	*f.streams = append(*f.streams, st)
+	return nil
+}
+
+const usageHead = `Usage: qsplice-load -target URL -stream SPEC [-stream SPEC ...] [flags]
+
+Offers open-loop HTTP load to the VIP, one stream per customer (Host header).
+A closed-loop tool such as wrk sends a request only when an earlier one has
+finished, so a stalled server quietly lowers the load it is offered and the
+requests that would have arrived meanwhile are never timed, a flaw known as
+coordinated omission. This one is open-loop: each request leaves at an intended
+time fixed in advance (Poisson or constant gaps) whatever became of the others,
+and its latency runs from that intended time, so the waits a stall causes count.
+
+SPEC is comma-separated key=value pairs:
+  name=A         label in results (required)
+  rate=1000      intended requests/s (required)
+  host=a.example Host header (default: the target's host)
+  path=/data/1K  path and query, e.g. /data/1K?service=40ms (default /; no commas)
+  arrival=poisson|constant  (default poisson)
+
+Results count the requests whose intended time falls after the warm-up: offered,
+sent, not sent (in-flight bound reached), answers by status (2xx, 429, 503,
+other; Retry-After on 429/503), failures (timeout, connect refused, reset,
+other), 2xx/s, latency percentiles. A table goes to stdout (stderr with
+-json -); a progress line goes to stderr once a second.
+
+Flags:
+`
+
+func parseFlags(args []string, output io.Writer) (options, error) {
+	o := options{progress: true}
+	fs := flag.NewFlagSet("qsplice-load", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprint(output, usageHead)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.cfg.Target, "target", "", "base `URL` of the VIP, e.g. http://198.18.0.100:8080 (required)")
+	fs.Var(streamFlags{&o.cfg.Streams}, "stream", "one customer's stream, `SPEC` as above; repeat for more customers")
+	fs.DurationVar(&o.cfg.Duration, "duration", 30*time.Second, "measured `time`, after the warm-up")
+	fs.DurationVar(&o.cfg.Warmup, "warmup", 2*time.Second, "`time` of load sent first and left out of the results")
+	fs.DurationVar(&o.cfg.Timeout, "timeout", loadgen.DefaultTimeout, "per-request `time` limit, from when the request starts")
+	fs.IntVar(&o.cfg.MaxInFlight, "max-inflight", loadgen.DefaultMaxInFlight, "safety bound on outstanding requests; requests due beyond it are counted as not sent")
+	fs.IntVar(&o.cfg.ConnsPerStream, "conns-per-stream", 0, "keep-alive connection pool size per stream; 0 opens a new connection per request")
+	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the Poisson schedules (same seed, same intended times)")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to `FILE` (- for stdout)")
+	fs.BoolVar(&o.progress, "progress", true, "print a progress line on stderr once a second")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.cfg.Target == "":
+		return o, errors.New("-target is required")
+	case len(o.cfg.Streams) == 0:
+		return o, errors.New("at least one -stream is required")
+	case o.cfg.MaxInFlight <= 0:
+		return o, errors.New("-max-inflight must be positive")
+	case o.cfg.Timeout <= 0:
+		return o, errors.New("-timeout must be positive")
+	}
+	return o, nil
+}
+
+// run parses the flags, offers the load until the duration is over or ctx
+// ends, and writes the results.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	table := stdout
+	var jsonOut io.Writer
+	closeJSON := func() error { return nil }
+	switch o.jsonPath {
+	case "":
+	case "-":
+		jsonOut, table = stdout, stderr
+	default:
+		// Open the file before the run, so a bad path does not cost one.
+		f, err := os.Create(o.jsonPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close() // on early returns; the error that matters is below
+		jsonOut, closeJSON = f, f.Close
+	}
+	var progress io.Writer
+	if o.progress {
+		progress = stderr
+	}
+	res, err := loadgen.Run(ctx, o.cfg, progress)
+	if err != nil {
+		return err
+	}
+	writeTable(table, res)
+	if jsonOut != nil {
+		enc := json.NewEncoder(jsonOut)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	}
+	return closeJSON()
+}
+
+// writeTable prints one line per stream and the total.
+func writeTable(w io.Writer, res *loadgen.Result) {
+	if res.Interrupted {
+		fmt.Fprintf(w, "interrupted: %.1fs of %.1fs measured\n", res.MeasuredS, res.DurationS)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join([]string{"stream", "rate", "offered", "not-sent",
+		"2xx", "429", "503", "other", "timeout", "refused", "reset", "err", "ok/s",
+		"p50ms", "p90ms", "p99ms", "p99.9ms", "maxms", ""}, "\t"))
+	for _, r := range append(res.Streams, res.Total) {
+		l := r.Latency
+		fmt.Fprintf(tw, "%s\t%g\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
+			r.Name, r.Rate, r.Offered, r.NotSent,
+			r.Completed.OK, r.Completed.TooManyRequests, r.Completed.ServiceUnavailable, r.Completed.Other,
+			r.Errors.Timeout, r.Errors.ConnectRefused, r.Errors.Reset, r.Errors.Other,
+			r.ThroughputOK, l.P50Ms, l.P90Ms, l.P99Ms, l.P999Ms, l.MaxMs)
+	}
+	tw.Flush()
+	t := res.Total
+	fmt.Fprintf(w, "latency of 2xx answers from intended send time; send lag p99 %.2f ms, max %.2f ms\n",
+		t.SendLag.P99Ms, t.SendLag.MaxMs)
+}

@@ -1,0 +1,89 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Defaults used where a Config field is zero.
+const (
+	DefaultTimeout     = 2 * time.Second
+	DefaultMaxInFlight = 4000
+)
+
+// Config describes one run. Zero Timeout and MaxInFlight take the defaults
+// above; everything else must be set.
+type Config struct {
+	// Target is the base URL requests go to, e.g. http://198.18.0.100:8080.
+	// Each stream's Path is appended to it.
+	Target  string
+	Streams []Stream
+
+	// Warmup runs first and is sent but left out of the results; Duration
+	// is the measured window after it. A request belongs to the phase its
+	// intended send time falls in.
+	Warmup   time.Duration
+	Duration time.Duration
+
+	// Timeout bounds each request from the moment it is released: any wait
+	// for a pooled connection, the connect, the send and the whole answer,
+	// as a real client's timer would.
+	Timeout time.Duration
+
+	// MaxInFlight bounds the requests outstanding across all streams. A
+	// request due while the bound is reached is not sent and counts as
+	// not-sent; it keeps its place (intended time) in the offered load.
+	MaxInFlight int
+
+	// ConnsPerStream is the size of each stream's keep-alive connection
+	// pool; requests beyond it wait for a connection, and that wait counts
+	// in their latency. 0 opens a new connection per request.
+	ConnsPerStream int
+
+	// Seed makes the Poisson schedules reproducible.
+	Seed uint64
+}
+
+// withDefaults returns c with zero fields defaulted, or why it cannot run.
+func (c Config) withDefaults() (Config, error) {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	u, err := url.Parse(c.Target)
+	switch {
+	case err != nil:
+		return c, fmt.Errorf("target: %v", err)
+	case u.Scheme != "http" || u.Host == "":
+		return c, fmt.Errorf("target %q: want http://host[:port]", c.Target)
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
+		return c, fmt.Errorf("target %q: give the path in each stream, not in the target", c.Target)
+	case len(c.Streams) == 0:
+		return c, errors.New("no streams")
+	case c.Duration <= 0:
+		return c, errors.New("duration must be positive")
+	case c.Warmup < 0:
+		return c, errors.New("warmup must not be negative")
+	case c.Timeout < 0:
+		return c, errors.New("timeout must not be negative")
+	case c.MaxInFlight < 0:
+		return c, errors.New("max in-flight must not be negative")
+	case c.ConnsPerStream < 0:
+		return c, errors.New("connections per stream must not be negative")
+	}
+	names := map[string]bool{}
+	for _, st := range c.Streams {
+		if err := st.validate(); err != nil {
+			return c, fmt.Errorf("stream %q: %v", st.Name, err)
+		}
+		if names[st.Name] {
+			return c, fmt.Errorf("stream name %q used twice", st.Name)
+		}
+		names[st.Name] = true
+	}
+	return c, nil
+}

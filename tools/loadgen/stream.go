@@ -1,0 +1,95 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Stream is one customer's request stream: every request carries Host and
+// asks for Path, at Rate requests per second on average.
+type Stream struct {
+	Name    string  `json:"name"`           // label in results and progress
+	Host    string  `json:"host,omitempty"` // Host header; empty: the target's host
+	Path    string  `json:"path"`           // request path and query, e.g. /data/1K?service=40ms
+	Rate    float64 `json:"rate"`           // intended requests per second
+	Arrival Arrival `json:"arrival"`        // Poisson or Constant
+}
+
+// streamKeys are the keys ParseStream knows, in the order help shows them.
+var streamKeys = []string{"name", "host", "rate", "path", "arrival"}
+
+// maxRate bounds a stream's rate; far beyond what one process can send,
+// it only catches typos such as a missing decimal point.
+const maxRate = 1e6
+
+// ParseStream reads a stream from its flag form, comma-separated key=value
+// pairs: name (required), rate (required, requests/s), host, path (default
+// "/"), arrival (poisson, the default, or constant). Only the first '='
+// of a pair separates key from value, so a path may carry a query
+// ("path=/data/1K?service=40ms"), but it may not contain a comma.
+func ParseStream(s string) (Stream, error) {
+	st := Stream{Path: "/", Arrival: Poisson}
+	fail := func(format string, a ...any) (Stream, error) {
+		return Stream{}, fmt.Errorf("stream %q: %s", s, fmt.Sprintf(format, a...))
+	}
+	seen := map[string]bool{}
+	for _, pair := range strings.Split(s, ",") {
+		key, value, ok := strings.Cut(pair, "=")
+		key = strings.TrimSpace(key)
+		if !ok {
+			return fail("%q is not key=value (keys: %s)", pair, strings.Join(streamKeys, ", "))
+		}
+		if seen[key] {
+			return fail("key %q given twice", key)
+		}
+		seen[key] = true
+		switch key {
+		case "name":
+			st.Name = value
+		case "host":
+			st.Host = value
+		case "path":
+			st.Path = value
+		case "arrival":
+			st.Arrival = Arrival(value)
+		case "rate":
+			r, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return fail("key \"rate\": %q is not a number", value)
+			}
+			st.Rate = r
+		default:
+			return fail("unknown key %q (keys: %s)", key, strings.Join(streamKeys, ", "))
+		}
+	}
+	if !seen["rate"] {
+		return fail("key \"rate\" is missing")
+	}
+	if err := st.validate(); err != nil {
+		return fail("%v", err)
+	}
+	return st, nil
+}
+
+// validate checks a stream however it was made, naming the bad key.
+func (st Stream) validate() error {
+	switch {
+	case st.Name == "":
+		return errors.New("key \"name\" is missing or empty")
+	case strings.ContainsAny(st.Name, " \t\r\n"):
+		return fmt.Errorf("key \"name\": %q contains white space", st.Name)
+	case strings.ContainsAny(st.Host, " \t\r\n/"):
+		return fmt.Errorf("key \"host\": %q is not a host[:port]", st.Host)
+	case !strings.HasPrefix(st.Path, "/") || strings.ContainsAny(st.Path, " \t\r\n#"):
+		return fmt.Errorf("key \"path\": %q must start with / and contain no spaces or fragment", st.Path)
+	case math.IsNaN(st.Rate) || st.Rate <= 0 || st.Rate > maxRate:
+		return fmt.Errorf("key \"rate\": %v must be in (0, %g] requests/s", st.Rate, float64(maxRate))
+	}
+	if err := st.Arrival.valid(); err != nil {
+		return fmt.Errorf("key \"arrival\": %v", err)
+	}
+	return nil
+}
