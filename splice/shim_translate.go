@@ -71,6 +71,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	if flags&wire.TCPFlagRST != 0 {
 		ent.reset = true
 	}
+	// The server is done with a request once it has sent every byte its
+	// head announced: that frees its slot, whatever the client's pace.
+	done := n > 0 && ent.inService && ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt)
 
 	ip := p.IP
 	oldSrc, oldDst := ip.Src(), ip.Dst()
@@ -90,10 +93,10 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	s.stats.Translated++
 	s.stats.TranslatedBytes += uint64(n)
 	out.send(PortWire, p.Eth[:p.End])
-	s.arm(ent, now)
-	if ent.reset {
+	if done || ent.reset {
 		s.finishResponse(ent, out)
 	}
+	s.arm(ent, now)
 }
 
 // copyHeaderToFrontEnd sends the front-end the segment's headers only,
@@ -123,15 +126,11 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	t := p.TCP
 	flags := t.Flags()
 	ent.lastSeen = now
-	if ent.responding && flags&wire.TCPFlagACK != 0 {
-		switch {
-		case ent.respEndKnown && ent.respEnd.LessEq(t.Ack()):
-			// The client has every byte the response head announced.
-			s.finishResponse(ent, out)
-		case !ent.respEndKnown && !ent.drained && ent.srvNxt.LessEq(t.Ack()):
-			ent.drained = true
-			ent.drainedAt = now
-		}
+	if ent.responding && !ent.respEndKnown && !ent.drained && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
+		// No length in the head: the response is over once the client
+		// has it all and the server stays quiet (see ResponseQuiet).
+		ent.drained = true
+		ent.drainedAt = now
 	}
 	if n := len(t.Payload()); n > 0 && (!ent.reqSeen || ent.reqNxt.LessThan(t.Seq()+wire.Seq(n))) {
 		// New request bytes. A retransmission (the front-end resending

@@ -14,8 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,75 +24,49 @@ import (
 
 // Config says what to run.
 type Config struct {
-	BinDir      string
-	Backends    int
-	Duration    time.Duration // wrk run length
-	Connections int
-	ServiceTime time.Duration // test server's per-request service time
-	KeepLab     bool          // leave the lab up for inspection
-	Name        string
+	BinDir   string
+	Duration time.Duration // measured load time (30 s)
+	Offer    float64       // each customer offers this many times its reservation (2)
+	SlowC    bool          // C's requests take twice the typical service time
+	Scale    float64       // see GuaranteeConfig.Scale
+	KeepLab  bool          // leave the lab up for inspection
+	Name     string
 }
 
-// Run performs the demo, writing progress and results to w.
-func Run(ctx context.Context, cfg Config, w io.Writer) (err error) {
+// Run performs the demo: the published guaranteed-rates scenario, live,
+// with byte-exact downloads first, writing progress and tables to w.
+func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	if cfg.Name == "" {
 		var b [2]byte
 		rand.Read(b[:])
 		cfg.Name = "demo" + hex.EncodeToString(b[:])
 	}
-	lc := lab.DefaultConfig(cfg.Name)
-	lc.Backends = cfg.Backends
-	lc.BinDir = cfg.BinDir
-	lc.ServiceTime = cfg.ServiceTime
-	lc.Files = []int64{1 << 10, 1 << 20}
-	fmt.Fprintf(w, "== building lab %q: %d back-ends (nginx :80, qsplice-testserver :8080, shim), front-end, client\n", cfg.Name, cfg.Backends)
-	l, err := lab.Up(ctx, lc)
+	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale}
+	if cfg.SlowC {
+		g.Customers = append([]Customer(nil), Published...)
+		g.Customers[2].Service = 40 * time.Millisecond
+	}
+	downloads := func(l *lab.Lab) error {
+		fmt.Fprintf(w, "== byte-exact downloads through the VIP %s\n", lab.VIP)
+		for _, size := range []int64{1 << 10, 1 << 20, 16 << 20} {
+			id, ok, err := fetchAndCheck(ctx, l, fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size)), size)
+			if err != nil {
+				return err
+			}
+			verdict := "sha256 OK"
+			if !ok {
+				verdict = "sha256 MISMATCH"
+			}
+			fmt.Fprintf(w, "   %-6s from back-end %d: %s\n", content.FormatSize(size), id, verdict)
+		}
+		return nil
+	}
+	res, err := RunGuarantee(ctx, cfg.Name, cfg.BinDir, g, cfg.KeepLab, w, downloads)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cfg.KeepLab {
-			fmt.Fprintf(w, "== lab %q left up; remove it with: qsplice-lab down -name %s\n", cfg.Name, cfg.Name)
-			return
-		}
-		fmt.Fprintf(w, "== tearing the lab down\n")
-		if derr := l.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-
-	fmt.Fprintf(w, "== byte-exact downloads through the VIP %s\n", lab.VIP)
-	for _, size := range []int64{1 << 10, 1 << 20, 16 << 20} {
-		id, ok, err := fetchAndCheck(ctx, l, fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size)), size)
-		if err != nil {
-			return err
-		}
-		verdict := "sha256 OK"
-		if !ok {
-			verdict = "sha256 MISMATCH"
-		}
-		fmt.Fprintf(w, "   %-6s from back-end %d: %s\n", content.FormatSize(size), id, verdict)
-	}
-
-	url := fmt.Sprintf("http://%s:8080/data/16K", lab.VIP)
-	fmt.Fprintf(w, "== wrk: %d connections for %v against %s\n", cfg.Connections, cfg.Duration, url)
-	secs := fmt.Sprintf("%ds", int(cfg.Duration.Seconds()))
-	out, err := l.Command("c1", "wrk", "-t2", fmt.Sprintf("-c%d", cfg.Connections), "-d"+secs, "--timeout", "10s", "--latency", url).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("wrk: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if regexp.MustCompile(`Requests/sec|requests in|Latency|50%|99%|errors|Non-2xx`).MatchString(line) {
-			fmt.Fprintf(w, "   %s\n", strings.TrimSpace(line))
-		}
-	}
-	// Feedback follows each response by the shim's quiet period.
-	time.Sleep(200 * time.Millisecond)
-	st, err := status(ctx, l)
-	if err != nil {
-		return err
-	}
-	printTable(w, st)
+	PrintGuarantee(w, res)
+	printTable(w, res.Frontend)
 	return nil
 }
 
