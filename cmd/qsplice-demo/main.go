@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ func main() {
 	flag.Float64Var(&cfg.Offer, "offer", 2, "each customer offers this many times its reservation")
 	flag.BoolVar(&cfg.SlowC, "slow-c", false, "customer C's requests take 40 ms (twice the typical service time)")
 	flag.Float64Var(&cfg.Scale, "scale", 0.5, "multiply every rate and divide the service time by this (1 = the published figures; a 2-core host fits 0.5)")
+	feArgs := flag.String("frontend-args", "", "extra qsplice-frontend flags, space separated (e.g. \"-cpuprofile /tmp/fe.prof\")")
 	flag.BoolVar(&cfg.KeepLab, "keep", false, "leave the lab up afterwards")
 	flag.StringVar(&cfg.Name, "name", "", "lab name (default: demo + random suffix)")
 	flag.Usage = func() {
@@ -41,6 +43,7 @@ Flags:
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	cfg.FrontendArgs = strings.Fields(*feArgs)
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "qsplice-demo: needs root (network namespaces, AF_PACKET, TAP)")
 		os.Exit(2)

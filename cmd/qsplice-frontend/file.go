@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/qsplice/qsplice/frontend"
@@ -46,6 +47,7 @@ func runFromFile(path string, log *slog.Logger, fail func(string, ...any)) {
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		log.Error("front-end stopped", "err", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,7 @@ func main() {
 		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
 		logFormat = flag.String("log-format", "text", "text or json")
 	)
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until the front-end stops")
 	configFile := flag.String("config", "", "YAML configuration file (then no other configuration flags); SIGHUP reloads it")
 	flag.StringVar(&cfg.Link, "link", "", "network interface (afpacket) or TAP device name (tap)")
 	flag.StringVar(&cfg.LinkType, "link-type", "afpacket", "afpacket: bump on a kernel interface; tap: pure userspace host on a TAP device")
@@ -73,6 +75,14 @@ func main() {
 	fail := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "qsplice-frontend: "+format+"\n", a...)
 		os.Exit(2)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail("-cpuprofile: %v", err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	if *configFile != "" {
 		runFromFile(*configFile, log, fail)

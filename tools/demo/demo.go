@@ -24,13 +24,14 @@ import (
 
 // Config says what to run.
 type Config struct {
-	BinDir   string
-	Duration time.Duration // measured load time (30 s)
-	Offer    float64       // each customer offers this many times its reservation (2)
-	SlowC    bool          // C's requests take twice the typical service time
-	Scale    float64       // see GuaranteeConfig.Scale
-	KeepLab  bool          // leave the lab up for inspection
-	Name     string
+	BinDir       string
+	Duration     time.Duration // measured load time (30 s)
+	Offer        float64       // each customer offers this many times its reservation (2)
+	SlowC        bool          // C's requests take twice the typical service time
+	Scale        float64       // see GuaranteeConfig.Scale
+	FrontendArgs []string
+	KeepLab      bool // leave the lab up for inspection
+	Name         string
 }
 
 // Run performs the demo: the published guaranteed-rates scenario, live,
@@ -41,7 +42,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 		rand.Read(b[:])
 		cfg.Name = "demo" + hex.EncodeToString(b[:])
 	}
-	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale}
+	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs}
 	if cfg.SlowC {
 		g.Customers = append([]Customer(nil), Published...)
 		g.Customers[2].Service = 40 * time.Millisecond

@@ -48,6 +48,8 @@ type GuaranteeConfig struct {
 	// lab host cannot run 2300 new connections per second through five
 	// shims, a front-end and the load generator at once; 0.5 fits.
 	Scale float64
+	// FrontendArgs are extra qsplice-frontend flags (-cpuprofile, -log-level).
+	FrontendArgs []string
 }
 
 // GuaranteeResult is the per-customer outcome, one row per customer.
@@ -130,6 +132,7 @@ func RunGuarantee(ctx context.Context, name, binDir string, g GuaranteeConfig, k
 	lc.Nginx = false
 	lc.Files = nil
 	lc.FrontendConfig = filepath.Join(tmp, "frontend.yaml")
+	lc.FrontendArgs = g.FrontendArgs
 	var lcs []lab.Customer
 	for _, c := range g.Customers {
 		lcs = append(lcs, lab.Customer{Name: c.Name, Domains: []string{host(c)}, Reservation: c.Reservation, Weight: c.Weight})
