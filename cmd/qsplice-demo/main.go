@@ -25,8 +25,9 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "duration", 30*time.Second, "measured load time")
 	flag.Float64Var(&cfg.Offer, "offer", 2, "each customer offers this many times its reservation")
 	flag.BoolVar(&cfg.SlowC, "slow-c", false, "customer C's requests take 40 ms (twice the typical service time)")
-	flag.Float64Var(&cfg.Scale, "scale", 0.5, "multiply every rate and divide the service time by this (1 = the published figures; a 2-core host fits 0.5)")
+	flag.Float64Var(&cfg.Scale, "scale", 0.3, "multiply every rate and divide the service time by this (1 = the published figures; a 2-core host fits 0.3)")
 	feArgs := flag.String("frontend-args", "", "extra qsplice-frontend flags, space separated (e.g. \"-cpuprofile /tmp/fe.prof\")")
+	flag.StringVar(&cfg.Flood, "flood", "", "this customer (A, B, C or D) offers 10x its reservation")
 	flag.BoolVar(&cfg.KeepLab, "keep", false, "leave the lab up afterwards")
 	flag.StringVar(&cfg.Name, "name", "", "lab name (default: demo + random suffix)")
 	flag.Usage = func() {

@@ -30,7 +30,8 @@ type Config struct {
 	SlowC        bool          // C's requests take twice the typical service time
 	Scale        float64       // see GuaranteeConfig.Scale
 	FrontendArgs []string
-	KeepLab      bool // leave the lab up for inspection
+	Flood        string // a customer offering 10x its reservation
+	KeepLab      bool   // leave the lab up for inspection
 	Name         string
 }
 
@@ -42,7 +43,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 		rand.Read(b[:])
 		cfg.Name = "demo" + hex.EncodeToString(b[:])
 	}
-	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs}
+	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs, Flood: cfg.Flood}
 	if cfg.SlowC {
 		g.Customers = append([]Customer(nil), Published...)
 		g.Customers[2].Service = 40 * time.Millisecond
