@@ -223,6 +223,16 @@ func writeMetrics(w http.ResponseWriter, st *Status) {
 	for _, be := range st.Backends {
 		fmt.Fprintf(&b, "qsplice_backend_served_total{backend=\"%d\"} %d\n", be.ID, be.Served)
 	}
+	g("qsplice_backend_service_seconds_total", "Sum of the service times the back-end reported (divide by served for the mean).", "counter")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_service_seconds_total{backend=\"%d\"} %g\n", be.ID, be.MeanServiceMs*float64(be.Served)/1e3)
+	}
+	g("qsplice_backend_reported_concurrency", "Requests in service as the back-end's shim last reported.", "gauge")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_reported_concurrency{backend=\"%d\"} %d\n", be.ID, be.Reported)
+	}
+	g("qsplice_frontend_link_kernel_drops_total", "Frames the kernel dropped because the front-end's socket buffer was full.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_link_kernel_drops_total %d\n", st.KernelDrops)
 	g("qsplice_backend_response_bytes_total", "Response bytes the back-end reported sending straight to clients.", "counter")
 	for _, be := range st.Backends {
 		fmt.Fprintf(&b, "qsplice_backend_response_bytes_total{backend=\"%d\"} %d\n", be.ID, be.ResponseBytes)

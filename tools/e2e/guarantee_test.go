@@ -29,6 +29,12 @@ func TestGuaranteedRatesUnderFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, s := range res.Load.Streams {
+		if s.Name == "B" && (s.Completed.ServiceUnavailable == 0 || s.RetryAfter.ServiceUnavailable != s.Completed.ServiceUnavailable) {
+			t.Errorf("flooding B got %d 503 answers, %d with Retry-After; want some, all with it",
+				s.Completed.ServiceUnavailable, s.RetryAfter.ServiceUnavailable)
+		}
+	}
 	for _, r := range res.Rows {
 		t.Logf("%s: reservation %.0f/s, offered %.0f/s, served %.1f/s (%.1f%%), p99 %v",
 			r.Name, r.Reservation, r.Offered, r.Served, 100*r.Attainment, r.P99)
