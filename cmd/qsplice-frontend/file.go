@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"runtime/pprof"
-	"syscall"
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/frontend/conf"
@@ -39,17 +35,7 @@ func runFromFile(path string, log *slog.Logger, fail func(string, ...any)) {
 	if err != nil {
 		fail("%v", err)
 	}
-	d, err := frontend.New(cfg, log)
-	if err != nil {
-		fail("%v", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := d.Run(ctx); err != nil {
-		log.Error("front-end stopped", "err", err)
-		pprof.StopCPUProfile()
-		os.Exit(1)
-	}
+	serve(cfg, log, fail)
 }
 
 // validate checks configuration files: errors (with file, line and key)

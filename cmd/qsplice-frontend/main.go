@@ -116,6 +116,11 @@ func main() {
 			fail("-mac: %v", err)
 		}
 	}
+	serve(cfg, log, fail)
+}
+
+// serve runs the front-end until SIGINT or SIGTERM.
+func serve(cfg frontend.Config, log *slog.Logger, fail func(string, ...any)) {
 	d, err := frontend.New(cfg, log)
 	if err != nil {
 		fail("%v", err)
@@ -124,6 +129,7 @@ func main() {
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		log.Error("front-end stopped", "err", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
