@@ -18,7 +18,20 @@
 // timeout. Its documentation describes when credit is added, what a
 // request costs and the data structures that keep each decision
 // logarithmic in the number of busy customers rather than linear in the
-// number of customers. Package sched/sim runs any Policy with a
+// number of customers.
+//
+// LifoPri is the overload control for e-commerce sites, a policy a
+// listener can select instead of Credit. A Classifier maps each request's
+// URL path to a Class (DefaultClasses: four browsing and four transaction
+// classes, each with a utility and a queue capacity), and the front-end
+// passes the class name as the Request's Customer. Transaction queues are
+// served before browsing queues, the queue with the largest length x
+// utility first within each group, and browsing queues switch to LIFO
+// while the utilization that a UtilizationMeter measures (busy slot time
+// over slot capacity per interval) stays high, with hysteresis. Its
+// ModeEightFIFO and ModeSingleFIFO are the baselines it is compared with.
+//
+// Package sched/sim runs any Policy with a
 // Dispatcher in a deterministic simulated cluster.
 //
 // Everything here is pure: no goroutines, no locks, no clock reads. Time is
