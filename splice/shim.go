@@ -173,7 +173,7 @@ func (s *Shim) due(ent *spliceEntry) Time {
 	if ent.reset || (ent.cliFin && ent.srvFin) {
 		when = ent.lastSeen.Add(s.cfg.Linger)
 	}
-	if ent.inService && ent.drained {
+	if ent.inService && ent.responding && ent.drained {
 		when = min(when, ent.drainedAt.Add(s.cfg.ResponseQuiet))
 	}
 	return when
@@ -201,7 +201,7 @@ func (s *Shim) Tick(now Time, out *Output) {
 		if ent == nil || ent.deadline != d.when {
 			continue
 		}
-		if ent.inService && ent.drained && !now.Before(ent.drainedAt.Add(s.cfg.ResponseQuiet)) {
+		if ent.inService && ent.responding && ent.drained && !now.Before(ent.drainedAt.Add(s.cfg.ResponseQuiet)) {
 			s.finishResponse(ent, out)
 		}
 		if want := s.due(ent); want > now {

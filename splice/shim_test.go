@@ -420,3 +420,40 @@ func TestShimEndsAResponseWhereItsHeadSaid(t *testing.T) {
 		t.Errorf("Active() = %d", h.sh.Active())
 	}
 }
+
+// TestRetransmittedTailDoesNotSwallowTheNextRequest reproduces a slot
+// leak seen in the lab: the server retransmits the tail of a response
+// that was already reported; the client acknowledges it; much later a
+// keep-alive request arrives and, before its answer, a timer runs. The
+// next response must still be reported.
+func TestRetransmittedTailDoesNotSwallowTheNextRequest(t *testing.T) {
+	sc := newShimConn(t, ShimConfig{ResponseQuiet: 20 * time.Millisecond}, 0x1000, 0x2000, nil)
+	h, srv := sc.h, sc.srv
+	now := t0 + 100*ms
+	req := []byte("GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, req), now)
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n")
+	now += ms
+	h.input(PortHost, srv.reply(append(head, make([]byte, 1000)...)), now)
+	tail := srv.reply(make([]byte, 1000))
+	onlyEvent(t, h.input(PortHost, append([]byte(nil), tail...), now), EvResponseDone)
+	now += 40 * ms
+	h.input(PortHost, tail, now) // the server retransmits the tail
+	now += ms
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), now)
+	now += 1000 * ms
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, req), now)
+	if h.sh.Active() != 1 {
+		t.Fatalf("Active() = %d after the second request", h.sh.Active())
+	}
+	now += 5 * ms
+	if out := h.tick(now); len(out.Events) != 0 || h.sh.Active() != 1 {
+		t.Fatalf("a timer ended the second request before its answer: %+v, Active %d", out.Events, h.sh.Active())
+	}
+	now += 2 * ms
+	h.input(PortHost, srv.reply(append(head, make([]byte, 1000)...)), now)
+	onlyEvent(t, h.input(PortHost, srv.reply(make([]byte, 1000)), now), EvResponseDone)
+	if h.sh.Active() != 0 {
+		t.Errorf("Active() = %d", h.sh.Active())
+	}
+}

@@ -144,6 +144,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		}
 		if !ent.inService {
 			ent.inService = true
+			ent.drained = false // whatever drained before belongs to the last response
 			ent.reqStart = now
 			ent.headRequest = bytes.HasPrefix(t.Payload(), []byte("HEAD "))
 			s.active++
@@ -164,7 +165,10 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 // server, which is what the request cost the back-end.
 func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 	if !ent.inService {
+		// Reply bytes with no request in service: a retransmission of
+		// an answered request. Forget them, drained state included.
 		ent.responding = false
+		ent.drained = false
 		return
 	}
 	if ent.responding {
