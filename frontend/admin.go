@@ -25,15 +25,17 @@ type Status struct {
 	Customers []CustomerStatus `json:"customers"`
 	// hists are the customers' histograms, copied for /metrics.
 	hists         map[string][2]histogram
-	Refunds       uint64            `json:"refunds"`
-	Reloads       uint64            `json:"reloads"`
-	ReloadsFailed uint64            `json:"reloads_failed"`
-	Queue         int               `json:"queue"`
-	Engine        EngineStatus      `json:"engine"`
-	LinkStat      link.Stats        `json:"link_stats"`
-	Drops         map[string]uint64 `json:"drops"`
-	Uptime        float64           `json:"uptime_seconds"`
-	BadCtl        uint64            `json:"bad_control_messages"`
+	Refunds       uint64 `json:"refunds"`
+	Reloads       uint64 `json:"reloads"`
+	ReloadsFailed uint64 `json:"reloads_failed"`
+	Queue         int    `json:"queue"`
+	// Lifo is the class-based policies' state; nil without them.
+	Lifo     *LifoStatus       `json:"lifo,omitempty"`
+	Engine   EngineStatus      `json:"engine"`
+	LinkStat link.Stats        `json:"link_stats"`
+	Drops    map[string]uint64 `json:"drops"`
+	Uptime   float64           `json:"uptime_seconds"`
+	BadCtl   uint64            `json:"bad_control_messages"`
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
@@ -103,6 +105,9 @@ func (d *Daemon) status() Status {
 		}
 	}
 	st.Customers = d.customerStatus()
+	if d.lifo != nil {
+		st.Lifo = &LifoStatus{Utilization: d.lifo.last, LIFO: d.lifo.lifo(), SlotsIn: d.lifo.meter.InUse()}
+	}
 	st.hists = make(map[string][2]histogram, len(d.custs))
 	for name, cs := range d.custs {
 		st.hists[name] = [2]histogram{cs.wait, cs.response}
@@ -207,6 +212,16 @@ func writeMetrics(w http.ResponseWriter, st *Status) {
 	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")
 	fmt.Fprintf(&b, "qsplice_frontend_forwarded_bytes_total %d\n", st.Engine.ForwardedBytes)
 	writeCustomerMetrics(&b, st)
+	if st.Lifo != nil {
+		g("qsplice_lifo_utilization", "Cluster utilization over the last LIFO-Pri interval (busy slot time / slot time).", "gauge")
+		fmt.Fprintf(&b, "qsplice_lifo_utilization %g\n", st.Lifo.Utilization)
+		g("qsplice_lifo_browsing_lifo", "1 while lifo-pri serves browsing requests newest first.", "gauge")
+		lifo := 0
+		if st.Lifo.LIFO {
+			lifo = 1
+		}
+		fmt.Fprintf(&b, "qsplice_lifo_browsing_lifo %d\n", lifo)
+	}
 	g("qsplice_backend_alive", "1 while the back-end answers keepalives.", "gauge")
 	for _, be := range st.Backends {
 		alive := 0

@@ -35,11 +35,15 @@ type Config struct {
 	MaxHead     int
 	CookieSeed  string // derives the SYN-cookie secret; random when empty
 
-	// Listeners choose the scheduling policy per port ("credit" or
-	// "fifo"); a port without one uses FIFO.
+	// Listeners choose the scheduling policy per port ("credit", "fifo",
+	// "lifo-pri", "eight-fifo" or "single-fifo"); a port without one
+	// uses FIFO.
 	Listeners []Listener
 	// Credit configures the credit scheduler shared by credit listeners.
 	Credit sched.CreditConfig
+	// Lifo configures the class-based policies: their listeners classify
+	// requests by path into its classes.
+	Lifo LifoConfig
 	// Classify maps a Host header to a customer; nil sends everything to
 	// the default customer.
 	Classify func(host string) string

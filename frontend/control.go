@@ -258,7 +258,7 @@ func (d *Daemon) backendDead(bs *backendState, now time.Time) {
 	var aborted int
 	for flow, b := range d.dispatched {
 		if b == bs.id {
-			d.refundFlow(flow)
+			d.refundFlow(flow, t)
 			d.engine.Abort(flow, t, &d.out)
 			aborted++
 		}

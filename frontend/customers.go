@@ -131,6 +131,32 @@ func (d *Daemon) customerStatus() []CustomerStatus {
 			c.Balance, c.Queued, c.Charged = cst.Balance, cst.Queued, cst.Charged
 		}
 	}
+	// Class-based queues report per class; a class two such policies
+	// share (say lifo-pri and single-fifo listeners) adds up.
+	classAt := map[string]int{}
+	for _, q := range d.queues {
+		if q.lifo == nil {
+			continue
+		}
+		for _, cst := range q.lifo.Snapshot() {
+			i, ok := classAt[cst.Name]
+			if !ok {
+				if seen[cst.Name] {
+					continue // also a credit customer: keep the credit view
+				}
+				add(cst.Name)
+				i = len(out) - 1
+				classAt[cst.Name] = i
+			}
+			out[i].Queued += cst.Queued
+		}
+		// The head request that found no back-end yet still waits.
+		if w := q.waiting; w != nil {
+			if i, ok := classAt[w.Customer]; ok {
+				out[i].Queued++
+			}
+		}
+	}
 	names := make([]string, 0, len(d.custs))
 	for name := range d.custs {
 		if !seen[name] {

@@ -32,6 +32,7 @@ type Daemon struct {
 	queues     []*queueSet          // one per policy in use
 	byPort     map[uint16]*queueSet // listener port -> its policy's queue
 	credit     *sched.Credit        // the credit queue's policy, if any
+	lifo       *lifoControl         // shared by the class-based queues, if any
 	disp       *sched.Dispatcher
 	custs      map[string]*customerStats
 	backends   map[uint32]*backendState
@@ -61,7 +62,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
-	qs, err := buildQueues(&cfg)
+	qs, err := buildQueues(&cfg, time.Now().UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
@@ -126,7 +127,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	return &Daemon{
 		cfg: cfg, log: log, link: l, rawLink: raw, engine: eng,
-		queues: qs.list, byPort: qs.byPort, credit: qs.credit,
+		queues: qs.list, byPort: qs.byPort, credit: qs.credit, lifo: qs.lifo,
 		custs:      make(map[string]*customerStats),
 		disp:       sched.NewDispatcher(),
 		backends:   make(map[uint32]*backendState),
@@ -225,6 +226,7 @@ func (d *Daemon) timers(t time.Time) {
 	d.out.Reset()
 	d.expire(now)
 	d.flush(now)
+	d.lifoTimers(int64(now))
 	d.resendSplices(t)
 	d.checkBackends(t)
 }

@@ -35,7 +35,11 @@ func FromFile(f *conf.File) (Config, error) {
 		QueueCapacity:     f.Scheduler.QueueCapacity,
 		Classify:          f.Classify,
 		Credit:            CreditFromFile(f),
-		ConfigPath:        f.Name,
+		Lifo: LifoConfig{
+			Classes: f.Classes, Fallback: f.FallbackClass(), Upper: f.Lifo.Upper, Lower: f.Lifo.Lower,
+			Interval: f.Lifo.Interval, SingleCap: f.Lifo.SingleCapacity, QueueTimeout: f.Lifo.QueueTimeout,
+		},
+		ConfigPath: f.Name,
 	}
 	if f.Admin.IsValid() {
 		cfg.Admin = f.Admin.String()

@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"reflect"
 	"slices"
 	"time"
 
@@ -10,9 +11,10 @@ import (
 // reload re-reads the configuration file on SIGHUP. A file that does not
 // parse, or a scheduler configuration the scheduler refuses, leaves the
 // running configuration untouched. What can change live: customers,
-// their domains, reservations, caps and weights, the scheduler's
-// parameters and Retry-After. Link, addresses, ports and the control
-// socket need a restart; a change to them is reported and ignored.
+// their domains, reservations, caps and weights, the credit scheduler's
+// parameters and Retry-After. Link, addresses, ports, the control
+// socket, listener policies, URL classes and the lifo settings need a
+// restart; a change to them is reported and ignored.
 func (d *Daemon) reload() {
 	f, err := conf.Load(d.cfg.ConfigPath)
 	if err != nil {
@@ -36,6 +38,9 @@ func (d *Daemon) reload() {
 	if next.Link != d.cfg.Link || next.Handoff != d.cfg.Handoff || next.Control != d.cfg.Control ||
 		!slices.Equal(next.VIPs, d.cfg.VIPs) || !slices.Equal(next.Ports, d.cfg.Ports) {
 		d.log.Warn("reload: link, addresses, ports and control socket changes need a restart; kept the running ones")
+	}
+	if !reflect.DeepEqual(next.Lifo, d.cfg.Lifo) || !slices.Equal(next.Listeners, d.cfg.Listeners) {
+		d.log.Warn("reload: listener policies, classes and lifo settings need a restart; kept the running ones")
 	}
 	d.cfg.Credit = next.Credit
 	d.cfg.Classify = next.Classify

@@ -15,21 +15,51 @@ type queueSet struct {
 	name    string
 	policy  sched.Policy
 	waiting *sched.Request
+	// lifo is policy when it is a class-based one: its requests are
+	// classified by path, not by Host.
+	lifo *sched.LifoPri
+	// timeout, when > 0, also expires the head request in waiting,
+	// which the policy no longer holds.
+	timeout time.Duration
 }
 
 type queues struct {
 	list   []*queueSet
 	byPort map[uint16]*queueSet
 	credit *sched.Credit
+	lifo   *lifoControl // nil when no listener classifies by path
 }
 
 // buildQueues creates the policies the listeners ask for: one credit
 // scheduler shared by every credit listener (customers are global), one
-// FIFO for the rest.
-func buildQueues(cfg *Config) (queues, error) {
+// LifoPri per class-based policy in use (lifo-pri, eight-fifo,
+// single-fifo), sharing one classifier and utilization meter, and one FIFO
+// for the rest. now starts the meter's first interval.
+func buildQueues(cfg *Config, now int64) (queues, error) {
 	qs := queues{byPort: make(map[uint16]*queueSet)}
 	var credit, fifo *queueSet
+	byMode := map[sched.Mode]*queueSet{}
 	get := func(policy string) (*queueSet, error) {
+		if mode, ok := lifoPolicies[policy]; ok {
+			if q := byMode[mode]; q != nil {
+				return q, nil
+			}
+			if qs.lifo == nil {
+				lc, err := newLifoControl(cfg.Lifo, now)
+				if err != nil {
+					return nil, err
+				}
+				qs.lifo = lc
+			}
+			p, err := qs.lifo.newPolicy(cfg.Lifo, mode)
+			if err != nil {
+				return nil, err
+			}
+			q := &queueSet{name: policy, policy: p, lifo: p, timeout: cfg.Lifo.QueueTimeout}
+			byMode[mode] = q
+			qs.list = append(qs.list, q)
+			return q, nil
+		}
 		switch policy {
 		case "credit":
 			if credit == nil {
@@ -49,7 +79,7 @@ func buildQueues(cfg *Config) (queues, error) {
 			}
 			return fifo, nil
 		}
-		return nil, fmt.Errorf("listener policy %q is not credit or fifo", policy)
+		return nil, fmt.Errorf("listener policy %q is not credit, fifo, lifo-pri, eight-fifo or single-fifo", policy)
 	}
 	for _, l := range cfg.Listeners {
 		q, err := get(l.Policy)
@@ -103,10 +133,15 @@ func (d *Daemon) event(ev splice.Event, now splice.Time) {
 // when its queue refuses it.
 func (d *Daemon) request(ev splice.Event, now splice.Time) {
 	r := ev.Request
-	cust := d.customer(r.Host)
+	q := d.byPort[r.Port]
+	var cust string
+	if q.lifo != nil {
+		cust = d.lifo.class(r.Path) // LifoPri queues by class name
+	} else {
+		cust = d.customer(r.Host)
+	}
 	cs := d.stats(cust)
 	cs.offered++
-	q := d.byPort[r.Port]
 	req := sched.Request{ID: sched.RequestID(ev.Flow), Customer: cust, Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
 	err := q.policy.Enqueue(req, int64(now))
 	if err == nil {
@@ -147,15 +182,24 @@ func (d *Daemon) reject(flow splice.FlowID, followUp bool, cust, reason string, 
 
 // expire answers requests that waited past the queue timeout.
 func (d *Daemon) expire(now splice.Time) {
-	if d.credit == nil {
-		return
-	}
-	d.credit.Expire(int64(now), func(r sched.Request) {
+	timedOut := func(r sched.Request) {
 		flow := splice.FlowID(r.ID)
 		fu := d.followUp[flow]
 		delete(d.followUp, flow)
 		d.reject(flow, fu, r.Customer, "queue-timeout", 503, now)
-	})
+	}
+	if d.credit != nil {
+		d.credit.Expire(int64(now), timedOut)
+	}
+	for _, q := range d.queues {
+		if q.lifo != nil {
+			q.lifo.Expire(int64(now), timedOut)
+		}
+		if w := q.waiting; w != nil && q.timeout > 0 && now.Sub(splice.Time(w.Arrival)) > q.timeout {
+			q.waiting = nil
+			timedOut(*w)
+		}
+	}
 }
 
 // dispatch hands queued requests to back-ends while some have room,
@@ -273,6 +317,7 @@ func (d *Daemon) startServing(flow splice.FlowID, b uint32, r sched.Request, now
 	s.reqs = append(s.reqs, servingReq{customer: r.Customer, arrival: splice.Time(r.Arrival), dispatched: now})
 	d.inService[flow] = s
 	d.disp.Start(sched.BackendID(b))
+	d.slotStart(int64(now))
 	cs := d.stats(r.Customer)
 	cs.admitted++
 	cs.wait.observe(now.Sub(splice.Time(r.Arrival)))
@@ -292,7 +337,7 @@ func (d *Daemon) admit(flow splice.FlowID, b uint32, r sched.Request, now splice
 
 // refundFlow gives back the credit of every request in service on flow
 // and forgets them.
-func (d *Daemon) refundFlow(flow splice.FlowID) {
+func (d *Daemon) refundFlow(flow splice.FlowID, now splice.Time) {
 	s := d.inService[flow]
 	if acc, ok := d.accounting(); ok {
 		for _, r := range s.reqs {
@@ -302,6 +347,7 @@ func (d *Daemon) refundFlow(flow splice.FlowID) {
 	}
 	for range s.reqs {
 		d.disp.Done(sched.BackendID(s.backend))
+		d.slotDone(int64(now))
 	}
 	delete(d.inService, flow)
 }
@@ -336,6 +382,7 @@ func (d *Daemon) requestDone(flow splice.FlowID, all bool, service time.Duration
 	}
 	for i := 0; i < n; i++ {
 		d.disp.Done(sched.BackendID(s.backend))
+		d.slotDone(int64(now))
 	}
 	for len(d.parked[s.backend]) > 0 && d.hasRoom(s.backend) {
 		p := d.parked[s.backend][0]

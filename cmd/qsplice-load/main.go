@@ -45,6 +45,8 @@ func main() {
 // options are the command's flags.
 type options struct {
 	cfg      loadgen.Config
+	sessions *loadgen.SessionConfig // session mode; nil: streams
+	wsesslog string
 	jsonPath string // "" none, "-" stdout
 	progress bool
 }
@@ -64,6 +66,7 @@ func (f streamFlags) Set(s string) error {
 }
 
 const usageHead = `Usage: qsplice-load -target URL -stream SPEC [-stream SPEC ...] [flags]
+       qsplice-load -target URL -sessions SESSIONS [-wsesslog FILE] [flags]
 
 Offers open-loop HTTP load to the VIP, one stream per customer (Host header).
 A closed-loop tool such as wrk sends a request only when an earlier one has
@@ -86,6 +89,23 @@ other; Retry-After on 429/503), failures (timeout, connect refused, reset,
 other), 2xx/s, latency percentiles. A table goes to stdout (stderr with
 -json -); a progress line goes to stderr once a second.
 
+Session mode (-sessions) models shoppers instead of streams: sessions arrive as
+a Poisson process, each walks the shop's pages (/, /browse, /search, /details,
+/login, /shipping, /payment, /confirm) as the Markov model of tools/session
+says, thinks between pages, gives up on a page after its patience (closing the
+connection), then retries or leaves. With -wsesslog FILE it replays httperf
+--wsesslog sessions instead, in turn, with the same patience and retries.
+SESSIONS is comma-separated key=value pairs:
+  rate=5         new sessions per second (required)
+  think=7s       mean think time (exponential; the default for log lines without think=)
+  timeout=8s     mean patience per request (exponential)
+  retries=2      retries of a failed page before leaving
+  abandon=0.5    probability of leaving at once after a failed page
+  count=0        start at most this many sessions, then end when they are over
+Results cover sessions arriving after the warm-up: per page class requested,
+completed (2xx in time), timed out, refused (503), other, errors; per session
+completed, abandoned, unfinished (cut by the end of the run), not started.
+
 Flags:
 `
 
@@ -107,12 +127,20 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the Poisson schedules (same seed, same intended times)")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to `FILE` (- for stdout)")
 	fs.BoolVar(&o.progress, "progress", true, "print a progress line on stderr once a second")
+	sessions := fs.String("sessions", "", "session mode: `SESSIONS` as above")
+	fs.StringVar(&o.wsesslog, "wsesslog", "", "session mode: replay the httperf --wsesslog `FILE` (needs -sessions for the rate)")
+	host := fs.String("host", "", "session mode: Host header (default: the target's host)")
+	maxSessions := fs.Int("max-sessions", loadgen.DefaultMaxSessions, "session mode: most sessions alive at once; arrivals beyond are not started")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	switch {
-	case fs.NArg() > 0:
+	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *sessions != "" || o.wsesslog != "" {
+		return o, o.sessionMode(*sessions, *host, *maxSessions)
+	}
+	switch {
 	case o.cfg.Target == "":
 		return o, errors.New("-target is required")
 	case len(o.cfg.Streams) == 0:
@@ -152,13 +180,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.progress {
 		progress = stderr
 	}
+	if o.sessions != nil {
+		res, err := loadgen.RunSessions(ctx, *o.sessions)
+		if err != nil {
+			return err
+		}
+		writeSessionTable(table, res)
+		return writeJSON(jsonOut, res, closeJSON)
+	}
 	res, err := loadgen.Run(ctx, o.cfg, progress)
 	if err != nil {
 		return err
 	}
 	writeTable(table, res)
-	if jsonOut != nil {
-		enc := json.NewEncoder(jsonOut)
+	return writeJSON(jsonOut, res, closeJSON)
+}
+
+// writeJSON encodes res to w, if any, and closes the file.
+func writeJSON(w io.Writer, res any, closeJSON func() error) error {
+	if w != nil {
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return err

@@ -11,7 +11,7 @@ var badFiles = []struct {
 }{
 	// Unknown keys, at every level.
 	{name: "unknown top-level key", text: "lisetners: []\n", want: []string{
-		`front.yaml:5: unknown key "lisetners" (known: link, handoff, admin, control, capture, tcp, backends, scheduler, listeners, customers)`}},
+		`front.yaml:5: unknown key "lisetners" (known: link, handoff, admin, control, capture, tcp, backends, scheduler, listeners, customers, classes, lifo)`}},
 	{name: "unknown link key", whole: true, text: "link: {interface: eth0, mtu: 1500}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners: [{vip: 198.18.0.100, port: 80}]\n", want: []string{
 		`front.yaml:1: link: unknown key "mtu" (known: interface, type, mac)`}},
@@ -123,7 +123,7 @@ var badFiles = []struct {
 	// Listeners.
 	{name: "unknown policy", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners:\n  - {vip: 198.18.0.100, port: 80, policy: lifo}\n", want: []string{
-		`front.yaml:5: listeners[0].policy: "lifo" is not a policy (known: credit, fifo)`}},
+		`front.yaml:5: listeners[0].policy: "lifo" is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo)`}},
 	{name: "no listeners and a duplicate", whole: true, text: "link: {interface: eth0, type: raw}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners:\n  - {vip: 198.18.0.100, port: 80}\n" +
 		"  - {vip: 198.18.0.100, port: 8080}\n  - {vip: 198.18.0.100, port: 80, policy: fifo}\n  - {vip: 198.18.0.100}\n", want: []string{
@@ -133,6 +133,31 @@ var badFiles = []struct {
 	{name: "empty listeners", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners: []\n", want: []string{
 		`front.yaml:4: listeners: at least one listener is required`}},
+
+	// URL classes and the lifo section.
+	{name: "unknown class and lifo keys", text: "classes: [{name: a, kind: browsing, utility: 1, pattern: [/]}]\nlifo: {uper: 1}\n", want: []string{
+		`front.yaml:5: classes[0]: unknown key "pattern" (known: name, kind, utility, queue_capacity, patterns)`,
+		`front.yaml:6: lifo: unknown key "uper" (known: upper, lower, interval, single_capacity, queue_timeout)`}},
+	{name: "bad classes", text: "classes:\n  - {name: main, kind: browsing, utility: 27, patterns: [/, \"/a*\"]}\n" +
+		"  - {name: main, kind: shopping, utility: 0, queue_capacity: -1}\n  - {kind: transaction}\n" +
+		"  - name: x\n    kind: transaction\n    utility: 5\n    patterns: [login, \"/a*\", \"/b*c\", \"/d?x=1\"]\n", want: []string{
+		`front.yaml:7: classes[1].name: "main" is already the name of classes[0]`,
+		`front.yaml:7: classes[1].kind: "shopping" is not a kind (known: browsing, transaction)`,
+		`front.yaml:7: classes[1].utility: must be > 0`,
+		`front.yaml:7: classes[1].queue_capacity: must be >= 0`,
+		`front.yaml:8: classes[2].name: required`,
+		`front.yaml:8: classes[2].utility: required`,
+		`front.yaml:12: classes[3].patterns[0]: "login" must start with "/"`,
+		`front.yaml:12: classes[3].patterns[1]: "/a*" is already listed at classes[0].patterns[1]`,
+		`front.yaml:12: classes[3].patterns[2]: "/b*c" "*" is only allowed at the end`,
+		`front.yaml:12: classes[3].patterns[3]: "/d?x=1" the query string is ignored, patterns cannot contain "?"`}},
+	{name: "empty classes", text: "classes: []\n", want: []string{
+		`front.yaml:5: classes: at least one class is required (leave the section out for the default eight)`}},
+	{name: "bad lifo values", text: "lifo:\n  upper: 0.8\n  lower: 0.9\n  interval: 0s\n  single_capacity: 0\n  queue_timeout: -1s\n", want: []string{
+		`front.yaml:7: lifo.lower: 0.9 is above upper 0.8`,
+		`front.yaml:8: lifo.interval: must be > 0`,
+		`front.yaml:9: lifo.single_capacity: must be >= 1`,
+		`front.yaml:10: lifo.queue_timeout: must be >= 0`}},
 
 	// Durations and sizes out of range.
 	{name: "negative durations", text: "tcp: {head_timeout: -1s}\nscheduler:\n  debt_limit: 0s\n  retry_after: 1500ms\n  balance_limit: -1ms\n", want: []string{

@@ -14,6 +14,7 @@ func (f *File) Check() []Warning {
 	}
 	warn := func(path, format string, args ...any) { warnAt(f.line(path), path, format, args...) }
 	f.checkCapacity(warn)
+	f.checkLifo(warn)
 	listed := 0
 	for i, c := range f.Customers {
 		if c.Implicit {
@@ -42,8 +43,8 @@ func (f *File) Check() []Warning {
 	}
 	if limited := f.anyLimits(); limited != "" {
 		for i, l := range f.Listeners {
-			if l.Policy == PolicyFIFO {
-				warn(index("listeners", i)+".policy", "policy fifo on %s:%d ignores %s", l.VIP, l.Port, limited)
+			if l.Policy != PolicyCredit {
+				warn(index("listeners", i)+".policy", "policy %s on %s:%d ignores %s", l.Policy, l.VIP, l.Port, limited)
 			}
 		}
 	}

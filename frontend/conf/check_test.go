@@ -53,6 +53,19 @@ func TestCheck(t *testing.T) {
 			"customers: [{name: A, domains: [a.example], cap: 1}, {name: default}]\n",
 		want: []string{header + `5: listeners[0].policy: policy fifo on 198.18.0.100:8080 ignores the customers' reservations and caps`},
 	}, {
+		name:  "lifo-pri listener with caps",
+		whole: true,
+		text: "listeners:\n  - {vip: 198.18.0.100, port: 80, policy: lifo-pri}\n" +
+			"customers: [{name: A, domains: [a.example], cap: 1}, {name: default}]\n",
+		want: []string{header + `5: listeners[0].policy: policy lifo-pri on 198.18.0.100:80 ignores the customers' reservations and caps`},
+	}, {
+		name: "classes without a lifo listener",
+		text: "classes: [{name: a, kind: browsing, utility: 1}]\nlifo: {upper: 1}\n",
+		want: []string{
+			header + `5: classes: no listener has policy lifo-pri, eight-fifo or single-fifo, so classes is not used`,
+			header + `6: lifo: no listener has policy lifo-pri, eight-fifo or single-fifo, so lifo is not used`,
+		},
+	}, {
 		name: "queue timeout below service time",
 		text: "scheduler: {queue_timeout: 10ms}\n",
 		want: []string{header + `5: scheduler.queue_timeout: 10ms is shorter than typical_service_time 20ms: queued requests will mostly time out`},

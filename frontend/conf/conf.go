@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -24,6 +25,11 @@ type File struct {
 	Scheduler Scheduler
 	Listeners []Listener
 	Customers []Customer // in file order; an implicit default customer last
+	// Classes are the URL classes of lifo-pri, eight-fifo and
+	// single-fifo listeners, in file order; sched.DefaultClasses() when
+	// the file has none. Zero queue capacities are already resolved.
+	Classes []sched.Class
+	Lifo    Lifo
 
 	lines    map[string]int // key path -> line, for Check's warnings
 	exact    map[string]string

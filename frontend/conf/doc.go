@@ -63,6 +63,7 @@
 //	  - vip: 198.18.0.100        # required; unicast IPv4
 //	    port: 80                 # required; 1..65535
 //	    policy: credit           # credit (reservations, caps, weights) | fifo (one queue)
+//	                             # | lifo-pri | eight-fifo | single-fifo (URL classes below)
 //	customers:                   # may be empty: everything goes to the default customer
 //	  - name: A                  # required, unique; letters, digits, '-', '_', '.'
 //	    domains: [a.example, "*.a.example"]  # none by default
@@ -70,6 +71,22 @@
 //	    cap: 0                   # >= 0 and >= reservation; most req/s served; 0: no cap
 //	    weight: 1                # > 0; share of spare capacity
 //	    queue_capacity: 0        # >= 0; 0: scheduler.queue_capacity
+//	classes:                     # default: sched.DefaultClasses(), the eight of the LIFO-Pri experiment
+//	  - name: main               # required, unique; letters, digits, '-', '_', '.'
+//	    kind: browsing           # required; browsing | transaction
+//	    utility: 27              # required, > 0; worth of serving one request
+//	    queue_capacity: 0        # >= 0; 0: 50 for browsing, 25 for transaction
+//	    patterns: [/, "/main*"]  # "/x" exact, "/x*" prefix; the query string is ignored
+//	lifo:
+//	  upper: 0.95                # browsing queues turn LIFO above this utilization
+//	  lower: 0.85                # <= upper; and FIFO again below this one
+//	  interval: 1s               # > 0; utilization measurement period
+//	  single_capacity: 100       # >= 1; queue length of single-fifo listeners
+//	  queue_timeout: 0s          # >= 0; 503 to requests queued longer; 0: no limit
+//
+// Listeners with policy lifo-pri, eight-fifo or single-fifo classify each
+// request by its path into classes (first exact pattern, else longest
+// prefix, else the first class listed) instead of by Host into customers.
 //
 // testdata/example.yaml is a complete commented example.
 //
@@ -104,7 +121,8 @@
 // concurrency_cap / typical_service_time, e.g. 5 x 5 / 20ms = 1250 req/s)
 // or reservations with that estimate impossible, a customer without
 // domains, one with neither reservation nor cap, an implicit default
-// customer, a fifo listener
-// while customers have reservations or caps, and a queue timeout shorter
+// customer, a listener other than credit
+// while customers have reservations or caps, classes or lifo sections no
+// listener uses, and a queue timeout shorter
 // than the typical service time.
 package conf

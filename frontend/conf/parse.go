@@ -17,7 +17,7 @@ import (
 // The keys each mapping accepts, in the order the documentation lists
 // them; unknown-key errors print them in this order.
 var (
-	topKeys       = []string{"link", "handoff", "admin", "control", "capture", "tcp", "backends", "scheduler", "listeners", "customers"}
+	topKeys       = []string{"link", "handoff", "admin", "control", "capture", "tcp", "backends", "scheduler", "listeners", "customers", "classes", "lifo"}
 	linkKeys      = []string{"interface", "type", "mac"}
 	controlKeys   = []string{"listen", "key_file"}
 	tcpKeys       = []string{"linger", "idle_timeout", "head_timeout", "max_head", "cookie_seed"}
@@ -81,6 +81,8 @@ func Parse(name string, data []byte) (*File, error) {
 	d.listeners(f, d.require(top, "", "listeners", line))
 	d.customers(f, top["customers"])
 	d.defaultCustomer(f)
+	d.classes(f, top["classes"])
+	d.lifo(f, top["lifo"])
 	if errs := d.sortedErrors(); len(errs) > 0 {
 		joined := make([]error, len(errs))
 		for i, e := range errs {
@@ -293,10 +295,10 @@ func (d *decoder) listeners(f *File, n *yaml.Node) {
 		l.Policy = DefaultPolicy
 		if p := m["policy"]; !absent(p) {
 			switch s := d.str(p, path+".policy", ""); Policy(s) {
-			case PolicyCredit, PolicyFIFO:
+			case PolicyCredit, PolicyFIFO, PolicyLifoPri, PolicyEightFIFO, PolicySingleFIFO:
 				l.Policy = Policy(s)
 			default:
-				d.errorf(p.Line, path+".policy", "%q is not a policy (known: credit, fifo)", s)
+				d.errorf(p.Line, path+".policy", "%q is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo)", s)
 			}
 		}
 		f.Listeners = append(f.Listeners, l)

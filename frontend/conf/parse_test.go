@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -55,6 +56,8 @@ func TestExampleParses(t *testing.T) {
 			{Name: "D", Domains: []string{"d.example"}, Reservation: 150, Weight: 1, QueueCapacity: 200},
 			{Name: "other", Weight: 1, QueueCapacity: 1000},
 		},
+		Classes: sched.DefaultClasses(),
+		Lifo:    defaultLifo,
 	}
 	assertFile(t, f, want)
 }
@@ -89,6 +92,8 @@ func TestDefaults(t *testing.T) {
 			DefaultCustomer: DefaultCustomerName},
 		Listeners: []Listener{{netip.MustParseAddr("198.18.0.100"), 80, DefaultPolicy}},
 		Customers: []Customer{{Name: DefaultCustomerName, Weight: 1, QueueCapacity: DefaultQueueCapacity, Implicit: true}},
+		Classes:   sched.DefaultClasses(),
+		Lifo:      defaultLifo,
 	}
 	assertFile(t, f, want)
 	if ws := f.Check(); len(ws) != 0 {
@@ -181,5 +186,48 @@ func assertErrors(t *testing.T, err error, want []string) {
 	got := strings.Split(err.Error(), "\n")
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("errors:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+var defaultLifo = Lifo{Upper: DefaultLifoUpper, Lower: DefaultLifoLower, Interval: DefaultLifoInterval,
+	SingleCapacity: DefaultLifoSingleCapacity}
+
+func TestClassesAndLifo(t *testing.T) {
+	text := strings.Replace(minimal, minimalListeners, "listeners:\n"+
+		"  - {vip: 198.18.0.100, port: 80, policy: lifo-pri}\n"+
+		"  - {vip: 198.18.0.100, port: 81, policy: eight-fifo}\n"+
+		"  - {vip: 198.18.0.100, port: 82, policy: single-fifo}\n", 1)
+	f, err := Parse("front.yaml", []byte(text+`classes:
+  - {name: home, kind: browsing, utility: 1, patterns: ["/"]}
+  - {name: buy, kind: transaction, utility: 100, queue_capacity: 3, patterns: ["/buy*", /pay]}
+lifo: {upper: 0.9, lower: 0.5, interval: 250ms, single_capacity: 7, queue_timeout: 3s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Policy{PolicyLifoPri, PolicyEightFIFO, PolicySingleFIFO} {
+		if got := f.Listeners[i].Policy; got != want || !got.UsesClasses() {
+			t.Errorf("listeners[%d].policy = %q, want %q using classes", i, got, want)
+		}
+	}
+	wantClasses := []sched.Class{
+		{Name: "home", Kind: sched.Browsing, Utility: 1, QueueCap: sched.DefaultBrowsingCap, Patterns: []string{"/"}},
+		{Name: "buy", Kind: sched.Transaction, Utility: 100, QueueCap: 3, Patterns: []string{"/buy*", "/pay"}},
+	}
+	if !reflect.DeepEqual(f.Classes, wantClasses) {
+		t.Errorf("classes = %+v\nwant %+v", f.Classes, wantClasses)
+	}
+	if want := (Lifo{Upper: 0.9, Lower: 0.5, Interval: 250 * time.Millisecond, SingleCapacity: 7, QueueTimeout: 3 * time.Second}); f.Lifo != want {
+		t.Errorf("lifo = %+v, want %+v", f.Lifo, want)
+	}
+	if f.FallbackClass() != "home" {
+		t.Errorf("fallback class %q, want the first one", f.FallbackClass())
+	}
+	// What Parse accepts, the scheduler accepts too.
+	if _, err := sched.NewClassifier(f.Classes, f.FallbackClass()); err != nil {
+		t.Errorf("sched refuses the parsed classes: %v", err)
+	}
+	if ws := f.Check(); len(ws) != 0 {
+		t.Errorf("warnings: %v", ws)
 	}
 }

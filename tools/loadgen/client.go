@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -202,6 +203,39 @@ func (c *client) doPooled(cn *conn, deadline time.Time) (o outcome, retry bool) 
 		cn.Close()
 	}
 	return o.answered(resp), false
+}
+
+// newPageClient returns a client for one request of a session: its own
+// connection, closed after the answer or when deadline passes. method ""
+// is GET; a body is sent with its Content-Length.
+func newPageClient(target, host, method, path, body string) *client {
+	u, _ := url.Parse(target) // validated by the caller's configuration
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	if host == "" {
+		host = u.Host
+	}
+	if method == "" {
+		method = "GET"
+	}
+	req := method + " " + path + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: qsplice-load\r\nConnection: close\r\n"
+	if body != "" {
+		req += "Content-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	}
+	return &client{addr: addr, request: []byte(req + "\r\n" + body)}
+}
+
+// doUntil sends the client's request on a connection of its own and waits
+// for the answer until deadline; a request not answered by then is given
+// up and its connection closed.
+func (c *client) doUntil(deadline time.Time) outcome {
+	o := c.doOnce(deadline)
+	if o.doneAt.IsZero() {
+		o.doneAt = time.Now()
+	}
+	return o
 }
 
 // doOnce runs one request on a connection of its own.

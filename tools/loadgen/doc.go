@@ -29,4 +29,13 @@
 // request when that is 0. It was measured to use a third to a half of the
 // CPU of net/http's Transport per request (see response.go), and the
 // generator shares its two cores with the system under test.
+//
+// Sessions. RunSessions is the LIFO-Pri experiment's client (design.md
+// section 6): sessions arrive as a Poisson process, each walks the shop
+// as package tools/session's Markov model says (or replays an httperf
+// --wsesslog session), waits for each page at most its patience, closing
+// the connection when that runs out, and retries or leaves as the model
+// decides; a 503 or an error is a failed page too. Results count, per
+// page class, the requests of the sessions that arrived after the
+// warm-up, and per session how it ended.
 package loadgen
