@@ -30,6 +30,12 @@ func creditLab(t *testing.T, backends int, customers []lab.Customer, schedulerEx
 // service time.
 func creditLabWith(t *testing.T, backends, capacity int, service time.Duration, customers []lab.Customer, schedulerExtra ...string) *lab.Lab {
 	t.Helper()
+	return policyLab(t, "credit", backends, capacity, service, customers, schedulerExtra...)
+}
+
+// policyLab builds a lab whose listeners all use policy.
+func policyLab(t *testing.T, policy string, backends, capacity int, service time.Duration, customers []lab.Customer, schedulerExtra ...string) *lab.Lab {
+	t.Helper()
 	base := needLab(t)
 	var suffix [3]byte
 	rand.Read(suffix[:])
@@ -43,7 +49,7 @@ func creditLabWith(t *testing.T, backends, capacity int, service time.Duration, 
 	cfg.Files = nil
 	cfg.BackendArgs = []string{"-linger", "1s"}
 	cfg.FrontendConfig = filepath.Join(t.TempDir(), "frontend.yaml")
-	y := lab.FrontendYAML(cfg.StateDir, backends, cfg.Capacity, customers, schedulerExtra...)
+	y := lab.FrontendYAMLPolicy(cfg.StateDir, backends, cfg.Capacity, policy, customers, schedulerExtra...)
 	if err := os.WriteFile(cfg.FrontendConfig, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,12 @@ type Customer struct {
 // lines (already indented by two spaces) are appended to the scheduler
 // section.
 func FrontendYAML(stateDir string, backends, capacity int, customers []Customer, schedulerExtra ...string) string {
+	return FrontendYAMLPolicy(stateDir, backends, capacity, "credit", customers, schedulerExtra...)
+}
+
+// FrontendYAMLPolicy is FrontendYAML with every listener on the given
+// policy (credit, fifo, lifo-pri, eight-fifo, single-fifo).
+func FrontendYAMLPolicy(stateDir string, backends, capacity int, policy string, customers []Customer, schedulerExtra ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "link: {interface: %s, type: afpacket}\n", hostDev)
 	fmt.Fprintf(&b, "handoff: %s\n", HandoffAddr)
@@ -34,9 +40,11 @@ func FrontendYAML(stateDir string, backends, capacity int, customers []Customer,
 	}
 	b.WriteString("listeners:\n")
 	for _, port := range strings.Split(webPorts, ",") {
-		fmt.Fprintf(&b, "  - {vip: %s, port: %s, policy: credit}\n", VIP, port)
+		fmt.Fprintf(&b, "  - {vip: %s, port: %s, policy: %s}\n", VIP, port, policy)
 	}
-	b.WriteString("customers:\n")
+	if len(customers) > 0 {
+		b.WriteString("customers:\n")
+	}
 	for _, c := range customers {
 		quoted := make([]string, len(c.Domains))
 		for i, d := range c.Domains {
