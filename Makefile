@@ -56,3 +56,9 @@ lab-down:
 
 clean:
 	rm -rf $(BIN)
+
+# The simulated LIFO-Pri e-commerce experiment (tools/experiment): CSV,
+# JSON and PNG plots in out/experiment, and the load-1.4 table on stdout.
+.PHONY: experiment
+experiment:
+	$(GO) run ./cmd/qsplice-experiment -out out/experiment
