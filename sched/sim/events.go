@@ -9,12 +9,10 @@ const (
 	completion                  // a back-end finishes a request
 )
 
-// event is something that happens at a virtual instant. Events at the
-// same instant happen in the order they were scheduled (seq), so a run
-// never depends on heap internals.
+// event is something that happens at a virtual instant; events at the
+// same instant happen in the order they were scheduled (see sim.Queue).
 type event struct {
 	at       int64 // ns of virtual time
-	seq      uint64
 	kind     eventKind
 	customer int32           // arrival: whose request arrives
 	backend  sched.BackendID // completion: who served it
@@ -22,53 +20,9 @@ type event struct {
 	service  int64           // completion: how long it took, ns
 }
 
-// eventQueue is a binary min-heap of events by (at, seq).
-type eventQueue struct {
-	events []event
-	seq    uint64
-}
+// eventQueue is the run's event list, ordered by (at, scheduling order).
+type eventQueue struct{ q Queue[event] }
 
-func (q *eventQueue) len() int { return len(q.events) }
-
-func (q *eventQueue) push(e event) {
-	q.seq++
-	e.seq = q.seq
-	q.events = append(q.events, e)
-	for i := len(q.events) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !q.less(i, parent) {
-			break
-		}
-		q.events[i], q.events[parent] = q.events[parent], q.events[i]
-		i = parent
-	}
-}
-
-// pop removes the earliest event; the queue must not be empty.
-func (q *eventQueue) pop() event {
-	first := q.events[0]
-	last := len(q.events) - 1
-	q.events[0] = q.events[last]
-	q.events[last] = event{}
-	q.events = q.events[:last]
-	for i := 0; ; {
-		smallest := i
-		if l := 2*i + 1; l < last && q.less(l, smallest) {
-			smallest = l
-		}
-		if r := 2*i + 2; r < last && q.less(r, smallest) {
-			smallest = r
-		}
-		if smallest == i {
-			break
-		}
-		q.events[i], q.events[smallest] = q.events[smallest], q.events[i]
-		i = smallest
-	}
-	return first
-}
-
-func (q *eventQueue) less(i, j int) bool {
-	a, b := &q.events[i], &q.events[j]
-	return a.at < b.at || a.at == b.at && a.seq < b.seq
-}
+func (q *eventQueue) len() int     { return q.q.Len() }
+func (q *eventQueue) push(e event) { q.q.Push(e.at, e) }
+func (q *eventQueue) pop() event   { _, e := q.q.Pop(); return e }

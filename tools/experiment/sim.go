@@ -85,7 +85,7 @@ func Run(cfg Config) (Result, error) {
 // loop handles events until every counted session is over.
 func (s *simulator) loop() {
 	gap := 1 / s.cfg.SessionRate() // mean seconds between sessions
-	for len(s.events.events) > 0 {
+	for s.events.len() > 0 {
 		e := s.events.pop()
 		s.now = e.at
 		if s.now >= s.end && s.active == 0 {
