@@ -217,8 +217,10 @@ func TestServiceJitter(t *testing.T) {
 // The default Wait really waits, and stops waiting when the client leaves.
 func TestRealWait(t *testing.T) {
 	finished := make(chan struct{}, 1)
+	started := make(chan struct{}, 1)
 	h := NewHandler(Config{ID: 1})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
 		h.ServeHTTP(w, r)
 		finished <- struct{}{}
 	}))
@@ -229,13 +231,24 @@ func TestRealWait(t *testing.T) {
 	if took := time.Since(begin); took < 30*time.Millisecond {
 		t.Fatalf("answered in %v, before the 30ms service time", took)
 	}
+	<-started
 	<-finished
 
+	// The client leaves once the handler is waiting (not before the
+	// server has read the request: then no handler runs at all).
 	ctx, cancel := context.WithCancel(context.Background())
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { cancel() }}
-	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), "GET", srv.URL+"/data/1K?service=1h", nil)
-	if resp, err := srv.Client().Do(req); err == nil {
-		resp.Body.Close()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/data/1K?service=1h", nil)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; err == nil {
 		t.Fatal("request survived its cancellation")
 	}
 	select {
