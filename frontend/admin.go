@@ -52,6 +52,7 @@ type BackendStatus struct {
 	Reported       int     `json:"reported_concurrency"`
 	Dispatched     uint64  `json:"dispatched"`
 	FollowUps      uint64  `json:"follow_ups"`
+	Reconciled     uint64  `json:"slots_reconciled"`
 	Closed         uint64  `json:"closed"`
 	Served         uint64  `json:"served"`
 	ResponseBytes  uint64  `json:"response_bytes"`
@@ -128,7 +129,7 @@ func (d *Daemon) status() Status {
 		b := BackendStatus{
 			ID: bs.id, IP: bs.ip.String(), MAC: bs.mac.String(), Alive: bs.alive, Capacity: bs.capacity,
 			Active: d.disp.Active(sched.BackendID(bs.id)), Reported: bs.reported,
-			Dispatched: bs.dispatched, FollowUps: bs.followUps, Closed: bs.closed, Served: bs.served,
+			Dispatched: bs.dispatched, FollowUps: bs.followUps, Reconciled: bs.reconciled, Closed: bs.closed, Served: bs.served,
 			ResponseBytes: bs.responseBytes, ForwardedBytes: bs.forwardedBytes,
 		}
 		if bs.served > 0 {

@@ -80,7 +80,9 @@ type backendState struct {
 	lastSeen    time.Time
 	probeSent   time.Time // when we probed a silent back-end; zero when not probing
 	deaths      uint64
-	reported    int // concurrency the back-end last reported
+	overCount   int    // keepalives in a row reporting fewer requests than we count
+	reconciled  uint64 // slots released by reconcile
+	reported    int    // concurrency the back-end last reported
 
 	dispatched, closed, served uint64
 	followUps                  uint64 // keep-alive requests admitted to it
@@ -114,6 +116,10 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 			d.ctl.send(bs.ctl, &proto.Keepalive{BackendID: bs.id, Incarnation: bs.incarnation, Seq: msg.Seq})
 			bs.lastSeen = now
 			bs.reported = int(msg.Concurrency)
+			t := d.now(now)
+			d.out.Reset()
+			d.reconcile(bs, bs.reported, t)
+			d.flush(t)
 			if !bs.alive {
 				bs.alive = true
 				d.disp.SetAlive(sched.BackendID(bs.id), true)
