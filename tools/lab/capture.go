@@ -122,18 +122,25 @@ func (l *Lab) startCapture(host, file string, count int) (*capture, error) {
 		defer close(c.done)
 		c.frames, c.loopErr = captureLoop(rc, w, count)
 		if c.stopping.Load() {
-			c.loopErr = nil // the read was interrupted by stop closing the socket
+			c.loopErr = nil // the read ended at stop's drain deadline
 		}
 	}()
 	return c, nil
 }
 
+// captureDrain is how long stop lets the capture read what is queued.
+const captureDrain = 100 * time.Millisecond
+
 // stop ends the capture and closes the file; it may be called many times.
 func (c *capture) stop() (int, error) {
 	c.once.Do(func() {
 		c.stopping.Store(true)
-		cerr := c.conn.Close()
+		// Frames already queued on the socket belong to the capture:
+		// closing at once would throw them away. Let the loop drain the
+		// queue, then give up once it has been idle for captureDrain.
+		c.conn.SetReadDeadline(time.Now().Add(captureDrain))
 		<-c.done
+		cerr := c.conn.Close()
 		c.stopErr = errors.Join(c.loopErr, cerr, c.buf.Flush(), c.file.Close())
 	})
 	return c.frames, c.stopErr
