@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/qsplice/qsplice/tools/lab"
 )
@@ -67,34 +64,15 @@ func TestDownloadsFromEveryBackend(t *testing.T) {
 // to the test do not count) and counts frames from the client.
 func replyPayloadOnLink(t *testing.T, file string, l *lab.Lab) (payloadToClient int, framesFromClient int) {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client := l.ClientAddr(1).String()
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.NoCopy)
-		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
-		if ip == nil || tcp == nil {
-			continue
-		}
+	eachTCP(t, file, func(ip *layers.IPv4, tcp *layers.TCP) {
 		switch {
 		case ip.DstIP.String() == client && (tcp.SrcPort == 80 || tcp.SrcPort == 8080):
 			payloadToClient += len(tcp.Payload)
 		case ip.SrcIP.String() == client:
 			framesFromClient++
 		}
-	}
+	})
 	return payloadToClient, framesFromClient
 }
 

@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -36,35 +33,14 @@ func creditLabWith(t *testing.T, backends, capacity int, service time.Duration, 
 // policyLab builds a lab whose listeners all use policy.
 func policyLab(t *testing.T, policy string, backends, capacity int, service time.Duration, customers []lab.Customer, schedulerExtra ...string) *lab.Lab {
 	t.Helper()
-	base := needLab(t)
-	var suffix [3]byte
-	rand.Read(suffix[:])
-	cfg := lab.DefaultConfig("k" + hex.EncodeToString(suffix[:]))
-	cfg.Backends = backends
-	cfg.Capacity = capacity
-	cfg.ServiceTime = service
-	cfg.BinDir = base.Config().BinDir
-	cfg.StateDir = filepath.Join(t.TempDir(), "state")
-	cfg.Nginx = false
-	cfg.Files = nil
-	cfg.BackendArgs = []string{"-linger", "1s"}
-	cfg.FrontendConfig = filepath.Join(t.TempDir(), "frontend.yaml")
-	y := lab.FrontendYAMLPolicy(cfg.StateDir, backends, cfg.Capacity, policy, customers, schedulerExtra...)
-	if err := os.WriteFile(cfg.FrontendConfig, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Down(); err != nil {
-			t.Error(err)
+	return extraLab(t, "k", func(cfg *lab.Config) {
+		cfg.Backends, cfg.Capacity, cfg.ServiceTime = backends, capacity, service
+		cfg.FrontendConfig = filepath.Join(t.TempDir(), "frontend.yaml")
+		y := lab.FrontendYAMLPolicy(cfg.StateDir, backends, capacity, policy, customers, schedulerExtra...)
+		if err := os.WriteFile(cfg.FrontendConfig, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	})
-	return l
 }
 
 // slowDownload is a curl fetching a large body at a limited rate, in the

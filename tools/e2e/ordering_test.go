@@ -1,17 +1,10 @@
 package e2e
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/qsplice/qsplice/tools/lab"
 )
@@ -23,26 +16,9 @@ import (
 // cannot escape untranslated: on the client's link every TCP segment
 // towards the client comes from the VIP, and the bodies are exact.
 func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
-	base := needLab(t)
-	var suffix [3]byte
-	rand.Read(suffix[:])
-	cfg := lab.DefaultConfig("d" + hex.EncodeToString(suffix[:]))
-	cfg.Backends = 1
-	cfg.BinDir = base.Config().BinDir
-	cfg.StateDir = filepath.Join(t.TempDir(), "state")
-	cfg.Nginx = false
-	cfg.Files = nil
-	cfg.BackendArgs = []string{"-splice-delay", "300ms", "-linger", "1s"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Down(); err != nil {
-			t.Error(err)
-		}
+	l := extraLab(t, "d", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.BackendArgs = []string{"-splice-delay", "300ms", "-linger", "1s"}
 	})
 	pcap := filepath.Join(t.TempDir(), "c1.pcap")
 	stop, err := l.StartCapture("c1", pcap)
@@ -57,36 +33,17 @@ func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 	if _, err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	client := l.ClientAddr(1).String()
 	fromVIP := 0
-	for {
-		data, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.NoCopy)
-		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-		tcp, _ := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
-		if ip == nil || tcp == nil || ip.DstIP.String() != client {
-			continue
-		}
-		if tcp.SrcPort != 8080 {
-			continue // the admin endpoint answering the lab's readiness check
+	eachTCP(t, pcap, func(ip *layers.IPv4, tcp *layers.TCP) {
+		if ip.DstIP.String() != client || tcp.SrcPort != 8080 {
+			return // not towards the client, or the admin endpoint answering readiness checks
 		}
 		if ip.SrcIP.String() != lab.VIP {
 			t.Fatalf("segment to the client from %v:%d (seq %d, %d bytes): a reply escaped untranslated", ip.SrcIP, tcp.SrcPort, tcp.Seq, len(tcp.Payload))
 		}
 		fromVIP++
-	}
+	})
 	if fromVIP < 9 {
 		t.Fatalf("only %d segments from the VIP captured", fromVIP)
 	}
@@ -96,26 +53,9 @@ func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 // device bridged to the wire (how a VM on a TAP bridge sees it) and
 // downloads through it.
 func TestFrontendOnTAP(t *testing.T) {
-	base := needLab(t)
-	var suffix [3]byte
-	rand.Read(suffix[:])
-	cfg := lab.DefaultConfig("t" + hex.EncodeToString(suffix[:]))
-	cfg.Backends = 2
-	cfg.BinDir = base.Config().BinDir
-	cfg.StateDir = filepath.Join(t.TempDir(), "state")
-	cfg.Nginx = false
-	cfg.Files = nil
-	cfg.FrontendTAP = true
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Down(); err != nil {
-			t.Error(err)
-		}
+	l := extraLab(t, "t", func(cfg *lab.Config) {
+		cfg.Backends = 2
+		cfg.FrontendTAP = true
 	})
 	for _, size := range []int64{0, 1 << 10, 1 << 20, 16 << 20} {
 		for i := 0; i < 2; i++ {
