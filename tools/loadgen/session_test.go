@@ -49,7 +49,7 @@ func checkClassAccounting(t *testing.T, c ClassResult) {
 func TestSessionsMarkov(t *testing.T) {
 	var gaveUp atomic.Int64
 	srv := shopServer(t, &gaveUp)
-	spec, err := ParseSessions("rate=400,think=1ms,timeout=40ms,retries=1,abandon=0.5,count=60")
+	spec, err := ParseSessions("rate=400,think=1ms,timeout=300ms,retries=1,abandon=0.5,count=60")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +79,11 @@ func TestSessionsMarkov(t *testing.T) {
 	if c := by["search"]; c.Requested == 0 || c.TimedOut != c.Requested {
 		t.Errorf("search: %+v, want every request timed out", c)
 	}
-	if c := by["login"]; c.Refused != c.Requested {
-		t.Errorf("login: %+v, want every request refused", c)
+	// The shop refuses every login at once; a client whose (exponential)
+	// patience is shorter than that answer on a loaded machine times out
+	// instead, which is also right.
+	if c := by["login"]; c.Refused == 0 || c.Completed != 0 || c.Refused+c.TimedOut != c.Requested {
+		t.Errorf("login: %+v, want every request refused (or, rarely, timed out first)", c)
 	}
 	if len(res.Classes) != session.NumPages {
 		t.Errorf("%d classes, want the %d pages", len(res.Classes), session.NumPages)
