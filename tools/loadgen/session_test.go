@@ -110,7 +110,7 @@ func TestSessionsReplayWsesslog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := ParseSessions("rate=100,think=1ms,timeout=1s,retries=1,abandon=0,count=2")
+	spec, err := ParseSessions("rate=100,think=1ms,timeout=10s,retries=1,abandon=0,count=2")
 	if err != nil {
 		t.Fatal(err)
 	}
