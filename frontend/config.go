@@ -49,6 +49,9 @@ type Config struct {
 	Classify func(host string) string
 	// RetryAfter is the Retry-After of 503 answers (1 s).
 	RetryAfter time.Duration
+	// NormalSize is the response size range the reservations are sold
+	// in; responses outside it are counted per customer. Max 0: no range.
+	NormalSize struct{ Min, Max uint64 }
 	// ConcurrencyCap bounds each back-end below what it registers (0: its own).
 	ConcurrencyCap int
 	// ConfigPath is re-read on SIGHUP when set.

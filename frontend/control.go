@@ -153,6 +153,7 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 			bs.reported = int(msg.Concurrency)
 			bs.lastSeen = now
 		}
+		d.noteSize(splice.FlowID(msg.RequestID), msg.ResponseBytes)
 		t := d.now(now)
 		d.out.Reset()
 		d.requestDone(splice.FlowID(msg.RequestID), false, msg.ServiceTime, t)

@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"fmt"
+	"github.com/qsplice/qsplice/splice"
 	"io"
 	"math"
 	"sort"
@@ -11,6 +12,7 @@ import (
 // customerStats are the per-customer counters behind /status and /metrics.
 type customerStats struct {
 	offered, admitted, served, refunded uint64
+	outsideNormal                       uint64            // responses outside the normal-size range
 	rejected                            map[string]uint64 // by reason: queue-full, queue-timeout, over-cap, unknown-customer
 	wait, response                      histogram
 }
@@ -86,20 +88,21 @@ func (h *histogram) writeProm(w io.Writer, name, labels string) {
 
 // CustomerStatus is one customer in Status.
 type CustomerStatus struct {
-	Name        string            `json:"name"`
-	Reservation float64           `json:"reservation"`
-	Balance     float64           `json:"balance"`
-	Queued      int               `json:"queued"`
-	Charged     float64           `json:"charged_credits"`
-	Offered     uint64            `json:"offered"`
-	Admitted    uint64            `json:"admitted"`
-	Served      uint64            `json:"served"`
-	Refunded    uint64            `json:"refunded"`
-	Rejected    map[string]uint64 `json:"rejected"`
-	WaitP50Ms   float64           `json:"wait_p50_ms"`
-	RespP50Ms   float64           `json:"response_p50_ms"`
-	RespP99Ms   float64           `json:"response_p99_ms"`
-	RespMeanMs  float64           `json:"response_mean_ms"`
+	Name          string            `json:"name"`
+	Reservation   float64           `json:"reservation"`
+	Balance       float64           `json:"balance"`
+	Queued        int               `json:"queued"`
+	Charged       float64           `json:"charged_credits"`
+	Offered       uint64            `json:"offered"`
+	Admitted      uint64            `json:"admitted"`
+	Served        uint64            `json:"served"`
+	Refunded      uint64            `json:"refunded"`
+	OutsideNormal uint64            `json:"outside_normal_size"`
+	Rejected      map[string]uint64 `json:"rejected"`
+	WaitP50Ms     float64           `json:"wait_p50_ms"`
+	RespP50Ms     float64           `json:"response_p50_ms"`
+	RespP99Ms     float64           `json:"response_p99_ms"`
+	RespMeanMs    float64           `json:"response_mean_ms"`
 }
 
 // customerStatus merges the scheduler's view of each customer with the
@@ -117,11 +120,12 @@ func (d *Daemon) customerStatus() []CustomerStatus {
 		out = append(out, CustomerStatus{
 			Name: name, Reservation: res[name],
 			Offered: cs.offered, Admitted: cs.admitted, Served: cs.served, Refunded: cs.refunded,
-			Rejected:   cs.rejected,
-			WaitP50Ms:  ms(cs.wait.quantile(0.5)),
-			RespP50Ms:  ms(cs.response.quantile(0.5)),
-			RespP99Ms:  ms(cs.response.quantile(0.99)),
-			RespMeanMs: meanMs(&cs.response),
+			OutsideNormal: cs.outsideNormal,
+			Rejected:      cs.rejected,
+			WaitP50Ms:     ms(cs.wait.quantile(0.5)),
+			RespP50Ms:     ms(cs.response.quantile(0.5)),
+			RespP99Ms:     ms(cs.response.quantile(0.99)),
+			RespMeanMs:    meanMs(&cs.response),
 		})
 		return &out[len(out)-1]
 	}
@@ -191,6 +195,7 @@ func writeCustomerMetrics(b io.Writer, st *Status) {
 	counter("qsplice_customer_offered_total", "Requests that arrived.", func(c *CustomerStatus) uint64 { return c.Offered })
 	counter("qsplice_customer_admitted_total", "Requests dispatched to a back-end.", func(c *CustomerStatus) uint64 { return c.Admitted })
 	counter("qsplice_customer_served_total", "Requests the back-ends reported served.", func(c *CustomerStatus) uint64 { return c.Served })
+	counter("qsplice_customer_outside_normal_size_total", "Responses whose size fell outside the normal-size range the reservations assume.", func(c *CustomerStatus) uint64 { return c.OutsideNormal })
 	counter("qsplice_customer_refunded_total", "Requests refunded because their back-end died.", func(c *CustomerStatus) uint64 { return c.Refunded })
 	g("qsplice_customer_rejected_total", "Requests answered by the front-end instead of served, by reason.", "counter")
 	for _, c := range st.Customers {
@@ -220,5 +225,20 @@ func writeCustomerMetrics(b io.Writer, st *Status) {
 	for _, c := range st.Customers {
 		h := st.hists[c.Name]
 		h[1].writeProm(b, "qsplice_customer_response_seconds", fmt.Sprintf("customer=%q", c.Name))
+	}
+}
+
+// noteSize counts a response outside the normal-size range against the
+// customer of the request it answered (the oldest in service on its
+// flow). Charging itself follows the measured service time; this count
+// shows an operator when "typical" stopped being typical for a customer.
+func (d *Daemon) noteSize(flow splice.FlowID, bytes uint64) {
+	n := d.cfg.NormalSize
+	s, ok := d.inService[flow]
+	if n.Max == 0 || !ok || len(s.reqs) == 0 {
+		return
+	}
+	if bytes < n.Min || bytes > n.Max {
+		d.stats(s.reqs[0].customer).outsideNormal++
 	}
 }

@@ -41,6 +41,7 @@ func FromFile(f *conf.File) (Config, error) {
 		},
 		ConfigPath: f.Name,
 	}
+	cfg.NormalSize.Min, cfg.NormalSize.Max = uint64(f.Scheduler.NormalSize.Min), uint64(f.Scheduler.NormalSize.Max)
 	if f.Admin.IsValid() {
 		cfg.Admin = f.Admin.String()
 	}

@@ -45,6 +45,7 @@ func (d *Daemon) reload() {
 	d.cfg.Credit = next.Credit
 	d.cfg.Classify = next.Classify
 	d.cfg.RetryAfter = next.RetryAfter
+	d.cfg.NormalSize = next.NormalSize
 	d.cfg.ConcurrencyCap = next.ConcurrencyCap
 	d.reloads++
 	for _, w := range f.Check() {

@@ -90,7 +90,7 @@ func (r SizeRange) Contains(size int) bool { return size >= r.Min && size <= r.M
 type Scheduler struct {
 	Cycle              time.Duration // how often credit is handed out
 	TypicalServiceTime time.Duration // cost of one normal-sized request
-	NormalSize         SizeRange     // responses in this range cost one request
+	NormalSize         SizeRange     // the response sizes reservations assume; responses outside are counted per customer
 	BalanceLimit       time.Duration // most unused credit a customer may keep
 	DebtLimit          time.Duration // most a customer may overdraw
 	QueueTimeout       time.Duration // a request waiting longer gets 503

@@ -51,7 +51,7 @@
 //	scheduler:
 //	  cycle: 10ms                # > 0; how often credit is handed out
 //	  typical_service_time: 20ms # > 0; what one normal-sized request costs
-//	  normal_size: {min: 0, max: 16K}  # responses in this size range cost one request
+//	  normal_size: {min: 0, max: 16K}  # the response sizes reservations assume; others are counted per customer (outside_normal_size)
 //	  balance_limit: 100ms       # > 0; most unused credit a customer keeps
 //	  debt_limit: 1s             # > 0; most a customer may overdraw
 //	  queue_timeout: 2s          # > 0; a request queued longer gets 503
