@@ -23,10 +23,16 @@ fmt-check:
 
 # The whole suite: static checks, unit and root/netns tests with the race
 # detector, then a short run of every fuzz target.
-test: build fmt-check vet unit fuzz-short
+test: build fmt-check vet unit e2e fuzz-short
 
+# The lab tests (tools/e2e) measure rates and deadlines on real kernels;
+# they run on their own, after the CPU-heavy unit tests, so the two do
+# not share the machine's two cores.
 unit:
-	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 40m $$($(GO) list $(PKGS) | grep -v '/tools/e2e$$')
+
+e2e: build
+	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 40m ./tools/e2e
 
 # Every Fuzz* function, each for FUZZTIME (make fuzz FUZZTIME=5m for more).
 # Minimizing is bounded, and a run that only hit the fuzzer's own deadline
