@@ -22,7 +22,7 @@ func (d *decoder) customers(f *File, n *yaml.Node) {
 		}
 		c := Customer{Weight: DefaultWeight}
 		if nn := d.require(m, path, "name", it.Line); nn != nil {
-			c.Name = d.customerName(nn, path+".name", nameAt, i)
+			c.Name = d.uniqueName(nn, path+".name", "customers", nameAt, i)
 		}
 		if dn := m["domains"]; !absent(dn) {
 			for j, item := range d.sequence(dn, path+".domains") {
@@ -58,9 +58,10 @@ func (d *decoder) customers(f *File, n *yaml.Node) {
 	}
 }
 
-// customerName decodes the name of customers[i], checking that it is
-// usable and not taken; nameAt maps the names seen so far to their index.
-func (d *decoder) customerName(n *yaml.Node, path string, nameAt map[string]int, i int) string {
+// uniqueName decodes the name of list[i] (customers or classes),
+// checking that it is usable and not taken; nameAt maps the names seen
+// so far in that list to their index.
+func (d *decoder) uniqueName(n *yaml.Node, path, list string, nameAt map[string]int, i int) string {
 	name, ok := d.scalar(n, path)
 	if !ok {
 		return ""
@@ -70,7 +71,7 @@ func (d *decoder) customerName(n *yaml.Node, path string, nameAt map[string]int,
 		return name
 	}
 	if j, dup := nameAt[name]; dup {
-		d.errorf(n.Line, path, "%q is already the name of customers[%d]", name, j)
+		d.errorf(n.Line, path, "%q is already the name of %s[%d]", name, list, j)
 		return name
 	}
 	nameAt[name] = i

@@ -90,7 +90,7 @@ func (d *decoder) classes(f *File, n *yaml.Node) {
 		}
 		var c sched.Class
 		if nn := d.require(m, path, "name", it.Line); nn != nil {
-			c.Name = d.className(nn, path+".name", nameAt, i)
+			c.Name = d.uniqueName(nn, path+".name", "classes", nameAt, i)
 		}
 		if k := d.require(m, path, "kind", it.Line); k != nil {
 			switch s := d.str(k, path+".kind", ""); s {
@@ -122,25 +122,6 @@ func (d *decoder) classes(f *File, n *yaml.Node) {
 		}
 		f.Classes = append(f.Classes, c)
 	}
-}
-
-// className decodes the name of classes[i]: a usable metric label, not
-// taken by an earlier class.
-func (d *decoder) className(n *yaml.Node, path string, nameAt map[string]int, i int) string {
-	name, ok := d.scalar(n, path)
-	if !ok {
-		return ""
-	}
-	if msg := checkName(name); msg != "" {
-		d.errorf(n.Line, path, "%s", msg)
-		return name
-	}
-	if j, dup := nameAt[name]; dup {
-		d.errorf(n.Line, path, "%q is already the name of classes[%d]", name, j)
-		return name
-	}
-	nameAt[name] = i
-	return name
 }
 
 // pattern decodes one path pattern as sched.Classifier accepts it:
