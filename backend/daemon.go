@@ -252,7 +252,7 @@ func (d *Daemon) flush() {
 			d.log.Debug("response done", "request", ev.RequestID, "service", ev.ServiceTime, "bytes", ev.Bytes)
 			d.send(&proto.Feedback{
 				BackendID: d.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
-				ResponseBytes: ev.Bytes, Concurrency: uint16(d.shim.Active()),
+				ResponseBytes: ev.Bytes, Concurrency: uint16(d.shim.Active()), ResponseEnd: ev.ResponseEnd,
 			})
 		}
 	}

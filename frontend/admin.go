@@ -77,6 +77,8 @@ type EngineStatus struct {
 	ReplyPayloadBytes uint64            `json:"reply_payload_bytes"`
 	FollowUps         uint64            `json:"follow_ups"`
 	FollowUpsUntrack  uint64            `json:"follow_ups_untracked"`
+	FollowUpsRefused  uint64            `json:"follow_ups_refused"` // answered in their stream
+	FollowUpsReset    uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
 	AckStorms         uint64            `json:"ack_storms"`
 	Answered          map[string]uint64 `json:"answered"`
 	States            map[string]int    `json:"flow_states"`
@@ -94,6 +96,7 @@ func (d *Daemon) status() Status {
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			FollowUps: es.FollowUps, FollowUpsUntrack: es.FollowUpsUntracked, AckStorms: es.AckStorms,
+			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			Answered: map[string]uint64{},
 			States:   d.engine.FlowStates(),
 		},
@@ -208,6 +211,11 @@ func writeMetrics(w http.ResponseWriter, st *Status) {
 	g("qsplice_frontend_handoffs_total", "Handoffs by outcome.", "counter")
 	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"done\"} %d\n", st.Engine.HandoffsDone)
 	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"failed\"} %d\n", st.Engine.HandoffsFailed)
+	g("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"seen\"} %d\n", st.Engine.FollowUps)
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"untracked\"} %d\n", st.Engine.FollowUpsUntrack)
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"refused_in_stream\"} %d\n", st.Engine.FollowUpsRefused)
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"refused_reset\"} %d\n", st.Engine.FollowUpsReset)
 	g("qsplice_frontend_reply_payload_bytes_total", "Back-end reply payload bytes that reached the front-end (0 with one-way splicing).", "counter")
 	fmt.Fprintf(&b, "qsplice_frontend_reply_payload_bytes_total %d\n", st.Engine.ReplyPayloadBytes)
 	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")

@@ -157,6 +157,10 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 		t := d.now(now)
 		d.out.Reset()
 		d.requestDone(splice.FlowID(msg.RequestID), false, msg.ServiceTime, t)
+		// Where the response ended lets a refused follow-up on the same
+		// connection be answered in its stream; a flow already gone or
+		// not spliced has no use for it.
+		_ = d.engine.ResponseEnded(splice.FlowID(msg.RequestID), msg.ResponseEnd, t, &d.out)
 		d.flush(t)
 	case *proto.Close:
 		d.log.Debug("back-end closed", "request", msg.RequestID, "backend", msg.BackendID, "reason", msg.Reason)

@@ -164,18 +164,21 @@ func (d *Daemon) request(ev splice.Event, now splice.Time) {
 }
 
 // reject answers a request the scheduler will not run. A follow-up on a
-// spliced connection cannot get an HTTP answer inside the back-end's
-// stream: the connection is reset and the client retries on a new one.
+// spliced connection is answered inside its stream once the back-end's
+// previous response has ended (splice.FrontEnd.RejectFollowUp); should
+// the engine no longer hold it as waiting, the connection is reset.
 func (d *Daemon) reject(flow splice.FlowID, followUp bool, cust, reason string, status int, now splice.Time) {
 	d.stats(cust).rejected[reason]++
 	d.log.Info("request rejected", "flow", flow, "customer", cust, "reason", reason, "status", status, "follow_up", followUp)
-	if followUp {
-		d.engine.Abort(flow, now, &d.out)
-		return
-	}
 	var retry time.Duration
 	if status == 503 {
 		retry = d.cfg.RetryAfter
+	}
+	if followUp {
+		if err := d.engine.RejectFollowUp(flow, status, reason, retry, now, &d.out); err != nil {
+			d.engine.Abort(flow, now, &d.out)
+		}
+		return
 	}
 	d.engine.Reject(flow, status, reason, retry, now, &d.out)
 }

@@ -28,7 +28,8 @@
 //
 //	offset size field
 //	0      2    magic "QS" (0x51 0x53)
-//	2      1    version, currently 1 (see [Version])
+//	2      1    version, currently 2 (see [Version]); 2 added
+//	            Feedback.ResponseEnd
 //	3      1    message type (see [Type])
 //	4      1    flags, must be 0
 //	5      1    reserved, must be 0
@@ -92,13 +93,15 @@
 //	13 u8    n            reason length
 //	14 n     Reason       free text, bytes kept as sent
 //
-// Feedback (type 5), back-end -> front-end, 30 bytes:
+// Feedback (type 5), back-end -> front-end, 34 bytes:
 //
 //	0  u32   BackendID
 //	4  u64   RequestID
 //	12 dur   ServiceTime
 //	20 u64   ResponseBytes
 //	28 u16   Concurrency  requests in service on that back-end now
+//	30 u32   ResponseEnd  the back-end's sequence number just past the
+//	                      response's last byte (C2 numbers)
 //
 // Keepalive (type 6), either direction, 22 bytes:
 //

@@ -88,6 +88,10 @@ type Feedback struct {
 	ServiceTime   time.Duration // request arrival to end of response at the back-end
 	ResponseBytes uint64
 	Concurrency   uint16 // requests currently in service on that back-end
+	// ResponseEnd is the back-end's sequence number just past the last
+	// response byte it sent on C2: where the front-end may answer a
+	// refused follow-up request inside the same stream.
+	ResponseEnd uint32
 }
 
 // Keepalive proves liveness in either direction and carries the current
@@ -277,6 +281,7 @@ func (m *Feedback) encode(e *encoder) {
 	e.duration("ServiceTime", m.ServiceTime)
 	e.u64(m.ResponseBytes)
 	e.u16(m.Concurrency)
+	e.u32(m.ResponseEnd)
 }
 
 func (m *Feedback) decode(d *decoder) {
@@ -285,6 +290,7 @@ func (m *Feedback) decode(d *decoder) {
 	m.ServiceTime = d.duration("ServiceTime")
 	m.ResponseBytes = d.u64("ResponseBytes")
 	m.Concurrency = d.u16("Concurrency")
+	m.ResponseEnd = d.u32("ResponseEnd")
 }
 
 func (m *Keepalive) encode(e *encoder) {

@@ -11,7 +11,7 @@ import (
 
 // Version is the protocol version this package speaks. A peer with
 // another version is refused with [ErrVersion] rather than guessed at.
-const Version = 1
+const Version = 2
 
 // MaxDatagram bounds every encoded message, so that a control datagram
 // never fragments on a 1500-byte path and receivers can use a fixed buffer.

@@ -31,7 +31,7 @@ func sampleMessages() []Message {
 		&RegisterAck{BackendID: 3, Incarnation: math.MaxUint64, KeepaliveInterval: 250 * time.Millisecond},
 		goldenSplice(),
 		&SpliceAck{RequestID: 1 << 63, BackendID: 9, OK: false, Reason: "no such port: 8081 ✗"},
-		&Feedback{BackendID: 4, RequestID: 0xdeadbeefcafe, ServiceTime: 20*time.Millisecond + 17*time.Microsecond, ResponseBytes: 1 << 40, Concurrency: 5},
+		&Feedback{BackendID: 4, RequestID: 0xdeadbeefcafe, ServiceTime: 20*time.Millisecond + 17*time.Microsecond, ResponseBytes: 1 << 40, Concurrency: 5, ResponseEnd: 0xfffffff0},
 		&Keepalive{BackendID: 77, Incarnation: 1234567890123, Seq: 42, Concurrency: 65535},
 		&Close{RequestID: 99, BackendID: 2, Reason: CloseBackendDead},
 	}
@@ -130,13 +130,13 @@ func TestRoundTripEdgeValues(t *testing.T) {
 // TestGoldenSplice pins the wire format: a change here breaks every
 // deployed peer, so it must come with a Version bump.
 func TestGoldenSplice(t *testing.T) {
-	const want = "5153010300000039" + // magic, version 1, type 3, flags, reserved, length 57
+	const want = "5153020300000039" + // magic, version 2, type 3, flags, reserved, length 57
 		"1122334455667788" + "00c0ffee" + // RequestID, Customer
 		"c612000a" + "c822" + "c6120101" + "0050" + // client 4-tuple
 		"c6120201" + "9c41" + "c612020b" + "1f90" + // C2 4-tuple
 		"fffffff0" + "80000001" + "07" + "07" + "0e" + // deltas, flags, window scales
 		"02aabbccddee" + "00000100" + // next-hop MAC, RequestEnd
-		"7a10d9ae5c1e1a06ae5d29e1fe408520" // tag: checked with Python hmac
+		"343f41f592a1e31175765885acea08d6" // tag: checked with Python hmac
 	got := hex.EncodeToString(mustMarshal(t, testKey, goldenSplice()))
 	if got != want {
 		t.Fatalf("golden Splice encoding changed:\n got %s\nwant %s", got, want)

@@ -65,7 +65,7 @@ func (e *FrontEnd) answerWith(f *flow, status int, reason string, resp []byte, n
 // sendAnswer (re)sends everything from sndUna: answers are small, and a
 // go-back-N retransmission keeps the state to two numbers.
 func (e *FrontEnd) sendAnswer(f *flow, now Time, out *Output) {
-	base := f.isnF + 1
+	base := f.ansBase
 	off := int(f.sndUna - base)
 	if off > len(f.sendBuf) {
 		off = len(f.sendBuf)

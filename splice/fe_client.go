@@ -136,6 +136,7 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 	f.cliMAC = p.Eth.Src()
 	f.isnF = t.Ack() - 1
 	f.sndUna, f.sndNxt = t.Ack(), t.Ack()
+	f.ansBase = t.Ack()
 	f.rcvNxt = info.clientISN + 1
 	if info.wscale >= 0 {
 		f.wsF = e.cfg.WScale

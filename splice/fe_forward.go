@@ -35,14 +35,20 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		f.cliTSecr = o.TSEcr
 	}
 	f.cliWin = t.Window()
-	if flags&wire.TCPFlagACK != 0 && f.cliAck.LessThan(t.Ack()) {
+	ackAdvanced := flags&wire.TCPFlagACK != 0 && f.cliAck.LessThan(t.Ack())
+	if ackAdvanced {
 		f.cliAck = t.Ack()
+	}
+	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
+		return // the flow is ours again; the segment's ACK was all it brought
 	}
 	if f.state == stSpliced && !e.followUp(f, p, o, now, out) {
 		e.armSplicedTimer(f, now)
 		return
 	}
-	if end := t.Seq() + wire.Seq(len(t.Payload())); f.cliNxt.LessThan(end) {
+	// Only bytes move the back-end's rcv_nxt: a pure ACK may carry a
+	// sequence number past follow-up bytes that are still held.
+	if end := t.Seq() + wire.Seq(len(t.Payload())); len(t.Payload()) > 0 && f.cliNxt.LessThan(end) {
 		f.cliNxt = end
 	}
 	oldSrc, oldDst := ip.Src(), ip.Dst()
@@ -103,6 +109,17 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 	case stSpliceWait:
 		e.handoffFailed(f, "back-end shim did not confirm the splice", now, out)
 	case stSpliced:
+		if f.kaState == kaRefused {
+			if now >= f.refuseBy {
+				e.refusalTimeout(f, now, out)
+				return
+			}
+			defer func() {
+				if f.state == stSpliced && f.kaState == kaRefused {
+					e.deadlineBy(f, f.refuseBy)
+				}
+			}()
+		}
 		switch {
 		case f.reqUna.LessThan(f.reqEnd):
 			if now < f.rto {

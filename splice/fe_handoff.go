@@ -236,6 +236,7 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 	}
 	f.state = stSpliced
 	f.retries = 0
+	f.respPending = 1
 	e.stats.HandoffsDone++
 	if f.reqSpan >= 0 && !f.finInBuf {
 		f.kaState = kaForward

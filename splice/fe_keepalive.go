@@ -153,6 +153,7 @@ func (e *FrontEnd) Admit(id FlowID, now Time, out *Output) error {
 	}
 	n := int(min(f.kaSpan, int64(len(f.kaBuf))))
 	fin := f.kaFin && n == len(f.kaBuf)
+	f.respPending++
 	e.flushHeld(f, n, fin, out)
 	rest := int64(n) - f.kaSpan // <= 0: body bytes still to come
 	f.kaState = kaForward

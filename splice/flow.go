@@ -86,6 +86,16 @@ type flow struct {
 	kaFin   bool     // the client's FIN follows kaBuf
 	kaSpan  int64    // head+body of the waiting follow-up, -1 if unknown
 	cliNxt  wire.Seq // end of the client's bytes forwarded on C2 (for a RST the back-end accepts)
+
+	// Refused follow-ups answered in the stream (fe_refuse.go).
+	respPending  int      // requests sent to the back-end whose end is not reported yet
+	respEnd      wire.Seq // end of the back-end's last response (client-facing)
+	respEndKnown bool
+	refuseBy     Time // reset instead of answering if the end is not known by then
+	refuseReason string
+	ansBase      wire.Seq // first sequence number of our answer
+	tsFloor      uint32   // our TSval never goes below it (when tsFloorSet)
+	tsFloorSet   bool
 }
 
 // closed reports whether both ends are done with f: it is lingering, or
@@ -116,7 +126,11 @@ func (e *FrontEnd) toClient(f *flow, now Time, seq, ack wire.Seq, flags uint8, p
 	var optBuf [wire.TSOptionLen]byte
 	var opts []byte
 	if f.syn.ts {
-		opts = optBuf[:wire.EncodeTS(optBuf[:], tsClock(now), f.tsRecent)]
+		tsVal := tsClock(now)
+		if f.tsFloorSet && int32(f.tsFloor-tsVal) > 0 {
+			tsVal = f.tsFloor
+		}
+		opts = optBuf[:wire.EncodeTS(optBuf[:], tsVal, f.tsRecent)]
 	}
 	tf := wire.TCPFrame{
 		SrcMAC: e.cfg.MAC, DstMAC: f.cliMAC,

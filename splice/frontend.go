@@ -32,7 +32,12 @@ type FrontEndConfig struct {
 	MaxRetries     int           // retransmissions before giving up (6)
 	Linger         time.Duration // keep a closed flow for late segments (5 s)
 	IdleTimeout    time.Duration // spliced flow with no client packet (15 min)
-	HoldFrames     int           // client frames held while C2 is set up (16)
+	// RefuseWait bounds how long a refused follow-up request waits for
+	// the previous response to end before the connection is reset
+	// instead of answered (10 s, counted from the client's last
+	// progress; see fe_refuse.go).
+	RefuseWait time.Duration
+	HoldFrames int // client frames held while C2 is set up (16)
 	// StormLimit duplicate pure ACKs from a client within StormWindow
 	// mean an ACK storm: both ends are reset (10000 per 1 s).
 	StormLimit  int
@@ -65,6 +70,7 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.RTOMin, 200*time.Millisecond)
 	def(&c.Linger, 5*time.Second)
 	def(&c.IdleTimeout, 15*time.Minute)
+	def(&c.RefuseWait, 10*time.Second)
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 6
 	}
@@ -251,6 +257,13 @@ func (e *FrontEnd) Tick(now Time, out *Output) {
 			continue // stale entry
 		}
 		e.onTimer(f, now, out)
+	}
+}
+
+// deadlineBy makes sure f's timer fires no later than when.
+func (e *FrontEnd) deadlineBy(f *flow, when Time) {
+	if f.deadline == Never || when < f.deadline {
+		e.setDeadline(f, when)
 	}
 }
 

@@ -119,6 +119,9 @@ type Event struct {
 	ServiceTime time.Duration // EvServiceTime
 	Bytes       uint64        // EvResponseDone, EvClosed (bytes relayed)
 	RequestID   uint64        // shim events
+	// ResponseEnd (EvResponseDone) is the back-end's sequence number just
+	// past the response's last byte on C2.
+	ResponseEnd uint32
 }
 
 // FlowID names a client connection for the lifetime of the engine.

@@ -177,6 +177,7 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 			RequestID:   ent.requestID,
 			ServiceTime: ent.lastReply.Sub(ent.reqStart),
 			Bytes:       ent.replyBytes,
+			ResponseEnd: uint32(ent.srvNxt),
 		})
 	}
 	ent.inService = false

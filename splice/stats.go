@@ -55,7 +55,11 @@ type FrontEndStats struct {
 	// FollowUpsUntracked counts follow-ups the front-end could not
 	// schedule (chunked body, unparsable head): forwarded unscheduled.
 	FollowUpsUntracked uint64
-	Flows              uint64
+	// FollowUpsRefused counts refused follow-ups answered inside their
+	// stream; FollowUpsReset those that had to be reset instead (the end
+	// of the previous response never became known).
+	FollowUpsRefused, FollowUpsReset uint64
+	Flows                            uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.

@@ -1,0 +1,126 @@
+package splice
+
+import (
+	"time"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Refusing a follow-up request inside its own stream.
+//
+// A keep-alive client whose next request the scheduler refuses (queue
+// full, queue timeout, over its cap) deserves the answer a client on a new
+// connection gets: 503 with Retry-After, or 429. On a spliced connection
+// the reply direction belongs to the back-end, so the answer can only
+// start where the back-end's previous response ended, and only once the
+// client has all of it: after that point the back-end has nothing more to
+// send (it never saw the refused request). The shim reports the end in
+// its Feedback (proto.Feedback.ResponseEnd) and the daemon hands it on
+// (ResponseEnded). Then the front-end takes the connection back: it
+// resets C2 at the back-end's rcv_nxt, acknowledges the client's bytes
+// itself and sends the answer and its FIN with the usual retransmissions,
+// as for any answer of its own.
+//
+// Requests handed to the back-end are counted (respPending) so that the
+// end of an older response is not taken for the end of a pipelined newer
+// one. If the end never becomes known (a lost Feedback, a response the
+// shim did not see) within RefuseWait of the client's last progress, the
+// connection is reset, which is what every refusal got before.
+
+// kaRefused is the follow-up state after RejectFollowUp: the answer waits
+// in sendBuf for the previous response to end.
+const kaRefused kaState = kaWaiting + 1
+
+// RejectFollowUp answers the follow-up request waiting on a spliced flow
+// with status (and Retry-After when retryAfter > 0) instead of admitting
+// it, inside the same TCP stream, then closes the connection.
+func (e *FrontEnd) RejectFollowUp(id FlowID, status int, reason string, retryAfter time.Duration, now Time, out *Output) error {
+	f := e.byID[id]
+	if f == nil {
+		return ErrNoFlow
+	}
+	if f.state != stSpliced || f.kaState != kaWaiting {
+		return ErrNotWaiting
+	}
+	f.kaState = kaRefused
+	f.status = status
+	f.refuseReason = reason
+	f.sendBuf = answerBody(status, reason, retryAfter)
+	f.refuseBy = now.Add(e.cfg.RefuseWait)
+	if f.refusalReady() {
+		e.answerInStream(f, now, out)
+		return nil
+	}
+	e.deadlineBy(f, f.refuseBy)
+	return nil
+}
+
+// ResponseEnded records that a response on a spliced flow is complete at
+// the back-end: backendSeq is the back-end's sequence number just past its
+// last byte. A refusal waiting for it may go out now.
+func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, now Time, out *Output) error {
+	f := e.byID[id]
+	if f == nil {
+		return ErrNoFlow
+	}
+	if f.state != stSpliced {
+		return ErrFlowState
+	}
+	end := wire.Seq(backendSeq + f.seqDelta)
+	if f.respPending > 0 {
+		f.respPending--
+	}
+	if !f.respEndKnown || f.respEnd.LessThan(end) {
+		f.respEnd, f.respEndKnown = end, true
+	}
+	if f.kaState == kaRefused && f.refusalReady() {
+		e.answerInStream(f, now, out)
+	}
+	return nil
+}
+
+// refusalReady: every response handed to the back-end has ended and the
+// client acknowledged all of it, so nothing of the back-end's is still in
+// flight that a reset of C2 could cut short.
+func (f *flow) refusalReady() bool {
+	return f.respPending == 0 && f.respEndKnown && !f.cliAck.LessThan(f.respEnd)
+}
+
+// refusalProgress runs for each client segment while a refusal waits: the
+// client's ACK may be the last thing missing, and its progress postpones
+// the reset.
+func (e *FrontEnd) refusalProgress(f *flow, ackAdvanced bool, now Time, out *Output) bool {
+	if ackAdvanced {
+		f.refuseBy = now.Add(e.cfg.RefuseWait)
+	}
+	if !f.refusalReady() {
+		return false
+	}
+	e.answerInStream(f, now, out)
+	return true
+}
+
+// refusalTimeout runs when refuseBy passed: reset, as a last resort.
+func (e *FrontEnd) refusalTimeout(f *flow, now Time, out *Output) {
+	e.stats.FollowUpsReset++
+	e.Abort(f.id, now, out)
+}
+
+// answerInStream takes the connection back from the back-end and sends
+// the refusal from the end of the last response.
+func (e *FrontEnd) answerInStream(f *flow, now Time, out *Output) {
+	e.stats.FollowUpsRefused++
+	e.abortC2(f, out) // at cliNxt: the held request never reached it
+	f.rcvNxt = f.nextReq + wire.Seq(len(f.kaBuf))
+	if f.kaFin {
+		f.rcvNxt++
+		f.cliFin = true
+	}
+	f.buf, f.kaBuf, f.kaState = nil, nil, kaOff
+	f.ansBase = f.respEnd
+	f.sndUna, f.sndNxt = f.respEnd, f.respEnd
+	// The client has seen the back-end's timestamps (translated); ours
+	// must not go back behind the last one it echoed, or PAWS drops them.
+	f.tsFloor, f.tsFloorSet = f.cliTSecr, f.syn.ts
+	e.answerWith(f, f.status, f.refuseReason, f.sendBuf, now, out)
+}
