@@ -58,6 +58,22 @@ type BackendStatus struct {
 	ResponseBytes  uint64  `json:"response_bytes"`
 	ForwardedBytes uint64  `json:"forwarded_bytes"`
 	MeanServiceMs  float64 `json:"mean_service_ms"`
+	// MeanHandoffMs is dispatch to the shim's SpliceAck (C2 handshake
+	// and Splice round trip); MeanSlotMs is the time served requests held
+	// a slot (sent on C2 to Feedback), and MeanSlotExcessMs its part
+	// beyond the service time the back-end measured: what a request
+	// costs the cluster on top of its work.
+	MeanHandoffMs    float64 `json:"mean_handoff_ms"`
+	MeanSlotMs       float64 `json:"mean_slot_ms"`
+	MeanSlotExcessMs float64 `json:"mean_slot_excess_ms"`
+	// InService counts requests sent to it and not reported done (at
+	// most its capacity); Ready the connections handed off ahead and
+	// waiting for one of those slots; HeldHandoffs how many ever waited.
+	// PeakReported is the highest concurrency its shim ever reported.
+	InService    int    `json:"in_service"`
+	Ready        int    `json:"ready"`
+	HeldHandoffs uint64 `json:"held_handoffs"`
+	PeakReported int    `json:"peak_reported_concurrency"`
 }
 
 // EngineStatus is the engine's counters.
@@ -134,9 +150,17 @@ func (d *Daemon) status() Status {
 			Active: d.disp.Active(sched.BackendID(bs.id)), Reported: bs.reported,
 			Dispatched: bs.dispatched, FollowUps: bs.followUps, Reconciled: bs.reconciled, Closed: bs.closed, Served: bs.served,
 			ResponseBytes: bs.responseBytes, ForwardedBytes: bs.forwardedBytes,
+			InService: bs.sent, Ready: len(bs.ready), HeldHandoffs: bs.heldHandoffs, PeakReported: bs.peakReported,
 		}
 		if bs.served > 0 {
 			b.MeanServiceMs = float64(bs.serviceTotal) / float64(bs.served) / 1e6
+		}
+		if bs.handoffs > 0 {
+			b.MeanHandoffMs = float64(bs.handoffTotal) / float64(bs.handoffs) / 1e6
+		}
+		if bs.slotsTimed > 0 {
+			b.MeanSlotMs = float64(bs.slotTotal) / float64(bs.slotsTimed) / 1e6
+			b.MeanSlotExcessMs = float64(bs.slotExcess) / float64(bs.slotsTimed) / 1e6
 		}
 		st.Backends = append(st.Backends, b)
 	}

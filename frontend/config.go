@@ -54,6 +54,10 @@ type Config struct {
 	NormalSize struct{ Min, Max uint64 }
 	// ConcurrencyCap bounds each back-end below what it registers (0: its own).
 	ConcurrencyCap int
+	// HandoffAhead is how many handoffs a back-end may have under way
+	// beyond its capacity, so that setting one up does not take slot
+	// time (slots.go). 0: each handoff inside its slot.
+	HandoffAhead int
 	// ConfigPath is re-read on SIGHUP when set.
 	ConfigPath string
 }

@@ -89,6 +89,17 @@ type backendState struct {
 	responseBytes              uint64
 	forwardedBytes             uint64
 	serviceTotal               time.Duration
+	// What a slot costs beyond the service time: the handoff (dispatch to
+	// the shim's SpliceAck) and the whole slot time of served requests.
+	handoffs              uint64
+	handoffTotal          time.Duration
+	slotsTimed            uint64
+	slotTotal, slotExcess time.Duration
+
+	sent         int             // requests on C2 to it, not yet reported done: its slots in use
+	ready        []splice.FlowID // handed off ahead, waiting for a slot (slots.go)
+	heldHandoffs uint64          // handoffs that had to wait ready
+	peakReported int             // highest concurrency its shim reported
 }
 
 type pendingSplice struct {
@@ -116,6 +127,7 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 			d.ctl.send(bs.ctl, &proto.Keepalive{BackendID: bs.id, Incarnation: bs.incarnation, Seq: msg.Seq})
 			bs.lastSeen = now
 			bs.reported = int(msg.Concurrency)
+			bs.peakReported = max(bs.peakReported, bs.reported)
 			t := d.now(now)
 			d.out.Reset()
 			d.reconcile(bs, bs.reported, t)
@@ -137,12 +149,18 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 		}
 		delete(d.pending, flow)
 		t := d.now(now)
+		if s, ok := d.inService[flow]; ok && len(s.reqs) > 0 {
+			if bs := d.backends[s.backend]; bs != nil {
+				bs.handoffs++
+				bs.handoffTotal += t.Sub(s.reqs[0].dispatched)
+			}
+		}
 		d.out.Reset()
 		if !msg.OK {
 			d.log.Warn("shim refused splice", "flow", flow, "backend", msg.BackendID, "reason", msg.Reason)
 			d.engine.Abort(flow, t, &d.out)
-		} else if err := d.engine.SpliceAcked(flow, t, &d.out); err != nil {
-			d.log.Debug("splice ack for a flow that moved on", "flow", flow, "err", err)
+		} else {
+			d.spliceConfirmed(flow, t)
 		}
 		d.flush(t)
 	case *proto.Feedback:
@@ -151,6 +169,7 @@ func (d *Daemon) control(m ctlMsg, now time.Time) {
 			bs.responseBytes += msg.ResponseBytes
 			bs.serviceTotal += msg.ServiceTime
 			bs.reported = int(msg.Concurrency)
+			bs.peakReported = max(bs.peakReported, bs.reported)
 			bs.lastSeen = now
 		}
 		d.noteSize(splice.FlowID(msg.RequestID), msg.ResponseBytes)
@@ -181,7 +200,7 @@ func (d *Daemon) register(r *proto.Register, now time.Time) {
 	bs.incarnation = r.Incarnation
 	bs.alive = true
 	bs.lastSeen = now
-	d.disp.AddBackend(sched.BackendID(r.BackendID), d.capacity(bs), r.WebPorts)
+	d.syncDispatcher(bs)
 	d.disp.SetAlive(sched.BackendID(r.BackendID), true)
 	if restarted {
 		d.log.Info("back-end registered", "backend", r.BackendID, "ip", r.IP, "mac", wire.MAC(r.MAC).String(),
@@ -264,6 +283,7 @@ func (d *Daemon) backendDead(bs *backendState, now time.Time) {
 		}
 	}
 	d.parked[bs.id] = nil
+	bs.ready = nil // their flows are reset below
 	t := d.now(now)
 	d.out.Reset()
 	var aborted int

@@ -26,6 +26,7 @@ func FromFile(f *conf.File) (Config, error) {
 		KeepaliveInterval: f.Backends.KeepaliveInterval,
 		SpliceRetry:       f.Backends.SpliceRetry,
 		ConcurrencyCap:    f.Backends.ConcurrencyCap,
+		HandoffAhead:      f.Backends.HandoffAhead,
 		Linger:            f.TCP.Linger,
 		IdleTimeout:       f.TCP.IdleTimeout,
 		HeadTimeout:       f.TCP.HeadTimeout,

@@ -134,6 +134,8 @@ func TestUtilizationDrivesLifo(t *testing.T) {
 	r := sched.Request{Customer: "main"}
 	d.startServing(1, 1, r, 0)
 	d.startServing(2, 1, r, 0)
+	d.markSent(1, d.backends[1], 0) // the requests went out on C2
+	d.markSent(2, d.backends[1], 0)
 	d.lifoTimers(sec / 2)
 	if d.lifo.last != 0 || d.lifo.lifo() {
 		t.Fatal("the interval ended early")

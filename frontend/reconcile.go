@@ -4,7 +4,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice"
 )
 
@@ -40,7 +39,7 @@ func (d *Daemon) reconcile(bs *backendState, reported int, now splice.Time) {
 			continue
 		}
 		for _, r := range s.reqs {
-			if now.Sub(r.dispatched) > reconcileAge {
+			if r.sent && now.Sub(r.dispatched) > reconcileAge {
 				olds = append(olds, old{flow, r.dispatched})
 			}
 		}
@@ -57,15 +56,17 @@ func (d *Daemon) reconcile(bs *backendState, reported int, now splice.Time) {
 	sort.Slice(olds, func(i, j int) bool { return olds[i].at < olds[j].at })
 	for _, o := range olds[:excess] {
 		s := d.inService[o.flow]
-		s.reqs = s.reqs[1:] // a flow's requests are in dispatch order
+		r := s.reqs[0] // a flow's requests are in dispatch order
+		s.reqs = s.reqs[1:]
 		if len(s.reqs) == 0 {
 			delete(d.inService, o.flow)
 		} else {
 			d.inService[o.flow] = s
 		}
-		d.disp.Done(sched.BackendID(bs.id))
+		d.releaseReq(bs.id, r, now)
 		bs.reconciled++
 	}
+	d.fillSlots(bs, now)
 	d.log.Warn("released back-end slots the back-end no longer reports in service",
 		"backend", bs.id, "released", excess, "reported", reported)
 	d.dispatch(now)

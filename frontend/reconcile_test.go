@@ -22,6 +22,7 @@ func TestReconcileReleasesSlotsTheBackendNoLongerServes(t *testing.T) {
 		flow := splice.FlowID(i + 1)
 		d.dispatched[flow] = 7
 		d.startServing(flow, 7, sched.Request{Customer: "c", Arrival: int64(start.Add(-age))}, start.Add(-age))
+		d.markSent(flow, bs, start.Add(-age))
 	}
 	if got := d.disp.Active(7); got != 4 {
 		t.Fatalf("Active = %d", got)

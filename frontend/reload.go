@@ -47,6 +47,10 @@ func (d *Daemon) reload() {
 	d.cfg.RetryAfter = next.RetryAfter
 	d.cfg.NormalSize = next.NormalSize
 	d.cfg.ConcurrencyCap = next.ConcurrencyCap
+	d.cfg.HandoffAhead = next.HandoffAhead
+	for _, bs := range d.backends {
+		d.syncDispatcher(bs)
+	}
 	d.reloads++
 	for _, w := range f.Check() {
 		d.log.Warn("configuration warning", "warning", w.String())

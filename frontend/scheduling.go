@@ -280,6 +280,8 @@ type servingReq struct {
 	customer   string
 	arrival    splice.Time
 	dispatched splice.Time
+	sent       bool        // on C2 to the back-end: holds one of its slots
+	sentAt     splice.Time // when it was sent
 }
 
 // accounting is what a policy may add to the Policy seam: charge
@@ -297,14 +299,6 @@ func (d *Daemon) accounting() (accounting, bool) {
 	return d.credit, true
 }
 
-func (d *Daemon) hasRoom(b uint32) bool {
-	bs := d.backends[b]
-	if bs == nil || !bs.alive {
-		return false
-	}
-	return d.disp.Active(sched.BackendID(b)) < d.capacity(bs)
-}
-
 // capacity is what a back-end may run at once: its registered figure,
 // bounded by the configured cap.
 func (d *Daemon) capacity(bs *backendState) int {
@@ -320,7 +314,6 @@ func (d *Daemon) startServing(flow splice.FlowID, b uint32, r sched.Request, now
 	s.reqs = append(s.reqs, servingReq{customer: r.Customer, arrival: splice.Time(r.Arrival), dispatched: now})
 	d.inService[flow] = s
 	d.disp.Start(sched.BackendID(b))
-	d.slotStart(int64(now))
 	cs := d.stats(r.Customer)
 	cs.admitted++
 	cs.wait.observe(now.Sub(splice.Time(r.Arrival)))
@@ -335,6 +328,7 @@ func (d *Daemon) admit(flow splice.FlowID, b uint32, r sched.Request, now splice
 	d.startServing(flow, b, r, now)
 	if bs := d.backends[b]; bs != nil {
 		bs.followUps++
+		d.markSent(flow, bs, now) // Admit sent it
 	}
 }
 
@@ -348,11 +342,13 @@ func (d *Daemon) refundFlow(flow splice.FlowID, now splice.Time) {
 			d.stats(r.customer).refunded++
 		}
 	}
-	for range s.reqs {
-		d.disp.Done(sched.BackendID(s.backend))
-		d.slotDone(int64(now))
-	}
 	delete(d.inService, flow)
+	for _, r := range s.reqs {
+		d.releaseReq(s.backend, r, now)
+	}
+	if bs := d.backends[s.backend]; bs != nil {
+		d.fillSlots(bs, now)
+	}
 }
 
 // requestDone frees the back-end slot of the oldest request on flow when
@@ -373,24 +369,28 @@ func (d *Daemon) requestDone(flow splice.FlowID, all bool, service time.Duration
 		if acc, ok := d.accounting(); ok {
 			acc.Complete(r.customer, service)
 		}
+		if bs := d.backends[s.backend]; bs != nil && r.sent {
+			slot := now.Sub(r.sentAt)
+			bs.slotsTimed++
+			bs.slotTotal += slot
+			bs.slotExcess += slot - service
+		}
 		cs := d.stats(r.customer)
 		cs.served++
 		cs.response.observe(r.dispatched.Sub(r.arrival) + service)
 	}
+	done := s.reqs[:n]
 	s.reqs = s.reqs[n:]
 	if len(s.reqs) == 0 {
 		delete(d.inService, flow)
 	} else {
 		d.inService[flow] = s
 	}
-	for i := 0; i < n; i++ {
-		d.disp.Done(sched.BackendID(s.backend))
-		d.slotDone(int64(now))
+	for _, r := range done {
+		d.releaseReq(s.backend, r, now)
 	}
-	for len(d.parked[s.backend]) > 0 && d.hasRoom(s.backend) {
-		p := d.parked[s.backend][0]
-		d.parked[s.backend] = d.parked[s.backend][1:]
-		d.admit(p.flow, s.backend, p.req, now)
+	if bs := d.backends[s.backend]; bs != nil {
+		d.fillSlots(bs, now)
 	}
 	d.dispatch(now)
 }

@@ -107,6 +107,10 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 		e.sendC2SYN(f, now, out)
 		e.setDeadline(f, now.Add(e.cfg.HandoffTimeout<<f.retries))
 	case stSpliceWait:
+		if f.spliceHeld {
+			e.handoffFailed(f, "no back-end slot became free in time", now, out)
+			return
+		}
 		e.handoffFailed(f, "back-end shim did not confirm the splice", now, out)
 	case stSpliced:
 		if f.kaState == kaRefused {

@@ -224,8 +224,28 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 	return s
 }
 
-// SpliceAcked is called when the shim confirmed the Splice message: from
-// now on every reply it sees is translated, so the request can go.
+// HoldSplice is called instead of SpliceAcked when the shim confirmed the
+// Splice but the back-end has no free slot yet: the daemon set the
+// connection up ahead of time, so that the handoff (C2 handshake, Splice
+// round trip) does not take slot time. C2 stays open with the request
+// held until SpliceAcked releases it, for at most SlotWait; after that
+// the client gets a 503 (nothing reached the server, a retry is safe).
+func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
+	f := e.byID[id]
+	if f == nil {
+		return ErrNoFlow
+	}
+	if f.state != stSpliceWait {
+		return ErrFlowState
+	}
+	f.spliceHeld = true
+	e.setDeadline(f, now.Add(e.cfg.SlotWait))
+	return nil
+}
+
+// SpliceAcked is called when the shim confirmed the Splice message (and,
+// after HoldSplice, when the back-end has a slot): from now on every
+// reply it sees is translated, so the request can go.
 func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 	f := e.byID[id]
 	if f == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
@@ -332,4 +333,59 @@ func TestChallengeAckToC2SynIsResetAndTheSynSentAgain(t *testing.T) {
 	// The fresh SYN-ACK then completes C2 as usual.
 	srv := newServer(0x40, wire.SynOptions{MSS: 1460, TS: true, TSVal: 3})
 	onlyEvent(t, h.input(srv.synAck(decodeTCP(t, fs[1])), t0+4*ms), EvSplice)
+}
+
+// TestHeldSpliceSendsTheRequestOnlyWhenReleased: a connection set up
+// ahead of its back-end slot (HoldSplice) keeps the request back, and
+// the splice-confirmation deadline no longer applies; SpliceAcked then
+// sends it. Held too long, the client gets a 503 and C2 is reset.
+func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
+	h := newFE(t, func(cfg *FrontEndConfig) { cfg.SlotWait = 2 * time.Second })
+	c := newClient(40007, 0x50000000, fullOffer(9))
+	req := "GET /held HTTP/1.1\r\nHost: h\r\n\r\n"
+	id := queuedRequest(t, h, c, req)
+	syn := dispatch(t, h, id, t0+2*ms)
+	srv := newServer(0x60000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
+	h.input(srv.synAck(syn), t0+3*ms)
+	if err := h.fe.HoldSplice(id, t0+4*ms); err != nil {
+		t.Fatal(err)
+	}
+	// Well past the splice-confirmation deadline (3 x HandoffTimeout),
+	// within SlotWait: nothing happens.
+	if out := h.tick(t0 + 4*ms + Time(1900*time.Millisecond)); len(out.Frames) != 0 {
+		t.Fatalf("held connection produced %d frames before SlotWait", len(out.Frames))
+	}
+	out := h.call(func(out *Output) {
+		if err := h.fe.SpliceAcked(id, t0+Time(1950*time.Millisecond), out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	expectTCP(t, onlyFrame(t, out), to(backendIP, webPort), payloadIs([]byte(req)))
+
+	// A second connection held past SlotWait gets a 503.
+	c2 := newClient(40008, 0x51000000, fullOffer(9))
+	id2 := queuedRequest(t, h, c2, req)
+	syn2 := dispatch(t, h, id2, t0+2*ms)
+	srv2 := newServer(0x61000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
+	h.input(srv2.synAck(syn2), t0+3*ms)
+	if err := h.fe.HoldSplice(id2, t0+4*ms); err != nil {
+		t.Fatal(err)
+	}
+	out = h.tick(t0 + 4*ms + Time(2*time.Second))
+	var rst, answer bool
+	for _, f := range copyFrames(out) {
+		s := decodeTCP(t, f)
+		switch {
+		case s.ip.DstIP.Equal(backendIP[:]) && s.flags()&wire.TCPFlagRST != 0:
+			rst = true
+		case s.ip.DstIP.Equal(clientIP[:]) && strings.HasPrefix(string(s.payload()), "HTTP/1.1 503 "):
+			answer = true
+		}
+	}
+	if !rst || !answer {
+		t.Fatalf("after SlotWait: C2 reset %v, 503 to the client %v; want both", rst, answer)
+	}
+	if err := h.fe.HoldSplice(id2, t0+Time(5*time.Second)); err != ErrFlowState {
+		t.Errorf("HoldSplice on an answered flow: %v, want ErrFlowState", err)
+	}
 }

@@ -55,24 +55,27 @@ type flow struct {
 	status         int
 
 	// Handoff connection C2.
-	backend  Backend
-	bIP      wire.IP4
-	hport    uint16
-	isnB     wire.Seq
-	c2Up     bool // the back-end's SYN-ACK arrived (isnB is known; 0 is a valid ISN)
-	mssB     uint16
-	wsB      int
-	tsB      bool
-	tsLastB  uint32 // back-end's last TSval seen by us
-	seqDelta uint32 // client-facing reply seq = back-end seq + seqDelta
-	tsOffset uint32 // client-facing TSval = back-end TSval + tsOffset
-	reqEnd   wire.Seq
-	reqUna   wire.Seq // highest back-end ACK seen (via the shim's copies)
-	reqNxt   wire.Seq
-	held     [][]byte
-	srvFin   bool
-	cliAck   wire.Seq // client's latest ACK (client-facing numbers)
-	srvRST   bool
+	backend Backend
+	bIP     wire.IP4
+	hport   uint16
+	isnB    wire.Seq
+	c2Up    bool // the back-end's SYN-ACK arrived (isnB is known; 0 is a valid ISN)
+	// spliceHeld: the shim confirmed, the request waits for a back-end
+	// slot (HoldSplice).
+	spliceHeld bool
+	mssB       uint16
+	wsB        int
+	tsB        bool
+	tsLastB    uint32 // back-end's last TSval seen by us
+	seqDelta   uint32 // client-facing reply seq = back-end seq + seqDelta
+	tsOffset   uint32 // client-facing TSval = back-end TSval + tsOffset
+	reqEnd     wire.Seq
+	reqUna     wire.Seq // highest back-end ACK seen (via the shim's copies)
+	reqNxt     wire.Seq
+	held       [][]byte
+	srvFin     bool
+	cliAck     wire.Seq // client's latest ACK (client-facing numbers)
+	srvRST     bool
 
 	forwardedBytes uint64
 	storm          stormTrack

@@ -49,6 +49,9 @@ type ShimStats struct {
 	BadOptions             uint64 // spliced replies dropped for untranslatable options
 	Splices, Expired       uint64
 	Entries                uint64
+	// PeakActive is the most requests ever in service at once: what the
+	// front-end's concurrency cap is there to bound.
+	PeakActive uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.

@@ -148,6 +148,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			ent.reqStart = now
 			ent.headRequest = bytes.HasPrefix(t.Payload(), []byte("HEAD "))
 			s.active++
+			s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
 		}
 	}
 	if flags&wire.TCPFlagFIN != 0 {

@@ -15,7 +15,7 @@ import (
 var configFlags = map[string]bool{
 	"link": true, "link-type": true, "vip": true, "handoff": true, "ports": true, "control": true,
 	"key": true, "mac": true, "admin": true, "capture": true, "queue": true, "keepalive": true,
-	"linger": true, "idle-timeout": true, "head-timeout": true, "cookie-seed": true,
+	"linger": true, "idle-timeout": true, "head-timeout": true, "cookie-seed": true, "handoff-ahead": true,
 }
 
 func runFromFile(path string, log *slog.Logger, fail func(string, ...any)) {

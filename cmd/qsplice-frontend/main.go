@@ -62,6 +62,7 @@ func main() {
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
+	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
 	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed connection is remembered for late segments")
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
 	flag.DurationVar(&cfg.HeadTimeout, "head-timeout", 10*time.Second, "a client must send its request head within this time (else 408)")

@@ -21,7 +21,7 @@ var badFiles = []struct {
 	{name: "unknown tcp key", text: "tcp: {lingr: 5s}\n", want: []string{
 		`front.yaml:5: tcp: unknown key "lingr" (known: linger, idle_timeout, head_timeout, max_head, cookie_seed)`}},
 	{name: "unknown backends key", text: "backends:\n  expect: 5\n", want: []string{
-		`front.yaml:6: backends: unknown key "expect" (known: concurrency_cap, expected, keepalive_interval, splice_retry)`}},
+		`front.yaml:6: backends: unknown key "expect" (known: concurrency_cap, expected, handoff_ahead, keepalive_interval, splice_retry)`}},
 	{name: "unknown scheduler key", text: "scheduler:\n  cycle: 10ms\n  cycel: 10ms\n", want: []string{
 		`front.yaml:7: scheduler: unknown key "cycel" (known: cycle, typical_service_time, normal_size, balance_limit, debt_limit, queue_timeout, cap_window, queue_capacity, retry_after, default_customer)`}},
 	{name: "unknown normal_size key", text: "scheduler: {normal_size: {min: 0, maxi: 1}}\n", want: []string{

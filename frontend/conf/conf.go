@@ -78,6 +78,10 @@ type Backends struct {
 	Expected          int
 	KeepaliveInterval time.Duration // told to back-ends when they register
 	SpliceRetry       time.Duration // resend an unacknowledged Splice after this
+	// HandoffAhead is how many handoffs a back-end may have under way
+	// beyond its concurrency, so a slot does not idle while the next
+	// connection is set up; 0: each handoff inside its slot.
+	HandoffAhead int
 }
 
 // SizeRange is an inclusive range of response sizes in bytes.
@@ -142,6 +146,7 @@ const (
 	DefaultMaxHead           = 8 << 10
 	DefaultKeepaliveInterval = time.Second
 	DefaultSpliceRetry       = 250 * time.Millisecond
+	DefaultHandoffAhead      = 2
 	DefaultCycle             = 10 * time.Millisecond
 	DefaultTypicalService    = 20 * time.Millisecond
 	DefaultNormalSizeMax     = 16 << 10

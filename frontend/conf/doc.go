@@ -46,6 +46,8 @@
 //	backends:
 //	  concurrency_cap: 0         # >= 0; most requests at once on one back-end; 0: as it registers
 //	  expected: 0                # >= 0; back-ends normally present, for Check; 0: unknown
+//	  handoff_ahead: 2           # 0..64; handoffs set up per back-end beyond its concurrency, so
+//	                             #   the C2 handshake and Splice round trip take no slot time
 //	  keepalive_interval: 1s     # > 0; told to back-ends when they register
 //	  splice_retry: 250ms        # > 0; resend an unacknowledged Splice message after this
 //	scheduler:

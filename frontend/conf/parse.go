@@ -21,7 +21,7 @@ var (
 	linkKeys      = []string{"interface", "type", "mac"}
 	controlKeys   = []string{"listen", "key_file"}
 	tcpKeys       = []string{"linger", "idle_timeout", "head_timeout", "max_head", "cookie_seed"}
-	backendKeys   = []string{"concurrency_cap", "expected", "keepalive_interval", "splice_retry"}
+	backendKeys   = []string{"concurrency_cap", "expected", "handoff_ahead", "keepalive_interval", "splice_retry"}
 	schedulerKeys = []string{"cycle", "typical_service_time", "normal_size", "balance_limit", "debt_limit",
 		"queue_timeout", "cap_window", "queue_capacity", "retry_after", "default_customer"}
 	sizeRangeKeys = []string{"min", "max"}
@@ -222,6 +222,7 @@ func (d *decoder) backends(f *File, n *yaml.Node) {
 		Expected:          d.integer(m["expected"], "backends.expected", 0, 0, math.MaxInt),
 		KeepaliveInterval: d.duration(m["keepalive_interval"], "backends.keepalive_interval", DefaultKeepaliveInterval, true),
 		SpliceRetry:       d.duration(m["splice_retry"], "backends.splice_retry", DefaultSpliceRetry, true),
+		HandoffAhead:      d.integer(m["handoff_ahead"], "backends.handoff_ahead", DefaultHandoffAhead, 0, 64),
 	}
 }
 

@@ -30,6 +30,7 @@ type Config struct {
 	SlowC        bool          // C's requests take twice the typical service time
 	Scale        float64       // see GuaranteeConfig.Scale
 	FrontendArgs []string
+	HandoffAhead *int   // backends.handoff_ahead; nil: the default
 	Flood        string // a customer offering 10x its reservation
 	KeepLab      bool   // leave the lab up for inspection
 	Name         string
@@ -43,7 +44,8 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 		rand.Read(b[:])
 		cfg.Name = "demo" + hex.EncodeToString(b[:])
 	}
-	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs, Flood: cfg.Flood}
+	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs, Flood: cfg.Flood,
+		HandoffAhead: cfg.HandoffAhead}
 	if cfg.SlowC {
 		g.Customers = append([]Customer(nil), Published...)
 		g.Customers[2].Service = 40 * time.Millisecond

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -56,6 +57,9 @@ type GuaranteeConfig struct {
 	FloodFactor float64 // 10
 	// FrontendArgs are extra qsplice-frontend flags (-cpuprofile, -log-level).
 	FrontendArgs []string
+	// HandoffAhead sets the front-end's backends.handoff_ahead; nil
+	// keeps the configuration default.
+	HandoffAhead *int
 }
 
 // GuaranteeResult is the per-customer outcome, one row per customer.
@@ -149,6 +153,9 @@ func RunGuarantee(ctx context.Context, name, binDir string, g GuaranteeConfig, k
 	y := lab.FrontendYAML(lc.StateDir, g.Backends, g.Capacity, lcs,
 		fmt.Sprintf("  typical_service_time: %v", g.ServiceTime),
 		fmt.Sprintf("  queue_timeout: %v", g.QueueTimeout))
+	if g.HandoffAhead != nil {
+		y = lab.SetBackendsOption(y, "handoff_ahead", strconv.Itoa(*g.HandoffAhead))
+	}
 	if err := os.WriteFile(lc.FrontendConfig, []byte(y), 0o644); err != nil {
 		return res, err
 	}

@@ -59,3 +59,10 @@ func FrontendYAMLPolicy(stateDir string, backends, capacity int, policy string, 
 	}
 	return b.String()
 }
+
+// SetBackendsOption adds key: value to the backends section of a
+// configuration written by FrontendYAML (a flow mapping on one line).
+func SetBackendsOption(y, key, value string) string {
+	const marker = "backends: {"
+	return strings.Replace(y, marker, marker+key+": "+value+", ", 1)
+}
