@@ -343,13 +343,7 @@ func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
 	h := newFE(t, func(cfg *FrontEndConfig) { cfg.SlotWait = 2 * time.Second })
 	c := newClient(40007, 0x50000000, fullOffer(9))
 	req := "GET /held HTTP/1.1\r\nHost: h\r\n\r\n"
-	id := queuedRequest(t, h, c, req)
-	syn := dispatch(t, h, id, t0+2*ms)
-	srv := newServer(0x60000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
-	h.input(srv.synAck(syn), t0+3*ms)
-	if err := h.fe.HoldSplice(id, t0+4*ms); err != nil {
-		t.Fatal(err)
-	}
+	id := heldConnection(t, h, c, 0x60000000, req)
 	// Well past the splice-confirmation deadline (3 x HandoffTimeout),
 	// within SlotWait: nothing happens.
 	if out := h.tick(t0 + 4*ms + Time(1900*time.Millisecond)); len(out.Frames) != 0 {
@@ -364,13 +358,7 @@ func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
 
 	// A second connection held past SlotWait gets a 503.
 	c2 := newClient(40008, 0x51000000, fullOffer(9))
-	id2 := queuedRequest(t, h, c2, req)
-	syn2 := dispatch(t, h, id2, t0+2*ms)
-	srv2 := newServer(0x61000000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
-	h.input(srv2.synAck(syn2), t0+3*ms)
-	if err := h.fe.HoldSplice(id2, t0+4*ms); err != nil {
-		t.Fatal(err)
-	}
+	id2 := heldConnection(t, h, c2, 0x61000000, req)
 	out = h.tick(t0 + 4*ms + Time(2*time.Second))
 	var rst, answer bool
 	for _, f := range copyFrames(out) {
@@ -388,4 +376,18 @@ func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
 	if err := h.fe.HoldSplice(id2, t0+Time(5*time.Second)); err != ErrFlowState {
 		t.Errorf("HoldSplice on an answered flow: %v, want ErrFlowState", err)
 	}
+}
+
+// heldConnection takes a request from c through dispatch and C2 set-up
+// (the back-end's ISN given) and holds it ready at t0+4ms.
+func heldConnection(t *testing.T, h *feHarness, c *testClient, backendISN wire.Seq, req string) FlowID {
+	t.Helper()
+	id := queuedRequest(t, h, c, req)
+	syn := dispatch(t, h, id, t0+2*ms)
+	srv := newServer(backendISN, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 1})
+	h.input(srv.synAck(syn), t0+3*ms)
+	if err := h.fe.HoldSplice(id, t0+4*ms); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
