@@ -1,6 +1,7 @@
 // Command qsplice-testserver is the lab's back-end web server: it serves
 // deterministic bodies (GET /data/<size>) after a configurable service
-// time, so experiments can check every byte and control the load. The
+// time, so experiments can check every byte and control the load, and
+// with -shop the pages of the LIFO-Pri shop experiment. The
 // routes and the service-time model are described in package
 // tools/testserver; this command adds flags, a listener and a clean stop
 // on SIGINT or SIGTERM.
@@ -51,6 +52,13 @@ The qsplice lab's back-end web server. Routes:
   POST /echo          echoes the request body (upload tests)
 Every response carries X-Backend-Id: N; /data and /echo carry X-Service-Time.
 
+With -shop (or -shop-service), the eight pages of the LIFO-Pri shop experiment
+  GET / /browse /search /details /login /shipping /payment /confirm
+answer a small HTML page after an exponential service time with the page's mean
+(X-Service-Time says the draw); the query string is ignored. The default means
+are the simulator's (tools/experiment): main=150ms,browse=200ms,search=300ms,
+details=200ms,login=400ms,shipping=400ms,payment=500ms,confirm=600ms.
+
 Flags:
 `
 
@@ -67,8 +75,17 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.UintVar(&id, "id", 0, "back-end `id`: seeds the /data bodies and is sent as X-Backend-Id")
 	fs.DurationVar(&o.cfg.ServiceTime, "service-time", 0, "`time` /data and /echo wait before answering, modelling the application's work")
 	fs.DurationVar(&o.cfg.ServiceJitter, "service-jitter", 0, "spread the service time uniformly over service-time ± this `time` (never below 0)")
+	shop := fs.Bool("shop", false, "serve the shop experiment's eight pages with the default mean service times")
+	shopService := fs.String("shop-service", "", "serve the shop pages with these mean service times, `page=time,...` (pages not listed keep the default); implies -shop")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *shop || *shopService != "" {
+		means, err := testserver.ParseShopService(*shopService)
+		if err != nil {
+			return o, err
+		}
+		o.cfg.Shop = &testserver.Shop{ServiceMean: means}
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -102,6 +119,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		ErrorLog: logger,
 	}
 	logger.Printf("id=%d listening on %s, service time %v ± %v", o.cfg.ID, ln.Addr(), o.cfg.ServiceTime, o.cfg.ServiceJitter)
+	if o.cfg.Shop != nil {
+		logger.Printf("shop pages, mean service times %s", testserver.FormatShopService(o.cfg.Shop.ServiceMean))
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qsplice/qsplice/tools/session"
+	"github.com/qsplice/qsplice/tools/testserver"
 )
 
 func TestFlags(t *testing.T) {
@@ -21,7 +24,20 @@ func TestFlags(t *testing.T) {
 	if o, err = parseFlags(nil, new(bytes.Buffer)); err != nil || o.listen != ":8080" || o.cfg.ID != 0 || o.cfg.ServiceTime != 0 {
 		t.Fatalf("defaults %+v, %v", o, err)
 	}
+	if o.cfg.Shop != nil {
+		t.Fatal("shop pages without -shop")
+	}
+	o, err = parseFlags([]string{"-shop"}, new(bytes.Buffer))
+	if err != nil || o.cfg.Shop == nil || o.cfg.Shop.ServiceMean != testserver.DefaultShopService() {
+		t.Fatalf("-shop: %+v, %v", o.cfg.Shop, err)
+	}
+	o, err = parseFlags([]string{"-shop-service", "confirm=2s"}, new(bytes.Buffer))
+	if err != nil || o.cfg.Shop == nil || o.cfg.Shop.ServiceMean[session.Confirm] != 2*time.Second ||
+		o.cfg.Shop.ServiceMean[session.Main] != 150*time.Millisecond {
+		t.Fatalf("-shop-service: %+v, %v", o.cfg.Shop, err)
+	}
 	for _, bad := range [][]string{
+		{"-shop-service", "cart=1s"},
 		{"-id", "4294967296"}, {"-id", "-1"}, {"-service-time", "-1ms"}, {"-service-jitter", "x"}, {"extra"},
 	} {
 		if _, err := parseFlags(bad, new(bytes.Buffer)); err == nil {
@@ -35,7 +51,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"-listen", "-id", "-service-time", "-service-jitter", "/data/<size>", "/echo"} {
+	for _, want := range []string{"-listen", "-id", "-service-time", "-service-jitter", "-shop", "-shop-service", "/data/<size>", "/echo", "/confirm"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help does not mention %s:\n%s", want, out.String())
 		}

@@ -16,6 +16,12 @@
 //	GET  / and /health  "qsplice-testserver id=N", with no service time
 //	POST /echo          the request body, back (for upload tests)
 //
+// With Config.Shop set (qsplice-testserver -shop), the eight pages of the
+// LIFO-Pri shop workload (/, /browse, /search, /details, /login,
+// /shipping, /payment, /confirm; see Shop) answer a small HTML page after
+// an exponential service time of the page's mean; / is then the shop's
+// main page, and /health the only hello.
+//
 // HEAD works wherever GET does; a known path with another method gets 405,
 // any other path 404. Every response carries X-Backend-Id.
 package testserver
@@ -46,6 +52,9 @@ type Config struct {
 	// ctx ends (the client went away). Nil waits on a timer. Tests set it
 	// to record the times without waiting.
 	Wait func(ctx context.Context, d time.Duration) error
+
+	// Shop, when set, serves the shop experiment's pages (see Shop).
+	Shop *Shop
 }
 
 // NewHandler returns the test server's handler for cfg.
@@ -55,7 +64,11 @@ func NewHandler(cfg Config) http.Handler {
 		s.cfg.Wait = waitTimer
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.hello)
+	if cfg.Shop != nil {
+		s.shopPages(mux)
+	} else {
+		mux.HandleFunc("GET /{$}", s.hello)
+	}
 	mux.HandleFunc("GET /health", s.hello)
 	mux.HandleFunc("GET /data/{size}", s.data)
 	mux.HandleFunc("POST /echo", s.echo)
