@@ -47,6 +47,7 @@ type options struct {
 	cfg      loadgen.Config
 	sessions *loadgen.SessionConfig // session mode; nil: streams
 	wsesslog string
+	drain    time.Duration
 	jsonPath string // "" none, "-" stdout
 	progress bool
 }
@@ -102,9 +103,14 @@ SESSIONS is comma-separated key=value pairs:
   retries=2      retries of a failed page before leaving
   abandon=0.5    probability of leaving at once after a failed page
   count=0        start at most this many sessions, then end when they are over
+  refused=retry  retry: a 503 is a failed page like a timeout; leave: the session ends
 Results cover sessions arriving after the warm-up: per page class requested,
-completed (2xx in time), timed out, refused (503), other, errors; per session
+completed (2xx in time), timed out, refused (503), other, errors, and not
+generated (pages a session that left would still have asked for: its walk is
+continued from the page it left on, without sending, until exit); per session
 completed, abandoned, unfinished (cut by the end of the run), not started.
+With -drain D the measured sessions are followed for up to D past the window,
+new sessions still arriving, so that few are cut unfinished.
 
 Flags:
 `
@@ -131,6 +137,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.wsesslog, "wsesslog", "", "session mode: replay the httperf --wsesslog `FILE` (needs -sessions for the rate)")
 	host := fs.String("host", "", "session mode: Host header (default: the target's host)")
 	maxSessions := fs.Int("max-sessions", loadgen.DefaultMaxSessions, "session mode: most sessions alive at once; arrivals beyond are not started")
+	fs.DurationVar(&o.drain, "drain", 0, "session mode: follow the measured sessions up to this `time` past the window until they end, with arrivals going on")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -23,6 +23,8 @@ func (o *options) sessionMode(spec, host string, maxSessions int) error {
 		return errors.New("-stream and -sessions are different modes: give one")
 	case maxSessions <= 0:
 		return errors.New("-max-sessions must be positive")
+	case o.drain < 0:
+		return errors.New("-drain must not be negative")
 	}
 	sp, err := loadgen.ParseSessions(spec)
 	if err != nil {
@@ -30,7 +32,7 @@ func (o *options) sessionMode(spec, host string, maxSessions int) error {
 	}
 	sc := &loadgen.SessionConfig{
 		Target: o.cfg.Target, Host: host, Sessions: sp, Warmup: o.cfg.Warmup, Duration: o.cfg.Duration,
-		MaxSessions: maxSessions, Seed: o.cfg.Seed,
+		Drain: o.drain, MaxSessions: maxSessions, Seed: o.cfg.Seed,
 	}
 	if o.wsesslog != "" {
 		f, err := os.Open(o.wsesslog)
@@ -57,14 +59,14 @@ func writeSessionTable(w io.Writer, res *loadgen.SessionResult) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join([]string{"class", "requested", "completed", "timed-out", "refused",
-		"other", "errors", "done%", "p50ms", "p99ms", ""}, "\t"))
+		"other", "errors", "not-gen", "done%", "p50ms", "p99ms", ""}, "\t"))
 	for _, c := range append(res.Classes, res.Total) {
 		pct := 0.0
 		if c.Requested > 0 {
 			pct = 100 * float64(c.Completed) / float64(c.Requested)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t\n", c.Name, c.Requested, c.Completed,
-			c.TimedOut, c.Refused, c.Other, c.Errors, pct, c.Latency.P50Ms, c.Latency.P99Ms)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t\n", c.Name, c.Requested, c.Completed,
+			c.TimedOut, c.Refused, c.Other, c.Errors, c.NotGenerated, pct, c.Latency.P50Ms, c.Latency.P99Ms)
 	}
 	tw.Flush()
 	s := res.Sessions

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qsplice/qsplice/tools/loadgen"
 )
@@ -50,9 +51,21 @@ func TestSessionFlagErrors(t *testing.T) {
 		{"-target", "http://x", "-sessions", "rate=1", "-stream", "name=A,rate=1"},
 		{"-sessions", "rate=1"},
 		{"-target", "http://x", "-sessions", "rate=1", "-wsesslog", "/nonexistent/file"},
+		{"-target", "http://x", "-sessions", "rate=1", "-drain", "-1s"},
+		{"-target", "http://x", "-sessions", "rate=1,refused=maybe"},
 	} {
 		if _, err := parseFlags(args, new(bytes.Buffer)); err == nil {
 			t.Errorf("%q accepted", args)
 		}
+	}
+}
+
+func TestSessionDrainAndRefusalFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-target", "http://x", "-sessions", "rate=1,refused=leave", "-drain", "30s"}, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.sessions == nil || o.sessions.Drain != 30*time.Second || !o.sessions.Sessions.LeaveOnRefusal {
+		t.Fatalf("parsed %+v", o.sessions)
 	}
 }

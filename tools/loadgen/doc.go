@@ -35,7 +35,11 @@
 // as package tools/session's Markov model says (or replays an httperf
 // --wsesslog session), waits for each page at most its patience, closing
 // the connection when that runs out, and retries or leaves as the model
-// decides; a 503 or an error is a failed page too. Results count, per
-// page class, the requests of the sessions that arrived after the
-// warm-up, and per session how it ended.
+// decides; a 503 or an error is a failed page too (or, with
+// refused=leave, a 503 ends the session, as the simulator models a drop).
+// Results count, per page class, the requests of the sessions that
+// arrived after the warm-up, plus the pages that sessions which left
+// early would still have asked for (not generated, see session_left.go),
+// and per session how it ended. A drain follows the measured sessions
+// past the window while arrivals go on, as the simulator does.
 package loadgen

@@ -23,16 +23,23 @@ type SessionSpec struct {
 	// 0: until the run's time is up.
 	Count int
 	Model session.Model
+	// LeaveOnRefusal ends a session at once when a page is refused
+	// (503), as a user who takes the error page for the shop being down
+	// does and as the simulator of tools/experiment models a drop. False:
+	// a refusal is a failed page like a timeout, and the model decides
+	// between retrying and leaving.
+	LeaveOnRefusal bool
 }
 
 // sessionKeys are the keys ParseSessions knows, in the order help shows them.
-var sessionKeys = []string{"rate", "think", "timeout", "retries", "abandon", "count"}
+var sessionKeys = []string{"rate", "think", "timeout", "retries", "abandon", "count", "refused"}
 
 // ParseSessions reads the -sessions flag: comma-separated key=value pairs,
 // rate (required, sessions/s), think (mean think time, 7s), timeout (mean
 // patience per request, 8s), retries (per page, 2), abandon (probability
-// of leaving after a timeout, 0.5), count (0: no limit). The other
-// parameters are those of session.DefaultModel().
+// of leaving after a timeout, 0.5), count (0: no limit), refused (retry:
+// a 503 is a failed page like a timeout; leave: the session ends at once;
+// default retry). The other parameters are those of session.DefaultModel().
 func ParseSessions(s string) (SessionSpec, error) {
 	sp := SessionSpec{Model: session.DefaultModel()}
 	fail := func(format string, a ...any) (SessionSpec, error) {
@@ -63,6 +70,13 @@ func ParseSessions(s string) (SessionSpec, error) {
 			sp.Model.AbandonProb, err = strconv.ParseFloat(value, 64)
 		case "count":
 			sp.Count, err = strconv.Atoi(value)
+		case "refused":
+			switch value {
+			case "leave", "retry":
+				sp.LeaveOnRefusal = value == "leave"
+			default:
+				err = errors.New("want leave or retry")
+			}
 		default:
 			return fail("unknown key %q (keys: %s)", key, strings.Join(sessionKeys, ", "))
 		}
@@ -109,6 +123,13 @@ type SessionConfig struct {
 	// end no new request starts, requests in flight finish (each within
 	// its patience) and sessions still going count as unfinished.
 	Warmup, Duration time.Duration
+	// Drain, when positive, follows the measured sessions past the end
+	// of Duration, for at most Drain, until every one of them is over,
+	// while new (unmeasured) sessions keep arriving, so that the last
+	// measured ones do not see the load fade. Only those still going
+	// after Drain count as unfinished. The simulator of tools/experiment
+	// follows its counted sessions to their end the same way.
+	Drain time.Duration
 	// MaxSessions bounds the sessions alive at once; an arrival beyond it
 	// counts as not started.
 	MaxSessions int
@@ -131,6 +152,8 @@ func (c SessionConfig) withDefaults() (SessionConfig, error) {
 		return c, errors.New("duration must be positive")
 	case c.Warmup < 0:
 		return c, errors.New("warmup must not be negative")
+	case c.Drain < 0:
+		return c, errors.New("drain must not be negative")
 	case c.MaxSessions < 0:
 		return c, errors.New("max sessions must not be negative")
 	case strings.ContainsAny(c.Host, " \t\r\n/"):

@@ -16,7 +16,9 @@ type sessionRunner struct {
 	start   time.Time
 	stop    chan struct{} // closed when no new request may start
 	workers sync.WaitGroup
-	alive   chan struct{} // a token per live session, MaxSessions deep
+	// measured counts the measured sessions still going.
+	measured sync.WaitGroup
+	alive    chan struct{} // a token per live session, MaxSessions deep
 
 	mu       sync.Mutex // guards what follows
 	classes  map[string]*classTally
@@ -26,6 +28,7 @@ type sessionRunner struct {
 // classTally is one page class's counters in the measured sessions.
 type classTally struct {
 	requested, completed, timedOut, refused, other, errors int64
+	notGenerated                                           int64
 	latency                                                Histogram
 }
 
@@ -56,47 +59,94 @@ func RunSessions(ctx context.Context, cfg SessionConfig) (*SessionResult, error)
 }
 
 // release starts sessions at their Poisson arrival times until the run's
-// time is up, Count sessions started, or ctx ends.
+// time is up, Count sessions started, or ctx ends, then drains (see
+// SessionConfig.Drain). It returns when the run stopped, as an offset
+// from its start, and whether ctx cut it short.
 func (r *sessionRunner) release(ctx context.Context) (time.Duration, bool) {
 	end := r.cfg.Warmup + r.cfg.Duration
 	arrivals := newSchedule(Poisson, r.cfg.Sessions.Rate, r.cfg.Seed, 0)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for n := 0; r.cfg.Sessions.Count == 0 || n < r.cfg.Sessions.Count; n++ {
-		at := arrivals.next()
-		if at >= end {
-			break
-		}
-		if wait := time.Until(r.start.Add(at)); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return min(time.Since(r.start), end), true
-			}
-		} else if ctx.Err() != nil {
-			return min(time.Since(r.start), end), true
+	cancelled := func() (time.Duration, bool) { return min(time.Since(r.start), end+r.cfg.Drain), true }
+	n, at := 0, arrivals.next()
+	more := func() bool { return r.cfg.Sessions.Count == 0 || n < r.cfg.Sessions.Count }
+	for ; more() && at < end; n, at = n+1, arrivals.next() {
+		if r.waitUntil(ctx, timer, at, nil) == wokeCancelled {
+			return cancelled()
 		}
 		r.startSession(n, at >= r.cfg.Warmup)
 	}
 	// Let the sessions already started run to the end of the window, or
 	// until they are all over when Count limited them.
 	var allDone chan struct{} // nil, never ready: a run without Count lasts its full time
-	if r.cfg.Sessions.Count > 0 {
+	if !more() {
 		allDone = make(chan struct{})
 		go func() { r.workers.Wait(); close(allDone) }()
 	}
-	if wait := time.Until(r.start.Add(end)); wait > 0 {
-		timer.Reset(wait)
+	switch r.waitUntil(ctx, timer, end, allDone) {
+	case wokeCancelled:
+		return cancelled()
+	case wokeDone:
+		return min(time.Since(r.start), end), false
+	}
+	if r.cfg.Drain <= 0 {
+		return end, false
+	}
+	// No measured session starts any more: follow those still going
+	// while unmeasured arrivals keep the load up.
+	measuredOver := make(chan struct{})
+	go func() { r.measured.Wait(); close(measuredOver) }()
+	drainEnd := end + r.cfg.Drain
+	for ; more() && at < drainEnd; n, at = n+1, arrivals.next() {
+		switch r.waitUntil(ctx, timer, at, measuredOver) {
+		case wokeCancelled:
+			return cancelled()
+		case wokeDone:
+			return min(time.Since(r.start), drainEnd), false
+		}
+		r.startSession(n, false)
+	}
+	switch r.waitUntil(ctx, timer, drainEnd, measuredOver) {
+	case wokeCancelled:
+		return cancelled()
+	case wokeDone:
+		return min(time.Since(r.start), drainEnd), false
+	}
+	return drainEnd, false
+}
+
+// wake says why waitUntil returned.
+type wake int
+
+const (
+	wokeOnTime    wake = iota // the time came
+	wokeDone                  // done was closed first
+	wokeCancelled             // ctx ended first
+)
+
+// waitUntil waits until offset at of the run, unless done (nil: never)
+// is closed or ctx ends first.
+func (r *sessionRunner) waitUntil(ctx context.Context, timer *time.Timer, at time.Duration, done <-chan struct{}) wake {
+	wait := time.Until(r.start.Add(at))
+	if wait <= 0 {
 		select {
-		case <-timer.C:
-		case <-allDone:
-			return min(time.Since(r.start), end), false
 		case <-ctx.Done():
-			return min(time.Since(r.start), end), true
+			return wokeCancelled
+		case <-done:
+			return wokeDone
+		default:
+			return wokeOnTime
 		}
 	}
-	return end, false
+	timer.Reset(wait)
+	select {
+	case <-timer.C:
+		return wokeOnTime
+	case <-done:
+		return wokeDone
+	case <-ctx.Done():
+		return wokeCancelled
+	}
 }
 
 // startSession runs session n in its own goroutine, with a generator of
@@ -112,6 +162,7 @@ func (r *sessionRunner) startSession(n int, measured bool) {
 	}
 	if measured {
 		r.count(func(c *SessionCounts) { c.Started++ })
+		r.measured.Add(1)
 	}
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(n)+1))
 	r.workers.Go(func() {
@@ -133,6 +184,7 @@ func (r *sessionRunner) startSession(n int, measured bool) {
 					c.Unfinished++
 				}
 			})
+			r.measured.Done()
 		}
 	})
 }
@@ -145,29 +197,38 @@ const (
 	sessionUnfinished
 )
 
-// walk runs one session of the Markov model.
+// walk runs one session of the Markov model. A session that leaves
+// early has the rest of its walk counted as not generated.
 func (r *sessionRunner) walk(rng *rand.Rand, measured bool) sessionEnd {
-	s := session.NewSession(&r.cfg.Sessions.Model, rng)
+	m := &r.cfg.Sessions.Model
+	s := session.NewSession(m, rng)
 	for page, ok := s.Next(); ok; page, ok = s.Next() {
 		if r.stopped() {
 			return sessionUnfinished
 		}
 		c := newPageClient(r.target, r.cfg.Host, "", page.Path(), "")
-		if !r.fetch(c, page.String(), s.Patience(), measured) {
-			s.TimedOut() // Next repeats the page or ends the session
+		got := r.fetch(c, page.String(), s.Patience(), measured)
+		if got == pageServed {
+			if !r.sleep(s.Think()) {
+				return sessionUnfinished
+			}
 			continue
 		}
-		if !r.sleep(s.Think()) {
-			return sessionUnfinished
+		leave := got == pageRefused && r.cfg.Sessions.LeaveOnRefusal
+		if !leave && s.TimedOut() {
+			continue // Next repeats the page
 		}
-	}
-	if s.Abandoned() {
+		if measured {
+			r.notGenerated(remainingWalk(m, rng, page))
+		}
 		return sessionAbandoned
 	}
 	return sessionCompleted
 }
 
 // replay runs one logged session with the model's patience and retries.
+// A session that leaves early has its remaining requests counted as not
+// generated.
 func (r *sessionRunner) replay(ls session.LogSession, rng *rand.Rand, measured bool) sessionEnd {
 	m := &r.cfg.Sessions.Model
 	think := m.ThinkMean
@@ -181,21 +242,22 @@ func (r *sessionRunner) replay(ls session.LogSession, rng *rand.Rand, measured b
 				think = m.ThinkMean
 			}
 		}
-		class := "other"
-		if st, ok := session.StageForPath(req.Path); ok {
-			class = st.String()
-		}
 		c := newPageClient(r.target, r.cfg.Host, req.Method, req.Path, req.Contents)
 		for retries := m.Retries; ; retries-- {
 			if r.stopped() {
 				return sessionUnfinished
 			}
 			patience := time.Duration(rng.ExpFloat64() * float64(m.TimeoutMean))
-			if r.fetch(c, class, patience, measured) {
+			got := r.fetch(c, logClass(req.Path), patience, measured)
+			if got == pageServed {
 				break
 			}
 			// As session.Session.TimedOut: leave, or retry while allowed.
-			if rng.Float64() < m.AbandonProb || retries <= 0 {
+			leave := got == pageRefused && r.cfg.Sessions.LeaveOnRefusal
+			if leave || rng.Float64() < m.AbandonProb || retries <= 0 {
+				if measured {
+					r.notGeneratedLog(ls.Requests[i+1:])
+				}
 				return sessionAbandoned
 			}
 		}
@@ -203,39 +265,68 @@ func (r *sessionRunner) replay(ls session.LogSession, rng *rand.Rand, measured b
 	return sessionCompleted
 }
 
+// logClass is the page class of a replayed path: its stage, or "other".
+func logClass(path string) string {
+	if st, ok := session.StageForPath(path); ok {
+		return st.String()
+	}
+	return "other"
+}
+
+// pageOutcome is what became of one request, as the session sees it.
+type pageOutcome int
+
+const (
+	pageServed  pageOutcome = iota // 2xx within the client's patience
+	pageRefused                    // 503
+	pageFailed                     // timed out, another status, or an error
+)
+
 // fetch sends one request that the client waits for at most patience
-// and records it; it reports whether the page arrived (2xx in time). Any
-// other outcome, a refusal or an error as much as a timeout, leaves the
-// client without its page, and the session model decides what it does.
-func (r *sessionRunner) fetch(c *client, class string, patience time.Duration, measured bool) bool {
+// and records it. Anything but a page in time, a refusal or an error as
+// much as a timeout, leaves the client without its page, and the
+// session model (and LeaveOnRefusal) decides what it does.
+func (r *sessionRunner) fetch(c *client, class string, patience time.Duration, measured bool) pageOutcome {
 	start := time.Now()
 	o := c.doUntil(start.Add(patience))
-	ok := !o.err && o.class == class2xx
+	got := pageFailed
+	switch {
+	case !o.err && o.class == class2xx:
+		got = pageServed
+	case !o.err && o.class == class503:
+		got = pageRefused
+	}
 	if !measured {
-		return ok
+		return got
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	t := r.tally(class)
+	t.requested++
+	switch {
+	case got == pageServed:
+		t.completed++
+		t.latency.Record(o.doneAt.Sub(start))
+	case got == pageRefused:
+		t.refused++
+	case o.err && o.kind == errTimeout:
+		t.timedOut++
+	case o.err:
+		t.errors++
+	default:
+		t.other++
+	}
+	return got
+}
+
+// tally returns class's counters, creating them; r.mu must be held.
+func (r *sessionRunner) tally(class string) *classTally {
 	t := r.classes[class]
 	if t == nil {
 		t = &classTally{}
 		r.classes[class] = t
 	}
-	t.requested++
-	switch {
-	case ok:
-		t.completed++
-		t.latency.Record(o.doneAt.Sub(start))
-	case o.err && o.kind == errTimeout:
-		t.timedOut++
-	case o.err:
-		t.errors++
-	case o.class == class503:
-		t.refused++
-	default:
-		t.other++
-	}
-	return ok
+	return t
 }
 
 // sleep waits d, or less when the run stops; it reports whether it
