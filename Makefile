@@ -76,3 +76,13 @@ clean:
 .PHONY: experiment
 experiment:
 	$(GO) run ./cmd/qsplice-experiment -out out/experiment
+
+# The same experiment in live labs (needs root): for each policy a lab
+# with 5 back-ends running the shop pages, qsplice-load as the shoppers,
+# at loads 0.7 and 1.4. Timescale 0.5 runs the model twice as fast (30 s
+# warm-up, 60 s counted, up to 30 s drain per load), about 12 minutes in
+# all. lab.csv, lab.json and sim.csv in out/experiment-lab; the tables,
+# lab rows next to the simulator's, on stdout.
+.PHONY: experiment-lab
+experiment-lab: build
+	$(BIN)/qsplice-experiment -lab -timescale 0.5 -out out/experiment-lab

@@ -92,6 +92,9 @@ type Config struct {
 	FrontendArgs []string      // extra arguments for qsplice-frontend
 	BackendArgs  []string      // extra arguments for every qsplice-backend
 	ReadyTimeout time.Duration // how long Up waits for each readiness check
+	// TestServerArgs are extra arguments for every qsplice-testserver
+	// (e.g. -shop for the LIFO-Pri shop pages).
+	TestServerArgs []string
 }
 
 // DefaultConfig returns the configuration the CLI starts from.

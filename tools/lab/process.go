@@ -48,8 +48,8 @@ func (l *Lab) processes() []procSpec {
 		if l.cfg.TestServer {
 			specs = append(specs, procSpec{
 				name: testserverName(k), host: backendHost(k),
-				argv: []string{bin("qsplice-testserver"), "-listen", ":8080", "-id", strconv.Itoa(k),
-					"-service-time", l.cfg.ServiceTime.String()},
+				argv: append([]string{bin("qsplice-testserver"), "-listen", ":8080", "-id", strconv.Itoa(k),
+					"-service-time", l.cfg.ServiceTime.String()}, l.cfg.TestServerArgs...),
 				backend: k,
 				ready:   l.webCheck(k, 8080, testserverName(k)),
 			})
