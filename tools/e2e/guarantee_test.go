@@ -43,3 +43,42 @@ func TestGuaranteedRatesUnderFlood(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowCustomerIsChargedDouble runs the published scenario live (same
+// scale) with customer C's requests taking twice the typical service
+// time: the back-ends report it, the front-end charges C two credits a
+// request, so C is served about half its reservation while A, B and D
+// keep theirs.
+func TestSlowCustomerIsChargedDouble(t *testing.T) {
+	base := needLab(t)
+	var suffix [3]byte
+	rand.Read(suffix[:])
+	customers := append([]demo.Customer(nil), demo.Published...)
+	customers[2].Service = 40 * time.Millisecond // before scaling, as qsplice-demo -slow-c
+	g := demo.GuaranteeConfig{Customers: customers, Scale: 0.3, Offer: 2, Duration: 8 * time.Second, Warmup: 2 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := demo.RunGuarantee(ctx, "s"+hex.EncodeToString(suffix[:]), base.Config().BinDir, g, false, io.Discard, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perRequest := map[string]float64{}
+	for _, c := range res.Frontend.Customers {
+		if c.Served > 0 {
+			perRequest[c.Name] = c.Charged / float64(c.Served)
+		}
+	}
+	for _, r := range res.Rows {
+		t.Logf("%s: reservation %.0f/s, served %.1f/s (%.1f%%), charged %.2f credits per request served",
+			r.Name, r.Reservation, r.Served, 100*r.Attainment, perRequest[r.Name])
+		charge := perRequest[r.Name]
+		switch {
+		case r.Name == "C" && (r.Attainment < 0.35 || r.Attainment > 0.7):
+			t.Errorf("C (requests twice as long) got %.1f%% of its reservation, want about half", 100*r.Attainment)
+		case r.Name == "C" && (charge < 1.6*perRequest["A"] || charge > 2.5*perRequest["A"]):
+			t.Errorf("C was charged %.2f credits a request against A's %.2f, want about twice", charge, perRequest["A"])
+		case r.Name != "C" && r.Attainment < 0.9:
+			t.Errorf("%s got %.1f%% of its reservation while C's requests were slow", r.Name, 100*r.Attainment)
+		}
+	}
+}
