@@ -61,6 +61,7 @@ type AFPacket struct {
 	rx      rxState
 	writeMu sync.Mutex
 	tx      txState
+	batch   batchState // WriteFrames, under writeMu too
 }
 
 // rxState is the argument block of the prebuilt receive closure; the
@@ -100,6 +101,7 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	}
 	a.rx.do = a.rx.recv
 	a.tx.do = a.tx.send
+	a.batch.do = a.batch.sendmmsg
 	return a, nil
 }
 
