@@ -36,12 +36,9 @@ func (e *FrontEnd) allocPort() (uint16, bool) {
 // Dispatch hands a queued request to back-end b: the engine opens C2 with
 // the client's ISN and SYN options (handoff step 4).
 func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
-	f := e.byID[id]
-	if f == nil {
-		return ErrNoFlow
-	}
-	if f.state != stQueued {
-		return ErrFlowState
+	f, err := e.flowIn(id, stQueued)
+	if err != nil {
+		return err
 	}
 	if !b.IP.Is4() {
 		return ErrBadBackend
@@ -231,12 +228,9 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 // held until SpliceAcked releases it, for at most SlotWait; after that
 // the client gets a 503 (nothing reached the server, a retry is safe).
 func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
-	f := e.byID[id]
-	if f == nil {
-		return ErrNoFlow
-	}
-	if f.state != stSpliceWait {
-		return ErrFlowState
+	f, err := e.flowIn(id, stSpliceWait)
+	if err != nil {
+		return err
 	}
 	f.spliceHeld = true
 	e.setDeadline(f, now.Add(e.cfg.SlotWait))
@@ -247,12 +241,9 @@ func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
 // after HoldSplice, when the back-end has a slot): from now on every
 // reply it sees is translated, so the request can go.
 func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
-	f := e.byID[id]
-	if f == nil {
-		return ErrNoFlow
-	}
-	if f.state != stSpliceWait {
-		return ErrFlowState
+	f, err := e.flowIn(id, stSpliceWait)
+	if err != nil {
+		return err
 	}
 	f.state = stSpliced
 	f.retries = 0

@@ -41,6 +41,18 @@ const (
 // ErrNotWaiting: Admit for a flow with no follow-up waiting.
 var ErrNotWaiting = errors.New("splice: no follow-up request is waiting on that flow")
 
+// waitingFollowUp returns flow id if a follow-up request waits on it.
+func (e *FrontEnd) waitingFollowUp(id FlowID) (*flow, error) {
+	f := e.byID[id]
+	switch {
+	case f == nil:
+		return nil, ErrNoFlow
+	case f.state != stSpliced || f.kaState != kaWaiting:
+		return nil, ErrNotWaiting
+	}
+	return f, nil
+}
+
 // requestSpan is the sequence space of a parsed request: head plus body,
 // or -1 when the body's length is unknown (chunked).
 func requestSpan(r *httphead.Request) int64 {
@@ -139,12 +151,9 @@ func (e *FrontEnd) stopFollowUps(f *flow, out *Output) {
 
 // Admit releases the follow-up request waiting on a spliced flow.
 func (e *FrontEnd) Admit(id FlowID, now Time, out *Output) error {
-	f := e.byID[id]
-	if f == nil {
-		return ErrNoFlow
-	}
-	if f.state != stSpliced || f.kaState != kaWaiting {
-		return ErrNotWaiting
+	f, err := e.waitingFollowUp(id)
+	if err != nil {
+		return err
 	}
 	if f.kaSpan < 0 {
 		e.stats.FollowUpsUntracked++

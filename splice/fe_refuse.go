@@ -35,12 +35,9 @@ const kaRefused kaState = kaWaiting + 1
 // with status (and Retry-After when retryAfter > 0) instead of admitting
 // it, inside the same TCP stream, then closes the connection.
 func (e *FrontEnd) RejectFollowUp(id FlowID, status int, reason string, retryAfter time.Duration, now Time, out *Output) error {
-	f := e.byID[id]
-	if f == nil {
-		return ErrNoFlow
-	}
-	if f.state != stSpliced || f.kaState != kaWaiting {
-		return ErrNotWaiting
+	f, err := e.waitingFollowUp(id)
+	if err != nil {
+		return err
 	}
 	f.kaState = kaRefused
 	f.status = status
@@ -59,12 +56,9 @@ func (e *FrontEnd) RejectFollowUp(id FlowID, status int, reason string, retryAft
 // the back-end: backendSeq is the back-end's sequence number just past its
 // last byte. A refusal waiting for it may go out now.
 func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, now Time, out *Output) error {
-	f := e.byID[id]
-	if f == nil {
-		return ErrNoFlow
-	}
-	if f.state != stSpliced {
-		return ErrFlowState
+	f, err := e.flowIn(id, stSpliced)
+	if err != nil {
+		return err
 	}
 	end := wire.Seq(backendSeq + f.seqDelta)
 	if f.respPending > 0 {

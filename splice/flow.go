@@ -181,6 +181,19 @@ func (f *flow) c2TSOption(b *[wire.TSOptionLen]byte) []byte {
 	return b[:wire.EncodeTS(b[:], f.tsRecent, f.tsLastB)]
 }
 
+// flowIn returns flow id if it is in state want: the daemon's calls name
+// a flow that may have moved on (or gone) since the event it answers.
+func (e *FrontEnd) flowIn(id FlowID, want flowState) (*flow, error) {
+	f := e.byID[id]
+	switch {
+	case f == nil:
+		return nil, ErrNoFlow
+	case f.state != want:
+		return nil, ErrFlowState
+	}
+	return f, nil
+}
+
 // newFlow registers a flow for key.
 func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 	e.nextID++
