@@ -8,12 +8,18 @@
 // and sim.csv, and prints the table of each load with the simulator's
 // rows of the same policy, load, seed and window beside the lab's.
 //
-//	qsplice-experiment -out DIR [-loads 0.5:2.5:0.1] [-duration 600s] [-seed 1]
-//	qsplice-experiment -lab -out DIR [-loads 0.7,1.4] [-policies single-fifo,eight-fifo,lifo-pri]
-//	                   [-timescale 1] [-duration 120s] [-warmup 60s] [-drain 60s] [-seed 1] [-bin DIR]
+//	qsplice-experiment -out DIR [-model shop|retry|all] [-loads 0.5:2.5:0.1] [-duration D] [-seed 1]
+//	qsplice-experiment -lab -out DIR [-model shop|retry|all] [-loads 0.7,1.4]
+//	                   [-policies single-fifo,eight-fifo,lifo-pri] [-timescale 1]
+//	                   [-duration D] [-warmup D] [-drain D] [-seed 1] [-bin DIR]
 //
-// Lab times are wall-clock; those not given are the model's (a minute of
-// warm-up, two counted, one of drain) times -timescale.
+// -model picks the preset (experiment.Presets): all (the default when
+// simulating) runs each and writes into DIR/shop and DIR/retry, one
+// preset writes into DIR itself. A lab sweep takes minutes per preset,
+// so with -lab the default is shop. Times not given are the preset's:
+// in simulation its window (600 s for shop, 4500 s for retry), in the
+// lab its warm-up, counted window and drain (shop 60 s, 120 s, 60 s;
+// retry 180 s, 600 s, 240 s) times -timescale, in wall-clock time.
 package main
 
 import (
@@ -53,28 +59,30 @@ func main() {
 type options struct {
 	out       string
 	lab       bool
+	models    []experiment.Preset
 	loads     []float64
 	policies  []sched.Mode
-	duration  time.Duration
-	warmup    time.Duration
-	drain     time.Duration
 	timescale float64
 	seed      uint64
 	bin       string
+	// duration, warmup and drain are those given on the command line;
+	// the ones not given (durationSet and so on false) are each preset's.
+	duration, warmup, drain          time.Duration
+	durationSet, warmupSet, drainSet bool
 }
 
 func parseFlags(args []string, output io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("qsplice-experiment", flag.ContinueOnError)
 	fs.SetOutput(output)
-	lc := experiment.DefaultLabConfig()
 	fs.StringVar(&o.out, "out", "", "directory for the result files (required)")
 	fs.BoolVar(&o.lab, "lab", false, "run in live labs (needs root) instead of simulating")
+	modelFlag := fs.String("model", "", "model preset: "+presetChoices()+" (default all; with -lab shop); all writes into one subdirectory of -out per preset")
 	loadsFlag := fs.String("loads", "", "offered loads in units of capacity, from:to:step or a comma list (default 0.5:2.5:0.1; with -lab 0.7,1.4)")
 	policiesFlag := fs.String("policies", "single-fifo,eight-fifo,lifo-pri", "policies to compare, comma-separated")
-	fs.DurationVar(&o.duration, "duration", 0, "counted time per run: simulated time, sessions arriving in the first minute not counted (default 600s); with -lab the wall-clock window after the warm-up (default 120s x timescale)")
-	fs.DurationVar(&o.warmup, "warmup", 0, "-lab: wall-clock warm-up before the counted window (default 60s x timescale: about one session's length)")
-	fs.DurationVar(&o.drain, "drain", 0, "-lab: follow the counted sessions up to this long after the window, arrivals going on (default 60s x timescale)")
+	fs.DurationVar(&o.duration, "duration", 0, "simulated time per run, the preset's warm-up included (default shop 600s, retry 4500s); with -lab the wall-clock window after the warm-up (default shop 120s, retry 600s, x timescale)")
+	fs.DurationVar(&o.warmup, "warmup", 0, "-lab: wall-clock warm-up before the counted window (default shop 60s, retry 180s, x timescale)")
+	fs.DurationVar(&o.drain, "drain", 0, "-lab: follow the counted sessions up to this long after the window, arrivals going on (default shop 60s, retry 240s, x timescale)")
 	fs.Float64Var(&o.timescale, "timescale", 1, "-lab: multiply the model's service times, think time, patience and utilization interval by this `F` (0.5 runs twice as fast at twice the request rate); results stay in model time")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
 	fs.StringVar(&o.bin, "bin", executableDir(), "-lab: directory holding the qsplice binaries")
@@ -96,21 +104,17 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// Lab times not given are the model's defaults in lab time.
-	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * o.timescale) }
-	if !set["warmup"] {
-		o.warmup = scaled(lc.Warmup)
-	}
-	if !set["drain"] {
-		o.drain = scaled(lc.Drain)
-	}
-	if !set["duration"] {
-		o.duration = 600 * time.Second
+	o.durationSet, o.warmupSet, o.drainSet = set["duration"], set["warmup"], set["drain"]
+	if *modelFlag == "" {
+		*modelFlag = "all"
 		if o.lab {
-			o.duration = scaled(lc.Duration)
+			*modelFlag = string(experiment.PresetShop)
 		}
 	}
 	var err error
+	if o.models, err = parseModels(*modelFlag); err != nil {
+		return o, err
+	}
 	if o.loads, err = parseLoads(*loadsFlag); err != nil {
 		return o, err
 	}
@@ -118,7 +122,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, err
 	}
 	switch {
-	case o.duration <= 0 || o.warmup < 0 || o.drain < 0:
+	case (o.durationSet && o.duration <= 0) || o.warmup < 0 || o.drain < 0:
 		return o, errors.New("-duration must be positive, -warmup and -drain not negative")
 	case !(o.timescale > 0):
 		return o, errors.New("-timescale must be > 0")
@@ -131,52 +135,136 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.lab {
-		return runLab(ctx, o, stdout)
+	for _, p := range o.models {
+		dir := o.out
+		if len(o.models) > 1 {
+			dir = filepath.Join(o.out, string(p))
+		}
+		if o.lab {
+			err = runLab(ctx, o, p, dir, stdout)
+		} else {
+			err = simulate(o, p, dir, stdout)
+		}
+		if err != nil {
+			return fmt.Errorf("model %s: %w", p, err)
+		}
 	}
-	base := experiment.DefaultConfig(sched.ModeLifoPri, 1)
-	base.Duration = o.duration
+	return nil
+}
+
+// simConfig is preset p's simulation with the command line's seed and,
+// if given, duration.
+func (o options) simConfig(p experiment.Preset) (experiment.Config, error) {
+	base, err := experiment.PresetConfig(p, sched.ModeLifoPri, 1)
+	if err != nil {
+		return base, err
+	}
+	if o.durationSet {
+		base.Duration = o.duration
+	}
 	base.Seed = o.seed
+	return base, nil
+}
+
+// labConfig is preset p's lab sweep with the command line's settings;
+// times not given are the preset's times -timescale.
+func (o options) labConfig(p experiment.Preset) (experiment.LabConfig, error) {
+	cfg, err := experiment.PresetLabConfig(p)
+	if err != nil {
+		return cfg, err
+	}
+	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * o.timescale) }
+	cfg.Warmup, cfg.Duration, cfg.Drain = scaled(cfg.Warmup), scaled(cfg.Duration), scaled(cfg.Drain)
+	if o.warmupSet {
+		cfg.Warmup = o.warmup
+	}
+	if o.durationSet {
+		cfg.Duration = o.duration
+	}
+	if o.drainSet {
+		cfg.Drain = o.drain
+	}
+	cfg.Base.Seed = o.seed
+	cfg.Policies, cfg.Loads = o.policies, o.loads
+	cfg.TimeScale, cfg.BinDir = o.timescale, o.bin
+	return cfg, nil
+}
+
+// simulate runs preset p's sweep, writes its files into dir and prints
+// its table at the published load under a heading naming the preset.
+func simulate(o options, p experiment.Preset, dir string, stdout io.Writer) error {
+	base, err := o.simConfig(p)
+	if err != nil {
+		return err
+	}
+	if base.Duration <= base.Warmup {
+		return fmt.Errorf("-duration %v does not reach past the warm-up of %v", base.Duration, base.Warmup)
+	}
 	start := time.Now()
 	results, err := experiment.Sweep(base, o.policies, experiment.WithPublishedLoads(o.loads))
 	if err != nil {
 		return err
 	}
-	paths, err := experiment.WriteAll(o.out, results)
+	paths, err := experiment.WriteAll(dir, results)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "== model %s: %s\n== counted: sessions arriving in [%v, %v), seed %d\n",
+		p, base.Summary(), base.Warmup, base.Duration, base.Seed)
 	if err := experiment.WriteTable(stdout, results, experiment.TableLoad); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d runs in %v; wrote:\n  %s\n", len(results), time.Since(start).Round(time.Millisecond), strings.Join(paths, "\n  "))
+	fmt.Fprintf(stdout, "%d runs in %v; wrote:\n  %s\n\n", len(results), time.Since(start).Round(time.Millisecond), strings.Join(paths, "\n  "))
 	return nil
 }
 
-// runLab runs the sweep in live labs and prints each load's table.
-func runLab(ctx context.Context, o options, stdout io.Writer) error {
-	cfg := experiment.DefaultLabConfig()
-	cfg.Base.Seed = o.seed
-	cfg.Policies, cfg.Loads = o.policies, o.loads
-	cfg.Warmup, cfg.Duration, cfg.Drain = o.warmup, o.duration, o.drain
-	cfg.TimeScale, cfg.BinDir = o.timescale, o.bin
+// runLab runs preset p's sweep in live labs and prints each load's table.
+func runLab(ctx context.Context, o options, p experiment.Preset, dir string, stdout io.Writer) error {
+	cfg, err := o.labConfig(p)
+	if err != nil {
+		return err
+	}
 	cfg.Log = os.Stderr
 	start := time.Now()
 	results, runErr := experiment.RunLab(ctx, cfg)
 	if len(results) == 0 {
 		return runErr
 	}
-	paths, err := experiment.WriteLabAll(o.out, results)
+	paths, err := experiment.WriteLabAll(dir, results)
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
+	fmt.Fprintf(stdout, "== model %s: %s\n== lab at timescale %g: %v warm-up, %v counted, up to %v drain per load, seed %d\n",
+		p, cfg.Base.Summary(), cfg.TimeScale, cfg.Warmup, cfg.Duration, cfg.Drain, cfg.Base.Seed)
 	for _, load := range o.loads {
 		if err := experiment.WriteLabTable(stdout, results, load); err != nil {
 			continue // a load the interrupted sweep did not reach
 		}
 	}
-	fmt.Fprintf(stdout, "%d lab runs in %v; wrote:\n  %s\n", len(results), time.Since(start).Round(time.Second), strings.Join(paths, "\n  "))
+	fmt.Fprintf(stdout, "%d lab runs in %v; wrote:\n  %s\n\n", len(results), time.Since(start).Round(time.Second), strings.Join(paths, "\n  "))
 	return runErr
+}
+
+// parseModels reads -model: one preset's name or all.
+func parseModels(s string) ([]experiment.Preset, error) {
+	if s == "all" {
+		return experiment.Presets(), nil
+	}
+	for _, p := range experiment.Presets() {
+		if string(p) == s {
+			return []experiment.Preset{p}, nil
+		}
+	}
+	return nil, fmt.Errorf("-model %q: want one of %s", s, presetChoices())
+}
+
+// presetChoices is the -model values, as usage and errors list them.
+func presetChoices() string {
+	var names []string
+	for _, p := range experiment.Presets() {
+		names = append(names, string(p))
+	}
+	return strings.Join(append(names, "all"), ", ")
 }
 
 // parseLoads reads "from:to:step" or a comma-separated list.

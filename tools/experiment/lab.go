@@ -69,6 +69,25 @@ func DefaultLabConfig() LabConfig {
 	}
 }
 
+// PresetLabConfig is the lab sweep of preset p in real time. The shop's
+// is DefaultLabConfig. The retry preset's cluster serves 1/8 of the
+// shop's request rate and its sessions last longer under overload (a
+// page may take six patiences, 48 s on average, before the user leaves),
+// so it counts 600 s after 180 s of warm-up (the simulator's) and
+// follows sessions for up to 240 s after.
+func PresetLabConfig(p Preset) (LabConfig, error) {
+	base, err := PresetConfig(p, sched.ModeLifoPri, 1)
+	if err != nil {
+		return LabConfig{}, err
+	}
+	c := DefaultLabConfig()
+	c.Base = base
+	if p == PresetRetry {
+		c.Warmup, c.Duration, c.Drain = base.Warmup, 600*time.Second, 240*time.Second
+	}
+	return c, nil
+}
+
 func (c LabConfig) validate() error {
 	switch {
 	case !(c.TimeScale > 0):
