@@ -38,6 +38,7 @@ import (
 
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/tools/experiment"
+	"github.com/qsplice/qsplice/tools/lab"
 )
 
 func main() {
@@ -85,7 +86,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.DurationVar(&o.drain, "drain", 0, "-lab: follow the counted sessions up to this long after the window, arrivals going on (default shop 60s, retry 240s, x timescale)")
 	fs.Float64Var(&o.timescale, "timescale", 1, "-lab: multiply the model's service times, think time, patience and utilization interval by this `F` (0.5 runs twice as fast at twice the request rate); results stay in model time")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
-	fs.StringVar(&o.bin, "bin", executableDir(), "-lab: directory holding the qsplice binaries")
+	fs.StringVar(&o.bin, "bin", lab.ExecutableDir(), "-lab: directory holding the qsplice binaries")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -311,15 +312,4 @@ func parsePolicies(s string) ([]sched.Mode, error) {
 		}
 	}
 	return out, nil
-}
-
-func executableDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = resolved
-	}
-	return filepath.Dir(exe)
 }

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -128,11 +126,11 @@ func printTable(w io.Writer, st frontend.Status) {
 	}
 }
 
-// DefaultBinDir is the directory of the running executable.
+// DefaultBinDir is the directory of the running executable ("." if
+// unknown).
 func DefaultBinDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "."
+	if d := lab.ExecutableDir(); d != "" {
+		return d
 	}
-	return filepath.Dir(exe)
+	return "."
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/tools/session"
+	"github.com/qsplice/qsplice/tools/testserver"
 )
 
 // Config is one simulated run: the cluster, the workload, the policy and
@@ -46,20 +47,12 @@ func DefaultConfig(mode sched.Mode, load float64) Config {
 	m := session.DefaultModel()
 	m.TimeoutMean = 8 * time.Second
 	m.ThinkMean = 7 * time.Second
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	return Config{
 		Backends:        5,
 		SlotsPerBackend: 5,
-		ServiceMean: [session.NumPages]time.Duration{
-			session.Main:     ms(150),
-			session.Browse:   ms(200),
-			session.Search:   ms(300),
-			session.Details:  ms(200),
-			session.Login:    ms(400),
-			session.Shipping: ms(400),
-			session.Payment:  ms(500),
-			session.Confirm:  ms(600),
-		},
+		// The test server's shop pages cost the same, so the live
+		// experiment serves what this one simulates.
+		ServiceMean:  testserver.DefaultShopService(),
 		Model:        m,
 		Mode:         mode,
 		Load:         load,

@@ -16,13 +16,6 @@ import (
 	"github.com/qsplice/qsplice/tools/testserver"
 )
 
-// The lab's test servers and the simulator model the same cluster.
-func TestShopDefaultsAreTheSimulators(t *testing.T) {
-	if got, want := testserver.DefaultShopService(), DefaultConfig(sched.ModeLifoPri, 1).ServiceMean; got != want {
-		t.Fatalf("testserver.DefaultShopService() = %v, simulator's ServiceMean = %v", got, want)
-	}
-}
-
 func halfScaleLab() LabConfig {
 	cfg := DefaultLabConfig()
 	cfg.TimeScale = 0.5

@@ -225,29 +225,11 @@ func (s *simulator) giveUp(att *attempt) {
 // without sending anything.
 func (s *simulator) abandon(ss *simSession, at session.Stage) {
 	if ss.counted {
-		for page := s.draw(ss.rng, at); page != session.Exit; page = s.draw(ss.rng, page) {
+		for page := s.cfg.Model.NextStage(ss.rng, at); page != session.Exit; page = s.cfg.Model.NextStage(ss.rng, page) {
 			s.res.Requests.NotGenerated++
 		}
 	}
 	s.sessionOver(ss)
-}
-
-// draw picks the page after from as Session does, by inverse transform
-// sampling of from's row of the transition matrix.
-func (s *simulator) draw(rng *rand.Rand, from session.Stage) session.Stage {
-	u, cum := rng.Float64(), 0.0
-	last := session.Exit
-	for to, p := range s.cfg.Model.Transitions[from] {
-		if p <= 0 {
-			continue
-		}
-		cum += p
-		last = session.Stage(to)
-		if u < cum {
-			break
-		}
-	}
-	return last
 }
 
 func (s *simulator) sessionOver(ss *simSession) {

@@ -104,7 +104,7 @@ func DefaultConfig(name string) Config {
 		Backends:     2,
 		Clients:      1,
 		StateDir:     defaultStateDir(name),
-		BinDir:       executableDir(),
+		BinDir:       ExecutableDir(),
 		Nginx:        true,
 		TestServer:   true,
 		Daemons:      true,
@@ -116,7 +116,10 @@ func DefaultConfig(name string) Config {
 
 func defaultStateDir(name string) string { return filepath.Join("/run/qsplice", name) }
 
-func executableDir() string {
+// ExecutableDir is the directory of the running executable, symbolic
+// links resolved: where the qsplice binaries are by default; "" if
+// unknown.
+func ExecutableDir() string {
 	exe, err := os.Executable()
 	if err != nil {
 		return ""
@@ -145,7 +148,7 @@ func (c Config) normalized() (Config, error) {
 		c.StateDir = defaultStateDir(c.Name)
 	}
 	if c.BinDir == "" {
-		c.BinDir = executableDir()
+		c.BinDir = ExecutableDir()
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = 15 * time.Second

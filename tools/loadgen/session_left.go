@@ -22,28 +22,10 @@ import (
 // still have made before Exit.
 func remainingWalk(m *session.Model, rng *rand.Rand, from session.Stage) [session.NumPages]int64 {
 	var n [session.NumPages]int64
-	for page := nextPage(m, rng, from); page != session.Exit; page = nextPage(m, rng, page) {
+	for page := m.NextStage(rng, from); page != session.Exit; page = m.NextStage(rng, page) {
 		n[page]++
 	}
 	return n
-}
-
-// nextPage draws the page after from by inverse transform sampling of
-// from's row of the transition matrix, as session.Session does.
-func nextPage(m *session.Model, rng *rand.Rand, from session.Stage) session.Stage {
-	u, cum := rng.Float64(), 0.0
-	last := session.Exit
-	for to, p := range m.Transitions[from] {
-		if p <= 0 {
-			continue
-		}
-		cum += p
-		last = session.Stage(to)
-		if u < cum {
-			break
-		}
-	}
-	return last
 }
 
 // notGenerated adds a left session's unsent pages to the class counts.

@@ -66,12 +66,19 @@ func (s *Session) Next() (Stage, bool) {
 	return s.page, true
 }
 
-// draw picks the stage after from by inverse transform sampling of its row.
-func (s *Session) draw(from Stage) Stage {
-	u := s.rng.Float64()
+// draw picks the stage after from.
+func (s *Session) draw(from Stage) Stage { return s.model.NextStage(s.rng, from) }
+
+// NextStage draws the stage a user on page from asks for next, by inverse
+// transform sampling of from's row with one number from rng. Everything
+// that walks the chain (sessions, the simulator, the pages a user who
+// left would still have asked for) draws the same way, so one seed gives
+// the same walk everywhere.
+func (m *Model) NextStage(rng *rand.Rand, from Stage) Stage {
+	u := rng.Float64()
 	cum := 0.0
 	last := Exit
-	for to, p := range s.model.Transitions[from] {
+	for to, p := range m.Transitions[from] {
 		if p <= 0 {
 			continue
 		}

@@ -29,10 +29,10 @@ type Shop struct {
 	ExpFloat64 func() float64
 }
 
-// DefaultShopService returns the per-page mean service times of the
-// simulated experiment (tools/experiment DefaultConfig; a test there
-// keeps the two equal): browsing pages 150-300 ms, transactions 400-600
-// ms, as they write to a database.
+// DefaultShopService returns the per-page mean service times, which the
+// simulated experiment uses too (tools/experiment DefaultConfig):
+// browsing pages 150-300 ms, transactions 400-600 ms, as they write to a
+// database.
 func DefaultShopService() [session.NumPages]time.Duration {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	return [session.NumPages]time.Duration{
