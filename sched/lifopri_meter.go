@@ -10,8 +10,10 @@ import "time"
 //	     during the interval) / (number of back-ends x C x interval length)
 //
 // where C is how many requests a back-end serves at once. A slot is busy
-// from the moment a request is dispatched to it until the back-end
-// reports the response finished. U is 0 for an idle cluster and 1 for one
+// from the moment a request is sent to the back-end until the back-end
+// reports the response finished (in the front-end: from the request's
+// sending on C2, which may come after the handoff was set up ahead, to
+// the shim's Feedback; in the simulator, from dispatch to completion). U is 0 for an idle cluster and 1 for one
 // whose every slot was busy all the time; requests waiting in queues do
 // not count, so U says how much of the cluster's capacity is in use, not
 // how overloaded it is.
