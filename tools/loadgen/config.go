@@ -47,6 +47,21 @@ type Config struct {
 }
 
 // withDefaults returns c with zero fields defaulted, or why it cannot run.
+// checkTarget accepts http://host[:port] with nothing after it; noPath
+// says where the paths come from instead.
+func checkTarget(target, noPath string) error {
+	u, err := url.Parse(target)
+	switch {
+	case err != nil:
+		return fmt.Errorf("target: %v", err)
+	case u.Scheme != "http" || u.Host == "":
+		return fmt.Errorf("target %q: want http://host[:port]", target)
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("target %q: %s", target, noPath)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -54,14 +69,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
-	u, err := url.Parse(c.Target)
-	switch {
+	switch err := checkTarget(c.Target, "give the path in each stream, not in the target"); {
 	case err != nil:
-		return c, fmt.Errorf("target: %v", err)
-	case u.Scheme != "http" || u.Host == "":
-		return c, fmt.Errorf("target %q: want http://host[:port]", c.Target)
-	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
-		return c, fmt.Errorf("target %q: give the path in each stream, not in the target", c.Target)
+		return c, err
 	case len(c.Streams) == 0:
 		return c, errors.New("no streams")
 	case c.Duration <= 0:

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -140,14 +139,9 @@ func (c SessionConfig) withDefaults() (SessionConfig, error) {
 	if c.MaxSessions == 0 {
 		c.MaxSessions = DefaultMaxSessions
 	}
-	u, err := url.Parse(c.Target)
-	switch {
+	switch err := checkTarget(c.Target, "the pages give the paths, not the target"); {
 	case err != nil:
-		return c, fmt.Errorf("target: %v", err)
-	case u.Scheme != "http" || u.Host == "":
-		return c, fmt.Errorf("target %q: want http://host[:port]", c.Target)
-	case u.Path != "" && u.Path != "/" || u.RawQuery != "":
-		return c, fmt.Errorf("target %q: the pages give the paths, not the target", c.Target)
+		return c, err
 	case c.Duration <= 0:
 		return c, errors.New("duration must be positive")
 	case c.Warmup < 0:
