@@ -44,17 +44,12 @@ func ParseSessions(s string) (SessionSpec, error) {
 	fail := func(format string, a ...any) (SessionSpec, error) {
 		return SessionSpec{}, fmt.Errorf("sessions %q: %s", s, fmt.Sprintf(format, a...))
 	}
-	seen := map[string]bool{}
-	for _, pair := range strings.Split(s, ",") {
-		key, value, ok := strings.Cut(pair, "=")
-		key = strings.TrimSpace(key)
-		if !ok {
-			return fail("%q is not key=value (keys: %s)", pair, strings.Join(sessionKeys, ", "))
-		}
-		if seen[key] {
-			return fail("key %q given twice", key)
-		}
-		seen[key] = true
+	pairs, err := splitPairs(s, sessionKeys)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, kv := range pairs {
+		key, value := kv.key, kv.value
 		var err error
 		switch key {
 		case "rate":
@@ -76,14 +71,12 @@ func ParseSessions(s string) (SessionSpec, error) {
 			default:
 				err = errors.New("want leave or retry")
 			}
-		default:
-			return fail("unknown key %q (keys: %s)", key, strings.Join(sessionKeys, ", "))
 		}
 		if err != nil {
 			return fail("key %q: %q does not parse", key, value)
 		}
 	}
-	if !seen["rate"] {
+	if !pairs.has("rate") {
 		return fail("key \"rate\" is missing")
 	}
 	if err := sp.validate(); err != nil {

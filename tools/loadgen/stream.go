@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,17 +36,12 @@ func ParseStream(s string) (Stream, error) {
 	fail := func(format string, a ...any) (Stream, error) {
 		return Stream{}, fmt.Errorf("stream %q: %s", s, fmt.Sprintf(format, a...))
 	}
-	seen := map[string]bool{}
-	for _, pair := range strings.Split(s, ",") {
-		key, value, ok := strings.Cut(pair, "=")
-		key = strings.TrimSpace(key)
-		if !ok {
-			return fail("%q is not key=value (keys: %s)", pair, strings.Join(streamKeys, ", "))
-		}
-		if seen[key] {
-			return fail("key %q given twice", key)
-		}
-		seen[key] = true
+	pairs, err := splitPairs(s, streamKeys)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, kv := range pairs {
+		key, value := kv.key, kv.value
 		switch key {
 		case "name":
 			st.Name = value
@@ -61,11 +57,9 @@ func ParseStream(s string) (Stream, error) {
 				return fail("key \"rate\": %q is not a number", value)
 			}
 			st.Rate = r
-		default:
-			return fail("unknown key %q (keys: %s)", key, strings.Join(streamKeys, ", "))
 		}
 	}
-	if !seen["rate"] {
+	if !pairs.has("rate") {
 		return fail("key \"rate\" is missing")
 	}
 	if err := st.validate(); err != nil {
@@ -92,4 +86,39 @@ func (st Stream) validate() error {
 		return fmt.Errorf("key \"arrival\": %v", err)
 	}
 	return nil
+}
+
+// keyValue is one key=value pair of a flag value.
+type keyValue struct{ key, value string }
+
+type keyValues []keyValue
+
+func (kvs keyValues) has(key string) bool {
+	for _, kv := range kvs {
+		if kv.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// splitPairs reads a flag value of comma-separated key=value pairs, in
+// order, refusing a pair without '=', a key given twice and a key not in
+// keys. Only the first '=' of a pair separates key from value.
+func splitPairs(s string, keys []string) (keyValues, error) {
+	var pairs keyValues
+	for _, pair := range strings.Split(s, ",") {
+		key, value, ok := strings.Cut(pair, "=")
+		key = strings.TrimSpace(key)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q is not key=value (keys: %s)", pair, strings.Join(keys, ", "))
+		case pairs.has(key):
+			return nil, fmt.Errorf("key %q given twice", key)
+		case !slices.Contains(keys, key):
+			return nil, fmt.Errorf("unknown key %q (keys: %s)", key, strings.Join(keys, ", "))
+		}
+		pairs = append(pairs, keyValue{key, value})
+	}
+	return pairs, nil
 }
