@@ -121,34 +121,18 @@ func stageByName(name string) (session.Stage, bool) {
 // the front-end's served and queue-full counts over all classes.
 func WriteLabCSV(w io.Writer, results []LabResult) error {
 	cw := csv.NewWriter(w)
-	header := []string{"policy", "load", "offered_rps", "capacity_rps", "sessions",
-		"completed", "timed_out", "dropped", "not_generated",
-		"completed_pct", "timed_out_pct", "dropped_pct", "not_generated_pct",
-		"wasted", "throughput_rps", "mean_rt_s", "lifo_fraction"}
-	for j := range session.NumPages {
-		header = append(header, "completed_"+session.Stage(j).String())
-	}
-	header = append(header, "failed", "failed_pct", "sessions_unfinished", "timescale", "fe_served", "fe_queue_full")
+	header := append(csvHeader(), "failed", "failed_pct", "sessions_unfinished", "timescale", "fe_served", "fe_queue_full")
 	if err := cw.Write(header); err != nil {
 		return err
 	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
-	n := strconv.Itoa
 	for _, lr := range results {
-		r := lr.Lab
-		row := []string{r.Policy, f(r.Load), f(r.OfferedRPS), f(r.CapacityRPS), n(r.Sessions),
-			n(r.Requests.Completed), n(r.Requests.TimedOut), n(r.Requests.Dropped), n(r.Requests.NotGenerated),
-			f(r.CompletedPct), f(r.TimedOutPct), f(r.DroppedPct), f(r.NotGeneratedPct),
-			"", f(r.ThroughputRPS), f(r.MeanRTSeconds), f(r.LIFOFraction)}
-		for _, c := range r.PerClass {
-			row = append(row, n(c))
-		}
+		row := csvRow(lr.Lab, false) // the lab does not measure wasted work
 		var served, full int64
 		for _, c := range lr.Frontend {
 			served += c.Served
 			full += c.QueueFull
 		}
-		row = append(row, n(lr.Failed), f(lr.FailedPct), strconv.FormatInt(lr.Unfinished, 10), f(lr.TimeScale),
+		row = append(row, strconv.Itoa(lr.Failed), csvFloat(lr.FailedPct), strconv.FormatInt(lr.Unfinished, 10), csvFloat(lr.TimeScale),
 			strconv.FormatInt(served, 10), strconv.FormatInt(full, 10))
 		if err := cw.Write(row); err != nil {
 			return err

@@ -75,6 +75,20 @@ func Sweep(base Config, policies []sched.Mode, loads []float64) ([]Result, error
 // throughput, mean response time, LIFO share and per-class completions.
 func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader()); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if err := cw.Write(csvRow(r, true)); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// csvHeader names WriteCSV's columns; WriteLabCSV starts with them too.
+func csvHeader() []string {
 	header := []string{"policy", "load", "offered_rps", "capacity_rps", "sessions",
 		"completed", "timed_out", "dropped", "not_generated",
 		"completed_pct", "timed_out_pct", "dropped_pct", "not_generated_pct",
@@ -82,26 +96,28 @@ func WriteCSV(w io.Writer, results []Result) error {
 	for j := range session.NumPages {
 		header = append(header, "completed_"+session.Stage(j).String())
 	}
-	if err := cw.Write(header); err != nil {
-		return err
-	}
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
-	n := strconv.Itoa
-	for _, r := range results {
-		row := []string{r.Policy, f(r.Load), f(r.OfferedRPS), f(r.CapacityRPS), n(r.Sessions),
-			n(r.Requests.Completed), n(r.Requests.TimedOut), n(r.Requests.Dropped), n(r.Requests.NotGenerated),
-			f(r.CompletedPct), f(r.TimedOutPct), f(r.DroppedPct), f(r.NotGeneratedPct),
-			n(r.Wasted), f(r.ThroughputRPS), f(r.MeanRTSeconds), f(r.LIFOFraction)}
-		for _, c := range r.PerClass {
-			row = append(row, n(c))
-		}
-		if err := cw.Write(row); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
+	return header
 }
+
+// csvRow is r under csvHeader; wasted is left empty when the run did not
+// measure it.
+func csvRow(r Result, wastedMeasured bool) []string {
+	n := strconv.Itoa
+	wasted := ""
+	if wastedMeasured {
+		wasted = n(r.Wasted)
+	}
+	row := []string{r.Policy, csvFloat(r.Load), csvFloat(r.OfferedRPS), csvFloat(r.CapacityRPS), n(r.Sessions),
+		n(r.Requests.Completed), n(r.Requests.TimedOut), n(r.Requests.Dropped), n(r.Requests.NotGenerated),
+		csvFloat(r.CompletedPct), csvFloat(r.TimedOutPct), csvFloat(r.DroppedPct), csvFloat(r.NotGeneratedPct),
+		wasted, csvFloat(r.ThroughputRPS), csvFloat(r.MeanRTSeconds), csvFloat(r.LIFOFraction)}
+	for _, c := range r.PerClass {
+		row = append(row, n(c))
+	}
+	return row
+}
+
+func csvFloat(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 
 // WriteJSON writes the results, response-time CCDFs included, as an
 // indented JSON array.
