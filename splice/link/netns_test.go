@@ -16,7 +16,7 @@ const (
 	vethB = "qsl1"
 )
 
-type wire struct {
+type vethPair struct {
 	nsA, nsB   string
 	macA, macB net.HardwareAddr
 }
@@ -24,9 +24,9 @@ type wire struct {
 // newWire builds nsA/qsl0 (198.18.200.1/24) <-> nsB/qsl1 (198.18.200.2/24),
 // with IPv6 off so the kernel emits no neighbour discovery noise. It skips
 // when not root; everything goes away when the test ends.
-func newWire(t testing.TB) wire {
+func newWire(t testing.TB) vethPair {
 	t.Helper()
-	w := wire{nsA: nstest.New(t, "qs-linktest"), nsB: nstest.New(t, "qs-linktest")}
+	w := vethPair{nsA: nstest.New(t, "qs-linktest"), nsB: nstest.New(t, "qs-linktest")}
 	disableIPv6(t, w.nsA)
 	disableIPv6(t, w.nsB)
 	nstest.Veth(t, w.nsA, vethA, w.nsB, vethB)
