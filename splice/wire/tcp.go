@@ -99,6 +99,42 @@ func (t TCP) UpdateAddrs(oldSrc, oldDst, newSrc, newDst IP4) {
 	t.SetChecksum(c)
 }
 
+// The plain setters rewrite a field and leave the checksum field alone.
+// They are for frames whose checksum is partial (VNetHdr.NeedsCsum): the
+// field then holds only the pseudo-header's sum and the device sums the
+// header and payload into it later, so rewriting anything but the
+// pseudo-header must not touch it. On a frame with a complete checksum
+// use the ...Update setters.
+
+func (t TCP) SetSrcPort(p uint16) { binary.BigEndian.PutUint16(t[0:], p) }
+func (t TCP) SetDstPort(p uint16) { binary.BigEndian.PutUint16(t[2:], p) }
+func (t TCP) SetSeq(s Seq)        { binary.BigEndian.PutUint32(t[4:], uint32(s)) }
+func (t TCP) SetAck(s Seq)        { binary.BigEndian.PutUint32(t[8:], uint32(s)) }
+func (t TCP) SetWindow(w uint16)  { binary.BigEndian.PutUint16(t[14:], w) }
+
+// SetUint32At rewrites the 32-bit value at byte offset off of the segment
+// (an option field, aligned or not).
+func (t TCP) SetUint32At(off int, v uint32) { binary.BigEndian.PutUint32(t[off:], v) }
+
+// UpdatePartialAddrs is UpdateAddrs for a partial checksum field
+// (VNetHdr.NeedsCsum): the field holds the pseudo-header's folded sum, not
+// its complement, so each address change is added as a plain sum
+// (AdjustPartialChecksum) rather than with RFC 1624.
+func (t TCP) UpdatePartialAddrs(oldSrc, oldDst, newSrc, newDst IP4) {
+	c := t.Checksum()
+	c = AdjustPartialChecksum(c, binary.BigEndian.Uint32(oldSrc[:]), binary.BigEndian.Uint32(newSrc[:]))
+	c = AdjustPartialChecksum(c, binary.BigEndian.Uint32(oldDst[:]), binary.BigEndian.Uint32(newDst[:]))
+	t.SetChecksum(c)
+}
+
+// PartialChecksum returns what a sender stores in the checksum field of a
+// segment whose checksum it leaves to the device (VNetHdr.NeedsCsum): the
+// folded, not complemented, pseudo-header sum for a segment of tcpLen
+// bytes (header and payload).
+func PartialChecksum(src, dst IP4, tcpLen int) uint16 {
+	return Fold(PseudoHeaderSum(src, dst, ProtoTCP, uint16(tcpLen)))
+}
+
 // ComputeChecksum returns the TCP checksum over the pseudo-header and the
 // whole segment, with the checksum field taken as zero.
 func (t TCP) ComputeChecksum(src, dst IP4) uint16 {
