@@ -1,0 +1,165 @@
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Poller waits for several descriptors at once for a single-threaded
+// event loop: the daemon's loop registers its links' FDs, waits until one
+// is readable or the engine's next deadline passes, then drains every
+// ready link with ReadBatch. It is a thin epoll(7) wrapper; Wait does not
+// allocate.
+//
+// Registrations are level-triggered: a link the loop did not drain (its
+// Batch was full) is reported again by the next Wait, so no frame waits
+// for the next one to arrive.
+//
+// Wait and Add belong to the loop's goroutine; Wake may be called from any
+// goroutine (a control connection, a signal handler) to make a pending or
+// the next Wait return early.
+type Poller struct {
+	epfd    int
+	eventfd int
+	events  []unix.EpollEvent
+	drain   [8]byte
+	// closeMu makes Close wait for a running Wake, so Wake never writes
+	// to a descriptor number that Close released and the process reused.
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+// WakeToken is the token Wait reports after Wake. Add refuses it.
+const WakeToken = math.MaxUint32
+
+// pollerEvents bounds the events one Wait collects; ready descriptors
+// beyond it are reported by the next Wait (level-triggered).
+const pollerEvents = 64
+
+// NewPoller creates an epoll instance with its wake-up eventfd registered.
+func NewPoller() (*Poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("poller: epoll_create1: %w", err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("poller: eventfd: %w", err)
+	}
+	p := &Poller{epfd: epfd, eventfd: efd, events: make([]unix.EpollEvent, pollerEvents)}
+	if err := p.add(efd, WakeToken); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Add registers fd for readability; Wait reports it with token. The
+// caller keeps ownership of fd and must not close it before the Poller
+// (epoll forgets a closed descriptor only once no copy of it is open).
+func (p *Poller) Add(fd int, token uint32) error {
+	if token == WakeToken {
+		return fmt.Errorf("poller: add fd %d: token %d is reserved for Wake", fd, token)
+	}
+	return p.add(fd, token)
+}
+
+func (p *Poller) add(fd int, token uint32) error {
+	// The token rides in epoll_data; the kernel hands it back untouched.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(token)}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("poller: add fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// Wait blocks until at least one registered descriptor is readable, Wake
+// was called, or timeout passed (timeout < 0 waits forever, 0 only
+// polls), and writes the tokens of the ready descriptors into ready,
+// returning how many. It returns at most len(ready) tokens; the rest stay
+// ready for the next call. A wake-up is reported as WakeToken and
+// consumed: several Wakes before one Wait make one WakeToken.
+//
+// A signal interrupting the wait (EINTR, frequent under the Go runtime's
+// preemption signals) restarts it with the time that is left.
+func (p *Poller) Wait(timeout time.Duration, ready []uint32) (int, error) {
+	if len(ready) == 0 {
+		return 0, errors.New("poller: wait: no room for ready tokens")
+	}
+	events := p.events[:min(len(ready), len(p.events))]
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		n, err := unix.EpollWait(p.epfd, events, epollMillis(timeout))
+		if err == unix.EINTR {
+			if timeout > 0 {
+				timeout = max(time.Until(deadline), 0)
+			}
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("poller: epoll_wait: %w", err)
+		}
+		for i, ev := range events[:n] {
+			token := uint32(ev.Fd)
+			if token == WakeToken {
+				// Non-blocking: a racing second reader (there is none)
+				// or a spurious report would just get EAGAIN.
+				unix.Read(p.eventfd, p.drain[:])
+			}
+			ready[i] = token
+		}
+		return n, nil
+	}
+}
+
+// epollMillis converts a timeout to epoll_wait's milliseconds, rounding
+// up so that a wait for a deadline 0.3 ms away does not spin at 0 ms.
+func epollMillis(d time.Duration) int {
+	switch {
+	case d < 0:
+		return -1
+	case d == 0:
+		return 0
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return int(min(ms, math.MaxInt32))
+}
+
+// Wake makes the current or the next Wait return with WakeToken. It is
+// safe from any goroutine and does not block.
+func (p *Poller) Wake() error {
+	p.closeMu.RLock()
+	defer p.closeMu.RUnlock()
+	if p.closed {
+		return errors.New("poller: wake: closed")
+	}
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	_, err := unix.Write(p.eventfd, one[:])
+	if err != nil && err != unix.EAGAIN { // EAGAIN: the counter is saturated, a wake is pending anyway
+		return fmt.Errorf("poller: wake: %w", err)
+	}
+	return nil
+}
+
+// Close releases the epoll instance and the eventfd. The registered
+// descriptors are not closed.
+func (p *Poller) Close() error {
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return errors.Join(unix.Close(p.eventfd), unix.Close(p.epfd))
+}
