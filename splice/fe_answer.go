@@ -33,11 +33,20 @@ func answerBody(status int, reason string, retryAfter time.Duration) []byte {
 	return []byte(h + "\r\n" + body)
 }
 
-// Reject answers a queued request on the front-end's behalf (503 when the
-// queue is full or the wait too long, 429 over a cap), then closes.
+// Reject answers a request on the front-end's behalf (503 when the queue
+// is full or the wait too long, 429 over a cap), then closes. The request
+// may be queued, or held on a connection set up ahead of its back-end
+// slot (HoldSplice): then C2 is reset first, as the request never reached
+// the server. It reports whether the flow was in either state.
 func (e *FrontEnd) Reject(id FlowID, status int, reason string, retryAfter time.Duration, now Time, out *Output) bool {
 	f := e.byID[id]
-	if f == nil || (f.state != stQueued && f.state != stReading) {
+	switch {
+	case f == nil:
+		return false
+	case f.state == stSpliceWait && f.spliceHeld:
+		e.abandonHandoff(f, status, reason, retryAfter, now, out)
+		return true
+	case f.state != stQueued && f.state != stReading:
 		return false
 	}
 	e.answerWith(f, status, reason, answerBody(status, reason, retryAfter), now, out)

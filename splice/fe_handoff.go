@@ -2,6 +2,7 @@ package splice
 
 import (
 	"errors"
+	"time"
 
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -222,18 +223,20 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 }
 
 // HoldSplice is called instead of SpliceAcked when the shim confirmed the
-// Splice but the back-end has no free slot yet: the daemon set the
+// Splice but the back-end has no free slot yet: the caller set the
 // connection up ahead of time, so that the handoff (C2 handshake, Splice
 // round trip) does not take slot time. C2 stays open with the request
-// held until SpliceAcked releases it, for at most SlotWait; after that
-// the client gets a 503 (nothing reached the server, a retry is safe).
+// held until SpliceAcked releases it or Reject refuses it. How long it
+// may wait is the caller's decision, as for a queued request: the engine
+// only keeps its idle timeout as a backstop (then the client gets a 503;
+// nothing reached the server, so a retry is safe).
 func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
 	f, err := e.flowIn(id, stSpliceWait)
 	if err != nil {
 		return err
 	}
 	f.spliceHeld = true
-	e.setDeadline(f, now.Add(e.cfg.SlotWait))
+	e.setDeadline(f, now.Add(e.cfg.IdleTimeout))
 	return nil
 }
 
@@ -317,12 +320,19 @@ func (e *FrontEnd) armSplicedTimer(f *flow, now Time) {
 // handoffFailed gives the client a 503: the request never reached a
 // server, so it is safe for the client to retry.
 func (e *FrontEnd) handoffFailed(f *flow, reason string, now Time, out *Output) {
+	e.abandonHandoff(f, 503, reason, time.Second, now, out)
+}
+
+// abandonHandoff resets C2, reports the flow's back-end part closed and
+// answers the client itself.
+func (e *FrontEnd) abandonHandoff(f *flow, status int, reason string, retryAfter time.Duration, now Time, out *Output) {
 	e.stats.HandoffsFailed++
 	e.abortC2(f, out)
 	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed})
 	delete(e.byPort, f.hport)
 	f.hport = 0
-	e.answerWith(f, 503, reason, answerBody(503, reason, 1e9), now, out)
+	f.spliceHeld = false
+	e.answerWith(f, status, reason, answerBody(status, reason, retryAfter), now, out)
 }
 
 // abortC2 resets the handoff connection if one exists.

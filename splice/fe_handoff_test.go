@@ -338,44 +338,70 @@ func TestChallengeAckToC2SynIsResetAndTheSynSentAgain(t *testing.T) {
 // TestHeldSpliceSendsTheRequestOnlyWhenReleased: a connection set up
 // ahead of its back-end slot (HoldSplice) keeps the request back, and
 // the splice-confirmation deadline no longer applies; SpliceAcked then
-// sends it. Held too long, the client gets a 503 and C2 is reset.
+// sends it. How long it may wait is the caller's: Reject refuses it with
+// C2 reset and the caller's answer; only the idle timeout backs that up.
 func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
-	h := newFE(t, func(cfg *FrontEndConfig) { cfg.SlotWait = 2 * time.Second })
+	h := newFE(t, func(cfg *FrontEndConfig) { cfg.IdleTimeout = time.Minute })
 	c := newClient(40007, 0x50000000, fullOffer(9))
 	req := "GET /held HTTP/1.1\r\nHost: h\r\n\r\n"
 	id := heldConnection(t, h, c, 0x60000000, req)
-	// Well past the splice-confirmation deadline (3 x HandoffTimeout),
-	// within SlotWait: nothing happens.
-	if out := h.tick(t0 + 4*ms + Time(1900*time.Millisecond)); len(out.Frames) != 0 {
-		t.Fatalf("held connection produced %d frames before SlotWait", len(out.Frames))
+	// Well past the splice-confirmation deadline (3 x HandoffTimeout):
+	// nothing happens.
+	if out := h.tick(t0 + 4*ms + Time(50*time.Second)); len(out.Frames) != 0 {
+		t.Fatalf("held connection produced %d frames before its idle timeout", len(out.Frames))
 	}
 	out := h.call(func(out *Output) {
-		if err := h.fe.SpliceAcked(id, t0+Time(1950*time.Millisecond), out); err != nil {
+		if err := h.fe.SpliceAcked(id, t0+Time(51*time.Second), out); err != nil {
 			t.Fatal(err)
 		}
 	})
 	expectTCP(t, onlyFrame(t, out), to(backendIP, webPort), payloadIs([]byte(req)))
+	if h.fe.Reject(id, 503, "too late", time.Second, t0+Time(52*time.Second), &Output{}) {
+		t.Error("Reject took a connection whose request was sent")
+	}
 
-	// A second connection held past SlotWait gets a 503.
+	// A second connection refused while held: C2 reset, the caller's
+	// answer to the client, and the back-end part reported closed.
 	c2 := newClient(40008, 0x51000000, fullOffer(9))
 	id2 := heldConnection(t, h, c2, 0x61000000, req)
-	out = h.tick(t0 + 4*ms + Time(2*time.Second))
-	var rst, answer bool
+	out = h.call(func(out *Output) {
+		if !h.fe.Reject(id2, 503, "no slot", 2*time.Second, t0+Time(time.Second), out) {
+			t.Fatal("Reject refused a held connection")
+		}
+	})
+	if rst, answer := heldOutcome(t, out, "HTTP/1.1 503 ", "Retry-After: 2\r\n"); !rst || !answer {
+		t.Fatalf("after Reject: C2 reset %v, 503 to the client %v; want both", rst, answer)
+	}
+	if evs := eventsOf(out, EvClosed); len(evs) != 1 || evs[0].Backend != testBackend.ID || evs[0].Reason != CloseHandoffFailed {
+		t.Errorf("closed events %+v, want one for the back-end, handoff-failed", evs)
+	}
+	if err := h.fe.HoldSplice(id2, t0+Time(5*time.Second)); err != ErrFlowState {
+		t.Errorf("HoldSplice on an answered flow: %v, want ErrFlowState", err)
+	}
+
+	// A third held past the idle timeout gets a 503 from the engine.
+	c3 := newClient(40009, 0x52000000, fullOffer(9))
+	heldConnection(t, h, c3, 0x62000000, req)
+	if rst, answer := heldOutcome(t, h.tick(t0+4*ms+Time(time.Minute)), "HTTP/1.1 503 ", ""); !rst || !answer {
+		t.Fatalf("after the idle timeout: C2 reset %v, 503 to the client %v; want both", rst, answer)
+	}
+}
+
+// heldOutcome reports whether out resets C2 and answers the client with a
+// payload that starts with status and contains header.
+func heldOutcome(t *testing.T, out *Output, status, header string) (rst, answer bool) {
+	t.Helper()
 	for _, f := range copyFrames(out) {
 		s := decodeTCP(t, f)
 		switch {
 		case s.ip.DstIP.Equal(backendIP[:]) && s.flags()&wire.TCPFlagRST != 0:
 			rst = true
-		case s.ip.DstIP.Equal(clientIP[:]) && strings.HasPrefix(string(s.payload()), "HTTP/1.1 503 "):
+		case s.ip.DstIP.Equal(clientIP[:]) && strings.HasPrefix(string(s.payload()), status) &&
+			strings.Contains(string(s.payload()), header):
 			answer = true
 		}
 	}
-	if !rst || !answer {
-		t.Fatalf("after SlotWait: C2 reset %v, 503 to the client %v; want both", rst, answer)
-	}
-	if err := h.fe.HoldSplice(id2, t0+Time(5*time.Second)); err != ErrFlowState {
-		t.Errorf("HoldSplice on an answered flow: %v, want ErrFlowState", err)
-	}
+	return rst, answer
 }
 
 // heldConnection takes a request from c through dispatch and C2 set-up

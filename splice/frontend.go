@@ -37,9 +37,6 @@ type FrontEndConfig struct {
 	// instead of answered (10 s, counted from the client's last
 	// progress; see fe_refuse.go).
 	RefuseWait time.Duration
-	// SlotWait bounds how long a connection set up ahead of its back-end
-	// slot (HoldSplice) may wait for it before the client gets a 503 (5 s).
-	SlotWait   time.Duration
 	HoldFrames int // client frames held while C2 is set up (16)
 	// StormLimit duplicate pure ACKs from a client within StormWindow
 	// mean an ACK storm: both ends are reset (10000 per 1 s).
@@ -74,7 +71,6 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.Linger, 5*time.Second)
 	def(&c.IdleTimeout, 15*time.Minute)
 	def(&c.RefuseWait, 10*time.Second)
-	def(&c.SlotWait, 5*time.Second)
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 6
 	}
