@@ -223,6 +223,19 @@ func (s *Credit) Expire(now int64, f func(Request)) {
 	}
 }
 
+// NextExpiry is the earliest time at which Expire would remove a
+// request; false when none can expire (nothing waits, or no
+// QueueTimeout). A caller that sleeps until then needs no polling. It
+// changes nothing.
+func (s *Credit) NextExpiry() (int64, bool) {
+	timeout := int64(s.cfg.QueueTimeout)
+	if timeout <= 0 || s.expiry.len() == 0 {
+		return 0, false
+	}
+	_, at := s.expiry.min()
+	return at + timeout + 1, true
+}
+
 // CustomerIndex returns the position of the named customer in the
 // configuration, false for unknown (or removed) customers.
 func (s *Credit) CustomerIndex(name string) (int, bool) {

@@ -324,6 +324,9 @@ func TestCreditExpire(t *testing.T) {
 		s.Expire(now, func(r Request) { ids = append(ids, r.ID) })
 		return ids
 	}
+	if at, ok := s.NextExpiry(); !ok || at != 50*ms+1 {
+		t.Fatalf("NextExpiry %d %v, want just after 50 ms", at, ok)
+	}
 	if got := expire(50 * ms); len(got) != 0 {
 		t.Fatalf("at 50 ms expired %v: waiting exactly the timeout is allowed", got)
 	}
@@ -333,6 +336,9 @@ func TestCreditExpire(t *testing.T) {
 	if got := expire(75 * ms); fmt.Sprint(got) != "[2 3]" {
 		t.Fatalf("at 75 ms expired %v, want [2 3] (oldest first across customers)", got)
 	}
+	if at, ok := s.NextExpiry(); !ok || at != 80*ms+1 {
+		t.Fatalf("NextExpiry %d %v, want just after 80 ms (request 4's)", at, ok)
+	}
 	if s.Len() != 1 {
 		t.Fatalf("Len %d, want 1", s.Len())
 	}
@@ -341,6 +347,9 @@ func TestCreditExpire(t *testing.T) {
 	}
 	if got := expire(time.Hour.Nanoseconds()); len(got) != 0 {
 		t.Fatalf("dispatched request expired: %v", got)
+	}
+	if at, ok := s.NextExpiry(); ok {
+		t.Fatalf("NextExpiry %d with nothing waiting", at)
 	}
 	if a, b := state(t, s, "a", 0), state(t, s, "b", 0); a.Expired != 2 || b.Expired != 1 {
 		t.Fatalf("expired counters a %d b %d, want 2 and 1", a.Expired, b.Expired)

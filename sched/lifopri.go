@@ -225,6 +225,17 @@ func (p *LifoPri) Expire(now int64, f func(Request)) {
 	}
 }
 
+// NextExpiry is the earliest time at which Expire would remove a
+// request; false when none can expire (nothing waits, or no
+// QueueTimeout). It changes nothing.
+func (p *LifoPri) NextExpiry() (int64, bool) {
+	timeout := int64(p.cfg.QueueTimeout)
+	if timeout <= 0 || p.waiting == 0 {
+		return 0, false
+	}
+	return p.oldestQueue().front().at + timeout + 1, true
+}
+
 // oldestQueue returns the non-empty queue whose front request was
 // enqueued first (the class listed first on ties); some request must be
 // waiting.

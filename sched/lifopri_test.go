@@ -332,6 +332,9 @@ func TestLifoPriExpire(t *testing.T) {
 			lpEnqueue(t, p, "search", 1, 40*ms, &id) // 5 at 40
 			var expired []RequestID
 			collect := func(r Request) { expired = append(expired, r.ID) }
+			if at, ok := p.NextExpiry(); !ok || at != 100*ms+1 {
+				t.Fatalf("NextExpiry %d %v, want just after 100 ms", at, ok)
+			}
 			p.Expire(100*ms, collect) // nothing has waited more than 100 ms
 			if len(expired) != 0 {
 				t.Fatalf("expired %v at 100 ms", expired)
@@ -339,6 +342,9 @@ func TestLifoPriExpire(t *testing.T) {
 			p.Expire(125*ms, collect) // waited 125, 115, 105 ms
 			if want := []RequestID{1, 2, 3}; !slices.Equal(expired, want) {
 				t.Fatalf("expired %v at 125 ms, want %v", expired, want)
+			}
+			if at, ok := p.NextExpiry(); !ok || at != 130*ms+1 {
+				t.Fatalf("NextExpiry %d %v after expiring, want just after 130 ms (request 4's)", at, ok)
 			}
 			if p.Len() != 2 || lpState(t, p, "search").Expired != 2 || lpState(t, p, "search").Queued != 1 {
 				t.Fatalf("after Expire: Len %d, search %+v", p.Len(), lpState(t, p, "search"))
@@ -358,6 +364,9 @@ func TestLifoPriExpire(t *testing.T) {
 	var id RequestID
 	lpEnqueue(t, p, "main", 3, 0, &id)
 	p.Expire(int64(time.Hour), func(r Request) { t.Fatalf("expired %+v without a QueueTimeout", r) })
+	if at, ok := p.NextExpiry(); ok {
+		t.Fatalf("NextExpiry %d without a QueueTimeout", at)
+	}
 	if p.Len() != 3 {
 		t.Fatalf("Len %d", p.Len())
 	}
