@@ -192,6 +192,14 @@ func (h *shimHarness) input(port Port, frame []byte, now Time) *Output {
 	return &h.out
 }
 
+// inputVNet feeds a frame that came with a virtio-net header.
+func (h *shimHarness) inputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time) *Output {
+	h.out.Reset()
+	h.sh.InputVNet(port, append([]byte(nil), frame...), vh, now, &h.out)
+	h.frames += uint64(len(h.out.Frames))
+	return &h.out
+}
+
 func (h *shimHarness) tick(now Time) *Output {
 	h.out.Reset()
 	h.sh.Tick(now, &h.out)

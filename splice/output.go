@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 // Time is the engine's notion of now: nanoseconds on a clock the caller
@@ -45,6 +46,13 @@ func (p Port) String() string {
 type OutFrame struct {
 	Port Port
 	Data []byte
+	// VNet is the virtio-net header to send the frame with (on a link
+	// with vnet headers; a link without them segments and completes the
+	// checksum itself, see link.BatchLink). A frame passed through keeps
+	// the header it came with, a frame rewritten in place keeps a header
+	// made consistent with the rewrite, and a frame the engine builds has
+	// the zero header: complete checksums, no segmentation.
+	VNet wire.VNetHdr
 }
 
 // EventKind says what an Event reports.
@@ -164,3 +172,8 @@ func (o *Output) alloc(n int) []byte {
 
 func (o *Output) send(p Port, b []byte) { o.Frames = append(o.Frames, OutFrame{Port: p, Data: b}) }
 func (o *Output) event(e Event)         { o.Events = append(o.Events, e) }
+
+// sendVNet queues a frame with its virtio-net header.
+func (o *Output) sendVNet(p Port, b []byte, vh wire.VNetHdr) {
+	o.Frames = append(o.Frames, OutFrame{Port: p, Data: b, VNet: vh})
+}

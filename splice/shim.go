@@ -47,6 +47,7 @@ type ShimStats struct {
 	CopiesToFrontEnd       uint64 // header-only copies sent to the front-end
 	Malformed              uint64 // frames that failed parsing (passed unchanged)
 	BadOptions             uint64 // spliced replies dropped for untranslatable options
+	BadVNet                uint64 // spliced replies dropped for a vnet header that does not fit them
 	Splices, Expired       uint64
 	Entries                uint64
 	// PeakActive is the most requests ever in service at once: what the
@@ -230,14 +231,27 @@ func (s *Shim) remove(ent *spliceEntry) {
 	ent.deadline = Never
 }
 
-// Input processes a frame from port at time now.
+// Input processes a frame from port at time now: InputVNet for a frame
+// that came without a virtio-net header (complete checksums, one segment).
 func (s *Shim) Input(port Port, frame []byte, now Time, out *Output) {
+	s.InputVNet(port, frame, wire.VNetHdr{}, now, out)
+}
+
+// InputVNet processes a frame from port at time now that came with the
+// virtio-net header vh (the zero header on a link without them). Super-
+// frames stay whole: a reply of up to 64 KiB that the host kernel left to
+// TSO is translated once and leaves with its header for the kernel (or the
+// NIC) to segment, and a GRO'd frame from the wire passes with its header.
+// A frame passed through keeps its header; a translated frame keeps it too
+// (translation changes no length), with a partial checksum kept partial
+// (see translateReply).
+func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out *Output) {
 	p := &s.pkt
 	if err := wire.Parse(frame, p); err != nil {
 		// Not ours to judge: the shim is transparent for traffic it does
 		// not translate, and the receiver will drop what is broken.
 		s.stats.Malformed++
-		s.pass(port, frame, out)
+		s.pass(port, frame, vh, out)
 		return
 	}
 	if p.Kind == wire.KindTCP {
@@ -245,7 +259,7 @@ func (s *Shim) Input(port Port, frame []byte, now Time, out *Output) {
 			t := p.TCP
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
 			if ent := s.entries[key]; ent != nil && !t.Has(wire.TCPFlagSYN) {
-				s.translateReply(ent, p, now, out)
+				s.translateReply(ent, p, vh, now, out)
 				return
 			}
 		} else if port == PortWire && p.IP.Dst() == s.hostIP {
@@ -256,15 +270,15 @@ func (s *Shim) Input(port Port, frame []byte, now Time, out *Output) {
 			}
 		}
 	}
-	s.pass(port, frame, out)
+	s.pass(port, frame, vh, out)
 }
 
-func (s *Shim) pass(port Port, frame []byte, out *Output) {
+func (s *Shim) pass(port Port, frame []byte, vh wire.VNetHdr, out *Output) {
 	if port == PortHost {
 		s.stats.HostToWire++
-		out.send(PortWire, frame)
+		out.sendVNet(PortWire, frame, vh)
 	} else {
 		s.stats.WireToHost++
-		out.send(PortHost, frame)
+		out.sendVNet(PortHost, frame, vh)
 	}
 }

@@ -30,15 +30,43 @@ func rescaleWindow(win uint16, shift int) uint16 {
 	return uint16(w)
 }
 
+// replyVNetFits reports whether a reply's virtio-net header describes its
+// frame the way translateReply handles it: a partial checksum, if any, in
+// the TCP checksum field; a segmentation, if any, of TCPv4 into segments
+// of a given size, with a partial checksum. The kernel hands over nothing
+// else for TCP. Anything else is dropped (and counted), not passed: the
+// reply must not leave untranslated, and translated under a header that
+// means something else the device would corrupt it.
+func replyVNetFits(vh wire.VNetHdr, p *wire.Packet) bool {
+	if vh.NeedsCsum() && (int(vh.CsumStart) != p.L4 || vh.CsumOffset != wire.TCPChecksumOff) {
+		return false
+	}
+	if vh.IsGSO() {
+		return vh.NeedsCsum() && vh.GSOType&^wire.GSOECN == wire.GSOTCPv4 && vh.GSOSize != 0
+	}
+	return true
+}
+
 // translateReply rewrites a server segment on C2 into a segment from the
 // VIP to the client, in place, and sends it towards the client's next
 // hop. While the request is not yet acknowledged, and for FIN and RST, a
 // header-only copy of the original goes to the front-end as well: it
 // owns the request's retransmission and the flow's end, and it must never
 // receive response payload.
-func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *Output) {
+//
+// The segment may be a super-frame (vh.IsGSO): up to 64 KiB of payload
+// that the device will cut into vh.GSOSize-byte segments, each a copy of
+// the headers with the sequence number advanced. Translating its headers
+// once translates every segment: the sequence number is the first byte's,
+// and the accounting below sees the whole payload, as it would the
+// segments one by one.
+func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr, now Time, out *Output) {
 	t := p.TCP
 	o := &s.opts
+	if !replyVNetFits(vh, p) {
+		s.stats.BadVNet++
+		return
+	}
 	if err := wire.ParseOptions(t, o); err != nil {
 		s.stats.BadOptions++
 		return
@@ -75,24 +103,44 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	// head announced: that frees its slot, whatever the client's pace.
 	done := n > 0 && ent.inService && ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt)
 
+	// Every rewrite is in place and keeps each field's size, so no header
+	// changes length: vh's HdrLen, CsumStart, CsumOffset and GSOSize fit
+	// the translated frame as they fit the original, and so does its ECN
+	// bit, since CWR is not touched. The header leaves unchanged.
 	ip := p.IP
 	oldSrc, oldDst := ip.Src(), ip.Dst()
-	ip.SetSrc(ent.vip)
+	ip.SetSrc(ent.vip) // the IPv4 header checksum is always complete
 	ip.SetDst(ent.client)
-	t.UpdateAddrs(oldSrc, oldDst, ent.vip, ent.client)
-	t.SetSrcPortUpdate(ent.vport)
-	t.SetDstPortUpdate(ent.cport)
-	t.SetSeqUpdate(t.Seq() + wire.Seq(ent.seqDelta))
-	if ent.ts && o.HasTS {
-		t.SetUint32AtUpdate(o.TSOffset, o.TSVal+ent.tsOffset)
-	}
-	if ent.scaled {
-		t.SetWindowUpdate(rescaleWindow(t.Window(), ent.wsShift))
+	if vh.NeedsCsum() {
+		// The field holds the pseudo-header's sum, which the device
+		// completes over the header and payload as it sends them: only
+		// the addresses change it, as a plain sum.
+		t.UpdatePartialAddrs(oldSrc, oldDst, ent.vip, ent.client)
+		t.SetSrcPort(ent.vport)
+		t.SetDstPort(ent.cport)
+		t.SetSeq(t.Seq() + wire.Seq(ent.seqDelta))
+		if ent.ts && o.HasTS {
+			t.SetUint32At(o.TSOffset, o.TSVal+ent.tsOffset)
+		}
+		if ent.scaled {
+			t.SetWindow(rescaleWindow(t.Window(), ent.wsShift))
+		}
+	} else {
+		t.UpdateAddrs(oldSrc, oldDst, ent.vip, ent.client)
+		t.SetSrcPortUpdate(ent.vport)
+		t.SetDstPortUpdate(ent.cport)
+		t.SetSeqUpdate(t.Seq() + wire.Seq(ent.seqDelta))
+		if ent.ts && o.HasTS {
+			t.SetUint32AtUpdate(o.TSOffset, o.TSVal+ent.tsOffset)
+		}
+		if ent.scaled {
+			t.SetWindowUpdate(rescaleWindow(t.Window(), ent.wsShift))
+		}
 	}
 	p.Eth.SetDst(ent.cliMAC)
 	s.stats.Translated++
 	s.stats.TranslatedBytes += uint64(n)
-	out.send(PortWire, p.Eth[:p.End])
+	out.sendVNet(PortWire, p.Eth[:p.End], vh)
 	if done || ent.reset {
 		s.finishResponse(ent, out)
 	}
@@ -101,7 +149,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, now Time, out *O
 
 // copyHeaderToFrontEnd sends the front-end the segment's headers only,
 // still addressed to the handoff address, with lengths and checksums made
-// right for the shortened packet.
+// right for the shortened packet. The checksums are computed in full, the
+// field not read, so a source whose checksum was partial or which was a
+// super-frame gives the same copy; it goes with the zero vnet header.
 func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
 	hl := p.L4 + p.TCP.HeaderLen()
 	b := out.alloc(max(hl, 60))
@@ -121,7 +171,9 @@ func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
 
 // observeRequest watches the client's (translated) segments going to the
 // server: request arrivals start a service-time measurement; ACKs that
-// cover the whole response end it; FIN and RST drive the linger.
+// cover the whole response end it; FIN and RST drive the linger. A frame
+// the wire side's GRO merged counts with all its payload: the IPv4 Total
+// Length of a merged frame covers every segment in it.
 func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *Output) {
 	t := p.TCP
 	flags := t.Flags()
@@ -188,13 +240,20 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 	s.active--
 }
 
-// responseEnd reads the response head in the first reply segment and, if
-// it says how long the response is, returns the sequence number just past
-// its last byte. Otherwise the shim falls back to the quiet-period rule.
-// Heads split across segments are rare enough to take the fallback.
+// responseHeadLimit bounds the search for the end of a response head: a
+// super-frame's payload may be 64 KiB of which the head is the first
+// bytes, and a body with no head in front (a retransmitted tail) need not
+// be scanned to its end.
+const responseHeadLimit = 8 << 10
+
+// responseEnd reads the response head in the first reply segment (or
+// super-frame) and, if it says how long the response is, returns the
+// sequence number just past its last byte. Otherwise the shim falls back
+// to the quiet-period rule. Heads split across segments are rare enough to
+// take the fallback.
 func responseEnd(seq wire.Seq, payload []byte, headRequest bool) (wire.Seq, bool) {
 	var r httphead.Response
-	if httphead.ParseResponse(payload, len(payload), &r) != nil {
+	if httphead.ParseResponse(payload, responseHeadLimit, &r) != nil {
 		return 0, false
 	}
 	body, ok := r.BodyKnown(headRequest)

@@ -6,6 +6,7 @@ import "encoding/binary"
 const (
 	TCPMinHeaderLen = 20
 	TCPMaxHeaderLen = 60
+	TCPChecksumOff  = 16 // offset of the checksum field (a VNetHdr's CsumOffset)
 	TCPFlagFIN      = 0x01
 	TCPFlagSYN      = 0x02
 	TCPFlagRST      = 0x04
