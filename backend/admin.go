@@ -21,13 +21,15 @@ type Status struct {
 	Wire        link.Stats        `json:"wire"`
 	TAP         link.Stats        `json:"tap"`
 	KernelDrops uint64            `json:"kernel_drops"`
+	Control     AgentStats        `json:"control"`
 	Extra       map[string]string `json:"extra,omitempty"`
 }
 
 func (d *Daemon) status() Status {
 	return Status{
-		ID: d.cfg.ID, Registered: d.registered, Entries: d.shim.Entries(), Active: d.shim.Active(),
+		ID: d.cfg.ID, Registered: d.agent.Registered(), Entries: d.shim.Entries(), Active: d.shim.Active(),
 		Shim: d.shim.Stats(), Wire: d.wire.Stats(), TAP: d.tap.Stats(), KernelDrops: d.drops,
+		Control: d.agent.Stats(),
 	}
 }
 

@@ -73,35 +73,30 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Daemon is a running back-end shim.
+// Daemon is a running back-end shim: a thin loop that moves frames
+// between the links and the engine (splice.Shim), control messages and
+// engine events to and from the Agent, and the time into both.
 type Daemon struct {
-	cfg         Config
-	log         *slog.Logger
-	tap, wire   link.Link
-	shim        *splice.Shim
-	out         splice.Output
-	inBatch     []*pump.Frame // frames whose output is in out (inputBatch)
-	wireBatch   [][]byte      // out's wire frames, sent together
-	conn        *net.UDPConn
-	mac         wire.MAC
-	incarnation uint64
-	registered  bool
-	keepalive   time.Duration
-	seq         uint64
-	lastReg     time.Time
-	lastKA      time.Time
-	lastEcho    time.Time // last keepalive echoed by the front-end
+	cfg       Config
+	log       *slog.Logger
+	tap, wire link.Link
+	wireRaw   *link.AFPacket
+	shim      *splice.Shim
+	agent     *Agent
+	out       splice.Output
+	aout      AgentOutput
+	inBatch   []*pump.Frame // frames whose output is in out (inputBatch)
+	wireBatch [][]byte      // out's wire frames, sent together
+	conn      *net.UDPConn
+	sendBuf   []byte
+	mac       wire.MAC
+	// epoch is the daemon's one clock: splice.Time is the monotonic time
+	// since it, so a wall-clock step moves no timer.
+	epoch       time.Time
 	txErrors    uint64
-	wireRaw     *link.AFPacket
 	drops       uint64
-	lastDropChk time.Time
+	nextDropChk splice.Time
 	adminReq    chan chan Status
-	delayed     []delayedSplice
-}
-
-type delayedSplice struct {
-	msg *proto.Splice
-	due time.Time
 }
 
 // New opens the devices and the control socket.
@@ -148,12 +143,14 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	var inc [8]byte
 	rand.Read(inc[:])
+	mac := wire.MAC(ifi.HardwareAddr)
+	agent := NewAgent(AgentConfig{
+		ID: cfg.ID, Addr: cfg.Addr, MAC: mac, ControlPort: cfg.ControlPort, WebPorts: cfg.WebPorts,
+		Capacity: cfg.Capacity, Incarnation: binary.BigEndian.Uint64(inc[:]), SpliceDelay: cfg.SpliceDelay,
+	})
 	return &Daemon{
-		cfg: cfg, log: log, tap: tap, wire: wl, shim: shim, wireRaw: w,
-		adminReq:    make(chan chan Status),
-		mac:         wire.MAC(ifi.HardwareAddr),
-		incarnation: binary.BigEndian.Uint64(inc[:]),
-		keepalive:   time.Second,
+		cfg: cfg, log: log, tap: tap, wire: wl, shim: shim, wireRaw: w, agent: agent, mac: mac,
+		adminReq: make(chan chan Status),
 	}, nil
 }
 
@@ -163,20 +160,30 @@ type ctlMsg struct {
 	err  error
 }
 
+// now reads the daemon's clock. Every input is stamped here, in the loop
+// that feeds it, so time never goes backwards from one call to the next.
+func (d *Daemon) now() splice.Time { return splice.Time(time.Since(d.epoch)) }
+
 // Run serves until ctx ends. The control socket is opened here because
 // its address lives on the TAP, whose carrier comes up only once the TAP
 // is open (it is, since New).
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.tap.Close()
 	defer d.wire.Close()
+	d.epoch = time.Now()
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.cfg.Addr, d.cfg.ControlPort)))
 	if err != nil {
 		return fmt.Errorf("backend: control socket: %w", err)
 	}
 	d.conn = conn
-	defer conn.Close()
 	ctl := make(chan ctlMsg, 64)
+	readerDone := make(chan struct{})
+	defer func() {
+		conn.Close() // ends the reader
+		<-readerDone
+	}()
 	go func() {
+		defer close(readerDone)
 		buf := make([]byte, 2048)
 		for {
 			n, from, err := conn.ReadFromUDPAddrPort(buf)
@@ -187,7 +194,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 				continue
 			}
 			m, err := proto.Unmarshal(d.cfg.Key, buf[:n])
-			ctl <- ctlMsg{m, from, err}
+			select {
+			case ctl <- ctlMsg{m, from, err}:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	if d.cfg.Admin != "" {
@@ -199,11 +210,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	host := pump.Start(d.tap, uint8(splice.PortHost), 256, 2048)
 	wirep := pump.Start(d.wire, uint8(splice.PortWire), 256, 2048)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	d.log.Info("back-end shim up", "id", d.cfg.ID, "tap", d.cfg.TAP, "wire", d.cfg.Wire, "addr", d.cfg.Addr,
 		"mac", d.mac.String(), "frontend", d.cfg.Frontend)
-	d.register(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -220,12 +230,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.inputBatch(f, host, wirep)
 		case m := <-ctl:
 			d.control(m)
-		case t := <-tick.C:
-			d.timers(t)
+		case <-timer.C:
+			d.timers()
 		case reply := <-d.adminReq:
 			reply <- d.status()
 		}
+		// No fixed ticker: sleep until the engine or the agent has work.
+		timer.Reset(max(d.nextDeadline().Sub(d.now()), 0))
 	}
+}
+
+func (d *Daemon) nextDeadline() splice.Time {
+	return min(d.shim.NextDeadline(), d.agent.NextDeadline())
 }
 
 // maxDrain bounds how many frames one pass of the loop takes before it
@@ -239,9 +255,10 @@ const maxDrain = 32
 // one sendmmsg(2). Output frames may alias their input frames, so these
 // are released only after the writes.
 func (d *Daemon) inputBatch(first *pump.Frame, host, wirep *pump.Pump) {
+	now := d.now()
 	d.out.Reset()
 	d.inBatch = append(d.inBatch[:0], first)
-	d.shim.Input(splice.Port(first.Port), first.Data, splice.Time(first.At.UnixNano()), &d.out)
+	d.shim.Input(splice.Port(first.Port), first.Data, now, &d.out)
 drain:
 	for len(d.inBatch) < maxDrain {
 		var f *pump.Frame
@@ -256,16 +273,18 @@ drain:
 			break // the loop sees the closed pump next
 		}
 		d.inBatch = append(d.inBatch, f)
-		d.shim.Input(splice.Port(f.Port), f.Data, splice.Time(f.At.UnixNano()), &d.out)
+		d.shim.Input(splice.Port(f.Port), f.Data, now, &d.out)
 	}
-	d.flush()
+	d.flush(now)
 	for i, f := range d.inBatch {
 		f.Release()
 		d.inBatch[i] = nil
 	}
+	d.checkDrops(now)
 }
 
-func (d *Daemon) flush() {
+// flush writes the engine's output and hands its events to the agent.
+func (d *Daemon) flush(now splice.Time) {
 	d.wireBatch = d.wireBatch[:0]
 	for _, fr := range d.out.Frames {
 		if fr.Port != splice.PortHost {
@@ -280,15 +299,15 @@ func (d *Daemon) flush() {
 		d.writeFailed(d.wire, err)
 	}
 	clear(d.wireBatch) // no references to frames that go back to the pumps
-	for _, ev := range d.out.Events {
-		if ev.Kind == splice.EvResponseDone {
-			d.log.Debug("response done", "request", ev.RequestID, "service", ev.ServiceTime, "bytes", ev.Bytes)
-			d.send(&proto.Feedback{
-				BackendID: d.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
-				ResponseBytes: ev.Bytes, Concurrency: uint16(d.shim.Active()), ResponseEnd: ev.ResponseEnd,
-			})
-		}
+	if len(d.out.Events) == 0 {
+		return
 	}
+	d.aout.Reset()
+	d.agent.SetConcurrency(d.shim.Active())
+	for _, ev := range d.out.Events {
+		d.agent.Event(ev, now, &d.aout)
+	}
+	d.carryOut(now)
 }
 
 func (d *Daemon) writeFailed(l link.Link, err error) {
@@ -298,107 +317,73 @@ func (d *Daemon) writeFailed(l link.Link, err error) {
 	}
 }
 
-func (d *Daemon) timers(t time.Time) {
-	now := splice.Time(t.UnixNano())
+// timers runs the engine's and the agent's due work.
+func (d *Daemon) timers() {
+	now := d.now()
 	if d.shim.NextDeadline() <= now {
 		d.out.Reset()
 		d.shim.Tick(now, &d.out)
-		d.flush()
+		d.flush(now)
 	}
-	if d.registered && t.Sub(d.lastEcho) > 3*d.keepalive {
-		d.registered = false
-		d.log.Warn("front-end stopped answering keepalives; registering again")
+	if d.agent.NextDeadline() <= now {
+		d.aout.Reset()
+		d.agent.SetConcurrency(d.shim.Active())
+		d.agent.Tick(now, &d.aout)
+		d.carryOut(now)
 	}
-	for len(d.delayed) > 0 && !t.Before(d.delayed[0].due) {
-		d.installSplice(d.delayed[0].msg)
-		d.delayed = d.delayed[1:]
-	}
-	if t.Sub(d.lastDropChk) >= time.Second {
-		d.lastDropChk = t
-		if n, err := d.wireRaw.KernelDrops(); err == nil && n > 0 {
-			d.drops += n
-			d.log.Warn("wire socket dropped frames (loop fell behind)", "new", n, "total", d.drops)
-		}
-	}
-	switch {
-	case !d.registered && t.Sub(d.lastReg) >= time.Second:
-		d.register(t)
-	case d.registered && t.Sub(d.lastKA) >= d.keepalive:
-		d.seq++
-		d.lastKA = t
-		d.send(&proto.Keepalive{BackendID: d.cfg.ID, Incarnation: d.incarnation, Seq: d.seq, Concurrency: uint16(d.shim.Active())})
-	}
+	d.checkDrops(now)
 }
 
-func (d *Daemon) register(t time.Time) {
-	d.lastReg = t
-	d.send(&proto.Register{
-		BackendID: d.cfg.ID, IP: d.cfg.Addr, MAC: d.mac, ControlPort: d.cfg.ControlPort,
-		WebPorts: d.cfg.WebPorts, Capacity: uint16(d.cfg.Capacity), Incarnation: d.incarnation,
-	})
-}
-
-func (d *Daemon) send(m proto.Message) {
-	b, err := proto.Marshal(d.cfg.Key, m)
-	if err != nil {
-		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
+// checkDrops reads the wire socket's kernel drop counter, at most once a
+// second and only when the loop is awake anyway: drops happen under load,
+// when it always is.
+func (d *Daemon) checkDrops(now splice.Time) {
+	if now < d.nextDropChk {
 		return
 	}
-	if _, err := d.conn.WriteToUDPAddrPort(b, d.cfg.Frontend); err != nil {
-		d.log.Debug("control send failed", "type", m.Type().String(), "err", err)
+	d.nextDropChk = now.Add(time.Second)
+	if n, err := d.wireRaw.KernelDrops(); err == nil && n > 0 {
+		d.drops += n
+		d.log.Warn("wire socket dropped frames (loop fell behind)", "new", n, "total", d.drops)
 	}
 }
 
 func (d *Daemon) control(m ctlMsg) {
+	now := d.now()
+	d.aout.Reset()
 	if m.err != nil {
-		d.log.Warn("bad control message", "from", m.from, "err", m.err)
-		return
+		d.agent.Malformed(m.from, m.err, &d.aout)
+	} else {
+		d.agent.SetConcurrency(d.shim.Active())
+		d.agent.Control(m.from, m.msg, now, &d.aout)
 	}
-	switch msg := m.msg.(type) {
-	case *proto.RegisterAck:
-		if msg.Incarnation != d.incarnation {
-			return
-		}
-		if !d.registered {
-			d.log.Info("registered with front-end", "keepalive", msg.KeepaliveInterval)
-		}
-		d.registered = true
-		d.lastEcho = time.Now()
-		if msg.KeepaliveInterval > 0 {
-			d.keepalive = msg.KeepaliveInterval
-		}
-	case *proto.Splice:
-		if d.cfg.SpliceDelay > 0 {
-			d.delayed = append(d.delayed, delayedSplice{msg, time.Now().Add(d.cfg.SpliceDelay)})
-			return
-		}
-		d.installSplice(msg)
-	case *proto.Keepalive:
-		if msg.Incarnation != d.incarnation {
-			return
-		}
-		d.lastEcho = time.Now()
-		if msg.Seq == 0 {
-			// The front-end probes a back-end it has not heard from:
-			// answer at once.
-			d.seq++
-			d.lastKA = time.Now()
-			d.send(&proto.Keepalive{BackendID: d.cfg.ID, Incarnation: d.incarnation, Seq: d.seq, Concurrency: uint16(d.shim.Active())})
-		}
-	default:
-		d.log.Warn("unexpected control message", "type", m.msg.Type().String())
+	d.carryOut(now)
+}
+
+// carryOut does what the agent asked for in d.aout: installs splices in
+// the engine (each acknowledged after it is in place, so the ack goes out
+// after the install), sends control messages and writes log lines.
+func (d *Daemon) carryOut(now splice.Time) {
+	for i := 0; i < len(d.aout.Install); i++ { // Installed appends to aout.Send only
+		m := d.aout.Install[i]
+		d.agent.Installed(m, d.shim.AddSplice(m, now), &d.aout)
+	}
+	for _, m := range d.aout.Send {
+		d.send(m)
+	}
+	for _, r := range d.aout.Logs {
+		d.log.LogAttrs(context.Background(), r.Level, r.Msg, r.Attrs...)
 	}
 }
 
-// installSplice puts the translation in place, then acknowledges: the
-// front-end sends the request only after the ack, so no reply can come
-// before the shim knows how to translate it.
-func (d *Daemon) installSplice(msg *proto.Splice) {
-	err := d.shim.AddSplice(msg, splice.Time(time.Now().UnixNano()))
-	ack := &proto.SpliceAck{RequestID: msg.RequestID, BackendID: d.cfg.ID, OK: err == nil}
+func (d *Daemon) send(m proto.Message) {
+	b, err := proto.Append(d.sendBuf[:0], d.cfg.Key, m)
 	if err != nil {
-		ack.Reason = err.Error()
-		d.log.Warn("splice refused", "request", msg.RequestID, "err", err)
+		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
+		return
 	}
-	d.send(ack)
+	d.sendBuf = b
+	if _, err := d.conn.WriteToUDPAddrPort(b, d.cfg.Frontend); err != nil {
+		d.log.Debug("control send failed", "type", m.Type().String(), "err", err)
+	}
 }

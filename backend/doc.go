@@ -5,10 +5,14 @@
 // spliced connections, which it rewrites to come from the VIP and sends
 // straight to the client.
 //
-// It registers with the front-end over the control protocol, sends
-// keepalives, installs Splice messages in the engine before acknowledging
-// them (which is what guarantees no reply escapes untranslated), and
-// reports each request's service time in a Feedback message.
+// The control protocol is the Agent's (agent.go), a pure state machine
+// like the engine: it registers with the front-end until acknowledged,
+// sends keepalives and registers again when their echoes stop, answers
+// probes, has Splice messages installed in the engine before it
+// acknowledges them (which is what guarantees no reply escapes
+// untranslated), and turns finished responses into Feedback. The daemon
+// stamps every input with one monotonic clock (time since its start) and
+// sleeps until the engine's or the agent's next deadline or I/O.
 //
 // Data flow: two reader goroutines (TAP, wire) -> one loop that owns the
 // engine -> writes to the other side; a control goroutine feeds decoded

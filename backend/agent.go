@@ -1,0 +1,304 @@
+package backend
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// AgentConfig configures the shim's control-protocol agent.
+type AgentConfig struct {
+	ID          uint32
+	Addr        netip.Addr // the kernel's address, announced in Register
+	MAC         wire.MAC   // the host's MAC on the wire (the TAP's)
+	ControlPort uint16
+	WebPorts    []uint16
+	Capacity    int
+	// Incarnation changes on every start (the daemon draws it at random),
+	// so the front-end sees a restart as a new back-end.
+	Incarnation uint64
+	// SpliceDelay holds every Splice this long before it is installed
+	// (see Config.SpliceDelay).
+	SpliceDelay time.Duration
+	// RegisterInterval is how often Register is resent until the
+	// front-end acknowledges it (1 s).
+	RegisterInterval time.Duration
+	// Keepalive is the keepalive interval until a RegisterAck names
+	// one (1 s).
+	Keepalive time.Duration
+	// MissedEchoes is how many keepalive intervals may pass without an
+	// echo from the front-end before the agent registers again (3): a
+	// front-end that restarted has forgotten this back-end, and answers
+	// nothing until it hears a Register.
+	MissedEchoes int
+}
+
+// Agent is the back-end's side of the control protocol, as a pure state
+// machine: it registers until acknowledged, sends keepalives at the
+// interval the front-end asked for and registers again when their echoes
+// stop, answers probes at once, schedules Splice installation (after
+// SpliceDelay) and acknowledges each Splice once the daemon installed
+// it, and turns the engine's finished responses into Feedback.
+//
+// It reads no clock and owns no socket: the daemon feeds it decoded
+// messages, engine events and the time, calls Tick when NextDeadline
+// comes, and carries out what it writes into an AgentOutput. Not safe for
+// concurrent use.
+type Agent struct {
+	cfg AgentConfig
+
+	registered  bool
+	nextReg     splice.Time // next Register while not registered
+	keepalive   time.Duration
+	nextKA      splice.Time // next Keepalive while registered
+	lastEcho    splice.Time // last sign the front-end knows us
+	seq         uint64      // of the last Keepalive sent
+	concurrency int         // requests in service, as the daemon last said
+	delayed     []delayedSplice
+	stats       AgentStats
+}
+
+type delayedSplice struct {
+	msg *proto.Splice
+	due splice.Time
+}
+
+// AgentStats counts the agent's control traffic.
+type AgentStats struct {
+	Registers       uint64 `json:"registers"`        // Register messages sent
+	Registrations   uint64 `json:"registrations"`    // times a RegisterAck made us registered
+	Reregistrations uint64 `json:"reregistrations"`  // times echoes stopped and we registered again
+	Keepalives      uint64 `json:"keepalives"`       // Keepalive messages sent, probe answers included
+	Echoes          uint64 `json:"echoes"`           // Keepalives received for our incarnation
+	Probes          uint64 `json:"probes"`           // of them, probes (Seq 0) answered at once
+	Stale           uint64 `json:"stale"`            // messages for another back-end or incarnation
+	Splices         uint64 `json:"splices"`          // Splice messages received
+	SplicesRefused  uint64 `json:"splices_refused"`  // acknowledged with OK false
+	Feedbacks       uint64 `json:"feedbacks"`        // Feedback messages sent
+	BadMessages     uint64 `json:"bad_messages"`     // datagrams that failed to decode
+	Unexpected      uint64 `json:"unexpected"`       // decoded messages a back-end does not handle
+	DelayedSplices  int    `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
+	KeepaliveMillis int64  `json:"keepalive_millis"` // the interval in use
+}
+
+// AgentOutput collects what one call into the Agent produced. The caller
+// Resets it, makes the call, then: installs each of Install in order in
+// the engine and reports the result with Installed, sends Send to the
+// front-end in order, and logs Logs.
+type AgentOutput struct {
+	Send    []proto.Message
+	Install []*proto.Splice
+	Logs    []LogRecord
+}
+
+// LogRecord is a log line the daemon writes for the agent.
+type LogRecord struct {
+	Level slog.Level
+	Msg   string
+	Attrs []slog.Attr
+}
+
+// Reset empties o for the next call.
+func (o *AgentOutput) Reset() {
+	clear(o.Send)
+	clear(o.Install)
+	o.Send, o.Install, o.Logs = o.Send[:0], o.Install[:0], o.Logs[:0]
+}
+
+func (o *AgentOutput) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	o.Logs = append(o.Logs, LogRecord{level, msg, attrs})
+}
+
+// NewAgent returns an agent that registers at its first Tick.
+func NewAgent(cfg AgentConfig) *Agent {
+	if cfg.RegisterInterval <= 0 {
+		cfg.RegisterInterval = time.Second
+	}
+	if cfg.Keepalive <= 0 {
+		cfg.Keepalive = time.Second
+	}
+	if cfg.MissedEchoes <= 0 {
+		cfg.MissedEchoes = 3
+	}
+	return &Agent{cfg: cfg, keepalive: cfg.Keepalive, nextReg: 0}
+}
+
+// Registered reports whether the front-end acknowledged the last Register
+// and still echoes keepalives.
+func (a *Agent) Registered() bool { return a.registered }
+
+// Stats returns a copy of the counters.
+func (a *Agent) Stats() AgentStats {
+	st := a.stats
+	st.DelayedSplices = len(a.delayed)
+	st.KeepaliveMillis = a.keepalive.Milliseconds()
+	return st
+}
+
+// SetConcurrency tells the agent how many requests are in service now (the
+// sum over the engine's shards); Keepalive and Feedback carry it.
+func (a *Agent) SetConcurrency(n int) { a.concurrency = n }
+
+// echoDeadline is when the front-end has been silent for MissedEchoes
+// keepalive intervals.
+func (a *Agent) echoDeadline() splice.Time {
+	return a.lastEcho.Add(time.Duration(a.cfg.MissedEchoes) * a.keepalive)
+}
+
+// NextDeadline is when Tick next has work: a Register or Keepalive to
+// send, the echo timeout, or a delayed Splice falling due.
+func (a *Agent) NextDeadline() splice.Time {
+	next := a.nextReg
+	if a.registered {
+		next = min(a.nextKA, a.echoDeadline())
+	}
+	if len(a.delayed) > 0 {
+		next = min(next, a.delayed[0].due)
+	}
+	return next
+}
+
+// Tick does what is due at now.
+func (a *Agent) Tick(now splice.Time, out *AgentOutput) {
+	if a.registered && !now.Before(a.echoDeadline()) {
+		a.registered = false
+		a.nextReg = now
+		a.stats.Reregistrations++
+		out.log(slog.LevelWarn, "front-end stopped answering keepalives; registering again",
+			slog.Duration("silent", now.Sub(a.lastEcho)))
+	}
+	switch {
+	case !a.registered && !now.Before(a.nextReg):
+		a.nextReg = now.Add(a.cfg.RegisterInterval)
+		a.stats.Registers++
+		out.Send = append(out.Send, &proto.Register{
+			BackendID: a.cfg.ID, IP: a.cfg.Addr, MAC: a.cfg.MAC, ControlPort: a.cfg.ControlPort,
+			WebPorts: a.cfg.WebPorts, Capacity: uint16(a.cfg.Capacity), Incarnation: a.cfg.Incarnation,
+		})
+	case a.registered && !now.Before(a.nextKA):
+		a.sendKeepalive(now, out)
+	}
+	n := 0
+	for n < len(a.delayed) && !now.Before(a.delayed[n].due) {
+		out.Install = append(out.Install, a.delayed[n].msg)
+		n++
+	}
+	if n > 0 {
+		a.delayed = append(a.delayed[:0], a.delayed[n:]...)
+	}
+}
+
+func (a *Agent) sendKeepalive(now splice.Time, out *AgentOutput) {
+	a.seq++
+	a.nextKA = now.Add(a.keepalive)
+	a.stats.Keepalives++
+	out.Send = append(out.Send, &proto.Keepalive{
+		BackendID: a.cfg.ID, Incarnation: a.cfg.Incarnation, Seq: a.seq, Concurrency: a.load(),
+	})
+}
+
+func (a *Agent) load() uint16 { return uint16(min(max(a.concurrency, 0), 65535)) }
+
+// ours reports whether a message names this back-end's current
+// incarnation; anything else is left over from an earlier run of the
+// shim (or of the front-end) and must not count as a sign of life.
+func (a *Agent) ours(id uint32, incarnation uint64) bool {
+	if id == a.cfg.ID && incarnation == a.cfg.Incarnation {
+		return true
+	}
+	a.stats.Stale++
+	return false
+}
+
+// Control handles a control message from the front-end at from.
+func (a *Agent) Control(from netip.AddrPort, msg proto.Message, now splice.Time, out *AgentOutput) {
+	switch m := msg.(type) {
+	case *proto.RegisterAck:
+		if !a.ours(m.BackendID, m.Incarnation) {
+			return
+		}
+		if m.KeepaliveInterval > 0 {
+			a.keepalive = m.KeepaliveInterval
+		}
+		a.lastEcho = now
+		if !a.registered {
+			a.registered = true
+			a.nextKA = now.Add(a.keepalive)
+			a.stats.Registrations++
+			out.log(slog.LevelInfo, "registered with front-end",
+				slog.String("frontend", from.String()), slog.Duration("keepalive", a.keepalive))
+		} else {
+			a.nextKA = min(a.nextKA, now.Add(a.keepalive)) // a shorter interval applies at once
+		}
+	case *proto.Keepalive:
+		if !a.ours(m.BackendID, m.Incarnation) {
+			return
+		}
+		a.lastEcho = now
+		a.stats.Echoes++
+		if m.Seq == 0 {
+			// The front-end probes a back-end it has not heard from for
+			// a while and declares it dead within half an interval:
+			// answer now, not at the next keepalive.
+			a.stats.Probes++
+			a.sendKeepalive(now, out)
+		}
+	case *proto.Splice:
+		a.stats.Splices++
+		if a.cfg.SpliceDelay > 0 {
+			a.delayed = append(a.delayed, delayedSplice{m, now.Add(a.cfg.SpliceDelay)})
+			return
+		}
+		out.Install = append(out.Install, m)
+	default:
+		a.stats.Unexpected++
+		out.log(slog.LevelWarn, "unexpected control message",
+			slog.String("type", msg.Type().String()), slog.String("from", from.String()))
+	}
+}
+
+// Malformed accounts for a datagram that failed to decode (a bad tag, a
+// version mismatch, garbage), logging the first few and then every
+// thousandth.
+func (a *Agent) Malformed(from netip.AddrPort, err error, out *AgentOutput) {
+	a.stats.BadMessages++
+	if n := a.stats.BadMessages; n < 10 || n%1000 == 0 {
+		out.log(slog.LevelWarn, "bad control message",
+			slog.String("from", from.String()), slog.String("err", err.Error()), slog.Uint64("count", n))
+	}
+}
+
+// Installed reports the engine's answer to installing m (an Install of an
+// earlier output) and acknowledges it. The front-end sends the request
+// only after an OK ack, so no reply can reach the shim before it knows
+// how to translate it (handoff step 6).
+func (a *Agent) Installed(m *proto.Splice, err error, out *AgentOutput) {
+	ack := &proto.SpliceAck{RequestID: m.RequestID, BackendID: a.cfg.ID, OK: err == nil}
+	if err != nil {
+		a.stats.SplicesRefused++
+		ack.Reason = err.Error()
+		if len(ack.Reason) > proto.MaxReasonLen {
+			ack.Reason = ack.Reason[:proto.MaxReasonLen]
+		}
+		out.log(slog.LevelWarn, "splice refused",
+			slog.Uint64("request", m.RequestID), slog.String("err", err.Error()))
+	}
+	out.Send = append(out.Send, ack)
+}
+
+// Event handles an engine event: a finished response becomes Feedback.
+// Call SetConcurrency first, so the Feedback carries the load after it.
+func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
+	if ev.Kind != splice.EvResponseDone {
+		return
+	}
+	a.stats.Feedbacks++
+	out.Send = append(out.Send, &proto.Feedback{
+		BackendID: a.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
+		ResponseBytes: ev.Bytes, Concurrency: a.load(), ResponseEnd: ev.ResponseEnd,
+	})
+}

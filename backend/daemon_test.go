@@ -1,0 +1,330 @@
+package backend
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/link"
+	"github.com/qsplice/qsplice/splice/wire"
+	"github.com/qsplice/qsplice/tools/netns"
+)
+
+// A two-host rig for the daemon: namespace "be" runs the shim between
+// its TAP (the kernel's address, backendAddr) and wire0; namespace "fe"
+// is the other end of wire0 and plays the front-end, with its own kernel
+// on feAddr. Everything the back-end's kernel says to the front-end (the
+// control protocol, HTTP answers) crosses the shim both ways.
+var (
+	feAddr      = netip.MustParseAddr("198.18.99.1")
+	backendAddr = netip.MustParseAddr("198.18.99.2")
+	testKey     = []byte("0123456789abcdef0123")
+)
+
+type daemonRig struct {
+	t      *testing.T
+	be, fe string
+	ctl    *net.UDPConn // the fake front-end's control socket, in fe
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces, a TAP and AF_PACKET; CI runs as root")
+	}
+}
+
+func newNS(t *testing.T, prefix string) string {
+	t.Helper()
+	var b [4]byte
+	rand.Read(b[:])
+	name := prefix + "-" + hex.EncodeToString(b[:])
+	if err := netns.Add(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := netns.Delete(name); err != nil {
+			t.Errorf("remove namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func run(t *testing.T, ns string, arg ...string) {
+	t.Helper()
+	if err := netns.Run(ns, arg...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newDaemonRig(t *testing.T) *daemonRig {
+	requireRoot(t)
+	r := &daemonRig{t: t, be: newNS(t, "qsbe"), fe: newNS(t, "qsfe")}
+	run(t, r.be, "ip", "link", "set", "lo", "up")
+	run(t, r.fe, "ip", "link", "set", "lo", "up")
+	run(t, r.be, "ip", "link", "add", "wire0", "type", "veth", "peer", "name", "eth0", "netns", r.fe)
+	run(t, r.be, "ip", "link", "set", "wire0", "up")
+	run(t, r.fe, "ip", "addr", "add", feAddr.String()+"/24", "dev", "eth0")
+	run(t, r.fe, "ip", "link", "set", "eth0", "up")
+	// The plain path carries no vnet headers: frames from the veth must
+	// have complete checksums (design.md section 7).
+	for _, ns := range []string{r.be, r.fe} {
+		dev := map[string]string{r.be: "wire0", r.fe: "eth0"}[ns]
+		if err := netns.Do(ns, func() error { return link.DisableOffloads(dev) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := netns.Do(r.fe, func() (err error) {
+		r.ctl, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(feAddr, 7400)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.ctl.Close() })
+	return r
+}
+
+func (r *daemonRig) config() Config {
+	return Config{
+		ID: 3, Wire: "wire0", TAP: "tap0", Addr: backendAddr, Frontend: netip.AddrPortFrom(feAddr, 7400),
+		ControlPort: 7401, WebPorts: []uint16{80}, Capacity: 5, Key: testKey, SetupTAP: true, Prefix: 24,
+		TAPMAC: wire.MAC{2, 0, 0, 0x99, 0, 2}, Admin: netip.AddrPortFrom(backendAddr, 9100).String(),
+	}
+}
+
+// start runs a Daemon in the back-end namespace until the returned stop
+// is called; stop returns Run's error.
+func (r *daemonRig) start(cfg Config) (stop func() error) {
+	r.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(testWriter{r.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() {
+		errc <- netns.Do(r.be, func() error {
+			d, err := New(cfg, log)
+			if err != nil {
+				return err
+			}
+			return d.Run(ctx)
+		})
+	}()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(10 * time.Second):
+			r.t.Fatal("daemon did not stop within 10 s")
+			return nil
+		}
+	}
+	r.t.Cleanup(func() { stop() })
+	return stop
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// recv waits for the next control message of type T, skipping others
+// (keepalives, repeated Registers), and returns it with its sender.
+func recv[T proto.Message](r *daemonRig, within time.Duration) (T, netip.AddrPort) {
+	r.t.Helper()
+	buf := make([]byte, proto.MaxDatagram)
+	deadline := time.Now().Add(within)
+	for {
+		r.ctl.SetReadDeadline(deadline)
+		n, from, err := r.ctl.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			r.t.Fatalf("waiting for %T: %v", *new(T), err)
+		}
+		m, err := proto.Unmarshal(testKey, buf[:n])
+		if err != nil {
+			r.t.Fatalf("bad control message from the shim: %v", err)
+		}
+		if m, ok := m.(T); ok {
+			return m, from
+		}
+	}
+}
+
+func (r *daemonRig) send(to netip.AddrPort, m proto.Message) {
+	r.t.Helper()
+	b, err := proto.Marshal(testKey, m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.ctl.WriteToUDPAddrPort(b, to); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// status fetches /status from the fe namespace, through the shim.
+func (r *daemonRig) status() Status {
+	r.t.Helper()
+	var st Status
+	err := netns.Do(r.fe, func() error {
+		conn, err := net.DialTimeout("tcp4", netip.AddrPortFrom(backendAddr, 9100).String(), 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(conn, "GET /status HTTP/1.1\r\nHost: be\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return json.NewDecoder(resp.Body).Decode(&st)
+	})
+	if err != nil {
+		r.t.Fatalf("/status: %v", err)
+	}
+	return st
+}
+
+// waitGoroutines waits until no more goroutines run than before did:
+// some end a moment after Run returns (the HTTP server's, the link
+// readers unblocked by Close).
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after the daemon stopped, %d before:\n%s",
+				runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDaemonControlProtocolAndNoLeaks(t *testing.T) {
+	r := newDaemonRig(t)
+	before := runtime.NumGoroutine()
+	stop := r.start(r.config())
+
+	reg, shim := recv[*proto.Register](r, 10*time.Second)
+	if reg.BackendID != 3 || reg.IP != backendAddr || reg.MAC != [6]byte{2, 0, 0, 0x99, 0, 2} ||
+		reg.ControlPort != 7401 || reg.Capacity != 5 || shim != netip.AddrPortFrom(backendAddr, 7401) {
+		t.Fatalf("Register %+v from %v", reg, shim)
+	}
+	// Unacknowledged, it comes again about a second later.
+	t0 := time.Now()
+	again, _ := recv[*proto.Register](r, 3*time.Second)
+	if again.Incarnation != reg.Incarnation {
+		t.Fatalf("incarnation changed from %x to %x", reg.Incarnation, again.Incarnation)
+	}
+	if waited := time.Since(t0); waited < 500*time.Millisecond {
+		t.Fatalf("Register repeated after %v, want about 1 s", waited)
+	}
+	r.send(shim, &proto.RegisterAck{BackendID: 3, Incarnation: reg.Incarnation, KeepaliveInterval: 100 * time.Millisecond})
+	ka, _ := recv[*proto.Keepalive](r, 2*time.Second)
+	if ka.Seq == 0 || ka.Incarnation != reg.Incarnation {
+		t.Fatalf("keepalive %+v", ka)
+	}
+	r.send(shim, &proto.Keepalive{BackendID: 3, Incarnation: reg.Incarnation, Seq: ka.Seq})
+
+	// A Splice for this host is installed and acknowledged; one naming
+	// another back-end is refused with the engine's reason.
+	sp := &proto.Splice{RequestID: 11, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
+		VIP: netip.MustParseAddr("198.18.99.100"), VIPPort: 80, HandoffIP: feAddr, HandoffPort: 40001,
+		BackendIP: backendAddr, BackendPort: 80}
+	r.send(shim, sp)
+	if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); !a.OK || a.RequestID != 11 || a.BackendID != 3 {
+		t.Fatalf("ack %+v, want OK for request 11", a)
+	}
+	bad := *sp
+	bad.RequestID, bad.BackendIP = 12, netip.MustParseAddr("198.18.99.3")
+	r.send(shim, &bad)
+	if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); a.OK || a.RequestID != 12 || a.Reason == "" {
+		t.Fatalf("ack %+v, want a refusal of request 12", a)
+	}
+	// A probe is answered at once (well inside the 100 ms interval).
+	r.send(shim, &proto.Keepalive{BackendID: 3, Incarnation: reg.Incarnation, Seq: 0})
+	recv[*proto.Keepalive](r, 2*time.Second)
+	// Garbage is counted, not fatal.
+	r.ctl.WriteToUDPAddrPort([]byte("not a control message"), shim)
+
+	st := r.status()
+	if !st.Registered || st.ID != 3 || st.Entries != 1 || st.Shim.Splices != 1 ||
+		st.Control.SplicesRefused != 1 || st.Control.Probes != 1 || st.Control.BadMessages != 1 ||
+		st.Wire.RxFrames == 0 || st.TAP.RxFrames == 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	waitGoroutines(t, before)
+}
+
+func TestDaemonSpliceDelay(t *testing.T) {
+	r := newDaemonRig(t)
+	cfg := r.config()
+	cfg.SpliceDelay = 200 * time.Millisecond
+	cfg.Admin = ""
+	stop := r.start(cfg)
+	_, shim := recv[*proto.Register](r, 10*time.Second)
+	sp := &proto.Splice{RequestID: 21, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
+		VIP: netip.MustParseAddr("198.18.99.100"), VIPPort: 80, HandoffIP: feAddr, HandoffPort: 40002,
+		BackendIP: backendAddr, BackendPort: 80}
+	t0 := time.Now()
+	r.send(shim, sp)
+	if a, _ := recv[*proto.SpliceAck](r, 3*time.Second); !a.OK || a.RequestID != 21 {
+		t.Fatalf("ack %+v", a)
+	}
+	if waited := time.Since(t0); waited < 200*time.Millisecond {
+		t.Fatalf("acknowledged after %v, before the 200 ms delay", waited)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := New(Config{}, slog.Default())
+	if err == nil {
+		t.Fatal("empty config accepted")
+	}
+	for _, want := range []string{"id:", "wire/tap:", "addr:", "frontend:", "web-ports:", "capacity:", "key:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestNewFailsOnMissingDevices(t *testing.T) {
+	r := newDaemonRig(t)
+	cfg := r.config()
+	cfg.Wire = "nosuch0"
+	err := netns.Do(r.be, func() error {
+		_, err := New(cfg, slog.Default())
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "nosuch0") {
+		t.Fatalf("New with a missing wire device: %v", err)
+	}
+}
