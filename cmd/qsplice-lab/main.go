@@ -117,6 +117,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 	nginx := fs.Bool("nginx", d.Nginx, "run nginx on port 80 of each back-end")
 	testServer := fs.Bool("testserver", d.TestServer, "run qsplice-testserver on port 8080 of each back-end")
 	daemons := fs.Bool("daemons", d.Daemons, "run qsplice-backend on each back-end and qsplice-frontend")
+	offloads := fs.Bool("offloads", d.Offloads, "keep checksum offload, TSO, GSO and GRO on on the lab's links (as in real deployments); off: MTU-sized frames with complete checksums only")
 	feTAP := fs.Bool("frontend-tap", false, "run the front-end as a userspace host on a TAP (vip0) bridged to its wire, as a VM sees it")
 	topologyOnly := fs.Bool("topology-only", false, "build the network only, start no process")
 	serviceTime := fs.Duration("service-time", d.ServiceTime, "qsplice-testserver service time per request")
@@ -131,6 +132,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 		cfg.Backends, cfg.Clients, cfg.BinDir = *backends, *clients, *bin
 		cfg.Nginx, cfg.TestServer, cfg.Daemons = *nginx, *testServer, *daemons
 		cfg.FrontendTAP = *feTAP
+		cfg.Offloads = *offloads
 		if *topologyOnly {
 			cfg.Nginx, cfg.TestServer, cfg.Daemons = false, false, false
 		}

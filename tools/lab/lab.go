@@ -81,6 +81,12 @@ type Config struct {
 	// device (vip0) bridged to the wire inside its namespace, the way a
 	// VM on a TAP bridge sees it, instead of AF_PACKET on eth0.
 	FrontendTAP bool
+	// Offloads keeps TX checksum offload, TSO, GSO and GRO on on every
+	// veth and bridge of the lab, as they are on every real deployment:
+	// the shim and the front-end then read partial checksums and TCP
+	// super-frames and must handle them (virtio-net headers). Off, the
+	// wire carries MTU-sized frames with complete checksums only.
+	Offloads bool
 	// FrontendConfig, when set, is a YAML file the front-end runs from
 	// (qsplice-frontend -config FILE) instead of the lab's flags; it must
 	// use the lab's addresses (see FrontendYAML).

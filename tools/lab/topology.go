@@ -55,7 +55,7 @@ func (l *Lab) buildTopology() error {
 		return err
 	}
 	for _, h := range hosts {
-		if err := offloadsOff(sw, h); err != nil {
+		if err := l.linkOffloads(sw, h); err != nil {
 			return err
 		}
 	}
@@ -87,7 +87,7 @@ func (l *Lab) buildTopology() error {
 		if err := sysctlIn(ns, "net.ipv4.conf."+hostDev+".rp_filter", "1"); err != nil {
 			return err
 		}
-		if err := offloadsOff(ns, hostDev); err != nil {
+		if err := l.linkOffloads(ns, hostDev); err != nil {
 			return err
 		}
 		if err := l.ensureTap(k); err != nil {
@@ -108,7 +108,7 @@ func (l *Lab) buildAddressedHost(host, addr string) error {
 	if err != nil {
 		return err
 	}
-	return offloadsOff(ns, hostDev)
+	return l.linkOffloads(ns, hostDev)
 }
 
 // buildFrontendBridge makes the front-end host a small hypervisor: eth0
@@ -129,7 +129,7 @@ func (l *Lab) buildFrontendBridge() error {
 		return err
 	}
 	for _, dev := range []string{hostDev, feBridgeDev} {
-		if err := offloadsOff(ns, dev); err != nil {
+		if err := l.linkOffloads(ns, dev); err != nil {
 			return err
 		}
 	}
@@ -226,6 +226,37 @@ var offloads = []struct{ set, show string }{
 	{"gro", "generic-receive-offload"},
 }
 
+// linkOffloads puts a veth end or bridge in the lab's offload mode: TX
+// checksum offload, TSO, GSO and GRO all on (Config.Offloads, as on every
+// real deployment: the daemons then move super-frames with virtio-net
+// headers) or all off (frames on the wire are MTU-sized with complete
+// checksums, for daemons without vnet headers).
+func (l *Lab) linkOffloads(ns, dev string) error {
+	if l.cfg.Offloads {
+		return offloadsOn(ns, dev)
+	}
+	return offloadsOff(ns, dev)
+}
+
+// offloadsOn turns TX checksum offload, TSO, GSO and GRO on where the
+// device supports them; features the device fixes off stay off.
+func offloadsOn(ns, dev string) error {
+	args := []string{"ethtool", "-K", dev}
+	for _, o := range offloads {
+		args = append(args, o.set, "on")
+	}
+	setOut, setErr := netns.Command(ns, args...).CombinedOutput()
+	showOut, err := netns.Command(ns, "ethtool", "-k", dev).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("lab: ethtool -k %s in %s: %v: %s", dev, ns, err, strings.TrimSpace(string(showOut)))
+	}
+	if bad := offloadsIn(string(showOut), "off"); len(bad) > 0 {
+		return fmt.Errorf("lab: %s in %s: cannot turn on %s (ethtool -K: %v: %s)",
+			dev, ns, strings.Join(bad, ", "), setErr, strings.TrimSpace(string(setOut)))
+	}
+	return nil
+}
+
 // offloadsOff turns off TX checksum offload, TSO, GSO and GRO on a device.
 // ethtool fails as a whole when some feature cannot change, so its exit
 // status is not the judge: the state it leaves is. A feature counts as
@@ -241,16 +272,16 @@ func offloadsOff(ns, dev string) error {
 	if err != nil {
 		return fmt.Errorf("lab: ethtool -k %s in %s: %v: %s", dev, ns, err, strings.TrimSpace(string(showOut)))
 	}
-	if bad := offloadsStillOn(string(showOut)); len(bad) > 0 {
+	if bad := offloadsIn(string(showOut), "on"); len(bad) > 0 {
 		return fmt.Errorf("lab: %s in %s: cannot turn off %s (ethtool -K: %v: %s)",
 			dev, ns, strings.Join(bad, ", "), setErr, strings.TrimSpace(string(setOut)))
 	}
 	return nil
 }
 
-// offloadsStillOn parses ethtool -k output and returns the lab offloads
-// that are neither off nor fixed.
-func offloadsStillOn(show string) []string {
+// offloadsIn parses ethtool -k output and returns the lab offloads whose
+// state is want (on or off) and not fixed: those that did not change.
+func offloadsIn(show, want string) []string {
 	state := make(map[string]string)
 	for _, line := range strings.Split(show, "\n") {
 		if name, value, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "\t") {
@@ -263,7 +294,7 @@ func offloadsStillOn(show string) []string {
 		if !ok {
 			continue // this ethtool does not know the feature at all
 		}
-		if !strings.HasPrefix(v, "off") && !strings.Contains(v, "[fixed]") {
+		if strings.HasPrefix(v, want) && !strings.Contains(v, "[fixed]") {
 			bad = append(bad, o.show+": "+v)
 		}
 	}

@@ -84,7 +84,7 @@ func TestTopologyOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if bad := offloadsStillOn(out); len(bad) > 0 {
+			if bad := offloadsIn(out, "on"); len(bad) > 0 {
 				t.Errorf("%s %s: offloads on: %v", host, dev, bad)
 			}
 		}
@@ -296,5 +296,31 @@ func TestUpRefusesForeignStateDir(t *testing.T) {
 	}
 	if got, _ := netns.List(nsPrefix(cfg.Name)); len(got) > 0 {
 		t.Fatalf("namespaces built despite the refusal: %v", got)
+	}
+}
+
+// TestTopologyOffloadsOn: with Config.Offloads every veth end and bridge
+// keeps checksum offload, TSO, GSO and GRO on, and the hosts still reach
+// each other (the kernels complete what the offloads leave open).
+func TestTopologyOffloadsOn(t *testing.T) {
+	requireRoot(t)
+	cfg := topologyConfig(t)
+	cfg.Backends = 1
+	cfg.Offloads = true
+	l := upLab(t, cfg)
+	devices := map[string][]string{"sw": {"c1", "fe", "b1"}, "c1": {"eth0"}, "fe": {"eth0"}, "b1": {"eth0"}}
+	for host, devs := range devices {
+		for _, dev := range devs {
+			out, err := runIn(l, host, "ethtool", "-k", dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if off := offloadsIn(out, "off"); len(off) > 0 {
+				t.Errorf("%s %s: offloads off with Config.Offloads: %v", host, dev, off)
+			}
+		}
+	}
+	if err := ping(l, "c1", FrontendAddr); err != nil {
+		t.Errorf("ping c1 -> %s: %v", FrontendAddr, err)
 	}
 }

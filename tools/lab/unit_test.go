@@ -20,12 +20,12 @@ generic-segmentation-offload: off [requested on]
 generic-receive-offload: on
 large-receive-offload: off [fixed]
 `
-	got := offloadsStillOn(show)
+	got := offloadsIn(show, "on")
 	want := []string{"generic-receive-offload: on"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("offloadsStillOn = %q, want %q (fixed features and sub-features do not count)", got, want)
+		t.Fatalf("offloadsIn(on) = %q, want %q (fixed features and sub-features do not count)", got, want)
 	}
-	if got := offloadsStillOn(strings.ReplaceAll(show, "generic-receive-offload: on", "generic-receive-offload: off")); len(got) != 0 {
+	if got := offloadsIn(strings.ReplaceAll(show, "generic-receive-offload: on", "generic-receive-offload: off"), "on"); len(got) != 0 {
 		t.Fatalf("all off: got %q", got)
 	}
 }
