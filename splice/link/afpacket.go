@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mdlayher/packet"
+	"github.com/qsplice/qsplice/splice/wire"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -39,9 +40,27 @@ type AFPacketConfig struct {
 	// suppressed with PACKET_IGNORE_OUTGOING (Linux 4.20 and later); the
 	// option is inverted so that the zero value is the safe default.
 	ReadOutgoing bool
+	// VNetHdr puts a virtio-net header (PACKET_VNET_HDR) in front of
+	// every frame in both directions: the socket then reads the
+	// interface's super-frames and partial checksums whole, with the
+	// header saying so, and sends super-frames the kernel (or the NIC)
+	// segments at the last moment. Receive buffers must then hold
+	// MaxFrame bytes. Without it, frames read are what the interface
+	// carries, so offloads should be off there (DisableOffloads), and
+	// WriteBatch segments and checksums in software.
+	VNetHdr bool
+	// QdiscBypass sends straight to the driver (PACKET_QDISC_BYPASS),
+	// skipping the interface's queueing discipline and its lock: a full
+	// device queue then drops the frame instead of queueing it.
+	QdiscBypass bool
+	// Fanout makes the socket a member of a fanout group, one socket per
+	// worker (see Fanout). Nil: the socket receives every frame.
+	Fanout *Fanout
 }
 
 // AFPacket is a Link over a raw AF_PACKET socket bound to one interface.
+// It is also a BatchLink: ReadBatch receives with recvmmsg(2) and
+// WriteBatch sends with sendmmsg(2), one system call for many frames.
 //
 // ReadFrame and WriteFrame do not allocate: they run prebuilt closures
 // through the socket's syscall.RawConn, so a blocked read parks on the Go
@@ -51,36 +70,54 @@ type AFPacketConfig struct {
 //
 // Frames read between bind(2) and the PACKET_IGNORE_OUTGOING setsockopt can
 // include an outgoing frame; open the link before sending.
+//
+// The socket is opened by mdlayher/packet, which binds it in Listen; every
+// option set afterwards (PACKET_VNET_HDR, PACKET_QDISC_BYPASS,
+// PACKET_FANOUT) is accepted on a bound socket, and the vnet header is
+// built when a frame is read, not when it is queued, so no frame can
+// arrive without one.
 type AFPacket struct {
 	name    string
 	conn    *packet.Conn
 	raw     syscall.RawConn
+	fd      int
+	vnet    bool
 	closed  atomic.Bool
 	ctr     counters
 	readMu  sync.Mutex
 	rx      rxState
+	rxb     rxBatchState // ReadBatch, under readMu too
+	pkt     wire.Packet  // ReadFrame's parse, under readMu
 	writeMu sync.Mutex
 	tx      txState
-	batch   batchState // WriteFrames, under writeMu too
+	batch   batchState // WriteFrames and WriteBatch, under writeMu too
 }
 
 // rxState is the argument block of the prebuilt receive closure; the
 // closure is created once so that ReadFrame does not allocate one per call.
+// With vnet headers the header lands in hdr and the frame in the caller's
+// buffer (two iovecs); without, msg points at the second iovec only.
 type rxState struct {
-	buf   []byte
-	n     int // frame length as reported with MSG_TRUNC, may exceed len(buf)
+	hdr   [wire.VNetHdrLen]byte
+	iov   [2]unix.Iovec
+	msg   unix.Msghdr
+	hlen  int // vnet header bytes in front of each frame: 0 or VNetHdrLen
+	n     int // frame length as reported with MSG_TRUNC, may exceed the buffer
 	errno syscall.Errno
 	do    func(fd uintptr) bool
 }
 
-// txState is the argument block of the prebuilt send closure.
+// txState is the argument block of the prebuilt send closure, set up like
+// rxState: a zero vnet header (a complete frame) in front when needed.
 type txState struct {
-	frame []byte
+	hdr   [wire.VNetHdrLen]byte
+	iov   [2]unix.Iovec
+	first int // index of the first iovec sent: 0 with vnet headers, else 1
 	errno syscall.Errno
 	do    func(fd uintptr) bool
 }
 
-var _ Link = (*AFPacket)(nil)
+var _ BatchLink = (*AFPacket)(nil)
 
 // OpenAFPacket opens a raw AF_PACKET socket on ifname receiving every
 // protocol (ETH_P_ALL). It needs CAP_NET_RAW and must run in the network
@@ -94,13 +131,27 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
-	a := &AFPacket{name: ifname, conn: conn}
+	a := &AFPacket{name: ifname, conn: conn, vnet: cfg.VNetHdr}
 	if err := a.configure(cfg); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
+	first := 1
+	if a.vnet {
+		a.rx.hlen, first = wire.VNetHdrLen, 0
+	}
+	a.rx.iov[0].Base = &a.rx.hdr[0]
+	a.rx.iov[0].SetLen(len(a.rx.hdr))
+	a.rx.msg.Iov = &a.rx.iov[first]
+	a.rx.msg.SetIovlen(len(a.rx.iov) - first)
 	a.rx.do = a.rx.recv
+	a.tx.iov[0].Base = &a.tx.hdr[0]
+	a.tx.iov[0].SetLen(len(a.tx.hdr))
+	a.tx.first = first
 	a.tx.do = a.tx.send
+	a.rxb.hlen = a.rx.hlen
+	a.rxb.do = a.rxb.recvmmsg
+	a.batch.vnet = a.vnet
 	a.batch.do = a.batch.sendmmsg
 	return a, nil
 }
@@ -111,6 +162,19 @@ func (a *AFPacket) configure(cfg AFPacketConfig) error {
 		return err
 	}
 	a.raw = raw
+	if err := raw.Control(func(fd uintptr) { a.fd = int(fd) }); err != nil {
+		return err
+	}
+	if cfg.VNetHdr {
+		if err := setsockoptInt(raw, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+			return fmt.Errorf("set PACKET_VNET_HDR: %w", err)
+		}
+	}
+	if cfg.QdiscBypass {
+		if err := setsockoptInt(raw, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
+			return fmt.Errorf("set PACKET_QDISC_BYPASS: %w", err)
+		}
+	}
 	if !cfg.ReadOutgoing {
 		err := setsockoptInt(raw, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 		if errors.Is(err, unix.ENOPROTOOPT) {
@@ -137,6 +201,16 @@ func (a *AFPacket) configure(cfg AFPacketConfig) error {
 			return fmt.Errorf("set promiscuous: %w", err)
 		}
 	}
+	if cfg.Fanout != nil {
+		// Last: once in the group the socket receives its share.
+		var ferr error
+		if err := raw.Control(func(fd uintptr) {
+			ferr = joinFanout(int(fd), cfg.Fanout, !cfg.ReadOutgoing)
+		}); err != nil {
+			return err
+		}
+		return ferr
+	}
 	return nil
 }
 
@@ -158,9 +232,10 @@ func (a *AFPacket) ReadFrame(buf []byte) (int, error) {
 	a.readMu.Lock()
 	defer a.readMu.Unlock()
 	for {
-		a.rx.buf = buf
+		a.rx.iov[1].Base = &buf[0]
+		a.rx.iov[1].SetLen(len(buf))
 		err := a.raw.Read(a.rx.do)
-		a.rx.buf = nil
+		a.rx.iov[1].Base = nil
 		if a.closed.Load() {
 			return 0, closedError(a.name, "read")
 		}
@@ -168,38 +243,47 @@ func (a *AFPacket) ReadFrame(buf []byte) (int, error) {
 			return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
 		}
 		if a.rx.errno != 0 {
-			return 0, fmt.Errorf("afpacket %s: recvfrom: %w", a.name, a.rx.errno)
+			return 0, fmt.Errorf("afpacket %s: recvmsg: %w", a.name, a.rx.errno)
 		}
-		if a.rx.n > len(buf) {
+		n := a.rx.n
+		if n > len(buf) {
 			a.ctr.rxTruncated.Add(1)
 			continue
 		}
-		a.ctr.received(a.rx.n)
-		return a.rx.n, nil
+		if a.vnet {
+			h, _ := wire.DecodeVNetHdr(a.rx.hdr[:])
+			if err := completeFrame(buf[:n], h, &a.pkt); err != nil {
+				return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
+			}
+		}
+		a.ctr.received(n)
+		return n, nil
 	}
 }
 
 // recv is the RawConn.Read callback. MSG_TRUNC makes the kernel report the
-// whole frame length even when buf is shorter, which is how truncation is
-// detected. The raw syscall avoids unix.Recvfrom's sockaddr allocation.
+// whole frame length even when the buffer is shorter, which is how
+// truncation is detected. The raw syscall avoids the allocations of
+// unix.Recvfrom and unix.RecvmsgBuffers.
 func (s *rxState) recv(fd uintptr) (done bool) {
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd,
-			uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)),
-			unix.MSG_TRUNC, 0, 0)
+		n, _, errno := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&s.msg)), unix.MSG_TRUNC)
 		switch errno {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return false // park on the poller until readable
 		}
-		s.n, s.errno = int(n), errno
+		s.n, s.errno = int(n)-s.hlen, errno
 		return true
 	}
 }
 
 // WriteFrame implements Link. The socket is bound to the interface, so a
-// plain write(2) sends; no destination address has to be built.
+// plain write(2) sends; no destination address has to be built. On a
+// socket with vnet headers the frame goes behind a zero header, so it
+// must be complete: no super-frame, no partial checksum (WriteBatch takes
+// those).
 func (a *AFPacket) WriteFrame(frame []byte) error {
 	if a.closed.Load() {
 		a.ctr.txErrors.Add(1)
@@ -211,9 +295,10 @@ func (a *AFPacket) WriteFrame(frame []byte) error {
 	}
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
-	a.tx.frame = frame
+	a.tx.iov[1].Base = &frame[0]
+	a.tx.iov[1].SetLen(len(frame))
 	err := a.raw.Write(a.tx.do)
-	a.tx.frame = nil
+	a.tx.iov[1].Base = nil
 	switch {
 	case a.closed.Load():
 		err = closedError(a.name, "write")
@@ -233,8 +318,8 @@ func (a *AFPacket) WriteFrame(frame []byte) error {
 // send is the RawConn.Write callback.
 func (s *txState) send(fd uintptr) (done bool) {
 	for {
-		_, _, errno := unix.Syscall(unix.SYS_WRITE, fd,
-			uintptr(unsafe.Pointer(&s.frame[0])), uintptr(len(s.frame)))
+		_, _, errno := unix.Syscall(unix.SYS_WRITEV, fd,
+			uintptr(unsafe.Pointer(&s.iov[s.first])), uintptr(len(s.iov)-s.first))
 		switch errno {
 		case unix.EINTR:
 			continue
@@ -256,6 +341,12 @@ func (a *AFPacket) Close() error {
 	}
 	return nil
 }
+
+// FD implements BatchLink.
+func (a *AFPacket) FD() int { return a.fd }
+
+// VNetHdr implements BatchLink.
+func (a *AFPacket) VNetHdr() bool { return a.vnet }
 
 // Name implements Link; it is the interface name.
 func (a *AFPacket) Name() string { return a.name }
