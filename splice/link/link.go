@@ -1,23 +1,44 @@
 // Package link moves whole Ethernet frames between the sans-I/O packet
 // engine (package splice) and real or simulated devices.
 //
-// Place in the data flow: a daemon's event loop calls Link.ReadFrame, feeds
-// the frame to splice.Engine.Input, and hands every frame the engine returns
-// to Link.WriteFrame. Nothing in the engine touches a socket; everything that
+// Place in the data flow: a daemon's event loop waits on a Poller for its
+// links' descriptors, drains each ready BatchLink with ReadBatch, feeds the
+// frames to the engine, and writes the engine's output with WriteBatch
+// (fast.go). Simpler callers use Link.ReadFrame and Link.WriteFrame, one
+// frame per call. Nothing in the engine touches a socket; everything that
 // does lives here:
 //
 //   - AFPacket: a raw AF_PACKET socket bound to one interface (the shim's
-//     veth, the front-end's uplink). Allocation-free read and write paths.
-//   - TAP: a TAP device through songgao/water (the web server's side of a
-//     back-end, or a front-end living on a bridge).
+//     veth, the front-end's uplink); a BatchLink with recvmmsg/sendmmsg,
+//     optional virtio-net headers, qdisc bypass and fanout (one socket per
+//     worker). Allocation-free read and write paths.
+//   - OffloadTAP: a TAP device with virtio-net headers and TSO/checksum
+//     offloads, one BatchLink per queue (the web server's side of a
+//     back-end, on the fast path).
+//   - TAP: a TAP device through songgao/water, the portable adapter.
 //   - Mem: an in-memory connected pair for tests and simulations.
 //   - Recorder: a wrapper that writes every frame to a pcap file.
 //   - Impair: a wrapper that delays, drops, reorders and rate-limits egress
 //     frames (tc netem is not available on the lab machines).
+//   - Poller: the epoll wrapper the event loops wait on.
 //
-// Frames carry no FCS and no virtio-net header. Offloads must therefore be
-// off on the devices involved (see DisableOffloads), otherwise AF_PACKET
-// reads partial checksums and GSO super-frames (design.md section 7).
+// Frames never carry an FCS. There are two kinds of link (design.md
+// section 7):
+//
+//   - Without virtio-net headers (TAP, Mem, AFPacket by default): frames
+//     are complete and at most the MTU. Offloads must be off on the
+//     devices involved (see DisableOffloads), otherwise AF_PACKET reads
+//     partial checksums and GSO super-frames it cannot tell apart.
+//   - With virtio-net headers (OffloadTAP, AFPacket with
+//     AFPacketConfig.VNetHdr): ReadBatch and WriteBatch move each frame
+//     with a wire.VNetHdr, so TCP super-frames of up to 64 KiB with
+//     partial checksums pass whole and the kernel or the NIC does the
+//     segmenting. Their ReadFrame completes what the header left open, so
+//     Link callers still get self-contained frames.
+//
+// Between the two, WriteBatch on a link without vnet headers segments
+// super-frames and completes partial checksums in software, so an engine
+// can feed either kind.
 package link
 
 import (
@@ -27,7 +48,8 @@ import (
 	"sync/atomic"
 )
 
-// Link moves whole Ethernet frames (no FCS, no vnet header).
+// Link moves whole Ethernet frames (no FCS, no vnet header; see BatchLink
+// for links that carry one).
 //
 // Implementations in this package allow one ReadFrame and one WriteFrame to
 // run concurrently with each other and with Close, Name and Stats.
