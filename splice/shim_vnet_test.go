@@ -201,6 +201,17 @@ func TestShimTranslatesASuperFrameOnce(t *testing.T) {
 				seqIs(sent.seq()+wire.Seq(sc.sp.SeqDelta)+wire.Seq(lo)), ackIs(sent.ack()), flagsAre(want),
 				tsIs(val+sc.sp.TSOffset, ecr), windowIs(4000), payloadIs(payload[lo:min(lo+superMSS, n)]))
 		}
+		// A link without vnet headers cuts it in software, checksums
+		// computed in full: the same frames, byte for byte.
+		sw, err := wire.SegmentTCP4(out.Data, out.VNet, make([]byte, 2*len(out.Data)), nil)
+		if err != nil || len(sw) != len(segs) {
+			t.Fatalf("%s: wire.SegmentTCP4: %d segments, %v", tc.name, len(sw), err)
+		}
+		for i := range sw {
+			if !bytes.Equal(sw[i], segs[i]) {
+				t.Errorf("%s: segment %d differs between wire.SegmentTCP4 and the kernel's way", tc.name, i)
+			}
+		}
 		if st := sc.h.sh.Stats(); st.Translated != 2 || st.TranslatedBytes != n {
 			t.Errorf("%s: Translated %d, TranslatedBytes %d; want 2 and %d", tc.name, st.Translated, st.TranslatedBytes, n)
 		}
@@ -231,6 +242,10 @@ func TestShimKeepsAPartialChecksumPartial(t *testing.T) {
 			checkHeadersKeptTheirLengths(t, f, toClient[0].Data, vh)
 			val, ecr, _ := sent.ts()
 			seg := segmentLikeLinux(t, toClient[0].Data, vh)[0]
+			sw := append([]byte(nil), toClient[0].Data...)
+			if err := wire.CompleteChecksum(sw, vh); err != nil || !bytes.Equal(sw, seg) {
+				t.Errorf("isn %#x frame %d: wire.CompleteChecksum (%v) differs from the device's way", uint32(isnB), i, err)
+			}
 			expectTCP(t, seg, from(vipA, webPort), to(clientIP, testRequestPort),
 				seqIs(sent.seq()+wire.Seq(sc.sp.SeqDelta)), tsIs(val+sc.sp.TSOffset, ecr), windowIs(4000),
 				payloadIs(sent.payload()))
