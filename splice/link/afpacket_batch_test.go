@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
+	"github.com/qsplice/qsplice/splice/link/internal/nstest"
 	"github.com/qsplice/qsplice/splice/wire"
 	"golang.org/x/sys/unix"
 )
@@ -282,5 +285,109 @@ func TestAFPacketWriteBatchFinishesOffloadsInSoftware(t *testing.T) {
 	}
 	if sent := a.Stats().TxFrames - txBefore; sent != (runs+1)*uint64(segments+1) {
 		t.Errorf("%d frames sent by the measured calls, want %d", sent, (runs+1)*(segments+1))
+	}
+}
+
+// TestCompleteFrameMakesSuperFramesSelfContained: what ReadFrame does to
+// a frame whose header it cannot pass on.
+func TestCompleteFrameMakesSuperFramesSelfContained(t *testing.T) {
+	var p wire.Packet
+	for _, mss := range []int{0, 1448} {
+		f, h := superFrame(peerMAC, peerMAC, 1, 5000, mss)
+		if err := completeFrame(f, h, &p); err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.Parse(f, &p); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := p.TCP.Checksum(), p.TCP.ComputeChecksum(p.IP.Src(), p.IP.Dst()); got != want {
+			t.Errorf("mss %d: checksum %#x, want %#x", mss, got, want)
+		}
+	}
+	plain := testFrame(peerMAC, "plain")
+	before := bytes.Clone(plain)
+	if err := completeFrame(plain, wire.VNetHdr{}, &p); err != nil || !bytes.Equal(plain, before) {
+		t.Errorf("a frame without work changed or failed: %v", err)
+	}
+	udp, h := superFrame(peerMAC, peerMAC, 1, 5000, 1448)
+	udp[14+9] = 17
+	if err := completeFrame(udp, h, &p); err == nil {
+		t.Error("a TCPv4 super-frame that is not TCP was accepted")
+	}
+}
+
+// TestAFPacketVNetReadFrameIsSelfContained: ReadFrame on a socket with
+// vnet headers, under a kernel TCP transfer with offloads on (super-frames
+// and partial checksums), returns frames whose checksums are complete.
+func TestAFPacketVNetReadFrameIsSelfContained(t *testing.T) {
+	w := newWire(t)
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{VNetHdr: true})
+	watchdog(t, b, 20*time.Second)
+	var ln net.Listener
+	if err := nstest.Do(w.nsB, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "198.18.200.2:0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	var conn net.Conn
+	if err := nstest.Do(w.nsA, func() error {
+		var err error
+		conn, err = net.Dial("tcp4", ln.Addr().String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go conn.Write(make([]byte, 4<<20)) // ends with an error when the test closes conn
+
+	var p wire.Packet
+	buf := make([]byte, MaxFrame)
+	super := 0
+	for tcpFrames := 0; super == 0 || tcpFrames < 20; {
+		n, err := b.ReadFrame(buf)
+		if err != nil {
+			t.Fatalf("after %d TCP frames, %d super-frames: %v", tcpFrames, super, err)
+		}
+		if wire.Parse(buf[:n], &p) != nil || p.Kind != wire.KindTCP {
+			continue
+		}
+		tcpFrames++
+		if n > 1514 {
+			super++
+		}
+		if got, want := p.TCP.Checksum(), p.TCP.ComputeChecksum(p.IP.Src(), p.IP.Dst()); got != want {
+			t.Fatalf("TCP frame of %d bytes: checksum %#x, want %#x", n, got, want)
+		}
+	}
+}
+
+// TestAFPacketQdiscBypass: the option is set and frames still go.
+func TestAFPacketQdiscBypass(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{QdiscBypass: true, VNetHdr: true})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+	var got int
+	var gerr error
+	if err := a.raw.Control(func(fd uintptr) {
+		got, gerr = unix.GetsockoptInt(int(fd), unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS)
+	}); err != nil || gerr != nil || got != 1 {
+		t.Fatalf("PACKET_QDISC_BYPASS = %d (%v %v)", got, err, gerr)
+	}
+	frames := [][]byte{testFrame(w.macA, "b0"), testFrame(w.macA, "b1")}
+	if n, err := a.WriteBatch(frames, nil); n != 2 || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	if markers, _ := readBatchMarkers(t, b, NewBatch(4, 2048), 2); markers[0] != "b0" || markers[1] != "b1" {
+		t.Fatalf("markers %q", markers)
 	}
 }

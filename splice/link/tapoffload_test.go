@@ -308,3 +308,62 @@ func dialUDP(t *testing.T, ns string) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// TestOffloadTAPQueuesShareTheTraffic: the kernel spreads flows over the
+// queues, and a loop watching every queue's descriptor gets them all.
+func TestOffloadTAPQueuesShareTheTraffic(t *testing.T) {
+	ns, taps := newOffloadTAP(t, 3)
+	nstest.Run(t, "ip", "-n", ns, "neigh", "replace", peerAddr.String(), "lladdr", peerMAC.String(), "dev", tapName)
+	const flows = 12
+	for i := range flows {
+		err := nstest.Do(ns, func() error {
+			conn, err := net.Dial("udp4", net.JoinHostPort(peerAddr.String(), fmt.Sprint(9000+i)))
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			_, err = conn.Write([]byte(fmt.Sprintf("flow %d", i)))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newPoller(t)
+	for i, tap := range taps {
+		if err := p.Add(tap.FD(), uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perQueue := make([]int, len(taps))
+	got := map[string]bool{}
+	batch := NewBatch(16, 2048)
+	ready := make([]uint32, len(taps))
+	for len(got) < flows {
+		n, err := p.Wait(20*time.Second, ready)
+		if err != nil || n == 0 {
+			t.Fatalf("Wait: %d %v with %d of %d flows seen", n, err, len(got), flows)
+		}
+		for _, q := range ready[:n] {
+			k, err := taps[q].ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range k {
+				if payload := udpPayload(batch.Frame(i)); payload != nil {
+					got[string(payload)] = true
+					perQueue[q]++
+				}
+			}
+		}
+	}
+	busy := 0
+	for _, c := range perQueue {
+		if c > 0 {
+			busy++
+		}
+	}
+	if busy < 2 {
+		t.Errorf("datagrams per queue %v: the kernel used one queue for %d flows", perQueue, flows)
+	}
+}
