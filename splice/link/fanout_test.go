@@ -176,3 +176,29 @@ func TestFanoutPortsAgreesWithFanoutShard(t *testing.T) {
 		t.Errorf("frames per member %v: the test did not spread the connections", perMember)
 	}
 }
+
+// TestFanoutMemberIgnoresOutgoingFrames: a group receives through its own
+// hook, so the member's PACKET_IGNORE_OUTGOING must be carried over as
+// the group's flag. Proved by ordering, as in
+// TestAFPacketIgnoresOutgoingFrames: X leaves B before Y arrives.
+func TestFanoutMemberIgnoresOutgoingFrames(t *testing.T) {
+	w := newWire(t)
+	sender := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+	member := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), Fanout: &Fanout{Group: 9}})
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{Filter: onlyTestFrames(t)})
+	for _, l := range []Link{sender, member, a} {
+		watchdog(t, l, 20*time.Second)
+	}
+	if err := sender.WriteFrame(testFrame(w.macB, "X")); err != nil {
+		t.Fatal(err)
+	}
+	if m := readMarker(t, a); m != "X" {
+		t.Fatalf("a read %q", m)
+	}
+	if err := a.WriteFrame(testFrame(w.macA, "Y")); err != nil {
+		t.Fatal(err)
+	}
+	if m := readMarker(t, member); m != "Y" {
+		t.Fatalf("fanout member read %q first: it reads outgoing frames", m)
+	}
+}
