@@ -1,0 +1,111 @@
+// Command qsplice-bench-proxy measures qsplice against nginx and HAProxy
+// as L7 proxies on this machine, in one run, and prints one table of
+// ratios (issue 7). It is a thin shell over tools/benchproxy; run it
+// with -h for what it builds and measures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/qsplice/qsplice/tools/benchproxy"
+	"github.com/qsplice/qsplice/tools/content"
+)
+
+const usage = `qsplice-bench-proxy: qsplice against nginx and HAProxy as L7 proxies, one run,
+one table of ratios (needs root: network namespaces, AF_PACKET, TAP, perf).
+
+It builds, on addresses in 198.18.0.0/15 only, and removes afterwards:
+  - the qsplice lab (qsplice-lab: client, front-end, one back-end running
+    nginx and the shim), loaded through the VIP;
+  - a proxy chain of three namespaces, client -- proxy -- back-end, on
+    198.18.7.0/24: the same nginx back-end and the same files, nginx
+    (proxy_pass, upstream keepalive, HTTP/1.1) and HAProxy (mode http,
+    http-keep-alive) in the middle, and "direct": the client talking to the
+    back-end's kernel through plain IP forwarding, no proxy and no shim.
+The chain's links get the offloads the lab's links have (-offloads).
+
+For every system, in turn:
+  bulk      wrk, SIZE objects over CONNS keep-alive connections: MB/s, and
+            CPU-s per GB of the proxy, or of qsplice's front-end and shim
+            (user+system time from /proc/PID/stat)
+  1K close  wrk with Connection: close, SMALL-CONNS concurrent: requests/s
+            and CPU-us per request
+  TTFB      a Go client, sequential new connections for 1K: p50/p99 from
+            before connect() to the first response byte
+and for qsplice, under bulk load: system calls (raw_syscalls tracepoint) and
+heap allocations (uprobe on runtime.mallocgc) per frame, counted with perf.
+
+The table goes to stdout with the issue's targets; the raw figures to
+OUT/result.json (and the table to OUT/table.txt). Progress lines go to
+stderr. Other work on the machine makes the figures noisy: read ratios.
+
+flags:
+`
+
+func main() {
+	d := benchproxy.DefaultOptions()
+	duration := flag.Duration("duration", d.Duration, "length of each wrk load (bulk, 1K close) per system")
+	size := flag.String("size", content.FormatSize(d.BulkSize), "object size of the bulk load (1K, 10M, ...)")
+	conns := flag.Int("conns", d.BulkConns, "keep-alive connections of the bulk load")
+	smallConns := flag.Int("small-conns", d.SmallConns, "concurrent connections of the 1K one-request-per-connection load")
+	ttfb := flag.Int("ttfb-requests", d.TTFBRequests, "sequential requests timed for the time to first byte, per system")
+	window := flag.Duration("frame-window", d.FrameWindow, "how long qsplice's syscalls and allocations are counted under bulk load")
+	only := flag.String("only", strings.Join(d.Only, ","), "systems to measure: "+strings.Join(benchproxy.Systems, ","))
+	out := flag.String("out", "out/bench-proxy", "directory for result.json and table.txt")
+	offloads := flag.String("offloads", "lab", "offloads (tx csum, TSO, GSO, GRO) of the proxy chain's links: lab (as the qsplice lab's links), on, off")
+	bin := flag.String("bin", "", "directory of qsplice-frontend and qsplice-backend (default: this program's directory)")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fail(fmt.Errorf("unexpected arguments %q", flag.Args()))
+	}
+	o := benchproxy.Options{
+		Duration: *duration, BulkConns: *conns, SmallConns: *smallConns, TTFBRequests: *ttfb,
+		FrameWindow: *window, BinDir: *bin, Progress: os.Stderr,
+	}
+	var err error
+	if o.BulkSize, err = content.ParseSize(*size); err != nil {
+		fail(fmt.Errorf("-size: %w", err))
+	}
+	if o.Only, err = benchproxy.ParseSystems(*only); err != nil {
+		fail(fmt.Errorf("-only: %w", err))
+	}
+	switch *offloads {
+	case "lab":
+	case "on", "off":
+		off := benchproxy.AllOffloads(*offloads == "on")
+		o.ChainOffloads = &off
+	default:
+		fail(fmt.Errorf("-offloads: %q, want lab, on or off", *offloads))
+	}
+	if os.Geteuid() != 0 {
+		fail(fmt.Errorf("needs root (network namespaces, AF_PACKET, TAP, perf)"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := benchproxy.Run(ctx, o)
+	if res != nil {
+		fmt.Print("\n" + res.Table())
+		if werr := res.WriteFiles(*out); werr != nil {
+			fail(werr)
+		}
+		fmt.Fprintf(os.Stderr, "raw figures in %s/result.json\n", *out)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "qsplice-bench-proxy:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,158 @@
+package benchproxy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The systems, in the order they are measured and shown.
+const (
+	SystemDirect  = "direct"  // the back-end's kernel, no proxy, no shim
+	SystemNginx   = "nginx"   // nginx as an L7 reverse proxy
+	SystemHAProxy = "haproxy" // HAProxy in HTTP mode
+	SystemQsplice = "qsplice" // the VIP: front-end + 1 back-end with the shim
+)
+
+// Systems lists every system in display order.
+var Systems = []string{SystemDirect, SystemNginx, SystemHAProxy, SystemQsplice}
+
+// The processes whose CPU is measured, by role.
+const (
+	RoleProxy    = "proxy"    // nginx or HAProxy, all its processes
+	RoleFrontend = "frontend" // qsplice-frontend
+	RoleShim     = "shim"     // qsplice-backend on the back-end
+)
+
+// Result is one run: its settings and every system's figures. It is
+// written as result.json; the table is computed from it.
+type Result struct {
+	// ID names the run's namespaces (qs-bpID-*, qsbp-ID-*) and perf
+	// probe group (qsbpID).
+	ID       string    `json:"run_id"`
+	Started  time.Time `json:"started"`
+	Host     Host      `json:"host"`
+	Settings Settings  `json:"settings"`
+	// The link offloads: the qsplice lab's, and the proxy chain's (the
+	// lab's unless the run said otherwise).
+	LabOffloads   Offloads        `json:"lab_offloads"`
+	ChainOffloads Offloads        `json:"chain_offloads"`
+	Systems       []*SystemResult `json:"systems"`
+}
+
+// Host says where the run happened.
+type Host struct {
+	CPUs   int    `json:"cpus"`
+	Kernel string `json:"kernel"`
+}
+
+// Settings are the loads as run.
+type Settings struct {
+	BulkSize        int64   `json:"bulk_size_bytes"`
+	BulkConns       int     `json:"bulk_connections"`
+	SmallSize       int64   `json:"small_size_bytes"`
+	SmallConns      int     `json:"small_connections"`
+	LoadSeconds     float64 `json:"load_seconds"`
+	TTFBRequests    int     `json:"ttfb_requests"`
+	FrameWindowSecs float64 `json:"frame_window_seconds"`
+}
+
+// SystemResult is one system's figures; a nil part was not measured.
+type SystemResult struct {
+	Name  string `json:"name"`
+	Bulk  *Load  `json:"bulk,omitempty"`  // large objects, keep-alive
+	Small *Load  `json:"small,omitempty"` // small objects, one connection per request
+	TTFB  *TTFB  `json:"ttfb,omitempty"`
+	// Frames are qsplice's per-frame costs, one per daemon.
+	Frames []*FrameCost `json:"frame_costs,omitempty"`
+}
+
+func (s *SystemResult) frameCost(process string) *FrameCost {
+	for _, f := range s.Frames {
+		if f.Process == process {
+			return f
+		}
+	}
+	return nil
+}
+
+// Load is one wrk run and the CPU its system's processes spent meanwhile.
+type Load struct {
+	Wrk        WrkSummary         `json:"wrk"`
+	CPUSeconds map[string]float64 `json:"cpu_seconds"` // by role
+	// Derived figures, for readers of the JSON.
+	MBPerSec        float64            `json:"mb_per_s"` // 10^6 bytes
+	RequestsPerSec  float64            `json:"requests_per_s"`
+	CPUSecondsPerGB map[string]float64 `json:"cpu_seconds_per_gb"` // 10^9 bytes
+	CPUUSPerRequest map[string]float64 `json:"cpu_us_per_request"`
+}
+
+func newLoad(w WrkSummary, cpu map[string]time.Duration) *Load {
+	l := &Load{Wrk: w, CPUSeconds: map[string]float64{},
+		CPUSecondsPerGB: map[string]float64{}, CPUUSPerRequest: map[string]float64{}}
+	secs := w.Duration.Seconds()
+	l.MBPerSec = float64(w.Bytes) / 1e6 / secs
+	l.RequestsPerSec = float64(w.Requests) / secs
+	for role, d := range cpu {
+		l.CPUSeconds[role] = d.Seconds()
+		if w.Bytes > 0 {
+			l.CPUSecondsPerGB[role] = d.Seconds() / (float64(w.Bytes) / 1e9)
+		}
+		if w.Requests > 0 {
+			l.CPUUSPerRequest[role] = d.Seconds() * 1e6 / float64(w.Requests)
+		}
+	}
+	return l
+}
+
+// FrameCost is one daemon's system calls and heap allocations per frame
+// during bulk load, counted with perf (see perf.go). Frames are those the
+// daemon read or wrote on any of its links, from its /status counters.
+type FrameCost struct {
+	Process string  `json:"process"` // RoleFrontend or RoleShim
+	Seconds float64 `json:"window_seconds"`
+	// Frames is the estimate for the window: FramesRead moved between
+	// two readings of /status SpanSeconds apart, scaled to the window.
+	Frames      uint64  `json:"frames"`
+	FramesRead  uint64  `json:"frames_between_readings"`
+	SpanSeconds float64 `json:"readings_span_seconds"`
+	Syscalls    uint64  `json:"syscalls"`
+	Mallocs     uint64  `json:"mallocs"`
+	// Derived.
+	SyscallsPerFrame float64 `json:"syscalls_per_frame"`
+	MallocsPerFrame  float64 `json:"mallocs_per_frame"`
+	// Error says why the costs could not be counted (perf missing, ...).
+	Error string `json:"error,omitempty"`
+}
+
+func (f *FrameCost) derive() {
+	if f.Frames > 0 {
+		f.SyscallsPerFrame = float64(f.Syscalls) / float64(f.Frames)
+		f.MallocsPerFrame = float64(f.Mallocs) / float64(f.Frames)
+	}
+}
+
+func (r *Result) system(name string) *SystemResult {
+	for _, s := range r.Systems {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// WriteFiles writes result.json and table.txt into dir.
+func (r *Result) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "result.json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "table.txt"), []byte(r.Table()), 0o644)
+}

@@ -1,0 +1,478 @@
+package benchproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qsplice/qsplice/tools/content"
+	"github.com/qsplice/qsplice/tools/lab"
+	"golang.org/x/sys/unix"
+)
+
+// Options say what to run. Zero fields take the defaults of DefaultOptions.
+type Options struct {
+	Duration     time.Duration // each wrk load
+	BulkSize     int64         // object size of the bulk load
+	BulkConns    int           // keep-alive connections of the bulk load
+	SmallConns   int           // concurrent one-request connections of the 1K load
+	TTFBRequests int           // sequential requests timed per system
+	FrameWindow  time.Duration // how long syscalls and allocations are counted
+	Only         []string      // systems to measure (Systems' names)
+	// ChainOffloads, when set, are the proxy chain's link offloads;
+	// nil gives the chain the qsplice lab's, so that every system moves
+	// its bytes over the same kind of link.
+	ChainOffloads *Offloads
+	BinDir        string    // the qsplice binaries; default the running executable's directory
+	Progress      io.Writer // progress lines; nil: none
+}
+
+// SmallSize is the object size of the one-connection-per-request load and
+// of the time-to-first-byte requests.
+const SmallSize = 1 << 10
+
+// DefaultOptions are the loads of issue 7's table.
+func DefaultOptions() Options {
+	return Options{
+		Duration:     10 * time.Second,
+		BulkSize:     10 << 20,
+		BulkConns:    8,
+		SmallConns:   16,
+		TTFBRequests: 2000,
+		FrameWindow:  5 * time.Second,
+		Only:         slices.Clone(Systems),
+	}
+}
+
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions()
+	if o.Duration <= 0 {
+		o.Duration = d.Duration
+	}
+	if o.BulkSize <= 0 {
+		o.BulkSize = d.BulkSize
+	}
+	if o.BulkConns <= 0 {
+		o.BulkConns = d.BulkConns
+	}
+	if o.SmallConns <= 0 {
+		o.SmallConns = d.SmallConns
+	}
+	if o.TTFBRequests <= 0 {
+		o.TTFBRequests = d.TTFBRequests
+	}
+	if o.FrameWindow <= 0 {
+		o.FrameWindow = d.FrameWindow
+	}
+	if len(o.Only) == 0 {
+		o.Only = d.Only
+	}
+	for _, s := range o.Only {
+		if !slices.Contains(Systems, s) {
+			return o, fmt.Errorf("unknown system %q (systems: %s)", s, strings.Join(Systems, ","))
+		}
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return o, nil
+}
+
+// ParseSystems reads a comma-separated list of systems.
+func ParseSystems(list string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.ToLower(strings.TrimSpace(s))
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(Systems, s) {
+			return nil, fmt.Errorf("unknown system %q (systems: %s)", s, strings.Join(Systems, ","))
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no system selected")
+	}
+	return out, nil
+}
+
+// target is one system as the loads see it.
+type target struct {
+	name string
+	ns   string                           // the client's namespace
+	addr string                           // host:port the client connects to
+	cpu  map[string]func() ([]int, error) // processes whose CPU counts, by role
+}
+
+func (t target) url(size int64) string {
+	return "http://" + t.addr + "/data/" + content.FormatSize(size)
+}
+
+// run is the state of one Run.
+type run struct {
+	o        Options
+	start    time.Time
+	id       string
+	dir      string
+	script   string
+	cleanups []func() error
+}
+
+func (r *run) progress(format string, args ...any) {
+	fmt.Fprintf(r.o.Progress, "[%4.0fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Run builds the qsplice lab and the proxy chain, measures every selected
+// system under each load, and removes everything again, also when it
+// fails. On success the work directory goes too; on failure it is kept
+// (its logs) and the error names it.
+func Run(ctx context.Context, o Options) (res *Result, err error) {
+	o, err = o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTools(o.Only); err != nil {
+		return nil, err
+	}
+	r := &run{o: o, start: time.Now()}
+	var suffix [3]byte
+	rand.Read(suffix[:])
+	r.id = hex.EncodeToString(suffix[:])
+	if r.dir, err = os.MkdirTemp("", "qsplice-bench-proxy-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		var errs []error
+		for i := len(r.cleanups) - 1; i >= 0; i-- {
+			errs = append(errs, r.cleanups[i]())
+		}
+		if cerr := errors.Join(errs...); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleaning up: %w", cerr))
+		}
+		if err != nil {
+			err = fmt.Errorf("%w\n(logs and configurations kept in %s)", err, r.dir)
+			return
+		}
+		os.RemoveAll(r.dir)
+	}()
+	r.script = filepath.Join(r.dir, "summary.lua")
+	if err := os.WriteFile(r.script, []byte(wrkScript), 0o644); err != nil {
+		return nil, err
+	}
+	return r.measure(ctx)
+}
+
+func (r *run) measure(ctx context.Context) (*Result, error) {
+	o := r.o
+	res := &Result{ID: r.id, Started: r.start, Host: hostInfo(), Settings: Settings{
+		BulkSize: o.BulkSize, BulkConns: o.BulkConns, SmallSize: SmallSize, SmallConns: o.SmallConns,
+		LoadSeconds: o.Duration.Round(time.Second).Seconds(), TTFBRequests: o.TTFBRequests,
+		FrameWindowSecs: o.FrameWindow.Seconds(),
+	}}
+	selected := func(s string) bool { return slices.Contains(o.Only, s) }
+	sizes := []int64{SmallSize, o.BulkSize}
+
+	// The qsplice lab first: its links decide the chain's offloads.
+	withQsplice := selected(SystemQsplice)
+	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withQsplice])
+	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice)
+	if l != nil {
+		r.cleanups = append(r.cleanups, l.Down)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.LabOffloads, err = readOffloads(l.NS("c1"), "eth0"); err != nil {
+		return nil, err
+	}
+	res.ChainOffloads = res.LabOffloads
+	if o.ChainOffloads != nil {
+		res.ChainOffloads = *o.ChainOffloads
+	}
+	r.progress("link offloads: qsplice lab %v; proxy chain %v", res.LabOffloads, res.ChainOffloads)
+	var targets []target
+	if selected(SystemDirect) || selected(SystemNginx) || selected(SystemHAProxy) {
+		c := &chain{prefix: "qsbp-" + r.id + "-", dir: filepath.Join(r.dir, "chain")}
+		if err := os.MkdirAll(c.dir, 0o755); err != nil {
+			return nil, err
+		}
+		r.cleanups = append(r.cleanups, c.down)
+		r.progress("building the proxy chain (namespaces %s{c,p,b}, 198.18.7.0/24)", c.prefix)
+		if err := buildChain(c, res.ChainOffloads); err != nil {
+			return nil, err
+		}
+		if err := c.startServers(ctx, sizes, map[string]bool{SystemNginx: selected(SystemNginx), SystemHAProxy: selected(SystemHAProxy)}); err != nil {
+			return nil, err
+		}
+		clientNS := c.ns("c")
+		if selected(SystemDirect) {
+			targets = append(targets, target{name: SystemDirect, ns: clientNS, addr: fmt.Sprintf("%s:%d", chainBackendAddr, backendPort)})
+		}
+		if selected(SystemNginx) {
+			targets = append(targets, target{name: SystemNginx, ns: clientNS, addr: fmt.Sprintf("%s:%d", chainProxyAddr, nginxProxyPort),
+				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids("proxy-nginx") }}})
+		}
+		if selected(SystemHAProxy) {
+			targets = append(targets, target{name: SystemHAProxy, ns: clientNS, addr: fmt.Sprintf("%s:%d", chainProxyAddr, haproxyPort),
+				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids("proxy-haproxy") }}})
+		}
+	}
+	var fePid, shimPid int
+	if withQsplice {
+		if fePid, err = labPid(l, labFrontend); err != nil {
+			return nil, err
+		}
+		if shimPid, err = labPid(l, labShim); err != nil {
+			return nil, err
+		}
+		targets = append(targets, target{name: SystemQsplice, ns: l.NS("c1"), addr: lab.VIP + ":80",
+			cpu: map[string]func() ([]int, error){
+				RoleFrontend: func() ([]int, error) { return []int{fePid}, nil },
+				RoleShim:     func() ([]int, error) { return []int{shimPid}, nil },
+			}})
+	}
+	for _, t := range targets {
+		res.Systems = append(res.Systems, &SystemResult{Name: t.name})
+	}
+
+	// Each load for every system in turn, so that a change in the
+	// machine's other work spreads over all of them.
+	for i, t := range targets {
+		r.progress("bulk: %s, %s objects over %d keep-alive connections for %v", t.name, content.FormatSize(o.BulkSize), o.BulkConns, o.Duration)
+		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(o.BulkSize), conns: o.BulkConns, duration: o.Duration, script: r.script})
+		if err != nil {
+			return nil, fmt.Errorf("%s bulk: %w", t.name, err)
+		}
+		res.Systems[i].Bulk = load
+		r.progress("  %.0f MB/s%s", load.MBPerSec, cpuSummary(load.CPUSecondsPerGB, "CPU-s/GB"))
+	}
+	for i, t := range targets {
+		r.progress("1K close: %s, one connection per request, %d concurrent, for %v", t.name, o.SmallConns, o.Duration)
+		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(SmallSize), conns: o.SmallConns, duration: o.Duration, close: true, script: r.script})
+		if err != nil {
+			return nil, fmt.Errorf("%s 1K close: %w", t.name, err)
+		}
+		res.Systems[i].Small = load
+		r.progress("  %.0f requests/s%s", load.RequestsPerSec, cpuSummary(load.CPUUSPerRequest, "CPU-us/request"))
+	}
+	for i, t := range targets {
+		r.progress("TTFB: %s, %d sequential new connections", t.name, o.TTFBRequests)
+		tt, err := measureTTFB(ctx, t.ns, t.addr, "/data/"+content.FormatSize(SmallSize), o.TTFBRequests)
+		if err != nil {
+			return nil, fmt.Errorf("%s TTFB: %w", t.name, err)
+		}
+		res.Systems[i].TTFB = &tt
+		r.progress("  p50 %.0f us, p99 %.0f us", tt.P50us, tt.P99us)
+	}
+	if withQsplice {
+		q := res.system(SystemQsplice)
+		t := targets[len(targets)-1]
+		r.progress("syscalls and allocations per frame: qsplice under bulk load, counted for %v", o.FrameWindow)
+		costs, err := r.frameCosts(ctx, l, t, fePid, shimPid)
+		if err != nil {
+			return nil, fmt.Errorf("qsplice frame costs: %w", err)
+		}
+		q.Frames = costs
+		for _, f := range costs {
+			if f.Error != "" {
+				r.progress("  %s: not counted: %s", f.Process, f.Error)
+			} else {
+				r.progress("  %s: %.3f syscalls/frame, %.4f allocs/frame (%d frames)", f.Process, f.SyscallsPerFrame, f.MallocsPerFrame, f.Frames)
+			}
+		}
+	}
+	r.progress("done; removing the lab and the chain")
+	return res, nil
+}
+
+func cpuSummary(m map[string]float64, unit string) string {
+	var parts []string
+	for _, role := range []string{RoleProxy, RoleFrontend, RoleShim} {
+		if v, ok := m[role]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", role, v))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ", " + unit + ": " + strings.Join(parts, ", ")
+}
+
+// load runs wrk against a target and reads the CPU of its processes
+// before and after.
+func (r *run) load(ctx context.Context, t target, w wrkRun) (*Load, error) {
+	pids := map[string][]int{}
+	before := map[string]time.Duration{}
+	for role, f := range t.cpu {
+		p, err := f()
+		if err != nil {
+			return nil, err
+		}
+		pids[role] = p
+		if before[role], err = cpuOf(p); err != nil {
+			return nil, err
+		}
+	}
+	wait, err := w.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	summary, err := wait()
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]time.Duration{}
+	for role, p := range pids {
+		after, err := cpuOf(p)
+		if err != nil {
+			return nil, err
+		}
+		used[role] = after - before[role]
+	}
+	return newLoad(summary, used), nil
+}
+
+// frameCosts counts the front-end's and the shim's syscalls and
+// allocations during a bulk load against the VIP. Without perf the costs
+// carry the reason instead.
+func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimPid int) ([]*FrameCost, error) {
+	fe := &FrameCost{Process: RoleFrontend}
+	shim := &FrameCost{Process: RoleShim}
+	costs := []*FrameCost{fe, shim}
+	if _, err := exec.LookPath("perf"); err != nil {
+		for _, c := range costs {
+			c.Error = "perf is not installed (Debian package linux-perf)"
+		}
+		return costs, nil
+	}
+	probes := &perfProbes{group: "qsbp" + r.id}
+	defer probes.remove()
+	type daemon struct {
+		cost   *FrameCost
+		pid    int
+		frames func(context.Context, *lab.Lab) (uint64, error)
+		events []string
+	}
+	daemons := []*daemon{{cost: fe, pid: fePid, frames: frontendFrames}, {cost: shim, pid: shimPid, frames: shimFrames}}
+	for _, d := range daemons {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", d.pid))
+		if err != nil {
+			return nil, err
+		}
+		ev, err := probes.addMalloc(d.cost.Process+"_malloc", exe)
+		if err != nil {
+			d.cost.Error = err.Error()
+			continue
+		}
+		d.events = []string{syscallEvent, ev}
+	}
+	const warmup = time.Second
+	load := wrkRun{ns: t.ns, url: t.url(r.o.BulkSize), conns: r.o.BulkConns, script: r.script,
+		duration: r.o.FrameWindow + warmup + 2*time.Second}
+	wait, err := load.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-time.After(warmup):
+	case <-ctx.Done():
+	}
+	var wg sync.WaitGroup
+	for _, d := range daemons {
+		if d.events == nil {
+			continue
+		}
+		wg.Go(func() {
+			// The daemon's frame counters are read outside the counted
+			// window (a /status request allocates and makes syscalls of
+			// its own), and the frames scaled to the window's share of
+			// the time between the two readings: the load is steady.
+			f0, t0, err := readFrames(ctx, l, d.frames)
+			if err != nil {
+				d.cost.Error = err.Error()
+				return
+			}
+			counts, began, ended, err := perfCount(ctx, r.dir, d.pid, d.events, r.o.FrameWindow)
+			if err != nil {
+				d.cost.Error = err.Error()
+				return
+			}
+			f1, t1, err := readFrames(ctx, l, d.frames)
+			if err != nil {
+				d.cost.Error = err.Error()
+				return
+			}
+			d.cost.Seconds = ended.Sub(began).Seconds()
+			d.cost.FramesRead, d.cost.SpanSeconds = f1-f0, t1.Sub(t0).Seconds()
+			d.cost.Frames = scaleFrames(f1-f0, t1.Sub(t0), ended.Sub(began))
+			d.cost.Syscalls = counts[d.events[0]]
+			d.cost.Mallocs = counts[d.events[1]]
+			d.cost.derive()
+			if d.cost.Frames == 0 {
+				d.cost.Error = "no frames moved during the window"
+			}
+		})
+	}
+	wg.Wait()
+	if _, err := wait(); err != nil {
+		return nil, err
+	}
+	return costs, nil
+}
+
+// readFrames reads a daemon's frame counter and when it was read: the
+// middle of the request.
+func readFrames(ctx context.Context, l *lab.Lab, frames func(context.Context, *lab.Lab) (uint64, error)) (uint64, time.Time, error) {
+	start := time.Now()
+	n, err := frames(ctx, l)
+	end := time.Now()
+	return n, start.Add(end.Sub(start) / 2), err
+}
+
+// scaleFrames estimates the frames moved in a window from those moved
+// over a longer span that contains it, at a steady rate.
+func scaleFrames(frames uint64, span, window time.Duration) uint64 {
+	if span <= 0 || window >= span {
+		return frames
+	}
+	return uint64(float64(frames) * float64(window) / float64(span))
+}
+
+// checkTools fails early when a program the selected systems need is
+// missing.
+func checkTools(only []string) error {
+	need := []string{"ip", "ethtool", "wrk", "nginx"}
+	if slices.Contains(only, SystemHAProxy) {
+		need = append(need, "haproxy")
+	}
+	var errs []error
+	for _, p := range need {
+		if _, err := exec.LookPath(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func hostInfo() Host {
+	h := Host{CPUs: runtime.NumCPU()}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		h.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return h
+}

@@ -1,0 +1,290 @@
+package benchproxy
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/qsplice/qsplice/tools/content"
+)
+
+// Row is one line of the table: a figure for each system, qsplice's
+// ratios against the others, and the issue's target for it.
+type Row struct {
+	Figure string
+	Format string             // of the values, e.g. "%.0f"
+	Values map[string]float64 // by system; absent: does not apply or not measured
+	// Ratios of qsplice's value to the proxies' and to direct's (NaN: none).
+	VsNginx, VsHAProxy, VsDirect float64
+	Target                       string
+	Verdict                      string // "met", "NOT met", "n/a", or "" (no target)
+}
+
+// value picks a figure out of one system's result; ok is false when it
+// does not apply or was not measured.
+type value func(s *SystemResult) (float64, bool)
+
+func bulkMBps(s *SystemResult) (float64, bool) {
+	if s.Bulk == nil {
+		return 0, false
+	}
+	return s.Bulk.MBPerSec, true
+}
+
+func smallRate(s *SystemResult) (float64, bool) {
+	if s.Small == nil {
+		return 0, false
+	}
+	return s.Small.RequestsPerSec, true
+}
+
+// cpuFigure returns a per-role figure of a load: the proxies' own for
+// nginx and HAProxy, the given qsplice roles (summed) for qsplice.
+func cpuFigure(load func(*SystemResult) *Load, perUnit func(*Load) map[string]float64, qspliceRoles ...string) value {
+	return func(s *SystemResult) (float64, bool) {
+		l := load(s)
+		if l == nil {
+			return 0, false
+		}
+		roles := []string{RoleProxy}
+		if s.Name == SystemQsplice {
+			roles = qspliceRoles
+		}
+		var sum float64
+		for _, r := range roles {
+			v, ok := perUnit(l)[r]
+			if !ok {
+				return 0, false
+			}
+			sum += v
+		}
+		return sum, true
+	}
+}
+
+func bulkLoad(s *SystemResult) *Load        { return s.Bulk }
+func smallLoad(s *SystemResult) *Load       { return s.Small }
+func perGB(l *Load) map[string]float64      { return l.CPUSecondsPerGB }
+func perRequest(l *Load) map[string]float64 { return l.CPUUSPerRequest }
+
+func ttfbP50(s *SystemResult) (float64, bool) {
+	if s.TTFB == nil {
+		return 0, false
+	}
+	return s.TTFB.P50us, true
+}
+
+func ttfbP99(s *SystemResult) (float64, bool) {
+	if s.TTFB == nil {
+		return 0, false
+	}
+	return s.TTFB.P99us, true
+}
+
+func frameFigure(process string, perFrame func(*FrameCost) float64) value {
+	return func(s *SystemResult) (float64, bool) {
+		f := s.frameCost(process)
+		if f == nil || f.Error != "" || f.Frames == 0 {
+			return 0, false
+		}
+		return perFrame(f), true
+	}
+}
+
+// check is a target: its text and the test of qsplice's value against
+// the other systems' values.
+type check struct {
+	text string
+	met  func(q float64, v map[string]float64) (bool, bool) // met, decidable
+}
+
+func atLeastDirectAndProxies(q float64, v map[string]float64) (bool, bool) {
+	d, okD := v[SystemDirect]
+	n, okN := v[SystemNginx]
+	h, okH := v[SystemHAProxy]
+	if !okD || !okN || !okH {
+		return false, false
+	}
+	return q >= 0.8*d && q >= n && q >= h, true
+}
+
+func atMostTimesNginx(factor float64) func(q float64, v map[string]float64) (bool, bool) {
+	return func(q float64, v map[string]float64) (bool, bool) {
+		n, ok := v[SystemNginx]
+		return q <= factor*n, ok
+	}
+}
+
+func atMostDirectPlus(us float64) func(q float64, v map[string]float64) (bool, bool) {
+	return func(q float64, v map[string]float64) (bool, bool) {
+		d, ok := v[SystemDirect]
+		return q <= d+us, ok
+	}
+}
+
+func below(limit float64) func(q float64, v map[string]float64) (bool, bool) {
+	return func(q float64, _ map[string]float64) (bool, bool) { return q < limit, true }
+}
+
+// allocsEpsilon: allocations are counted for the whole process, so a
+// status handler or a timer may allocate a few times in a window of a
+// million frames; anything below this many per frame is none on the
+// packet path.
+const allocsEpsilon = 0.001
+
+var rowSpecs = []struct {
+	figure, format string
+	v              value
+	target         *check
+}{
+	{"bulk: throughput, MB/s", "%.0f", bulkMBps,
+		&check{">=0.8x direct, >=proxies", atLeastDirectAndProxies}},
+	{"bulk: CPU-s/GB, proxy | front-end", "%.2f", cpuFigure(bulkLoad, perGB, RoleFrontend),
+		&check{"<=0.1x nginx", atMostTimesNginx(0.1)}},
+	{"bulk: CPU-s/GB, proxy | shim", "%.2f", cpuFigure(bulkLoad, perGB, RoleShim),
+		&check{"<=0.25x nginx", atMostTimesNginx(0.25)}},
+	{"bulk: CPU-s/GB, proxy | front-end+shim", "%.2f", cpuFigure(bulkLoad, perGB, RoleFrontend, RoleShim), nil},
+	{"1K close: requests/s", "%.0f", smallRate, nil},
+	{"1K close: CPU-us/req, proxy | front-end", "%.1f", cpuFigure(smallLoad, perRequest, RoleFrontend),
+		&check{"<=1x nginx", atMostTimesNginx(1)}},
+	{"1K close: CPU-us/req, proxy | shim", "%.1f", cpuFigure(smallLoad, perRequest, RoleShim), nil},
+	{"1K close: CPU-us/req, proxy | front-end+shim", "%.1f", cpuFigure(smallLoad, perRequest, RoleFrontend, RoleShim), nil},
+	{"TTFB 1K new conn: p50 us", "%.0f", ttfbP50,
+		&check{"<=direct+200us", atMostDirectPlus(200)}},
+	{"TTFB 1K new conn: p99 us", "%.0f", ttfbP99, nil},
+	{"bulk: syscalls/frame, front-end", "%.3f", frameFigure(RoleFrontend, func(f *FrameCost) float64 { return f.SyscallsPerFrame }),
+		&check{"<0.1", below(0.1)}},
+	{"bulk: syscalls/frame, shim", "%.3f", frameFigure(RoleShim, func(f *FrameCost) float64 { return f.SyscallsPerFrame }),
+		&check{"<0.1", below(0.1)}},
+	{"bulk: allocs/frame, front-end", "%.4f", frameFigure(RoleFrontend, func(f *FrameCost) float64 { return f.MallocsPerFrame }),
+		&check{"0", below(allocsEpsilon)}},
+	{"bulk: allocs/frame, shim", "%.4f", frameFigure(RoleShim, func(f *FrameCost) float64 { return f.MallocsPerFrame }),
+		&check{"0", below(allocsEpsilon)}},
+}
+
+// Rows computes the table's rows.
+func (r *Result) Rows() []Row {
+	var rows []Row
+	for _, spec := range rowSpecs {
+		row := Row{Figure: spec.figure, Format: spec.format, Values: map[string]float64{},
+			VsNginx: math.NaN(), VsHAProxy: math.NaN(), VsDirect: math.NaN()}
+		for _, s := range r.Systems {
+			if v, ok := spec.v(s); ok {
+				row.Values[s.Name] = v
+			}
+		}
+		q, haveQ := row.Values[SystemQsplice]
+		ratio := func(other string) float64 {
+			o, ok := row.Values[other]
+			if !haveQ || !ok || o == 0 {
+				return math.NaN()
+			}
+			return q / o
+		}
+		row.VsNginx, row.VsHAProxy, row.VsDirect = ratio(SystemNginx), ratio(SystemHAProxy), ratio(SystemDirect)
+		if spec.target != nil {
+			row.Target = spec.target.text
+			row.Verdict = "n/a"
+			if haveQ {
+				if met, ok := spec.target.met(q, row.Values); ok {
+					row.Verdict = map[bool]string{true: "met", false: "NOT met"}[met]
+				}
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// Table renders the result: a header with the settings, the rows, and
+// notes on how each figure was measured and what went wrong.
+func (r *Result) Table() string {
+	var b strings.Builder
+	st := r.Settings
+	offloads := fmt.Sprintf("link offloads: %v", r.LabOffloads)
+	if r.ChainOffloads != r.LabOffloads {
+		offloads = fmt.Sprintf("link offloads: qsplice lab %v; proxy chain and direct %v", r.LabOffloads, r.ChainOffloads)
+	}
+	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  %s\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, offloads)
+	fmt.Fprintf(&b, "bulk: %s objects, %d keep-alive connections, %gs; 1K close: %s objects, one connection per request, %d concurrent, %gs; TTFB: %d sequential requests\n\n",
+		content.FormatSize(st.BulkSize), st.BulkConns, st.LoadSeconds, content.FormatSize(st.SmallSize), st.SmallConns, st.LoadSeconds, st.TTFBRequests)
+
+	rows := r.Rows()
+	figW := len("figure")
+	for _, row := range rows {
+		figW = max(figW, len(row.Figure))
+	}
+	const numW, ratioW = 9, 10
+	fmt.Fprintf(&b, "%-*s", figW, "figure")
+	for _, name := range []string{"direct", "nginx", "HAProxy", "qsplice"} {
+		fmt.Fprintf(&b, " %*s", numW, name)
+	}
+	fmt.Fprintf(&b, " %*s %*s %*s  %-26s %s\n", ratioW, "q/nginx", ratioW, "q/HAProxy", ratioW, "q/direct", "target", "verdict")
+	for _, row := range rows {
+		fmt.Fprintf(&b, "%-*s", figW, row.Figure)
+		for _, name := range Systems {
+			cell := "-"
+			if v, ok := row.Values[name]; ok {
+				cell = fmt.Sprintf(row.Format, v)
+			}
+			fmt.Fprintf(&b, " %*s", numW, cell)
+		}
+		for _, x := range []float64{row.VsNginx, row.VsHAProxy, row.VsDirect} {
+			fmt.Fprintf(&b, " %*s", ratioW, formatRatio(x))
+		}
+		fmt.Fprintf(&b, "  %-26s %s\n", row.Target, row.Verdict)
+	}
+	b.WriteString(`
+How to read it: columns are the systems, each measured in this run on this
+machine; q/X is qsplice's figure divided by X's. "proxy | front-end" rows put
+qsplice's front-end next to the whole proxy (nginx: master and workers,
+HAProxy: all threads); "proxy | shim" puts the back-end shim there. CPU is
+user+system time from /proc/PID/stat over the wrk run (kernel work done in a
+process's syscalls and softirqs counts for it); MB and GB are 10^6 and 10^9
+bytes read by wrk. TTFB runs from before connect() to the first response byte.
+Syscalls and allocations are counted with perf (tracepoint
+raw_syscalls:sys_enter, uprobe on runtime.mallocgc) in a separate window of
+bulk load, per frame read or written on any of the daemon's links (its /status
+counters); allocations are the whole process's. Other programs on the machine
+share its CPUs, so the figures are noisy: compare ratios, rerun to be sure.
+`)
+	var notes []string
+	for _, s := range r.Systems {
+		for _, l := range []struct {
+			name string
+			load *Load
+		}{{"bulk", s.Bulk}, {"1K close", s.Small}} {
+			if l.load != nil && l.load.Wrk.Errors() > 0 {
+				w := l.load.Wrk
+				notes = append(notes, fmt.Sprintf("%s %s: %d of %d requests failed (connect %d, read %d, write %d, status %d, timeout %d)",
+					s.Name, l.name, w.Errors(), w.Requests, w.ErrConnect, w.ErrRead, w.ErrWrite, w.ErrStatus, w.ErrTimeout))
+			}
+		}
+		for _, f := range s.Frames {
+			if f.Error != "" {
+				notes = append(notes, fmt.Sprintf("%s %s syscalls/allocs not counted: %s", s.Name, f.Process, f.Error))
+			}
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\nnotes:\n")
+		for _, n := range notes {
+			b.WriteString("  " + n + "\n")
+		}
+	}
+	return b.String()
+}
+
+func formatRatio(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	if x >= 10 {
+		return fmt.Sprintf("%.0fx", x)
+	}
+	if x < 0.01 && x > 0 {
+		return fmt.Sprintf("%.1gx", x)
+	}
+	return fmt.Sprintf("%.2fx", x)
+}

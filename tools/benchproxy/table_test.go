@@ -1,0 +1,168 @@
+package benchproxy
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sampleResult is a run with the figures of issue 7's table, plus a
+// direct path and frame costs.
+func sampleResult() *Result {
+	load := func(mbps float64, requests int64, cpu map[string]time.Duration) *Load {
+		secs := 10.0
+		return newLoad(WrkSummary{Requests: requests, Bytes: int64(mbps * 1e6 * secs), Duration: 10 * time.Second}, cpu)
+	}
+	// CPU seconds for 10 s of bulk: s/GB x GB moved.
+	cpuFor := func(mbps, perGB float64) time.Duration {
+		return time.Duration(perGB * mbps * 10 / 1000 * float64(time.Second))
+	}
+	cpuPerReq := func(rate, us float64) time.Duration {
+		return time.Duration(us * rate * 10 * float64(time.Microsecond))
+	}
+	return &Result{
+		Started: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+		Host:    Host{CPUs: 2, Kernel: "6.1"},
+		Settings: Settings{BulkSize: 10 << 20, BulkConns: 8, SmallSize: 1024, SmallConns: 16,
+			LoadSeconds: 10, TTFBRequests: 2000, FrameWindowSecs: 5},
+		Systems: []*SystemResult{
+			{Name: SystemDirect, Bulk: load(2000, 1900, nil), Small: load(1, 300000, nil),
+				TTFB: &TTFB{Samples: 2000, P50us: 433, P99us: 900}},
+			{Name: SystemNginx, Bulk: load(924, 880, map[string]time.Duration{RoleProxy: cpuFor(924, 1.08)}),
+				Small: load(1, 254000, map[string]time.Duration{RoleProxy: cpuPerReq(25400, 28)}),
+				TTFB:  &TTFB{Samples: 2000, P50us: 500, P99us: 1000}},
+			{Name: SystemHAProxy, Bulk: load(1670, 1600, map[string]time.Duration{RoleProxy: cpuFor(1670, 0.75)}),
+				Small: load(1, 72000, map[string]time.Duration{RoleProxy: cpuPerReq(7200, 60)}),
+				TTFB:  &TTFB{Samples: 2000, P50us: 520, P99us: 1100}},
+			{Name: SystemQsplice,
+				Bulk: load(122, 116, map[string]time.Duration{RoleFrontend: cpuFor(122, 3.0), RoleShim: cpuFor(122, 8.2)}),
+				Small: load(1, 59000, map[string]time.Duration{
+					RoleFrontend: cpuPerReq(5900, 105), RoleShim: cpuPerReq(5900, 128)}),
+				TTFB: &TTFB{Samples: 2000, P50us: 829, P99us: 3000},
+				Frames: []*FrameCost{
+					{Process: RoleFrontend, Frames: 1000, Syscalls: 50, Mallocs: 0},
+					{Process: RoleShim, Error: "perf is not installed"},
+				}},
+		},
+	}
+}
+
+func TestRowsRatiosAndVerdicts(t *testing.T) {
+	r := sampleResult()
+	for _, s := range r.Systems {
+		for _, f := range s.Frames {
+			f.derive()
+		}
+	}
+	rows := r.Rows()
+	byFigure := map[string]Row{}
+	for _, row := range rows {
+		byFigure[row.Figure] = row
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
+	cases := []struct {
+		figure               string
+		q, vsNginx, vsDirect float64 // NaN: none
+		verdict              string
+	}{
+		{"bulk: throughput, MB/s", 122, 122.0 / 924, 122.0 / 2000, "NOT met"},
+		{"bulk: CPU-s/GB, proxy | front-end", 3.0, 3.0 / 1.08, math.NaN(), "NOT met"},
+		{"bulk: CPU-s/GB, proxy | shim", 8.2, 8.2 / 1.08, math.NaN(), "NOT met"},
+		{"bulk: CPU-s/GB, proxy | front-end+shim", 11.2, 11.2 / 1.08, math.NaN(), ""},
+		{"1K close: requests/s", 5900, 5900.0 / 25400, 5900.0 / 30000, ""},
+		{"1K close: CPU-us/req, proxy | front-end", 105, 105.0 / 28, math.NaN(), "NOT met"},
+		{"TTFB 1K new conn: p50 us", 829, 829.0 / 500, 829.0 / 433, "NOT met"},
+		{"bulk: syscalls/frame, front-end", 0.05, math.NaN(), math.NaN(), "met"},
+		{"bulk: allocs/frame, front-end", 0, math.NaN(), math.NaN(), "met"},
+	}
+	for _, c := range cases {
+		row, ok := byFigure[c.figure]
+		if !ok {
+			t.Errorf("no row %q", c.figure)
+			continue
+		}
+		if q := row.Values[SystemQsplice]; !near(q, c.q) {
+			t.Errorf("%s: qsplice %v, want %v", c.figure, q, c.q)
+		}
+		for _, x := range []struct {
+			name      string
+			got, want float64
+		}{{"vs nginx", row.VsNginx, c.vsNginx}, {"vs direct", row.VsDirect, c.vsDirect}} {
+			if math.IsNaN(x.want) != math.IsNaN(x.got) || !math.IsNaN(x.want) && !near(x.got, x.want) {
+				t.Errorf("%s: %s %v, want %v", c.figure, x.name, x.got, x.want)
+			}
+		}
+		if row.Verdict != c.verdict {
+			t.Errorf("%s: verdict %q, want %q", c.figure, row.Verdict, c.verdict)
+		}
+	}
+	// The shim's frame costs were not counted: no value, verdict n/a.
+	if row := byFigure["bulk: syscalls/frame, shim"]; row.Verdict != "n/a" || len(row.Values) != 0 {
+		t.Errorf("uncounted shim row: %+v", row)
+	}
+}
+
+func TestVerdictsWhenMet(t *testing.T) {
+	r := sampleResult()
+	q := r.system(SystemQsplice)
+	q.Bulk = newLoad(WrkSummary{Requests: 1, Bytes: 1700e7, Duration: 10 * time.Second},
+		map[string]time.Duration{RoleFrontend: 1 * time.Second, RoleShim: 2 * time.Second}) // 0.06 and 0.12 s/GB
+	q.Small.CPUUSPerRequest[RoleFrontend] = 27
+	q.TTFB.P50us = 633 // direct + 200
+	for _, row := range r.Rows() {
+		if row.Target != "" && !strings.Contains(row.Figure, "/frame") && row.Verdict != "met" {
+			t.Errorf("%s: %q with qsplice %v", row.Figure, row.Verdict, row.Values[SystemQsplice])
+		}
+	}
+}
+
+func TestTableAndFiles(t *testing.T) {
+	r := sampleResult()
+	r.Systems[3].Small.Wrk.ErrRead = 7
+	table := r.Table()
+	for _, want := range []string{
+		"bulk: throughput, MB/s", "122", "924", "1670", "0.13x", "<=0.1x nginx", "NOT met",
+		"qsplice 1K close: 7 of 59000 requests failed", "shim syscalls/allocs not counted: perf is not installed",
+		"link offloads: tx off, tso off, gso off, gro off",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	dir := t.TempDir()
+	if err := r.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.system(SystemNginx).Bulk.CPUSecondsPerGB[RoleProxy]; math.Abs(got-1.08) > 1e-3 {
+		t.Errorf("nginx CPU-s/GB in the JSON = %v, want 1.08", got)
+	}
+	if back.Table() != table {
+		t.Error("the table of the JSON's result differs from the original's")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var samples []time.Duration
+	for i := 100; i >= 1; i-- {
+		samples = append(samples, time.Duration(i)*time.Microsecond)
+	}
+	s := summarizeTTFB(samples)
+	if s.Samples != 100 || s.P50us != 50 || s.P99us != 99 || s.MeanUS != 50.5 {
+		t.Errorf("got %+v", s)
+	}
+	if one := summarizeTTFB([]time.Duration{7 * time.Microsecond}); one.P50us != 7 || one.P99us != 7 {
+		t.Errorf("one sample: %+v", one)
+	}
+}
