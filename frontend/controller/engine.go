@@ -1,0 +1,23 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/qsplice/qsplice/splice"
+)
+
+// Engine is what the controller asks of the packet engine: the calls of
+// splice.FrontEnd that act on a flow the engine reported. *splice.FrontEnd
+// implements it; the tests and the simulator bring their own.
+type Engine interface {
+	Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error
+	Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) bool
+	RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error
+	HoldSplice(id splice.FlowID, now splice.Time) error
+	SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error
+	Admit(id splice.FlowID, now splice.Time, out *splice.Output) error
+	Abort(id splice.FlowID, now splice.Time, out *splice.Output) error
+	ResponseEnded(id splice.FlowID, backendSeq uint32, now splice.Time, out *splice.Output) error
+}
+
+var _ Engine = (*splice.FrontEnd)(nil)

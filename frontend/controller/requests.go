@@ -1,0 +1,359 @@
+package controller
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice"
+)
+
+// flowRec is everything the controller knows of one client connection,
+// from its first request until the engine reports it closed.
+type flowRec struct {
+	id splice.FlowID
+	be *backend // where it was dispatched; nil before
+	// serving are its requests dispatched or admitted and not reported
+	// done, oldest first (responses come back in request order).
+	serving []servingReq
+	// waiting says where its next request is: in a queue (whose policy
+	// holds it; followUp says it came on the spliced connection) or
+	// parked for a slot on be.
+	waiting  waitState
+	followUp bool
+	// splice is the Splice message awaiting its SpliceAck; nil when none.
+	splice *pendingSplice
+	// ready: handed off ahead and confirmed, in be.ready waiting for a
+	// slot.
+	ready bool
+}
+
+type waitState uint8
+
+const (
+	notWaiting waitState = iota
+	waitQueued
+	waitParked
+)
+
+// servingReq is one request in service on a flow's back-end.
+type servingReq struct {
+	customer   string
+	credited   bool // charged by the credit scheduler
+	arrival    splice.Time
+	dispatched splice.Time
+	sent       bool        // on C2 to the back-end: holds one of its slots
+	sentAt     splice.Time // when it was sent
+}
+
+// customer names the credit customer of a Host header.
+func (c *Controller) customer(host string) string {
+	if c.cfg.Classify != nil {
+		return c.cfg.Classify(host)
+	}
+	if c.cfg.Credit.Default != "" {
+		return c.cfg.Credit.Default
+	}
+	return "default"
+}
+
+// request classifies and queues a parsed request, or answers it at once
+// when its queue refuses it.
+func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
+	r := ev.Request
+	rec := c.flows[ev.Flow]
+	if ev.FollowUp && (rec == nil || rec.be == nil) {
+		// A follow-up on a connection this controller never dispatched
+		// (say, it was reset meanwhile): it has nowhere to go.
+		c.log(out, slog.LevelWarn, "follow-up on a connection the controller does not know; resetting it", "flow", ev.Flow)
+		c.eng.Abort(ev.Flow, now, &out.Engine)
+		return
+	}
+	q := c.byPort[r.Port]
+	var cust string
+	switch {
+	case q == nil:
+		c.reject(ev.Flow, ev.FollowUp, c.customer(r.Host), "no-listener", 503, now, out)
+		return
+	case q.lifo != nil:
+		cust = c.lifo.class(r.Path) // LifoPri queues by class name
+	default:
+		cust = c.customer(r.Host)
+	}
+	cs := c.stats(cust)
+	cs.offered++
+	req := sched.Request{ID: sched.RequestID(ev.Flow), Customer: cust, Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
+	err := q.policy.Enqueue(req, int64(now))
+	if err != nil {
+		reason, status := "queue-full", 503
+		switch {
+		case errors.Is(err, sched.ErrOverCap):
+			reason, status = "over-cap", 429
+		case errors.Is(err, sched.ErrUnknownCustomer):
+			reason = "unknown-customer"
+		}
+		c.reject(ev.Flow, ev.FollowUp, cust, reason, status, now, out)
+		return
+	}
+	if rec == nil {
+		rec = &flowRec{id: ev.Flow}
+		c.flows[ev.Flow] = rec
+	}
+	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
+	if c.debug() {
+		c.log(out, slog.LevelDebug, "request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host,
+			"path", r.Path, "customer", cust, "follow_up", ev.FollowUp)
+	}
+	c.dispatch(now, out)
+}
+
+// reject answers a request the scheduler will not run. A follow-up on a
+// spliced connection is answered inside its stream once the back-end's
+// previous response has ended (splice.FrontEnd.RejectFollowUp); should
+// the engine no longer hold it as waiting, the connection is reset.
+func (c *Controller) reject(flow splice.FlowID, followUp bool, cust, reason string, status int, now splice.Time, out *Output) {
+	c.stats(cust).rejected[reason]++
+	c.log(out, slog.LevelInfo, "request rejected", "flow", flow, "customer", cust, "reason", reason, "status", status, "follow_up", followUp)
+	var retry time.Duration
+	if status == 503 {
+		retry = c.cfg.RetryAfter
+	}
+	if followUp {
+		if err := c.eng.RejectFollowUp(flow, status, reason, retry, now, &out.Engine); err != nil {
+			c.eng.Abort(flow, now, &out.Engine)
+		}
+		return
+	}
+	c.eng.Reject(flow, status, reason, retry, now, &out.Engine)
+}
+
+// expire answers requests that waited past their queue's timeout.
+func (c *Controller) expire(now splice.Time, out *Output) {
+	timedOut := func(r sched.Request) { c.timedOut(r, now, out) }
+	for _, q := range c.queues {
+		if q.hasHead && q.timeout > 0 && now.Sub(splice.Time(q.head.Arrival)) > q.timeout {
+			// The oldest: the policy handed it out first, and charged it.
+			q.hasHead = false
+			c.refund(q.head.Customer, q.credit)
+			timedOut(q.head)
+		}
+		if e, ok := q.policy.(expirer); ok {
+			e.Expire(int64(now), timedOut)
+		}
+	}
+}
+
+func (c *Controller) timedOut(r sched.Request, now splice.Time, out *Output) {
+	flow := splice.FlowID(r.ID)
+	rec := c.flows[flow]
+	if rec == nil || rec.waiting != waitQueued {
+		c.stats(r.Customer).abandoned++ // its client left while it waited
+		return
+	}
+	rec.waiting = notWaiting
+	c.reject(flow, rec.followUp, r.Customer, "queue-timeout", 503, now, out)
+}
+
+// dispatch hands queued requests to back-ends while some have room,
+// taking the policies in turn.
+func (c *Controller) dispatch(now splice.Time, out *Output) {
+	for progress := true; progress; {
+		progress = false
+		for _, q := range c.queues {
+			if c.dispatchOne(q, now, out) {
+				progress = true
+			}
+		}
+	}
+}
+
+// dispatchOne moves the head of q on, if it can; it reports whether a
+// request left the queue.
+func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool {
+	if !q.hasHead {
+		r, ok := q.policy.Next(int64(now))
+		if !ok {
+			return false
+		}
+		q.head, q.hasHead = r, true
+	}
+	r := q.head
+	flow := splice.FlowID(r.ID)
+	rec := c.flows[flow]
+	if rec == nil || rec.waiting != waitQueued {
+		q.hasHead = false
+		c.abandon(r, q.credit, "client left while queued", out)
+		return true
+	}
+	if rec.followUp {
+		q.hasHead = false
+		rec.waiting = notWaiting
+		if c.hasRoom(rec.be) {
+			c.admit(rec, r, q.credit, now, out)
+		} else {
+			rec.waiting = waitParked
+			rec.be.parked = append(rec.be.parked, parkedReq{flow: flow, req: r, credited: q.credit})
+		}
+		return true
+	}
+	id, ok := c.disp.Pick(r.Port)
+	if !ok {
+		return false
+	}
+	q.hasHead = false
+	rec.waiting = notWaiting
+	be := c.backends[uint32(id)]
+	err := c.eng.Dispatch(flow, splice.Backend{ID: be.id, IP: be.ip, MAC: be.mac, Port: r.Port}, now, &out.Engine)
+	if err != nil {
+		c.abandon(r, q.credit, err.Error(), out)
+		if !errors.Is(err, splice.ErrNoFlow) && !errors.Is(err, splice.ErrFlowState) {
+			// The flow still waits, but cannot be handed off (no free
+			// handoff port): better a 503 now than the idle timeout.
+			c.reject(flow, false, r.Customer, "dispatch-failed", 503, now, out)
+		}
+		return true
+	}
+	rec.be = be
+	be.dispatched++
+	c.startServing(rec, r, q.credit, now)
+	return true
+}
+
+// abandon drops a request the scheduler released that cannot run: its
+// charge, if any, goes back.
+func (c *Controller) abandon(r sched.Request, credited bool, why string, out *Output) {
+	c.stats(r.Customer).abandoned++
+	c.refund(r.Customer, credited)
+	if c.debug() {
+		c.log(out, slog.LevelDebug, "request dropped", "flow", r.ID, "customer", r.Customer, "why", why)
+	}
+}
+
+// typicalService is what a request costing exactly one credit takes.
+func (c *Controller) typicalService() time.Duration {
+	if t := c.cfg.Credit.TypicalService; t > 0 {
+		return t
+	}
+	return sched.DefaultTypicalService
+}
+
+// refund gives back a credit request's charge.
+func (c *Controller) refund(customer string, credited bool) {
+	if !credited || c.credit == nil {
+		return
+	}
+	c.credit.Refund(customer)
+	c.stats(customer).refunded++
+	c.refunds++
+}
+
+// admit lets a follow-up request through to its connection's back-end.
+func (c *Controller) admit(rec *flowRec, r sched.Request, credited bool, now splice.Time, out *Output) {
+	if err := c.eng.Admit(rec.id, now, &out.Engine); err != nil {
+		c.abandon(r, credited, err.Error(), out)
+		return
+	}
+	rec.be.followUps++
+	c.startServing(rec, r, credited, now)
+	c.markSent(rec, now) // Admit sent it
+}
+
+func (c *Controller) startServing(rec *flowRec, r sched.Request, credited bool, now splice.Time) {
+	rec.serving = append(rec.serving, servingReq{customer: r.Customer, credited: credited,
+		arrival: splice.Time(r.Arrival), dispatched: now})
+	c.disp.Start(sched.BackendID(rec.be.id))
+	cs := c.stats(r.Customer)
+	cs.admitted++
+	cs.wait.Observe(now.Sub(splice.Time(r.Arrival)))
+}
+
+// markSent records that rec's oldest unsent request went to its back-end:
+// it holds a slot from now on.
+func (c *Controller) markSent(rec *flowRec, now splice.Time) {
+	for i := range rec.serving {
+		if s := &rec.serving[i]; !s.sent {
+			s.sent, s.sentAt = true, now
+			rec.be.sent++
+			c.slotStart(now)
+			return
+		}
+	}
+}
+
+// release accounts for r leaving back-end be (served, refunded, closed
+// or reconciled away).
+func (c *Controller) release(be *backend, r servingReq, now splice.Time) {
+	c.disp.Done(sched.BackendID(be.id))
+	if r.sent {
+		c.slotDone(now)
+		be.sent = max(be.sent-1, 0)
+	}
+}
+
+// served frees the slot of the oldest request on rec, which its back-end
+// reported served in service, correcting the customer's charge.
+func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time, out *Output) {
+	if rec == nil || len(rec.serving) == 0 {
+		return // already released: closed or reconciled
+	}
+	r := rec.serving[0]
+	rec.serving = rec.serving[1:]
+	if r.credited && c.credit != nil {
+		c.credit.Complete(r.customer, service)
+	}
+	be := rec.be
+	if r.sent {
+		slot := now.Sub(r.sentAt)
+		be.slotsTimed++
+		be.slotTotal += slot
+		be.slotExcess += slot - service
+	}
+	cs := c.stats(r.customer)
+	cs.served++
+	cs.response.Observe(r.dispatched.Sub(r.arrival) + service)
+	c.release(be, r, now)
+	c.fillSlots(be, now, out)
+	c.dispatch(now, out)
+}
+
+// closed forgets a flow the engine closed, undoing everything the
+// controller holds for it. A request that never reached its back-end is
+// refunded; one that did, and whose Feedback did not come first, is
+// charged as one normal request.
+func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
+	rec := c.flows[ev.Flow]
+	if c.debug() {
+		c.log(out, slog.LevelDebug, "closed", "flow", ev.Flow, "reason", ev.Reason.String(), "backend", ev.Backend)
+	}
+	if rec == nil {
+		return // never queued, or a second report (a failed handoff, then the answer)
+	}
+	delete(c.flows, ev.Flow)
+	be := rec.be
+	if be == nil {
+		return // its request, if queued, is dropped when it comes out
+	}
+	be.closed++
+	be.forwardedBytes += ev.Bytes
+	if rec.waiting == waitParked {
+		i := slices.IndexFunc(be.parked, func(p parkedReq) bool { return p.flow == rec.id })
+		c.refund(be.parked[i].req.Customer, be.parked[i].credited)
+		be.parked = slices.Delete(be.parked, i, i+1)
+	}
+	if rec.ready {
+		be.ready = slices.DeleteFunc(be.ready, func(r readyConn) bool { return r.flow == rec.id })
+	}
+	for _, r := range rec.serving {
+		switch {
+		case !r.sent:
+			c.refund(r.customer, r.credited)
+		case r.credited && c.credit != nil:
+			c.credit.Complete(r.customer, c.typicalService())
+		}
+		c.release(be, r, now)
+	}
+	c.fillSlots(be, now, out)
+	c.dispatch(now, out)
+}

@@ -1,0 +1,227 @@
+package controller
+
+import (
+	"log/slog"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice"
+)
+
+// Back-end slots, and handoffs set up ahead of them.
+//
+// A back-end runs at most capacity requests at once (its concurrency
+// cap): a request holds a slot from the moment it is sent on C2 until the
+// shim's Feedback says its response is over. Setting the handoff up (C2
+// handshake, Splice round trip to the shim) takes a few milliseconds, more
+// on a loaded host. Inside the slot that time would leave the server idle
+// on every request: at 20 ms of service and 3-10 ms of handoff, 15-30% of
+// the cluster. So the dispatcher may start up to HandoffAhead handoffs per
+// back-end beyond its capacity. Once the shim has confirmed a splice the
+// request goes at once if a slot is free; otherwise the connection waits
+// ready (the engine holds C2 and the request: HoldSplice) and takes the
+// next slot that frees, before follow-ups and new dispatches; after
+// SlotWait the client gets a 503 instead (Engine.Reject). The scheduler
+// still decides the order at dispatch time; the ahead handoffs only hide
+// the set-up.
+
+// readyConn is a connection handed off ahead and confirmed by the shim,
+// waiting for a slot since a given time.
+type readyConn struct {
+	flow  splice.FlowID
+	since splice.Time
+}
+
+// parkedReq is a follow-up released by the scheduler, waiting for a slot
+// on its connection's back-end.
+type parkedReq struct {
+	flow     splice.FlowID
+	req      sched.Request
+	credited bool
+}
+
+// hasRoom: a request could be sent to be right now without overtaking
+// the connections already waiting for a slot there.
+func (c *Controller) hasRoom(be *backend) bool {
+	return be.alive && be.sent < c.capacity(be) && len(be.ready) == 0
+}
+
+// spliceConfirmed runs when the shim acknowledged rec's Splice.
+func (c *Controller) spliceConfirmed(rec *flowRec, now splice.Time, out *Output) {
+	be := rec.be
+	if c.hasRoom(be) {
+		c.sendFirstRequest(rec, now, out)
+		return
+	}
+	if err := c.eng.HoldSplice(rec.id, now); err != nil {
+		if c.debug() {
+			c.log(out, slog.LevelDebug, "splice ack for a flow that moved on", "flow", rec.id, "err", err)
+		}
+		return
+	}
+	be.ready = append(be.ready, readyConn{flow: rec.id, since: now})
+	rec.ready = true
+	be.heldHandoffs++
+}
+
+// sendFirstRequest lets the engine send the request it accepted.
+func (c *Controller) sendFirstRequest(rec *flowRec, now splice.Time, out *Output) {
+	if err := c.eng.SpliceAcked(rec.id, now, &out.Engine); err != nil {
+		if c.debug() {
+			c.log(out, slog.LevelDebug, "splice ack for a flow that moved on", "flow", rec.id, "err", err)
+		}
+		return
+	}
+	c.markSent(rec, now)
+}
+
+// fillSlots hands be's free slots to the connections waiting ready, then
+// to follow-up requests parked for it.
+func (c *Controller) fillSlots(be *backend, now splice.Time, out *Output) {
+	for be.alive && be.sent < c.capacity(be) && len(be.ready) > 0 {
+		rec := c.flows[be.ready[0].flow]
+		be.ready = be.ready[1:]
+		rec.ready = false
+		c.sendFirstRequest(rec, now, out)
+	}
+	for len(be.parked) > 0 && c.hasRoom(be) {
+		p := be.parked[0]
+		be.parked = be.parked[1:]
+		rec := c.flows[p.flow]
+		rec.waiting = notWaiting
+		c.admit(rec, p.req, p.credited, now, out)
+	}
+}
+
+// slotWaits refuses the connections that waited ready longer than
+// SlotWait: nothing reached the server, so the client may retry.
+func (c *Controller) slotWaits(now splice.Time, out *Output) {
+	for _, be := range c.order {
+		for len(be.ready) > 0 && now >= be.ready[0].since.Add(c.cfg.SlotWait) {
+			rec := c.flows[be.ready[0].flow]
+			be.ready = be.ready[1:]
+			rec.ready = false
+			cust := ""
+			if len(rec.serving) > 0 {
+				cust = rec.serving[0].customer
+			}
+			c.stats(cust).rejected["slot-wait"]++
+			c.log(out, slog.LevelInfo, "request rejected", "flow", rec.id, "customer", cust, "reason", "slot-wait", "status", 503)
+			c.eng.Reject(rec.id, 503, "no back-end slot became free in time", c.cfg.RetryAfter, now, &out.Engine)
+		}
+	}
+}
+
+// Splice messages and their acknowledgement.
+
+// pendingSplice is a Splice sent to a shim and not acknowledged yet.
+type pendingSplice struct {
+	msg   proto.Splice
+	due   splice.Time // when to send it again
+	tries int
+}
+
+// spliceTimers are the resend times of the pending Splices, earliest
+// first: every wait is SpliceRetry long and time does not go back, so
+// appending keeps the order. An entry whose flow's pending Splice has
+// another due time (acknowledged, resent, closed) is stale and skipped.
+type spliceTimers struct {
+	list []spliceTimer
+	head int
+}
+
+type spliceTimer struct {
+	flow splice.FlowID
+	due  splice.Time
+}
+
+func (t *spliceTimers) push(flow splice.FlowID, due splice.Time) {
+	if t.head > 64 && t.head*2 > len(t.list) {
+		t.list = t.list[:copy(t.list, t.list[t.head:])]
+		t.head = 0
+	}
+	t.list = append(t.list, spliceTimer{flow, due})
+}
+
+// pop removes and returns the earliest live timer due at now, if any.
+func (t *spliceTimers) pop(c *Controller, now splice.Time) (*flowRec, bool) {
+	for t.head < len(t.list) {
+		e := t.list[t.head]
+		rec := c.flows[e.flow]
+		if rec != nil && rec.splice != nil && rec.splice.due == e.due {
+			if e.due > now {
+				return nil, false
+			}
+			t.head++
+			return rec, true
+		}
+		t.head++ // stale
+	}
+	return nil, false
+}
+
+// next is the earliest live due time, dropping stale entries before it.
+func (t *spliceTimers) next(c *Controller) splice.Time {
+	for t.head < len(t.list) {
+		e := t.list[t.head]
+		if rec := c.flows[e.flow]; rec != nil && rec.splice != nil && rec.splice.due == e.due {
+			return e.due
+		}
+		t.head++
+	}
+	return splice.Never
+}
+
+func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
+	rec := c.flows[ev.Flow]
+	if rec == nil || rec.be == nil || rec.be.id != ev.Backend {
+		c.eng.Abort(ev.Flow, now, &out.Engine)
+		return
+	}
+	p := &pendingSplice{msg: ev.Splice, due: now.Add(c.cfg.SpliceRetry), tries: 1}
+	rec.splice = p
+	c.splices.push(rec.id, p.due)
+	out.send(rec.be.ctl, &p.msg)
+}
+
+// resendSplices repeats Splice messages whose ack has not come: UDP may
+// lose them. After SpliceTries sends the controller stops; a late ack is
+// still taken, and the engine gives up on its own deadline.
+func (c *Controller) resendSplices(now splice.Time, out *Output) {
+	for {
+		rec, ok := c.splices.pop(c, now)
+		if !ok {
+			return
+		}
+		p := rec.splice
+		if p.tries >= c.cfg.SpliceTries {
+			p.due = splice.Never
+			continue
+		}
+		p.tries++
+		p.due = now.Add(c.cfg.SpliceRetry)
+		c.splices.push(rec.id, p.due)
+		out.send(rec.be.ctl, &p.msg)
+	}
+}
+
+func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output) {
+	if be := c.backends[m.BackendID]; be != nil {
+		c.seen(be, now)
+	}
+	rec := c.flows[splice.FlowID(m.RequestID)]
+	if rec == nil || rec.splice == nil {
+		return // a duplicate ack of a resent Splice, or a flow gone
+	}
+	rec.splice = nil
+	if len(rec.serving) > 0 {
+		rec.be.handoffs++
+		rec.be.handoffTotal += now.Sub(rec.serving[0].dispatched)
+	}
+	if !m.OK {
+		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)
+		c.eng.Abort(rec.id, now, &out.Engine)
+		return
+	}
+	c.spliceConfirmed(rec, now, out)
+}
