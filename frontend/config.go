@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice/wire"
 )
@@ -43,7 +44,7 @@ type Config struct {
 	Credit sched.CreditConfig
 	// Lifo configures the class-based policies: their listeners classify
 	// requests by path into its classes.
-	Lifo LifoConfig
+	Lifo controller.LifoConfig
 	// Classify maps a Host header to a customer; nil sends everything to
 	// the default customer.
 	Classify func(host string) string
@@ -56,17 +57,20 @@ type Config struct {
 	ConcurrencyCap int
 	// HandoffAhead is how many handoffs a back-end may have under way
 	// beyond its capacity, so that setting one up does not take slot
-	// time (slots.go). 0: each handoff inside its slot.
+	// time (controller/slots.go). 0: each handoff inside its slot.
 	HandoffAhead int
+	// SlotWait bounds how long a connection handed off ahead may wait for
+	// its back-end slot before the client gets a 503 (5 s).
+	SlotWait time.Duration
 	// ConfigPath is re-read on SIGHUP when set.
 	ConfigPath string
 }
 
 // Listener is one VIP port and its scheduling policy.
-type Listener struct {
-	Port   uint16
-	Policy string
-}
+type Listener = controller.Listener
+
+// LifoConfig configures the class-based listener policies.
+type LifoConfig = controller.LifoConfig
 
 func (c *Config) setDefaults() {
 	if c.LinkType == "" {

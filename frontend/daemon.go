@@ -12,60 +12,45 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/pump"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
-// Daemon is a running front-end.
+// Daemon is a running front-end: the engine and the controller, and the
+// I/O around them.
 type Daemon struct {
 	cfg  Config
 	log  *slog.Logger
 	link link.Link
 	// rawLink is the device under any capture wrapper.
-	rawLink    link.Link
-	drops      uint64
-	engine     *splice.FrontEnd
-	out        splice.Output
-	inBatch    []*pump.Frame        // frames whose output is in out (inputBatch)
-	txBatch    [][]byte             // frames of out being written together
-	queues     []*queueSet          // one per policy in use
-	byPort     map[uint16]*queueSet // listener port -> its policy's queue
-	credit     *sched.Credit        // the credit queue's policy, if any
-	lifo       *lifoControl         // shared by the class-based queues, if any
-	disp       *sched.Dispatcher
-	custs      map[string]*customerStats
-	backends   map[uint32]*backendState
-	dispatched map[splice.FlowID]uint32 // flows on a back-end, until closed
-	// inService counts, per flow, requests being served: the back-end's
-	// capacity counts requests, not connections, so an idle keep-alive
-	// connection does not hold a slot.
-	inService map[splice.FlowID]serving
-	// followUp marks queued requests that came on an already spliced
-	// connection: they go to that connection's back-end via Admit.
-	followUp map[splice.FlowID]bool
-	// parked holds follow-ups the scheduler released whose back-end had
-	// no free slot; they go first when one frees.
-	parked                 map[uint32][]parkedReq
-	refunds                uint64
-	reloads, reloadsFailed uint64
-	pending                map[splice.FlowID]*pendingSplice
-	ctl                    *controlConn
-	adminReq               chan chan Status
-	epoch                  time.Time
-	txErrors               uint64
+	rawLink  link.Link
+	engine   *splice.FrontEnd
+	ctrl     *controller.Controller
+	ctl      *controlConn
+	adminReq chan chan Status
+
+	out     controller.Output
+	rxBatch [][]byte      // frames of one pass, for the engine
+	inBatch []*pump.Frame // their buffers, released after the pass's writes
+	txBatch [][]byte      // frames of out being written together
+
+	// start is the epoch of engine time: splice.Time is the monotonic
+	// time since then, so a step of the wall clock moves no timer,
+	// cookie slot or timestamp clock. last is the latest time handed out.
+	start time.Time
+	last  splice.Time
+
+	drops, txErrors, ctlSendErrors uint64
+	reloads, reloadsFailed         uint64
 }
 
 // New opens the link and the control socket.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
-	}
-	qs, err := buildQueues(&cfg, time.Now().UnixNano())
-	if err != nil {
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
 	var l link.Link
@@ -94,20 +79,6 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			cfg.MAC = randomMAC()
 		}
 	}
-	ecfg := splice.FrontEndConfig{
-		MAC: cfg.MAC, VIPs: cfg.VIPs, Ports: cfg.Ports, HandoffAddr: cfg.Handoff,
-		Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, HeadTimeout: cfg.HeadTimeout,
-	}
-	if cfg.CookieSeed != "" {
-		ecfg.CookieSecret = sha256.Sum256([]byte(cfg.CookieSeed))
-	} else if _, err := rand.Read(ecfg.CookieSecret[:]); err != nil {
-		return nil, err
-	}
-	eng, err := splice.NewFrontEnd(ecfg)
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("frontend: %w", err)
-	}
 	ctl, err := listenControl(cfg.Control, cfg.Key)
 	if err != nil {
 		l.Close()
@@ -123,25 +94,64 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		}
 		pw, err := link.NewPcapWriter(f)
 		if err != nil {
+			l.Close()
+			ctl.Close()
 			return nil, err
 		}
 		l = link.NewRecorder(l, pw, time.Now)
 	}
-	return &Daemon{
-		cfg: cfg, log: log, link: l, rawLink: raw, engine: eng,
-		queues: qs.list, byPort: qs.byPort, credit: qs.credit, lifo: qs.lifo,
-		custs:      make(map[string]*customerStats),
-		disp:       sched.NewDispatcher(),
-		backends:   make(map[uint32]*backendState),
-		dispatched: make(map[splice.FlowID]uint32),
-		inService:  make(map[splice.FlowID]serving),
-		followUp:   make(map[splice.FlowID]bool),
-		parked:     make(map[uint32][]parkedReq),
-		pending:    make(map[splice.FlowID]*pendingSplice),
-		ctl:        ctl,
-		adminReq:   make(chan chan Status),
-		epoch:      time.Now(),
-	}, nil
+	d, err := newDaemon(cfg, log, l, ctl)
+	if err != nil {
+		l.Close()
+		ctl.Close()
+		return nil, err
+	}
+	d.rawLink = raw
+	return d, nil
+}
+
+// newDaemon builds the engine and the controller around an open link and
+// control socket.
+func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Daemon, error) {
+	ecfg := splice.FrontEndConfig{
+		MAC: cfg.MAC, VIPs: cfg.VIPs, Ports: cfg.Ports, HandoffAddr: cfg.Handoff,
+		Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, HeadTimeout: cfg.HeadTimeout, MaxHead: cfg.MaxHead,
+	}
+	if cfg.CookieSeed != "" {
+		ecfg.CookieSecret = sha256.Sum256([]byte(cfg.CookieSeed))
+	} else if _, err := rand.Read(ecfg.CookieSecret[:]); err != nil {
+		return nil, err
+	}
+	eng, err := splice.NewFrontEnd(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+	d := &Daemon{cfg: cfg, log: log, link: l, rawLink: l, engine: eng, ctl: ctl,
+		adminReq: make(chan chan Status), start: time.Now()}
+	ctrl, err := controller.New(d.controllerConfig(cfg), eng, d.now())
+	if err != nil {
+		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
+	}
+	d.ctrl = ctrl
+	return d, nil
+}
+
+// controllerConfig is the scheduling part of cfg.
+func (d *Daemon) controllerConfig(cfg Config) controller.Config {
+	level := slog.LevelError
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if d.log.Enabled(context.Background(), l) {
+			level = l
+			break
+		}
+	}
+	return controller.Config{
+		Ports: cfg.Ports, Listeners: cfg.Listeners, QueueCapacity: cfg.QueueCapacity,
+		Credit: cfg.Credit, Lifo: cfg.Lifo, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
+		NormalSize: cfg.NormalSize, ConcurrencyCap: cfg.ConcurrencyCap, HandoffAhead: cfg.HandoffAhead,
+		SlotWait: cfg.SlotWait, KeepaliveInterval: cfg.KeepaliveInterval, SpliceRetry: cfg.SpliceRetry,
+		LogLevel: level,
+	}
 }
 
 func randomMAC() wire.MAC {
@@ -151,8 +161,14 @@ func randomMAC() wire.MAC {
 	return m
 }
 
-// now converts wall time to engine time.
-func (d *Daemon) now(t time.Time) splice.Time { return splice.Time(t.UnixNano()) }
+// now is the current engine time: monotonic, and never earlier than a
+// time handed out before. Each pass of the loop stamps its inputs once.
+func (d *Daemon) now() splice.Time {
+	if t := splice.Time(time.Since(d.start)); t > d.last {
+		d.last = t
+	}
+	return d.last
+}
 
 // Run serves until ctx ends or the link fails.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -165,18 +181,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		defer srv.Close()
 	}
+	done := make(chan struct{})
+	defer close(done)
 	frames := pump.Start(d.link, 0, 256, 2048)
-	ctlMsgs := d.ctl.start()
+	ctlMsgs := d.ctl.start(done)
 	hup := make(chan os.Signal, 1)
 	if d.cfg.ConfigPath != "" {
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 	}
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	d.log.Info("front-end up", "link", d.cfg.Link, "mac", d.cfg.MAC.String(), "vips", d.cfg.VIPs,
 		"handoff", d.cfg.Handoff, "ports", d.cfg.Ports, "control", d.cfg.Control)
 	for {
+		d.sleepUntilDeadline(wake)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -186,9 +205,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 			d.inputBatch(f, frames)
 		case m := <-ctlMsgs:
-			d.control(m, time.Now())
-		case t := <-tick.C:
-			d.timers(t)
+			d.control(m)
+		case <-wake.C:
+			d.pass(nil, d.now())
 		case reply := <-d.adminReq:
 			reply <- d.status()
 		case <-hup:
@@ -197,30 +216,40 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
+// sleepUntilDeadline arms wake for the earliest of the engine's and the
+// controller's deadlines: the loop sleeps until then or until input.
+func (d *Daemon) sleepUntilDeadline(wake *time.Timer) {
+	next := min(d.engine.NextDeadline(), d.ctrl.NextDeadline())
+	if next == splice.Never {
+		wake.Stop()
+		return
+	}
+	wake.Reset(max(time.Duration(next-d.now()), 0))
+}
+
 // maxDrain bounds how many frames one pass of the loop takes before it
 // writes.
 const maxDrain = 64
 
-// inputBatch feeds the engine first and whatever else the pump already
-// holds, then writes everything in one batch (one sendmmsg(2) on
-// AF_PACKET): under load the loop wakes once per batch, not per frame.
+// inputBatch takes first and whatever else the pump already holds into
+// one pass: under load the loop wakes once per batch, not per frame.
 // Output frames may alias input frames, which are released only after
 // the writes.
 func (d *Daemon) inputBatch(first *pump.Frame, frames *pump.Pump) {
-	d.out.Reset()
 	d.inBatch = append(d.inBatch[:0], first)
-	now := d.now(first.At)
-	d.engine.Input(first.Data, now, &d.out)
 	for len(d.inBatch) < maxDrain {
 		f, ok := tryReceive(frames.C)
 		if !ok {
 			break // nothing waiting, or closed: the loop sees which
 		}
 		d.inBatch = append(d.inBatch, f)
-		now = d.now(f.At)
-		d.engine.Input(f.Data, now, &d.out)
 	}
-	d.flush(now)
+	d.rxBatch = d.rxBatch[:0]
+	for _, f := range d.inBatch {
+		d.rxBatch = append(d.rxBatch, f.Data)
+	}
+	d.pass(d.rxBatch, d.now())
+	clear(d.rxBatch)
 	for i, f := range d.inBatch {
 		f.Release()
 		d.inBatch[i] = nil
@@ -236,31 +265,38 @@ func tryReceive(c <-chan *pump.Frame) (*pump.Frame, bool) {
 	}
 }
 
-func (d *Daemon) timers(t time.Time) {
-	now := d.now(t)
-	if d.engine.NextDeadline() <= now {
-		d.out.Reset()
-		d.engine.Tick(now, &d.out)
-		d.flush(now)
-	}
+// pass is one turn of the loop at now: frames go to the engine, the
+// controller handles what the engine reported, the timers due run, and
+// everything produced goes out (one batched write on the link).
+func (d *Daemon) pass(frames [][]byte, now splice.Time) {
 	d.out.Reset()
-	d.expire(now)
-	d.flush(now)
-	d.lifoTimers(int64(now))
-	d.resendSplices(t)
-	d.checkBackends(t)
+	for _, f := range frames {
+		d.engine.Input(f, now, &d.out.Engine)
+	}
+	d.ctrl.HandleEvents(now, &d.out)
+	d.finish(now)
 }
 
-// flush writes the engine's frames and acts on its events. Acting on an
-// event may call back into the engine, which appends to the same output;
-// the loop runs until nothing new appeared.
-func (d *Daemon) flush(now splice.Time) {
-	sent, handled := 0, 0
-	for sent < len(d.out.Frames) || handled < len(d.out.Events) {
-		d.txBatch = d.txBatch[:0]
-		for ; sent < len(d.out.Frames); sent++ {
-			d.txBatch = append(d.txBatch, d.out.Frames[sent].Data)
-		}
+// finish runs the timers due at now and acts on the output.
+func (d *Daemon) finish(now splice.Time) {
+	if d.engine.NextDeadline() <= now {
+		d.engine.Tick(now, &d.out.Engine)
+		d.ctrl.HandleEvents(now, &d.out)
+	}
+	if d.ctrl.NextDeadline() <= now {
+		d.ctrl.Tick(now, &d.out)
+	}
+	d.flush()
+}
+
+// flush writes the frames, sends the datagrams and logs the records of
+// the output.
+func (d *Daemon) flush() {
+	d.txBatch = d.txBatch[:0]
+	for _, f := range d.out.Engine.Frames {
+		d.txBatch = append(d.txBatch, f.Data)
+	}
+	if len(d.txBatch) > 0 {
 		if n, err := link.WriteFrames(d.link, d.txBatch); err != nil {
 			d.txErrors += uint64(len(d.txBatch) - n)
 			if d.txErrors < 10 || d.txErrors%1000 == 0 {
@@ -268,8 +304,16 @@ func (d *Daemon) flush(now splice.Time) {
 			}
 		}
 		clear(d.txBatch)
-		for ; handled < len(d.out.Events); handled++ {
-			d.event(d.out.Events[handled], now)
+	}
+	for _, dg := range d.out.Datagrams {
+		if err := d.ctl.send(dg.To, dg.Msg); err != nil {
+			d.ctlSendErrors++
+			if d.ctlSendErrors < 10 || d.ctlSendErrors%1000 == 0 {
+				d.log.Warn("control send failed", "to", dg.To, "type", dg.Msg.Type().String(), "err", err, "count", d.ctlSendErrors)
+			}
 		}
+	}
+	for _, r := range d.out.Logs {
+		d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)
 	}
 }

@@ -1,12 +1,24 @@
-// Package frontend is the front-end daemon: it owns the VIPs through a
-// link (AF_PACKET on a wire, or a TAP on a bridge), runs the splice.FrontEnd
-// engine in one event loop, queues parsed requests (package sched), picks a
-// back-end, and speaks the control protocol (package proto) with the
-// back-end shims over UDP: Register/Keepalive in, Splice out, SpliceAck and
-// Feedback in. An admin HTTP server exposes /status (JSON) and /metrics
-// (Prometheus text).
+// Package frontend is the front-end daemon: a thin loop around two pure
+// state machines, the packet engine (splice.FrontEnd) and the scheduling
+// controller (frontend/controller). It owns the I/O: the link to the VIPs
+// (AF_PACKET on a wire, or a TAP on a bridge), the UDP control socket the
+// back-end shims speak to (package proto), the clock, SIGHUP reloads of
+// the configuration file, and an admin HTTP server for /status (JSON) and
+// /metrics (Prometheus text), both rendered from the controller's and the
+// engine's snapshots.
 //
-// Data flow: link reader goroutine -> loop (engine.Input, events, control)
-// -> link writes. The loop is the only goroutine that touches the engine,
-// the queue and the dispatcher; the admin server asks it for snapshots.
+// Data flow: a reader goroutine per socket feeds the loop; each pass of
+// the loop takes a batch of frames (or one control message, or nothing
+// when it woke for a deadline), stamps it with one time, lets the engine
+// and then the controller handle it, runs the timers due, and writes what
+// came out: frames in one batch, control datagrams, log records. Between
+// passes the loop sleeps until input arrives or the earlier of the
+// engine's and the controller's deadlines, never on a fixed ticker.
+//
+// Time is monotonic time since the daemon started (splice.Time), taken
+// once per pass and never going backwards, so a step of the wall clock
+// moves no timer, cookie slot or timestamp clock.
+//
+// The loop is the only goroutine that touches the engine and the
+// controller; the admin server asks it for snapshots.
 package frontend

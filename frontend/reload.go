@@ -1,20 +1,19 @@
 package frontend
 
 import (
-	"reflect"
 	"slices"
-	"time"
 
 	"github.com/qsplice/qsplice/frontend/conf"
 )
 
 // reload re-reads the configuration file on SIGHUP. A file that does not
-// parse, or a scheduler configuration the scheduler refuses, leaves the
-// running configuration untouched. What can change live: customers,
-// their domains, reservations, caps and weights, the credit scheduler's
-// parameters and Retry-After. Link, addresses, ports, the control
-// socket, listener policies, URL classes and the lifo settings need a
-// restart; a change to them is reported and ignored.
+// parse, or a scheduler configuration the controller refuses, leaves the
+// running configuration untouched. What can change live is the
+// controller's to say (controller.Reload: customers, reservations, caps,
+// weights, the credit scheduler's parameters, Retry-After, the normal
+// size, the concurrency cap, the handoffs ahead). Link, addresses, ports
+// and the control socket need a restart; a change to them is reported
+// and ignored.
 func (d *Daemon) reload() {
 	f, err := conf.Load(d.cfg.ConfigPath)
 	if err != nil {
@@ -28,19 +27,18 @@ func (d *Daemon) reload() {
 		d.reloadsFailed++
 		return
 	}
-	if d.credit != nil {
-		if err := d.credit.Reconfigure(next.Credit, int64(d.now(time.Now()))); err != nil {
-			d.log.Error("reload refused by the scheduler; still running the previous configuration", "err", err)
-			d.reloadsFailed++
-			return
-		}
+	next.setDefaults()
+	now := d.now()
+	d.out.Reset()
+	if err := d.ctrl.Reload(d.controllerConfig(next), now, &d.out); err != nil {
+		d.log.Error("reload refused by the scheduler; still running the previous configuration", "err", err)
+		d.reloadsFailed++
+		d.finish(now)
+		return
 	}
 	if next.Link != d.cfg.Link || next.Handoff != d.cfg.Handoff || next.Control != d.cfg.Control ||
 		!slices.Equal(next.VIPs, d.cfg.VIPs) || !slices.Equal(next.Ports, d.cfg.Ports) {
 		d.log.Warn("reload: link, addresses, ports and control socket changes need a restart; kept the running ones")
-	}
-	if !reflect.DeepEqual(next.Lifo, d.cfg.Lifo) || !slices.Equal(next.Listeners, d.cfg.Listeners) {
-		d.log.Warn("reload: listener policies, classes and lifo settings need a restart; kept the running ones")
 	}
 	d.cfg.Credit = next.Credit
 	d.cfg.Classify = next.Classify
@@ -48,12 +46,10 @@ func (d *Daemon) reload() {
 	d.cfg.NormalSize = next.NormalSize
 	d.cfg.ConcurrencyCap = next.ConcurrencyCap
 	d.cfg.HandoffAhead = next.HandoffAhead
-	for _, bs := range d.backends {
-		d.syncDispatcher(bs)
-	}
 	d.reloads++
 	for _, w := range f.Check() {
 		d.log.Warn("configuration warning", "warning", w.String())
 	}
 	d.log.Info("configuration reloaded", "file", d.cfg.ConfigPath, "customers", len(next.Credit.Customers))
+	d.finish(now)
 }

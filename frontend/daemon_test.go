@@ -1,0 +1,329 @@
+package frontend
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend/conf"
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/link"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// The daemon's test rig needs no privileges: the link is an in-memory
+// pair whose other end plays the client and the back-end's kernel, and
+// the back-end's shim is a UDP socket on the loopback.
+var (
+	vip       = netip.MustParseAddr("198.18.0.100")
+	handoff   = netip.MustParseAddr("198.18.0.101")
+	clientIP  = wire.IP4From(netip.MustParseAddr("198.18.0.5"))
+	loopback  = netip.MustParseAddr("127.0.0.1")
+	feMAC     = wire.MAC{2, 0, 0, 0, 0, 0xfe}
+	clientMAC = wire.MAC{2, 0, 0, 0, 0, 0xc1}
+	serverMAC = wire.MAC{2, 0, 0, 0, 0, 0xb1}
+	testKey   = "00112233445566778899aabbccddeeff"
+)
+
+// writeConfig writes a configuration file for the rig with customer A's
+// reservation.
+func writeConfig(t *testing.T, path string, reservation string) {
+	t.Helper()
+	dir := filepath.Dir(path)
+	if err := os.WriteFile(filepath.Join(dir, "key"), []byte(testKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := "link: {interface: mem0, type: tap}\n" +
+		"handoff: " + handoff.String() + "\n" +
+		"control: {listen: 127.0.0.1:7400, key_file: " + filepath.Join(dir, "key") + "}\n" +
+		"backends: {keepalive_interval: 1s}\n" +
+		"scheduler: {default_customer: A}\n" +
+		"listeners:\n  - {vip: " + vip.String() + ", port: 80, policy: credit}\n" +
+		"customers:\n  - {name: A, domains: [a.example], reservation: " + reservation + "}\n"
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type rig struct {
+	t      *testing.T
+	d      *Daemon
+	wire   *link.Mem      // the far end of the front-end's link
+	frames chan []byte    // what the front-end sent on it
+	shim   *net.UDPConn   // the back-end's shim
+	feCtl  netip.AddrPort // the front-end's control socket
+	key    []byte
+}
+
+func newRig(t *testing.T, cfgPath string) *rig {
+	t.Helper()
+	f, err := conf.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := FromFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MAC = feMAC
+	cfg.Control = netip.AddrPortFrom(loopback, 0) // any free port
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	feLink, far := link.NewMemPair(64)
+	ctl, err := listenControl(cfg.Control, cfg.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), feLink, ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, d: d, wire: far, frames: make(chan []byte, 64), shim: shim,
+		feCtl: ctl.conn.LocalAddr().(*net.UDPAddr).AddrPort(), key: cfg.Key}
+	t.Cleanup(func() { shim.Close(); far.Close() })
+	return r
+}
+
+// run starts the daemon's loop and a reader of its link; the returned
+// function stops both and waits for them.
+func (r *rig) run() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.d.Run(ctx) }()
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		buf := make([]byte, 2048)
+		for {
+			n, err := r.wire.ReadFrame(buf)
+			if err != nil {
+				return
+			}
+			r.frames <- append([]byte(nil), buf[:n]...)
+		}
+	}()
+	return func() {
+		cancel()
+		if err := <-errc; err != nil {
+			r.t.Errorf("Run: %v", err)
+		}
+		r.wire.Close()
+		<-readerDone
+	}
+}
+
+func (r *rig) sendCtl(m proto.Message) {
+	r.t.Helper()
+	b, err := proto.Marshal(r.key, m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.shim.WriteToUDPAddrPort(b, r.feCtl); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// recvCtl waits for the next control message of type T to the shim.
+func recvCtl[T proto.Message](r *rig) T {
+	r.t.Helper()
+	buf := make([]byte, 2048)
+	r.shim.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		n, _, err := r.shim.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			r.t.Fatalf("waiting for a control message: %v", err)
+		}
+		m, err := proto.Unmarshal(r.key, buf[:n])
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if v, ok := m.(T); ok {
+			return v
+		}
+	}
+}
+
+// expectFrame waits for a TCP frame of the front-end's that match accepts.
+func (r *rig) expectFrame(what string, match func(p *wire.Packet) bool) []byte {
+	r.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case f := <-r.frames:
+			var p wire.Packet
+			if wire.Parse(f, &p) == nil && p.Kind == wire.KindTCP && match(&p) {
+				return f
+			}
+		case <-timeout:
+			r.t.Fatalf("no %s from the front-end", what)
+			return nil
+		}
+	}
+}
+
+func (r *rig) send(tf wire.TCPFrame) {
+	r.t.Helper()
+	b := make([]byte, tf.Len())
+	tf.Encode(b)
+	if err := r.wire.WriteFrame(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func parsed(t *testing.T, b []byte) *wire.Packet {
+	var p wire.Packet
+	if err := wire.Parse(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after the daemon stopped, %d before:\n%s",
+				runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond) // goroutines end a moment after Run returns
+	}
+}
+
+// One connection through the whole daemon: a back-end registers, a
+// client's request is accepted, handed off (C2 SYN, Splice to the shim,
+// the request on C2 once it confirms), and the shim's Feedback shows in
+// the status and the metrics. When Run returns no goroutine is left.
+func TestDaemonHandsOffAConnection(t *testing.T) {
+	// The runtime's signal watcher starts with the first signal.Notify
+	// and stays for good: start it before counting.
+	warm := make(chan os.Signal, 1)
+	signal.Notify(warm, syscall.SIGHUP)
+	signal.Stop(warm)
+	before := runtime.NumGoroutine()
+	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
+	writeConfig(t, cfgPath, "100")
+	r := newRig(t, cfgPath)
+	stop := r.run()
+
+	shimPort := r.shim.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	r.sendCtl(&proto.Register{BackendID: 1, IP: loopback, MAC: serverMAC, ControlPort: shimPort, Capacity: 5, Incarnation: 9})
+	if ack := recvCtl[*proto.RegisterAck](r); ack.BackendID != 1 || ack.Incarnation != 9 || ack.KeepaliveInterval != time.Second {
+		t.Fatalf("RegisterAck %+v", ack)
+	}
+
+	const clientISN, clientPort = wire.Seq(0x1000), 40001
+	vip4 := wire.IP4From(vip)
+	var so [8]byte
+	syn := wire.SynOptions{MSS: 1460, WScale: -1}
+	r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
+		Seq: clientISN, Flags: wire.TCPFlagSYN, Window: 65535, Options: so[:syn.Encode(so[:])]})
+	synAck := parsed(t, r.expectFrame("SYN-ACK", func(p *wire.Packet) bool {
+		return p.TCP.Has(wire.TCPFlagSYN | wire.TCPFlagACK)
+	}))
+	ourISN := synAck.TCP.Seq()
+	req := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
+		Seq: clientISN + 1, Ack: ourISN + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 65535, Payload: req})
+
+	server := wire.IP4From(loopback)
+	c2 := parsed(t, r.expectFrame("C2 SYN", func(p *wire.Packet) bool {
+		return p.IP.Dst() == server && p.TCP.Flags() == wire.TCPFlagSYN
+	}))
+	if c2.TCP.Seq() != clientISN || c2.TCP.DstPort() != 80 {
+		t.Fatalf("C2 SYN seq %v port %d, want the client's ISN and port 80", c2.TCP.Seq(), c2.TCP.DstPort())
+	}
+	hport := c2.TCP.SrcPort()
+	var sso [8]byte
+	ssyn := wire.SynOptions{MSS: 1460, WScale: -1}
+	r.send(wire.TCPFrame{SrcMAC: serverMAC, DstMAC: feMAC, Src: server, Dst: wire.IP4From(handoff), SrcPort: 80, DstPort: hport,
+		Seq: 0x9000, Ack: clientISN + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 65535, Options: sso[:ssyn.Encode(sso[:])]})
+	sp := recvCtl[*proto.Splice](r)
+	if sp.ClientPort != clientPort || sp.HandoffPort != hport || sp.BackendIP != loopback {
+		t.Fatalf("Splice %+v", sp)
+	}
+	r.sendCtl(&proto.SpliceAck{RequestID: sp.RequestID, BackendID: 1, OK: true})
+	onC2 := parsed(t, r.expectFrame("request on C2", func(p *wire.Packet) bool {
+		return p.IP.Dst() == server && len(p.TCP.Payload()) > 0
+	}))
+	if string(onC2.TCP.Payload()) != string(req) {
+		t.Fatalf("request on C2 %q", onC2.TCP.Payload())
+	}
+	r.sendCtl(&proto.Feedback{BackendID: 1, RequestID: sp.RequestID, ServiceTime: 5 * time.Millisecond, ResponseBytes: 100})
+	var st Status
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var ok bool
+		if st, ok = r.d.Snapshot(); !ok {
+			t.Fatal("no snapshot")
+		}
+		if len(st.Backends) == 1 && st.Backends[0].Served == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the Feedback crosses a socket
+	}
+	if b := st.Backends[0]; b.Served != 1 || b.Dispatched != 1 || b.InService != 0 || !b.Alive {
+		t.Fatalf("back-end in the status: %+v", b)
+	}
+	if st.Engine.HandoffsDone != 1 || len(st.Customers) == 0 || st.Customers[0].Served != 1 {
+		t.Fatalf("status: engine %+v, customers %+v", st.Engine, st.Customers)
+	}
+	var m strings.Builder
+	writeMetrics(&m, &st)
+	for _, want := range []string{`qsplice_customer_served_total{customer="A"} 1`, `qsplice_backend_served_total{backend="1"} 1`,
+		`qsplice_customer_response_seconds_count{customer="A"} 1`, "qsplice_frontend_refunds_total 0"} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, m.String())
+		}
+	}
+	stop()
+	r.shim.Close()
+	waitGoroutines(t, before)
+}
+
+// A reload takes a new reservation; a file that does not parse changes
+// nothing and is counted.
+func TestDaemonReload(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
+	writeConfig(t, cfgPath, "100")
+	r := newRig(t, cfgPath)
+	writeConfig(t, cfgPath, "250")
+	r.d.reload()
+	if st := r.d.status(); st.Reloads != 1 || st.Customers[0].Reservation != 250 {
+		t.Fatalf("after a reload: %d reloads, A reserves %v", st.Reloads, st.Customers[0].Reservation)
+	}
+	if err := os.WriteFile(cfgPath, []byte("link: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.d.reload()
+	if st := r.d.status(); st.ReloadsFailed != 1 || st.Customers[0].Reservation != 250 {
+		t.Fatalf("after a bad file: %d failed, A reserves %v", st.ReloadsFailed, st.Customers[0].Reservation)
+	}
+	r.d.ctl.Close()
+}
+
+// Engine time is monotonic since the start and never goes back.
+func TestDaemonClock(t *testing.T) {
+	d := &Daemon{start: time.Now()}
+	a := d.now()
+	d.last += 1e12 // as if a later time had been handed out
+	if b := d.now(); b < a || b != d.last {
+		t.Fatalf("now went from %v to %v, last %v", a, b, d.last)
+	}
+}

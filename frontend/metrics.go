@@ -1,0 +1,149 @@
+package frontend
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/qsplice/qsplice/frontend/controller"
+)
+
+// writeMetrics renders Status in the Prometheus text format.
+func writeMetrics(w io.Writer, st *Status) {
+	var b strings.Builder
+	g := func(name, help, typ string) { fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
+	g("qsplice_frontend_frames_total", "Frames through the front-end link by direction.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_frames_total{dir=\"rx\"} %d\n", st.Engine.RxFrames)
+	fmt.Fprintf(&b, "qsplice_frontend_frames_total{dir=\"tx\"} %d\n", st.Engine.TxFrames)
+	g("qsplice_frontend_drops_total", "Frames dropped by the engine, by reason.", "counter")
+	reasons := make([]string, 0, len(st.Drops))
+	for r := range st.Drops {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		fmt.Fprintf(&b, "qsplice_frontend_drops_total{reason=%q} %d\n", r, st.Drops[r])
+	}
+	g("qsplice_frontend_flows", "Client connections held by the engine.", "gauge")
+	fmt.Fprintf(&b, "qsplice_frontend_flows %d\n", st.Engine.Flows)
+	g("qsplice_frontend_refunds_total", "Charged requests given back to their customers.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_refunds_total %d\n", st.Refunds)
+	g("qsplice_frontend_queue_length", "Requests waiting for a back-end.", "gauge")
+	fmt.Fprintf(&b, "qsplice_frontend_queue_length %d\n", st.Queue)
+	g("qsplice_frontend_requests_total", "Request heads parsed.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_requests_total %d\n", st.Engine.Requests)
+	g("qsplice_frontend_handoffs_total", "Handoffs by outcome.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"done\"} %d\n", st.Engine.HandoffsDone)
+	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"failed\"} %d\n", st.Engine.HandoffsFailed)
+	g("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"seen\"} %d\n", st.Engine.FollowUps)
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"untracked\"} %d\n", st.Engine.FollowUpsUntrack)
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"refused_in_stream\"} %d\n", st.Engine.FollowUpsRefused)
+	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"refused_reset\"} %d\n", st.Engine.FollowUpsReset)
+	g("qsplice_frontend_reply_payload_bytes_total", "Back-end reply payload bytes that reached the front-end (0 with one-way splicing).", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_reply_payload_bytes_total %d\n", st.Engine.ReplyPayloadBytes)
+	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_forwarded_bytes_total %d\n", st.Engine.ForwardedBytes)
+	writeCustomerMetrics(&b, st)
+	if st.Lifo != nil {
+		g("qsplice_lifo_utilization", "Cluster utilization over the last LIFO-Pri interval (busy slot time / slot time).", "gauge")
+		fmt.Fprintf(&b, "qsplice_lifo_utilization %g\n", st.Lifo.Utilization)
+		g("qsplice_lifo_browsing_lifo", "1 while lifo-pri serves browsing requests newest first.", "gauge")
+		lifo := 0
+		if st.Lifo.LIFO {
+			lifo = 1
+		}
+		fmt.Fprintf(&b, "qsplice_lifo_browsing_lifo %d\n", lifo)
+	}
+	g("qsplice_backend_alive", "1 while the back-end answers keepalives.", "gauge")
+	for _, be := range st.Backends {
+		alive := 0
+		if be.Alive {
+			alive = 1
+		}
+		fmt.Fprintf(&b, "qsplice_backend_alive{backend=\"%d\"} %d\n", be.ID, alive)
+	}
+	g("qsplice_backend_active", "Requests dispatched to the back-end and not closed.", "gauge")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_active{backend=\"%d\"} %d\n", be.ID, be.Active)
+	}
+	g("qsplice_backend_served_total", "Responses the back-end reported.", "counter")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_served_total{backend=\"%d\"} %d\n", be.ID, be.Served)
+	}
+	g("qsplice_backend_service_seconds_total", "Sum of the service times the back-end reported (divide by served for the mean).", "counter")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_service_seconds_total{backend=\"%d\"} %g\n", be.ID, be.MeanServiceMs*float64(be.Served)/1e3)
+	}
+	g("qsplice_backend_reported_concurrency", "Requests in service as the back-end's shim last reported.", "gauge")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_reported_concurrency{backend=\"%d\"} %d\n", be.ID, be.Reported)
+	}
+	g("qsplice_frontend_link_kernel_drops_total", "Frames the kernel dropped because the front-end's socket buffer was full.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_link_kernel_drops_total %d\n", st.KernelDrops)
+	g("qsplice_backend_response_bytes_total", "Response bytes the back-end reported sending straight to clients.", "counter")
+	for _, be := range st.Backends {
+		fmt.Fprintf(&b, "qsplice_backend_response_bytes_total{backend=\"%d\"} %d\n", be.ID, be.ResponseBytes)
+	}
+	w.Write([]byte(b.String()))
+}
+
+// writeCustomerMetrics renders the per-customer series.
+func writeCustomerMetrics(b io.Writer, st *Status) {
+	g := func(name, help, typ string) { fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
+	counter := func(name, help string, v func(c *CustomerStatus) uint64) {
+		g(name, help, "counter")
+		for i := range st.Customers {
+			fmt.Fprintf(b, "%s{customer=%q} %d\n", name, st.Customers[i].Name, v(&st.Customers[i]))
+		}
+	}
+	counter("qsplice_customer_offered_total", "Requests that arrived.", func(c *CustomerStatus) uint64 { return c.Offered })
+	counter("qsplice_customer_admitted_total", "Requests dispatched to a back-end.", func(c *CustomerStatus) uint64 { return c.Admitted })
+	counter("qsplice_customer_served_total", "Requests the back-ends reported served.", func(c *CustomerStatus) uint64 { return c.Served })
+	counter("qsplice_customer_outside_normal_size_total", "Responses whose size fell outside the normal-size range the reservations assume.", func(c *CustomerStatus) uint64 { return c.OutsideNormal })
+	counter("qsplice_customer_refunded_total", "Charged requests given back: never reached a back-end, or their back-end died.", func(c *CustomerStatus) uint64 { return c.Refunded })
+	counter("qsplice_customer_abandoned_total", "Requests whose client left while they waited.", func(c *CustomerStatus) uint64 { return c.Abandoned })
+	g("qsplice_customer_rejected_total", "Requests answered by the front-end instead of served, by reason.", "counter")
+	for _, c := range st.Customers {
+		reasons := make([]string, 0, len(c.Rejected))
+		for r := range c.Rejected {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			fmt.Fprintf(b, "qsplice_customer_rejected_total{customer=%q,reason=%q} %d\n", c.Name, r, c.Rejected[r])
+		}
+	}
+	g("qsplice_customer_charged_credits_total", "Credits charged, corrected by measured service time.", "counter")
+	for _, c := range st.Customers {
+		fmt.Fprintf(b, "qsplice_customer_charged_credits_total{customer=%q} %g\n", c.Name, c.Charged)
+	}
+	g("qsplice_customer_balance_credits", "Current credit balance.", "gauge")
+	for _, c := range st.Customers {
+		fmt.Fprintf(b, "qsplice_customer_balance_credits{customer=%q} %g\n", c.Name, c.Balance)
+	}
+	g("qsplice_customer_queue_wait_seconds", "Time from arrival to dispatch.", "histogram")
+	for i := range st.Customers {
+		c := &st.Customers[i]
+		writeHistogram(b, &c.Wait, "qsplice_customer_queue_wait_seconds", fmt.Sprintf("customer=%q", c.Name))
+	}
+	g("qsplice_customer_response_seconds", "Queue wait plus the service time the back-end measured.", "histogram")
+	for i := range st.Customers {
+		c := &st.Customers[i]
+		writeHistogram(b, &c.Response, "qsplice_customer_response_seconds", fmt.Sprintf("customer=%q", c.Name))
+	}
+}
+
+// writeHistogram writes h as a Prometheus histogram with the given labels.
+func writeHistogram(w io.Writer, h *controller.Histogram, name, labels string) {
+	var cum uint64
+	for i, b := range controller.HistogramBounds {
+		cum += h.Counts[i]
+		fmt.Fprintf(w, "%s_bucket{%s,le=\"%g\"} %d\n", name, labels, b, cum)
+	}
+	cum += h.Counts[len(controller.HistogramBounds)]
+	fmt.Fprintf(w, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, labels, cum)
+	fmt.Fprintf(w, "%s_sum{%s} %g\n", name, labels, h.Sum)
+	fmt.Fprintf(w, "%s_count{%s} %d\n", name, labels, h.N)
+}
