@@ -2,13 +2,9 @@ package benchproxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/qsplice/qsplice/backend"
-	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/tools/lab"
 )
 
@@ -55,41 +51,3 @@ const (
 	labFrontend = "frontend"
 	labShim     = "backend-b1"
 )
-
-// frontendFrames returns the frames the front-end has read and written.
-func frontendFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
-	raw, err := l.FetchFrontendStatus(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("front-end /status: %w", err)
-	}
-	var st frontend.Status
-	if err := json.Unmarshal(raw.Raw, &st); err != nil {
-		return 0, fmt.Errorf("front-end /status: %w", err)
-	}
-	return st.LinkStat.RxFrames + st.LinkStat.TxFrames, nil
-}
-
-// shimFrames returns the frames the shim has read and written on the
-// wire and on its TAP.
-func shimFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
-	client := l.HTTPClient("c1")
-	defer client.CloseIdleConnections()
-	url := fmt.Sprintf("http://%s:%d/status", l.BackendAddr(1), lab.BackendAdminPort)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("shim /status: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("shim /status: %s", resp.Status)
-	}
-	var st backend.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, fmt.Errorf("shim /status: %w", err)
-	}
-	return st.Wire.RxFrames + st.Wire.TxFrames + st.TAP.RxFrames + st.TAP.TxFrames, nil
-}

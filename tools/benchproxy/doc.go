@@ -1,0 +1,46 @@
+// Package benchproxy measures qsplice against nginx and HAProxy as L7
+// reverse proxies, on one machine, in one run, and renders one table of
+// ratios next to issue 7's targets. cmd/qsplice-bench-proxy (make
+// bench-proxy) is its command line.
+//
+// Where it sits: beside tools/e2e's benchmarks, outside the data path. It
+// builds two networks of namespaces and removes them again, also when it
+// fails or is interrupted:
+//
+//	qsplice lab (tools/lab, 198.18.0.0/24)      proxy chain (198.18.7.0/24)
+//	c1 --- bridge --- fe (qsplice-frontend)    c --- p --- b
+//	              \-- b1: shim, tap0, nginx          |     nginx :80 (as b1's)
+//	                                                 nginx :8081 (proxy_pass,
+//	                                                 upstream keepalive)
+//	                                                 HAProxy :8082 (mode http)
+//	                                                 ip_forward: "direct"
+//
+// The chain's back-end serves the same files with the same nginx settings
+// as the lab's back-end, and its links get the lab's offloads, so the
+// four systems (direct, nginx, HAProxy, qsplice through the VIP) move the
+// same bytes over the same kind of link. "Direct" is the client talking
+// to the back-end's kernel through plain IP forwarding: the baseline for
+// throughput and time to first byte.
+//
+// For every system in turn (each load runs for all systems before the
+// next load starts, so a change in the machine's other work spreads over
+// all of them):
+//
+//   - bulk: wrk, large objects over keep-alive connections; MB/s, and CPU
+//     seconds per GB of the proxy (all its processes) or of qsplice's
+//     front-end and shim, from utime+stime in /proc/PID/stat;
+//   - 1K close: wrk with Connection: close, one connection per request;
+//     requests/s and CPU microseconds per request;
+//   - TTFB: a Go client making sequential new connections; p50 and p99
+//     from before connect() to the first response byte;
+//   - frame costs (qsplice): during a separate bulk run, perf counts the
+//     front-end's and the shim's system calls (raw_syscalls:sys_enter) and
+//     heap allocations (a uprobe on runtime.mallocgc), divided by the
+//     frames each moved, from their /status link counters.
+//
+// The Result holds the raw figures (result.json); Rows and Table derive
+// the ratios and verdicts. The parsers of what the tools print (wrk's
+// summary line, /proc/PID/stat, perf stat -x, ethtool -k) are pure,
+// tested and fuzzed; the root test runs the whole benchmark with
+// one-second loads.
+package benchproxy
