@@ -214,7 +214,7 @@ func (c *Controller) Control(from netip.AddrPort, msg proto.Message, now splice.
 	case *proto.Feedback:
 		c.feedback(m, now, out)
 	case *proto.Close:
-		if c.debug() {
+		if c.logs(slog.LevelDebug) {
 			c.log(out, slog.LevelDebug, "back-end closed", "request", m.RequestID, "backend", m.BackendID, "reason", m.Reason)
 		}
 	default:
@@ -264,11 +264,12 @@ func (c *Controller) NextDeadline() splice.Time {
 	return next
 }
 
-func (c *Controller) debug() bool { return c.cfg.LogLevel <= slog.LevelDebug }
+// logs reports whether records at level are made.
+func (c *Controller) logs(level slog.Level) bool { return level >= c.cfg.LogLevel }
 
 // log adds a record at level, if that level is logged. Callers of
-// frequent debug records check debug() first, so that building the
-// arguments costs nothing when they are not wanted.
+// frequent records check logs first, so that building the arguments
+// costs nothing when they are not wanted.
 func (c *Controller) log(out *Output, level slog.Level, msg string, args ...any) {
 	if level < c.cfg.LogLevel {
 		return

@@ -304,41 +304,63 @@ func TestFeedbackCorrectsTheCharge(t *testing.T) {
 }
 
 // Queue full and an unknown customer get 503, a customer over its cap
-// 429, and a request that waits past the queue timeout 503 too (also the
-// one at the head that found no back-end).
+// 429, and a request that waits past the queue timeout 503 too.
 func TestRefusals(t *testing.T) {
 	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100, QueueCap: 1},
 		sched.CustomerSpec{Name: "B", Cap: 1})
 	cfg.Credit.Default = ""
 	cfg.Credit.QueueTimeout = 100 * time.Millisecond
 	h := newHarness(t, cfg)
-	h.request(1, "A.example", t0) // taken out as the head: no back-end yet
-	h.request(2, "A.example", t0) // the one place in A's queue
-	h.request(3, "A.example", t0)
-	h.wantCalls("reject 3 503")
+	h.request(1, "A.example", t0) // the one place in A's queue
+	h.request(2, "A.example", t0)
+	h.wantCalls("reject 2 503")
+	h.request(3, "B.example", t0)
 	h.request(4, "B.example", t0)
-	h.request(5, "B.example", t0)
-	h.wantCalls("reject 5 429")
-	h.request(6, "Z.example", t0)
-	h.wantCalls("reject 6 503")
+	h.wantCalls("reject 4 429")
+	h.request(5, "Z.example", t0)
+	h.wantCalls("reject 5 503")
 	if got, want := h.c.NextDeadline(), t0+100*ms+1; got != want {
 		t.Fatalf("next deadline %v, want the queue timeout at %v", got-t0, want-t0)
 	}
 	h.tick(t0 + 100*ms)
 	h.wantCalls()
 	h.tick(t0 + 100*ms + 1)
-	h.wantCalls("reject 1 503", "reject 2 503", "reject 4 503")
+	h.wantCalls("reject 1 503", "reject 3 503")
 	a, b, z := h.customer("A", t0), h.customer("B", t0), h.customer("Z", t0)
-	if a.Rejected["queue-full"] != 1 || a.Rejected["queue-timeout"] != 2 || b.Rejected["over-cap"] != 1 ||
+	if a.Rejected["queue-full"] != 1 || a.Rejected["queue-timeout"] != 1 || b.Rejected["over-cap"] != 1 ||
 		b.Rejected["queue-timeout"] != 1 || z.Rejected["unknown-customer"] != 1 {
 		t.Errorf("rejections: A %v, B %v, Z %v", a.Rejected, b.Rejected, z.Rejected)
 	}
-	if st := h.c.Status(t0 + sec); st.Queue != 0 || a.Refunded != 1 {
-		t.Errorf("%d still queued, %d refunded (want 0, and 1: the head, charged when handed out)", st.Queue, a.Refunded)
+	if st := h.c.Status(t0 + sec); st.Queue != 0 || a.Refunded != 0 {
+		t.Errorf("%d still queued, %d refunded (never charged)", st.Queue, a.Refunded)
 	}
 	// A port without a listener answers 503 too.
 	h.requestOn(7, 8080, "A.example", "/", t0+sec)
 	h.wantCalls("reject 7 503")
+}
+
+// The scheduler hands a request out only once some back-end has room for
+// its queue's ports; one whose own port has none waits at the head of
+// its queue, charged, and expires from there with its charge refunded.
+func TestQueueHeadWaitsForAPortsBackend(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.Ports = []uint16{80, 81}
+	cfg.Listeners = []Listener{{80, "credit"}, {81, "credit"}}
+	cfg.Credit.QueueTimeout = 100 * time.Millisecond
+	h := newHarness(t, cfg)
+	h.control(&proto.Register{BackendID: 1, IP: backendIP(1), ControlPort: 7401, WebPorts: []uint16{81}, Capacity: 1, Incarnation: 1}, t0)
+	h.requestOn(1, 80, "A.example", "/", t0)
+	h.wantCalls()
+	if st, a := h.c.Status(t0), h.customer("A", t0); st.Queue != 1 || a.Queued != 1 || a.Charged != 1 {
+		t.Fatalf("queue %d, A %+v: want one request at the head, charged", st.Queue, a)
+	}
+	h.requestOn(2, 81, "A.example", "/", t0+ms) // behind the head
+	h.wantCalls()
+	h.tick(t0 + 100*ms + 1)
+	h.wantCalls("reject 1 503", "dispatch 2 b1")
+	if a := h.customer("A", t0+100*ms); a.Rejected["queue-timeout"] != 1 || a.Refunded != 1 || a.Queued != 0 {
+		t.Errorf("after the head's timeout: %+v", a)
+	}
 }
 
 // A request whose client left while it was queued is dropped when the

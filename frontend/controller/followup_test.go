@@ -29,14 +29,15 @@ func TestFollowUpAdmitted(t *testing.T) {
 	}
 }
 
-// A follow-up released by the scheduler while its back-end is full is
-// parked and admitted when a slot frees there, before new dispatches.
+// A follow-up released by the scheduler while its own back-end is full
+// (another one has room) is parked and admitted when a slot frees there.
 func TestFollowUpParkedUntilASlotFrees(t *testing.T) {
 	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
 	h.register(1, 1, 1, t0)
+	h.register(2, 1, 1, t0)
 	h.request(1, "A.example", t0)
 	h.spliced(1, t0+ms)
-	h.eng.takeCalls()
+	h.wantCalls("dispatch 1 b1", "splice-acked 1")
 	h.followUp(1, "A.example", t0+2*ms)
 	h.wantCalls()
 	if b := h.backend(1); b.Parked != 1 {
@@ -47,21 +48,32 @@ func TestFollowUpParkedUntilASlotFrees(t *testing.T) {
 	if b := h.backend(1); b.Parked != 0 || b.InService != 1 {
 		t.Fatalf("after the slot freed: %+v", b)
 	}
-	// Parked again, with a new request queued behind; this time the
-	// client leaves: the parked follow-up is refunded, the one in service
-	// is not (it reached the back-end), and the queued request takes the
-	// slot.
+	// Parked again; this time the client leaves: the parked follow-up is
+	// refunded, the one in service is not (it reached the back-end).
 	h.followUp(1, "A.example", t0+30*ms)
-	h.request(2, "A.example", t0+35*ms)
 	h.wantCalls()
-	if b := h.backend(1); b.Parked != 1 {
-		t.Fatalf("second follow-up not parked: %+v", b)
-	}
 	h.closed(1, splice.CloseRST, t0+70*ms)
-	h.wantCalls("dispatch 2 b1")
-	if a, b := h.customer("A", t0+70*ms), h.backend(1); a.Refunded != 1 || b.Parked != 0 || b.Active != 1 {
+	h.wantCalls()
+	if a, b := h.customer("A", t0+70*ms), h.backend(1); a.Refunded != 1 || b.Parked != 0 || b.Active != 0 {
 		t.Errorf("after the client left: customer %+v, back-end %+v", a, b)
 	}
+}
+
+// With every back-end full, a follow-up waits in its queue like a new
+// request, and goes to its back-end when a slot frees.
+func TestFollowUpWaitsForRoom(t *testing.T) {
+	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 1, 1, t0)
+	h.request(1, "A.example", t0)
+	h.spliced(1, t0+ms)
+	h.eng.takeCalls()
+	h.followUp(1, "A.example", t0+2*ms)
+	h.wantCalls()
+	if st := h.c.Status(t0 + 2*ms); st.Queue != 1 || st.Backends[0].Parked != 0 {
+		t.Fatalf("queue %d, back-end %+v: want the follow-up queued", st.Queue, st.Backends[0])
+	}
+	h.feedback(1, 20*time.Millisecond, t0+25*ms)
+	h.wantCalls("admit 1")
 }
 
 // A follow-up the scheduler refuses is answered in its stream; if the
@@ -104,7 +116,7 @@ func TestFollowUpTimesOutOrVanishes(t *testing.T) {
 	h.register(1, 1, 1, t0)
 	h.request(1, "A.example", t0)
 	h.spliced(1, t0)
-	h.request(2, "A.example", t0) // takes the queue's head, waits for room
+	h.request(2, "A.example", t0) // waits for room
 	h.eng.takeCalls()
 	h.followUp(1, "A.example", t0+ms) // queued behind 2
 	h.tick(t0 + 102*ms)
@@ -114,9 +126,7 @@ func TestFollowUpTimesOutOrVanishes(t *testing.T) {
 	h.feedback(1, 20*time.Millisecond, t0+110*ms)
 	h.followUp(1, "A.example", t0+120*ms)
 	h.wantCalls("admit 1")
-	// Refunded: the queue's head, charged when the scheduler handed it
-	// out, and the follow-up that could not be admitted.
-	if a := h.customer("A", t0+120*ms); a.Abandoned != 1 || a.Refunded != 2 {
+	if a := h.customer("A", t0+120*ms); a.Abandoned != 1 || a.Refunded != 1 {
 		t.Errorf("after a failed admit: %+v", a)
 	}
 }

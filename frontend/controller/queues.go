@@ -26,6 +26,8 @@ type queueSet struct {
 	// timeout, when > 0, also expires head, which the policy no longer
 	// holds.
 	timeout time.Duration
+	// ports are the listener ports whose requests it queues.
+	ports []uint16
 }
 
 // expirer is a policy with a queue timeout (Credit, LifoPri).
@@ -113,11 +115,13 @@ func buildQueues(cfg *Config, now int64) (queues, error) {
 			return qs, err
 		}
 		qs.byPort[l.Port] = q
+		q.ports = append(q.ports, l.Port)
 	}
 	for _, p := range cfg.Ports {
 		if qs.byPort[p] == nil {
 			q, _ := get("fifo")
 			qs.byPort[p] = q
+			q.ports = append(q.ports, p)
 		}
 	}
 	return qs, nil
@@ -221,7 +225,7 @@ func (c *Controller) lifoTick(now splice.Time, out *Output) {
 	for _, p := range lc.policies {
 		p.SetUtilization(lc.last, int64(now))
 	}
-	if c.debug() {
+	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "utilization", "u", lc.last, "lifo", lc.lifo())
 	}
 }

@@ -102,7 +102,7 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		c.flows[ev.Flow] = rec
 	}
 	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
-	if c.debug() {
+	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host,
 			"path", r.Path, "customer", cust, "follow_up", ev.FollowUp)
 	}
@@ -115,7 +115,9 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 // the engine no longer hold it as waiting, the connection is reset.
 func (c *Controller) reject(flow splice.FlowID, followUp bool, cust, reason string, status int, now splice.Time, out *Output) {
 	c.stats(cust).rejected[reason]++
-	c.log(out, slog.LevelInfo, "request rejected", "flow", flow, "customer", cust, "reason", reason, "status", status, "follow_up", followUp)
+	if c.logs(slog.LevelInfo) {
+		c.log(out, slog.LevelInfo, "request rejected", "flow", flow, "customer", cust, "reason", reason, "status", status, "follow_up", followUp)
+	}
 	var retry time.Duration
 	if status == 503 {
 		retry = c.cfg.RetryAfter
@@ -173,6 +175,9 @@ func (c *Controller) dispatch(now splice.Time, out *Output) {
 // request left the queue.
 func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool {
 	if !q.hasHead {
+		if !c.mayDispatch(q) {
+			return false
+		}
 		r, ok := q.policy.Next(int64(now))
 		if !ok {
 			return false
@@ -221,12 +226,26 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 	return true
 }
 
+// mayDispatch: some live back-end has room for a request on one of q's
+// ports. Checked before Next, so that the scheduler decides as late as
+// it can: a request taken out early is ordered, and charged, before it
+// can run. A follow-up waits for the same room, since it takes a place on
+// its back-end as a new request would.
+func (c *Controller) mayDispatch(q *queueSet) bool {
+	for _, p := range q.ports {
+		if _, ok := c.disp.Pick(p); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // abandon drops a request the scheduler released that cannot run: its
 // charge, if any, goes back.
 func (c *Controller) abandon(r sched.Request, credited bool, why string, out *Output) {
 	c.stats(r.Customer).abandoned++
 	c.refund(r.Customer, credited)
-	if c.debug() {
+	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "request dropped", "flow", r.ID, "customer", r.Customer, "why", why)
 	}
 }
@@ -324,7 +343,7 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 // charged as one normal request.
 func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	rec := c.flows[ev.Flow]
-	if c.debug() {
+	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "closed", "flow", ev.Flow, "reason", ev.Reason.String(), "backend", ev.Backend)
 	}
 	if rec == nil {

@@ -54,7 +54,7 @@ func (c *Controller) spliceConfirmed(rec *flowRec, now splice.Time, out *Output)
 		return
 	}
 	if err := c.eng.HoldSplice(rec.id, now); err != nil {
-		if c.debug() {
+		if c.logs(slog.LevelDebug) {
 			c.log(out, slog.LevelDebug, "splice ack for a flow that moved on", "flow", rec.id, "err", err)
 		}
 		return
@@ -67,7 +67,7 @@ func (c *Controller) spliceConfirmed(rec *flowRec, now splice.Time, out *Output)
 // sendFirstRequest lets the engine send the request it accepted.
 func (c *Controller) sendFirstRequest(rec *flowRec, now splice.Time, out *Output) {
 	if err := c.eng.SpliceAcked(rec.id, now, &out.Engine); err != nil {
-		if c.debug() {
+		if c.logs(slog.LevelDebug) {
 			c.log(out, slog.LevelDebug, "splice ack for a flow that moved on", "flow", rec.id, "err", err)
 		}
 		return
