@@ -5,35 +5,123 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 )
 
-// Status is the shim's state as /status reports it.
+// Status is the shim's state as /status reports it: the totals over all
+// workers, then each worker's shard.
 type Status struct {
-	ID          uint32            `json:"id"`
-	Registered  bool              `json:"registered"`
-	Entries     int               `json:"entries"`
-	Active      int               `json:"active"`
-	Shim        splice.ShimStats  `json:"shim"`
-	Wire        link.Stats        `json:"wire"`
-	TAP         link.Stats        `json:"tap"`
-	KernelDrops uint64            `json:"kernel_drops"`
-	Control     AgentStats        `json:"control"`
-	Extra       map[string]string `json:"extra,omitempty"`
+	ID          uint32           `json:"id"`
+	Registered  bool             `json:"registered"`
+	Entries     int              `json:"entries"`
+	Active      int              `json:"active"`
+	Shim        splice.ShimStats `json:"shim"` // PeakActive: over all shards at once
+	Wire        link.Stats       `json:"wire"`
+	TAP         link.Stats       `json:"tap"`
+	KernelDrops uint64           `json:"kernel_drops"`
+	Control     AgentStats       `json:"control"`
+	Offloads    bool             `json:"offloads"`
+	Workers     []WorkerStatus   `json:"workers"`
 }
 
-func (d *Daemon) status() Status {
-	return Status{
-		ID: d.cfg.ID, Registered: d.agent.Registered(), Entries: d.shim.Entries(), Active: d.shim.Active(),
-		Shim: d.shim.Stats(), Wire: d.wire.Stats(), TAP: d.tap.Stats(), KernelDrops: d.drops,
-		Control: d.agent.Stats(),
+// WorkerStatus is one worker's shard.
+type WorkerStatus struct {
+	Entries     int              `json:"entries"`
+	Active      int              `json:"active"`
+	Shim        splice.ShimStats `json:"shim"`
+	Wire        link.Stats       `json:"wire"`
+	TAP         link.Stats       `json:"tap"` // its TAP queue (offload path)
+	KernelDrops uint64           `json:"kernel_drops"`
+	TxErrors    uint64           `json:"tx_errors"`
+	// HandedOver counts TAP frames this worker read for a flow another
+	// worker owns and passed on; HandoffsLost those it had to drop.
+	HandedOver   uint64 `json:"handed_over"`
+	HandoffsLost uint64 `json:"handoffs_lost"`
+}
+
+// shardStatus is a worker's answer to a status request.
+type shardStatus struct {
+	id         int
+	ws         WorkerStatus
+	registered bool
+	control    *AgentStats // worker 0
+}
+
+// status snapshots the worker's shard, in its own loop.
+func (w *worker) status() shardStatus {
+	st := shardStatus{id: w.id, ws: WorkerStatus{
+		Entries: w.shim.Entries(), Active: w.shim.Active(), Shim: w.shim.Stats(), Wire: w.wire.Stats(),
+		KernelDrops: w.drops.Load(), TxErrors: w.txErrors.Load(),
+		HandedOver: w.handoffs.Load(), HandoffsLost: w.handoffLost.Load(),
+	}}
+	if w.tap != nil {
+		st.ws.TAP = w.tap.Stats()
+	}
+	if w.agent != nil {
+		c := w.agent.Stats()
+		st.control, st.registered = &c, w.agent.Registered()
+	}
+	return st
+}
+
+// collectStatus asks every worker for its shard and adds them up.
+func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
+	reply := make(chan shardStatus, len(d.workers))
+	for _, w := range d.workers {
+		w.post(mail{kind: mailStatus, status: reply})
+	}
+	st := Status{ID: d.cfg.ID, Offloads: d.cfg.Offloads, Workers: make([]WorkerStatus, len(d.workers))}
+	expire := time.NewTimer(timeout)
+	defer expire.Stop()
+	for range d.workers {
+		var s shardStatus
+		select {
+		case s = <-reply:
+		case <-expire.C:
+			return Status{}, fmt.Errorf("a worker did not answer within %v", timeout)
+		case <-d.done:
+			return Status{}, fmt.Errorf("stopping")
+		}
+		st.Workers[s.id] = s.ws
+		if s.control != nil {
+			st.Control, st.Registered = *s.control, s.registered
+		}
+	}
+	for _, ws := range st.Workers {
+		st.Entries += ws.Entries
+		st.Active += ws.Active
+		st.KernelDrops += ws.KernelDrops
+		addCounters(&st.Shim, ws.Shim)
+		addCounters(&st.Wire, ws.Wire)
+		addCounters(&st.TAP, ws.TAP)
+	}
+	if d.plainTAP != nil {
+		st.TAP = d.plainTAP.Stats()
+	}
+	// A sum of per-shard peaks could exceed any moment's total.
+	st.Shim.PeakActive = uint64(d.peak.Load())
+	for _, ws := range st.Workers {
+		st.Shim.PeakActive = max(st.Shim.PeakActive, ws.Shim.PeakActive)
+	}
+	return st, nil
+}
+
+// addCounters adds every uint64 field of *b to the same field of *a: the
+// counters of splice.ShimStats and link.Stats, whichever they are.
+func addCounters[T any](a *T, b T) {
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b)
+	for i := range av.NumField() {
+		if f := av.Field(i); f.Kind() == reflect.Uint64 && f.CanSet() {
+			f.SetUint(f.Uint() + bv.Field(i).Uint())
+		}
 	}
 }
 
-// startAdmin serves /status; requests are answered by the loop.
+// startAdmin serves /status; the workers answer it from their loops.
 func (d *Daemon) startAdmin() (*http.Server, error) {
 	ln, err := net.Listen("tcp", d.cfg.Admin)
 	if err != nil {
@@ -41,17 +129,15 @@ func (d *Daemon) startAdmin() (*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		reply := make(chan Status, 1)
-		select {
-		case d.adminReq <- reply:
-		case <-time.After(2 * time.Second):
-			http.Error(w, "event loop busy", http.StatusServiceUnavailable)
+		st, err := d.collectStatus(2 * time.Second)
+		if err != nil {
+			http.Error(w, "event loop busy: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		enc.Encode(<-reply)
+		enc.Encode(st)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)

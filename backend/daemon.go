@@ -9,13 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
-	"github.com/qsplice/qsplice/splice/pump"
 	"github.com/qsplice/qsplice/splice/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures the shim daemon.
@@ -45,6 +49,18 @@ type Config struct {
 	ResponseQuiet time.Duration
 	TAPMAC        wire.MAC
 	Prefix        int
+	// Offloads opens the TAP with virtio-net headers and offloads
+	// (link.OffloadTAP) and the wire socket with PACKET_VNET_HDR, so TCP
+	// super-frames of up to 64 KiB cross the shim whole. Off, the TAP is
+	// the portable water adapter and the wire carries MTU-sized frames
+	// only: the NIC's offloads must then be off.
+	Offloads bool
+	// Workers is the number of packet loops, each with its own engine
+	// shard, TAP queue and wire socket in one fanout group (0: one per
+	// CPU).
+	Workers int
+	// QdiscBypass sends on the wire with PACKET_QDISC_BYPASS.
+	QdiscBypass bool
 }
 
 func (c *Config) validate() error {
@@ -67,140 +83,188 @@ func (c *Config) validate() error {
 	if c.Capacity <= 0 || c.Capacity > 65535 {
 		errs = append(errs, fmt.Errorf("capacity: %d out of 1..65535", c.Capacity))
 	}
+	if c.Workers < 0 || c.Workers > 256 {
+		errs = append(errs, fmt.Errorf("workers: %d out of 0..256", c.Workers))
+	}
 	if len(c.Key) < 16 {
 		errs = append(errs, errors.New("key: control key missing or shorter than 16 bytes (-key)"))
 	}
 	return errors.Join(errs...)
 }
 
-// Daemon is a running back-end shim: a thin loop that moves frames
-// between the links and the engine (splice.Shim), control messages and
-// engine events to and from the Agent, and the time into both.
+// Daemon is a running back-end shim: Workers packet loops (worker.go),
+// each a thin loop around its own engine shard, and on the first of them
+// the control protocol's Agent. See doc.go for the data flow.
 type Daemon struct {
-	cfg       Config
-	log       *slog.Logger
-	tap, wire link.Link
-	wireRaw   *link.AFPacket
-	shim      *splice.Shim
-	agent     *Agent
-	out       splice.Output
-	aout      AgentOutput
-	inBatch   []*pump.Frame // frames whose output is in out (inputBatch)
-	wireBatch [][]byte      // out's wire frames, sent together
-	conn      *net.UDPConn
-	sendBuf   []byte
-	mac       wire.MAC
+	cfg     Config
+	log     *slog.Logger
+	mac     wire.MAC
+	agent   *Agent // owned by workers[0]
+	workers []*worker
+	// The devices: on the offload path one OffloadTAP queue per worker;
+	// on the plain path one water TAP, read by readPlainTAP.
+	taps     []*link.OffloadTAP
+	plainTAP *link.TAP
+	wires    []*link.AFPacket
+	capture  *capture
+	conn     *net.UDPConn
 	// epoch is the daemon's one clock: splice.Time is the monotonic time
 	// since it, so a wall-clock step moves no timer.
-	epoch       time.Time
-	txErrors    uint64
-	drops       uint64
-	nextDropChk splice.Time
-	adminReq    chan chan Status
+	epoch time.Time
+	// peak is the most requests in service at once over all shards,
+	// as seen from the shards' published counts.
+	peak     atomic.Int64
+	stopping atomic.Bool
+	done     chan struct{} // closed once the workers stopped
 }
 
-// New opens the devices and the control socket.
+// New opens the devices: the TAP (creating and, with SetupTAP,
+// configuring it), one wire socket per worker, the capture file.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("backend: bad configuration: %w", err)
 	}
-	tap, err := link.OpenTAP(cfg.TAP)
-	if err != nil {
+	n := cfg.Workers
+	if n == 0 {
+		n = runtime.NumCPU()
+	}
+	if cfg.Prefix == 0 {
+		cfg.Prefix = 24
+	}
+	d := &Daemon{cfg: cfg, log: log, done: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			d.closeDevices()
+		}
+	}()
+	if err := d.openTAP(n); err != nil {
 		return nil, fmt.Errorf("backend: %w", err)
 	}
 	if cfg.SetupTAP {
-		if cfg.Prefix == 0 {
-			cfg.Prefix = 24
-		}
 		if err := setupTAP(cfg.TAP, cfg.TAPMAC, netip.PrefixFrom(cfg.Addr, cfg.Prefix)); err != nil {
-			tap.Close()
 			return nil, fmt.Errorf("backend: %w", err)
 		}
 	}
 	ifi, err := net.InterfaceByName(cfg.TAP)
 	if err != nil {
-		tap.Close()
 		return nil, fmt.Errorf("backend: %s: %w", cfg.TAP, err)
 	}
-	w, err := link.OpenAFPacket(cfg.Wire, link.AFPacketConfig{Promiscuous: true})
+	d.mac = wire.MAC(ifi.HardwareAddr)
+	wifi, err := net.InterfaceByName(cfg.Wire)
 	if err != nil {
-		tap.Close()
-		return nil, fmt.Errorf("backend: %w", err)
+		return nil, fmt.Errorf("backend: %s: %w", cfg.Wire, err)
 	}
-	var wl link.Link = w
+	// One fanout group per shim; groups are per network namespace.
+	fanout := &link.Fanout{Group: uint16(os.Getpid()), Mode: link.FanoutPorts}
+	for range n {
+		acfg := link.AFPacketConfig{Promiscuous: true, VNetHdr: cfg.Offloads, QdiscBypass: cfg.QdiscBypass}
+		if n > 1 {
+			acfg.Fanout = fanout
+		}
+		w, err := link.OpenAFPacket(cfg.Wire, acfg)
+		if err != nil {
+			return nil, fmt.Errorf("backend: %w", err)
+		}
+		d.wires = append(d.wires, w)
+	}
 	if cfg.Capture != "" {
-		if wl, err = openCapture(w, cfg.Capture); err != nil {
-			tap.Close()
-			w.Close()
+		if d.capture, err = openCapture(cfg.Capture); err != nil {
 			return nil, err
 		}
 	}
-	shim, err := splice.NewShim(splice.ShimConfig{HostIP: cfg.Addr, Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, ResponseQuiet: cfg.ResponseQuiet})
-	if err != nil {
-		tap.Close()
-		wl.Close()
-		return nil, fmt.Errorf("backend: %w", err)
-	}
 	var inc [8]byte
 	rand.Read(inc[:])
-	mac := wire.MAC(ifi.HardwareAddr)
-	agent := NewAgent(AgentConfig{
-		ID: cfg.ID, Addr: cfg.Addr, MAC: mac, ControlPort: cfg.ControlPort, WebPorts: cfg.WebPorts,
+	d.agent = NewAgent(AgentConfig{
+		ID: cfg.ID, Addr: cfg.Addr, MAC: d.mac, ControlPort: cfg.ControlPort, WebPorts: cfg.WebPorts,
 		Capacity: cfg.Capacity, Incarnation: binary.BigEndian.Uint64(inc[:]), SpliceDelay: cfg.SpliceDelay,
 	})
-	return &Daemon{
-		cfg: cfg, log: log, tap: tap, wire: wl, shim: shim, wireRaw: w, agent: agent, mac: mac,
-		adminReq: make(chan chan Status),
-	}, nil
+	// Buffers: a link with vnet headers delivers super-frames; one
+	// without delivers at most the MTU behind an Ethernet and VLAN header.
+	wireBuf := max(2048, wifi.MTU+18)
+	if cfg.Offloads {
+		wireBuf = link.MaxFrame
+	}
+	for i := range n {
+		w, err := d.newWorker(i, wireBuf)
+		if err != nil {
+			return nil, fmt.Errorf("backend: %w", err)
+		}
+		d.workers = append(d.workers, w)
+	}
+	ok = true
+	return d, nil
 }
 
-type ctlMsg struct {
-	msg  proto.Message
-	from netip.AddrPort
-	err  error
+// openTAP opens the host side: n queues of an offload-capable TAP, or the
+// water TAP.
+func (d *Daemon) openTAP(n int) error {
+	if !d.cfg.Offloads {
+		t, err := link.OpenTAP(d.cfg.TAP)
+		d.plainTAP = t
+		return err
+	}
+	taps, err := link.OpenOffloadTAP(d.cfg.TAP, link.OffloadTAPConfig{Queues: n})
+	if err != nil && errors.Is(err, unix.EINVAL) && d.cfg.SetupTAP && tapExists(d.cfg.TAP) {
+		// A device made beforehand (ip tuntap add) in the other queue
+		// mode cannot change it. Its owner expects us to configure it
+		// (SetupTAP), and it would vanish when we close it anyway (see
+		// link.OffloadTAP): make it again, as we need it.
+		d.log.Info("recreating the TAP in multi-queue mode", "tap", d.cfg.TAP, "queues", n)
+		if err := ipCmd("link", "del", "dev", d.cfg.TAP); err != nil {
+			return err
+		}
+		taps, err = link.OpenOffloadTAP(d.cfg.TAP, link.OffloadTAPConfig{Queues: n})
+	}
+	if err != nil {
+		return err
+	}
+	d.taps = taps
+	return nil
 }
 
-// now reads the daemon's clock. Every input is stamped here, in the loop
-// that feeds it, so time never goes backwards from one call to the next.
+// closeDevices closes whatever New opened; safe to call twice.
+func (d *Daemon) closeDevices() {
+	for _, w := range d.workers {
+		w.poller.Close()
+	}
+	for _, t := range d.taps {
+		t.Close()
+	}
+	if d.plainTAP != nil {
+		d.plainTAP.Close()
+	}
+	for _, w := range d.wires {
+		w.Close()
+	}
+	if d.capture != nil {
+		if err := d.capture.Close(); err != nil {
+			d.log.Warn("capture", "err", err)
+		}
+		d.capture = nil
+	}
+}
+
+// now reads the daemon's clock. Every input is stamped with it in the
+// loop that feeds it, so time never goes backwards from one call into an
+// engine or the agent to the next.
 func (d *Daemon) now() splice.Time { return splice.Time(time.Since(d.epoch)) }
 
-// Run serves until ctx ends. The control socket is opened here because
-// its address lives on the TAP, whose carrier comes up only once the TAP
-// is open (it is, since New).
+// Run serves until ctx ends, then closes everything New opened. The
+// control socket is opened here because its address lives on the TAP,
+// whose carrier comes up only once the TAP is open (it is, since New).
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.tap.Close()
-	defer d.wire.Close()
+	defer d.closeDevices()
 	d.epoch = time.Now()
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.cfg.Addr, d.cfg.ControlPort)))
 	if err != nil {
 		return fmt.Errorf("backend: control socket: %w", err)
 	}
 	d.conn = conn
-	ctl := make(chan ctlMsg, 64)
-	readerDone := make(chan struct{})
-	defer func() {
-		conn.Close() // ends the reader
-		<-readerDone
-	}()
-	go func() {
-		defer close(readerDone)
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := conn.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue
-			}
-			m, err := proto.Unmarshal(d.cfg.Key, buf[:n])
-			select {
-			case ctl <- ctlMsg{m, from, err}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	defer conn.Close()
+	if err := d.workers[0].attachControl(conn); err != nil {
+		return fmt.Errorf("backend: control socket: %w", err)
+	}
 	if d.cfg.Admin != "" {
 		srv, err := d.startAdmin()
 		if err != nil {
@@ -208,182 +272,69 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		defer srv.Close()
 	}
-	host := pump.Start(d.tap, uint8(splice.PortHost), 256, 2048)
-	wirep := pump.Start(d.wire, uint8(splice.PortWire), 256, 2048)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	d.log.Info("back-end shim up", "id", d.cfg.ID, "tap", d.cfg.TAP, "wire", d.cfg.Wire, "addr", d.cfg.Addr,
-		"mac", d.mac.String(), "frontend", d.cfg.Frontend)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case f, ok := <-host.C:
-			if !ok {
-				return fmt.Errorf("backend: %s: %w", d.tap.Name(), host.Err())
+	errc := make(chan error, len(d.workers)+1)
+	var wg sync.WaitGroup
+	for _, w := range d.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errc <- w.run()
+		}()
+	}
+	readerDone := make(chan struct{})
+	if d.plainTAP != nil {
+		go func() {
+			defer close(readerDone)
+			if err := d.readPlainTAP(); err != nil && !d.stopping.Load() {
+				errc <- err
 			}
-			d.inputBatch(f, host, wirep)
-		case f, ok := <-wirep.C:
-			if !ok {
-				return fmt.Errorf("backend: %s: %w", d.wire.Name(), wirep.Err())
-			}
-			d.inputBatch(f, host, wirep)
-		case m := <-ctl:
-			d.control(m)
-		case <-timer.C:
-			d.timers()
-		case reply := <-d.adminReq:
-			reply <- d.status()
-		}
-		// No fixed ticker: sleep until the engine or the agent has work.
-		timer.Reset(max(d.nextDeadline().Sub(d.now()), 0))
-	}
-}
-
-func (d *Daemon) nextDeadline() splice.Time {
-	return min(d.shim.NextDeadline(), d.agent.NextDeadline())
-}
-
-// maxDrain bounds how many frames one pass of the loop takes before it
-// writes: enough to amortise the wake-up and the syscall, few enough that
-// the first frame of a batch is not held long.
-const maxDrain = 32
-
-// inputBatch runs the shim over first and whatever else already waits on
-// the two pumps, then writes all of it: under load the loop wakes once
-// per batch rather than once per frame, and the wire side goes out in
-// one sendmmsg(2). Output frames may alias their input frames, so these
-// are released only after the writes.
-func (d *Daemon) inputBatch(first *pump.Frame, host, wirep *pump.Pump) {
-	now := d.now()
-	d.out.Reset()
-	d.inBatch = append(d.inBatch[:0], first)
-	d.shim.Input(splice.Port(first.Port), first.Data, now, &d.out)
-drain:
-	for len(d.inBatch) < maxDrain {
-		var f *pump.Frame
-		var ok bool
-		select {
-		case f, ok = <-host.C:
-		case f, ok = <-wirep.C:
-		default:
-			break drain
-		}
-		if !ok {
-			break // the loop sees the closed pump next
-		}
-		d.inBatch = append(d.inBatch, f)
-		d.shim.Input(splice.Port(f.Port), f.Data, now, &d.out)
-	}
-	d.flush(now)
-	for i, f := range d.inBatch {
-		f.Release()
-		d.inBatch[i] = nil
-	}
-	d.checkDrops(now)
-}
-
-// flush writes the engine's output and hands its events to the agent.
-func (d *Daemon) flush(now splice.Time) {
-	d.wireBatch = d.wireBatch[:0]
-	for _, fr := range d.out.Frames {
-		if fr.Port != splice.PortHost {
-			d.wireBatch = append(d.wireBatch, fr.Data)
-			continue
-		}
-		if err := d.tap.WriteFrame(fr.Data); err != nil {
-			d.writeFailed(d.tap, err)
-		}
-	}
-	if _, err := link.WriteFrames(d.wire, d.wireBatch); err != nil {
-		d.writeFailed(d.wire, err)
-	}
-	clear(d.wireBatch) // no references to frames that go back to the pumps
-	if len(d.out.Events) == 0 {
-		return
-	}
-	d.aout.Reset()
-	d.agent.SetConcurrency(d.shim.Active())
-	for _, ev := range d.out.Events {
-		d.agent.Event(ev, now, &d.aout)
-	}
-	d.carryOut(now)
-}
-
-func (d *Daemon) writeFailed(l link.Link, err error) {
-	d.txErrors++
-	if d.txErrors < 10 || d.txErrors%1000 == 0 {
-		d.log.Warn("write failed", "link", l.Name(), "err", err, "count", d.txErrors)
-	}
-}
-
-// timers runs the engine's and the agent's due work.
-func (d *Daemon) timers() {
-	now := d.now()
-	if d.shim.NextDeadline() <= now {
-		d.out.Reset()
-		d.shim.Tick(now, &d.out)
-		d.flush(now)
-	}
-	if d.agent.NextDeadline() <= now {
-		d.aout.Reset()
-		d.agent.SetConcurrency(d.shim.Active())
-		d.agent.Tick(now, &d.aout)
-		d.carryOut(now)
-	}
-	d.checkDrops(now)
-}
-
-// checkDrops reads the wire socket's kernel drop counter, at most once a
-// second and only when the loop is awake anyway: drops happen under load,
-// when it always is.
-func (d *Daemon) checkDrops(now splice.Time) {
-	if now < d.nextDropChk {
-		return
-	}
-	d.nextDropChk = now.Add(time.Second)
-	if n, err := d.wireRaw.KernelDrops(); err == nil && n > 0 {
-		d.drops += n
-		d.log.Warn("wire socket dropped frames (loop fell behind)", "new", n, "total", d.drops)
-	}
-}
-
-func (d *Daemon) control(m ctlMsg) {
-	now := d.now()
-	d.aout.Reset()
-	if m.err != nil {
-		d.agent.Malformed(m.from, m.err, &d.aout)
+		}()
 	} else {
-		d.agent.SetConcurrency(d.shim.Active())
-		d.agent.Control(m.from, m.msg, now, &d.aout)
+		close(readerDone)
 	}
-	d.carryOut(now)
+	stopOnCancel := context.AfterFunc(ctx, d.stop)
+	defer stopOnCancel()
+	d.log.Info("back-end shim up", "id", d.cfg.ID, "tap", d.cfg.TAP, "wire", d.cfg.Wire, "addr", d.cfg.Addr,
+		"mac", d.mac.String(), "frontend", d.cfg.Frontend, "workers", len(d.workers), "offloads", d.cfg.Offloads)
+	err = <-errc // nil: stopped
+	d.stop()
+	wg.Wait()
+	close(d.done)
+	if d.plainTAP != nil {
+		d.plainTAP.Close() // ends its reader
+	}
+	<-readerDone
+	return err
 }
 
-// carryOut does what the agent asked for in d.aout: installs splices in
-// the engine (each acknowledged after it is in place, so the ack goes out
-// after the install), sends control messages and writes log lines.
-func (d *Daemon) carryOut(now splice.Time) {
-	for i := 0; i < len(d.aout.Install); i++ { // Installed appends to aout.Send only
-		m := d.aout.Install[i]
-		d.agent.Installed(m, d.shim.AddSplice(m, now), &d.aout)
-	}
-	for _, m := range d.aout.Send {
-		d.send(m)
-	}
-	for _, r := range d.aout.Logs {
-		d.log.LogAttrs(context.Background(), r.Level, r.Msg, r.Attrs...)
+// stop makes every worker return.
+func (d *Daemon) stop() {
+	d.stopping.Store(true)
+	for _, w := range d.workers {
+		w.poller.Wake()
 	}
 }
 
-func (d *Daemon) send(m proto.Message) {
-	b, err := proto.Append(d.sendBuf[:0], d.cfg.Key, m)
-	if err != nil {
-		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
-		return
+// shardOf is the worker that owns the C2 connection a Splice is about:
+// the member of the wire's fanout group that receives its frames, which
+// is also where the kernel's replies are steered (worker.go). The link
+// package's FanoutShard is the one definition of that choice, so it is
+// asked about a minimal frame of the connection.
+func shardOf(m *proto.Splice, n int) int {
+	var f [14 + 20 + 4]byte
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	f[14] = 0x45 // IPv4, 20-byte header
+	f[14+9] = 6  // TCP
+	binary.BigEndian.PutUint16(f[34:], m.BackendPort)
+	binary.BigEndian.PutUint16(f[36:], m.HandoffPort)
+	return link.FanoutShard(f[:], n)
+}
+
+// concurrency is the number of requests in service over all shards.
+func (d *Daemon) concurrency() int {
+	n := int64(0)
+	for _, w := range d.workers {
+		n += w.active.Load()
 	}
-	d.sendBuf = b
-	if _, err := d.conn.WriteToUDPAddrPort(b, d.cfg.Frontend); err != nil {
-		d.log.Debug("control send failed", "type", m.Type().String(), "err", err)
-	}
+	return int(n)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
 	"github.com/qsplice/qsplice/tools/netns"
+	"golang.org/x/sys/unix"
 )
 
 // A two-host rig for the daemon: namespace "be" runs the shim between
@@ -35,9 +37,11 @@ var (
 )
 
 type daemonRig struct {
-	t      *testing.T
-	be, fe string
-	ctl    *net.UDPConn // the fake front-end's control socket, in fe
+	t        *testing.T
+	be, fe   string
+	offloads bool
+	workers  int
+	ctl      *net.UDPConn // the fake front-end's control socket, in fe
 }
 
 func requireRoot(t *testing.T) {
@@ -70,9 +74,12 @@ func run(t *testing.T, ns string, arg ...string) {
 	}
 }
 
-func newDaemonRig(t *testing.T) *daemonRig {
+// newDaemonRig builds the two namespaces. With offloads the veth keeps
+// its checksum and segmentation offloads on, as a real NIC does, and the
+// daemon runs with virtio-net headers; without, both are off.
+func newDaemonRig(t *testing.T, offloads bool, workers int) *daemonRig {
 	requireRoot(t)
-	r := &daemonRig{t: t, be: newNS(t, "qsbe"), fe: newNS(t, "qsfe")}
+	r := &daemonRig{t: t, be: newNS(t, "qsbe"), fe: newNS(t, "qsfe"), offloads: offloads, workers: workers}
 	run(t, r.be, "ip", "link", "set", "lo", "up")
 	run(t, r.fe, "ip", "link", "set", "lo", "up")
 	run(t, r.be, "ip", "link", "add", "wire0", "type", "veth", "peer", "name", "eth0", "netns", r.fe)
@@ -82,6 +89,9 @@ func newDaemonRig(t *testing.T) *daemonRig {
 	// The plain path carries no vnet headers: frames from the veth must
 	// have complete checksums (design.md section 7).
 	for _, ns := range []string{r.be, r.fe} {
+		if offloads {
+			break
+		}
 		dev := map[string]string{r.be: "wire0", r.fe: "eth0"}[ns]
 		if err := netns.Do(ns, func() error { return link.DisableOffloads(dev) }); err != nil {
 			t.Fatal(err)
@@ -103,6 +113,7 @@ func (r *daemonRig) config() Config {
 		ID: 3, Wire: "wire0", TAP: "tap0", Addr: backendAddr, Frontend: netip.AddrPortFrom(feAddr, 7400),
 		ControlPort: 7401, WebPorts: []uint16{80}, Capacity: 5, Key: testKey, SetupTAP: true, Prefix: 24,
 		TAPMAC: wire.MAC{2, 0, 0, 0x99, 0, 2}, Admin: netip.AddrPortFrom(backendAddr, 9100).String(),
+		Offloads: r.offloads, Workers: r.workers,
 	}
 }
 
@@ -222,11 +233,36 @@ func waitGoroutines(t *testing.T, before int) {
 	}
 }
 
-func TestDaemonControlProtocolAndNoLeaks(t *testing.T) {
-	r := newDaemonRig(t)
-	before := runtime.NumGoroutine()
-	stop := r.start(r.config())
+// variants are the daemon's data paths: the offload path with one and
+// two workers, and the plain path (water TAP, MTU-sized frames).
+var variants = []struct {
+	name     string
+	offloads bool
+	workers  int
+}{
+	{"offloads-1", true, 1},
+	{"offloads-2", true, 2},
+	{"plain-1", false, 1},
+	{"plain-2", false, 2},
+}
 
+func TestDaemonControlProtocolAndNoLeaks(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			r := newDaemonRig(t, v.offloads, v.workers)
+			before := runtime.NumGoroutine()
+			stop := r.start(r.config())
+			r.controlProtocol()
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			waitGoroutines(t, before)
+		})
+	}
+}
+
+func (r *daemonRig) controlProtocol() {
+	t := r.t
 	reg, shim := recv[*proto.Register](r, 10*time.Second)
 	if reg.BackendID != 3 || reg.IP != backendAddr || reg.MAC != [6]byte{2, 0, 0, 0x99, 0, 2} ||
 		reg.ControlPort != 7401 || reg.Capacity != 5 || shim != netip.AddrPortFrom(backendAddr, 7401) {
@@ -248,18 +284,19 @@ func TestDaemonControlProtocolAndNoLeaks(t *testing.T) {
 	}
 	r.send(shim, &proto.Keepalive{BackendID: 3, Incarnation: reg.Incarnation, Seq: ka.Seq})
 
-	// A Splice for this host is installed and acknowledged; one naming
-	// another back-end is refused with the engine's reason.
-	sp := &proto.Splice{RequestID: 11, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
-		VIP: netip.MustParseAddr("198.18.99.100"), VIPPort: 80, HandoffIP: feAddr, HandoffPort: 40001,
-		BackendIP: backendAddr, BackendPort: 80}
-	r.send(shim, sp)
-	if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); !a.OK || a.RequestID != 11 || a.BackendID != 3 {
-		t.Fatalf("ack %+v, want OK for request 11", a)
+	// Splices for this host are installed, each in its shard, and
+	// acknowledged; one naming another back-end is refused with the
+	// engine's reason.
+	for _, port := range []uint16{40001, 40002} {
+		sp := testSplice(uint64(port), port)
+		r.send(shim, sp)
+		if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); !a.OK || a.RequestID != uint64(port) || a.BackendID != 3 {
+			t.Fatalf("ack %+v, want OK for request %d", a, port)
+		}
 	}
-	bad := *sp
-	bad.RequestID, bad.BackendIP = 12, netip.MustParseAddr("198.18.99.3")
-	r.send(shim, &bad)
+	bad := testSplice(12, 40003)
+	bad.BackendIP = netip.MustParseAddr("198.18.99.3")
+	r.send(shim, bad)
 	if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); a.OK || a.RequestID != 12 || a.Reason == "" {
 		t.Fatalf("ack %+v, want a refusal of request 12", a)
 	}
@@ -270,29 +307,32 @@ func TestDaemonControlProtocolAndNoLeaks(t *testing.T) {
 	r.ctl.WriteToUDPAddrPort([]byte("not a control message"), shim)
 
 	st := r.status()
-	if !st.Registered || st.ID != 3 || st.Entries != 1 || st.Shim.Splices != 1 ||
+	if !st.Registered || st.ID != 3 || st.Entries != 2 || st.Shim.Splices != 2 ||
 		st.Control.SplicesRefused != 1 || st.Control.Probes != 1 || st.Control.BadMessages != 1 ||
-		st.Wire.RxFrames == 0 || st.TAP.RxFrames == 0 {
+		st.Wire.RxFrames == 0 || st.TAP.RxFrames == 0 || len(st.Workers) != r.workers || st.Offloads != r.offloads {
 		t.Fatalf("status %+v", st)
 	}
-	if err := stop(); err != nil {
-		t.Fatalf("Run: %v", err)
+	if r.workers == 2 && (st.Workers[0].Entries != 1 || st.Workers[1].Entries != 1) {
+		t.Fatalf("splices per shard %d and %d, want one each", st.Workers[0].Entries, st.Workers[1].Entries)
 	}
-	waitGoroutines(t, before)
+}
+
+func testSplice(id uint64, handoffPort uint16) *proto.Splice {
+	return &proto.Splice{RequestID: id, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
+		VIP: netip.MustParseAddr("198.18.99.100"), VIPPort: 80, HandoffIP: feAddr, HandoffPort: handoffPort,
+		BackendIP: backendAddr, BackendPort: 80, SeqDelta: 1000, ClientNextHopMAC: [6]byte{2, 0, 0, 0x99, 0, 0x50},
+		RequestEnd: 0}
 }
 
 func TestDaemonSpliceDelay(t *testing.T) {
-	r := newDaemonRig(t)
+	r := newDaemonRig(t, true, 1)
 	cfg := r.config()
 	cfg.SpliceDelay = 200 * time.Millisecond
 	cfg.Admin = ""
 	stop := r.start(cfg)
 	_, shim := recv[*proto.Register](r, 10*time.Second)
-	sp := &proto.Splice{RequestID: 21, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
-		VIP: netip.MustParseAddr("198.18.99.100"), VIPPort: 80, HandoffIP: feAddr, HandoffPort: 40002,
-		BackendIP: backendAddr, BackendPort: 80}
 	t0 := time.Now()
-	r.send(shim, sp)
+	r.send(shim, testSplice(21, 40002))
 	if a, _ := recv[*proto.SpliceAck](r, 3*time.Second); !a.OK || a.RequestID != 21 {
 		t.Fatalf("ack %+v", a)
 	}
@@ -304,12 +344,116 @@ func TestDaemonSpliceDelay(t *testing.T) {
 	}
 }
 
+// TestDaemonTranslatesSplicedReplies runs a real C2 connection through
+// the shim: the fe namespace's kernel plays the front-end's handoff end,
+// and the web server's reply must leave on the wire from the VIP to the
+// client, on every data path and in whichever shard owns the connection.
+func TestDaemonTranslatesSplicedReplies(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			r := newDaemonRig(t, v.offloads, v.workers)
+			var ln net.Listener
+			err := netns.Do(r.be, func() (err error) {
+				// Bound before the TAP carries the address: IP_FREEBIND.
+				lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+					var serr error
+					c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1) })
+					return serr
+				}}
+				ln, err = lc.Listen(context.Background(), "tcp4", netip.AddrPortFrom(backendAddr, 80).String())
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						buf := make([]byte, 64)
+						if n, _ := c.Read(buf); n > 0 {
+							c.Write([]byte("reply to " + string(buf[:n])))
+						}
+					}()
+				}
+			}()
+			var sniff *link.AFPacket
+			if err := netns.Do(r.fe, func() (err error) {
+				sniff, err = link.OpenAFPacket("eth0", link.AFPacketConfig{Promiscuous: true})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			translated := make(chan []byte, 16)
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					n, err := sniff.ReadFrame(buf)
+					if err != nil {
+						return
+					}
+					var p wire.Packet
+					if wire.Parse(buf[:n], &p) == nil && p.Kind == wire.KindTCP &&
+						p.IP.Src() == wire.IP4(netip.MustParseAddr("198.18.99.100").As4()) && len(p.TCP.Payload()) > 0 {
+						translated <- append([]byte(nil), buf[:n]...)
+					}
+				}
+			}()
+			defer sniff.Close()
+
+			stop := r.start(r.config())
+			_, shim := recv[*proto.Register](r, 10*time.Second)
+			for _, port := range []uint16{40001, 40002} {
+				r.send(shim, testSplice(uint64(port), port))
+				if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); !a.OK {
+					t.Fatalf("ack %+v", a)
+				}
+				var conn net.Conn
+				err := netns.Do(r.fe, func() (err error) {
+					d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(feAddr, port)), Timeout: 5 * time.Second}
+					conn, err = d.Dial("tcp4", netip.AddrPortFrom(backendAddr, 80).String())
+					return err
+				})
+				if err != nil {
+					t.Fatalf("C2 from port %d: %v", port, err)
+				}
+				conn.Write([]byte("GET"))
+				select {
+				case f := <-translated:
+					var p wire.Packet
+					wire.Parse(f, &p)
+					if p.IP.Dst() != wire.IP4(netip.MustParseAddr("198.18.99.50").As4()) || p.TCP.SrcPort() != 80 ||
+						p.TCP.DstPort() != 5555 || p.Eth.Dst() != (wire.MAC{2, 0, 0, 0x99, 0, 0x50}) ||
+						string(p.TCP.Payload()) != "reply to GET" {
+						t.Fatalf("translated reply %v -> %v:%d, payload %q", p.IP.Src(), p.IP.Dst(), p.TCP.DstPort(), p.TCP.Payload())
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("no translated reply for the connection from port %d", port)
+				}
+				conn.Close()
+			}
+			st := r.status()
+			if st.Shim.Translated == 0 {
+				t.Fatalf("status %+v: nothing translated", st)
+			}
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		})
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
-	_, err := New(Config{}, slog.Default())
+	_, err := New(Config{Workers: -1}, slog.Default())
 	if err == nil {
 		t.Fatal("empty config accepted")
 	}
-	for _, want := range []string{"id:", "wire/tap:", "addr:", "frontend:", "web-ports:", "capacity:", "key:"} {
+	for _, want := range []string{"id:", "wire/tap:", "addr:", "frontend:", "web-ports:", "capacity:", "key:", "workers:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
@@ -317,7 +461,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestNewFailsOnMissingDevices(t *testing.T) {
-	r := newDaemonRig(t)
+	r := newDaemonRig(t, true, 2)
 	cfg := r.config()
 	cfg.Wire = "nosuch0"
 	err := netns.Do(r.be, func() error {
@@ -327,4 +471,53 @@ func TestNewFailsOnMissingDevices(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nosuch0") {
 		t.Fatalf("New with a missing wire device: %v", err)
 	}
+	// Everything New opened is closed again: the TAP is gone.
+	if err := netns.Run(r.be, "ip", "link", "show", "tap0"); err == nil {
+		t.Fatal("tap0 left behind by a failed New")
+	}
+}
+
+// TestDaemonRecreatesSingleQueueTAP: a TAP made beforehand without
+// multi_queue (as ip tuntap add does by default) is made again with one
+// queue per worker.
+func TestDaemonRecreatesSingleQueueTAP(t *testing.T) {
+	r := newDaemonRig(t, true, 2)
+	run(t, r.be, "ip", "tuntap", "add", "tap0", "mode", "tap")
+	stop := r.start(r.config())
+	recv[*proto.Register](r, 10*time.Second)
+	if st := r.status(); len(st.Workers) != 2 {
+		t.Fatalf("%d workers", len(st.Workers))
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestShardOfMatchesFanout(t *testing.T) {
+	// shardOf must name the fanout member that receives the C2
+	// connection's frames in both directions.
+	for _, n := range []int{1, 2, 3, 4, 7} {
+		for _, hp := range []uint16{1, 40001, 40002, 65535} {
+			m := &proto.Splice{BackendPort: 8080, HandoffPort: hp}
+			for _, f := range [][]byte{tcpFrame(8080, hp), tcpFrame(hp, 8080)} {
+				if got, want := shardOf(m, n), link.FanoutShard(f, n); got != want {
+					t.Fatalf("n %d handoff port %d: shardOf %d, fanout %d", n, hp, got, want)
+				}
+			}
+		}
+	}
+}
+
+// tcpFrame is an Ethernet/IPv4/TCP frame from sport to dport.
+func tcpFrame(sport, dport uint16) []byte {
+	f := make([]byte, 14+20+20)
+	f[12], f[13] = 0x08, 0x00
+	ip := f[14:]
+	ip[0], ip[8], ip[9] = 0x45, 64, 6
+	ip[2], ip[3] = 0, 40
+	copy(ip[12:], []byte{198, 18, 99, 1, 198, 18, 99, 2})
+	tcp := ip[20:]
+	tcp[0], tcp[1], tcp[2], tcp[3] = byte(sport>>8), byte(sport), byte(dport>>8), byte(dport)
+	tcp[12] = 5 << 4
+	return f
 }

@@ -1,20 +1,43 @@
 // Package backend is the back-end shim daemon. It sits between the host
 // kernel's IP stack (a TAP device the kernel's address lives on) and the
-// wire (an AF_PACKET socket on the NIC) and runs the splice.Shim engine:
-// every frame passes unchanged in both directions except replies on
-// spliced connections, which it rewrites to come from the VIP and sends
-// straight to the client.
+// wire (AF_PACKET on the NIC) and runs the splice.Shim engine: every
+// frame passes unchanged in both directions except replies on spliced
+// connections, which it rewrites to come from the VIP and sends straight
+// to the client.
 //
 // The control protocol is the Agent's (agent.go), a pure state machine
 // like the engine: it registers with the front-end until acknowledged,
 // sends keepalives and registers again when their echoes stop, answers
 // probes, has Splice messages installed in the engine before it
 // acknowledges them (which is what guarantees no reply escapes
-// untranslated), and turns finished responses into Feedback. The daemon
-// stamps every input with one monotonic clock (time since its start) and
-// sleeps until the engine's or the agent's next deadline or I/O.
+// untranslated), and turns finished responses into Feedback.
 //
-// Data flow: two reader goroutines (TAP, wire) -> one loop that owns the
-// engine -> writes to the other side; a control goroutine feeds decoded
-// messages into the same loop.
+// Data flow (worker.go). Config.Workers packet loops, each on its own
+// locked OS thread with its own engine shard, wire socket and, with
+// offloads, TAP queue:
+//
+//	wire: N AF_PACKET sockets, one fanout group      TAP: N queues (IFF_MULTI_QUEUE)
+//	  member k gets the C2 connections whose           the kernel sends a flow's frames
+//	  ports hash to k (link.FanoutShard)               to the queue it last wrote them on
+//	            \                                         /
+//	             worker k: epoll on both, one ReadBatch per ready link,
+//	             every frame into shard k, one WriteBatch per link
+//
+// A worker sleeps in epoll_wait until a link is readable, a mailbox
+// message arrives or its shard's (and, on worker 0, the agent's) next
+// deadline comes; there is no ticker. Worker 0 also reads the control
+// socket and owns the Agent; a Splice is installed in the shard that owns
+// its C2 connection (shardOf), and the other shards' finished responses
+// come to worker 0 to become Feedback, with the requests in service
+// summed over the shards. TAP frames of a flow another worker owns, rare,
+// are handed over to it (readTAP says when and why).
+//
+// With Config.Offloads (the default) the TAP is link.OffloadTAP and the
+// sockets carry virtio-net headers, so TCP super-frames of up to 64 KiB
+// cross the shim whole and the kernel segments them. Without, the TAP is
+// the portable water adapter, read by one goroutine that hands each
+// frame to its flow's worker, and frames are MTU-sized.
+//
+// One clock: splice.Time is the monotonic time since Run started, read
+// in the loop that feeds each input.
 package backend

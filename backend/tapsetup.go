@@ -46,3 +46,8 @@ func ipCmd(args ...string) error {
 	}
 	return nil
 }
+
+func tapExists(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,8 +31,15 @@ const usage = `qsplice-backend: the back-end shim of a TCP splicing web cluster.
         |  AF_PACKET connections: source -> VIP, seq/TS/window translated,
      NIC -wire       sent straight to the client's next hop
 
-The NIC (-wire) must carry no address of its own, and its checksum/segmentation
-offloads should be off (ethtool -K IF tx off tso off gso off gro off).
+The NIC (-wire) must carry no address of its own. With -offloads (the default)
+TCP super-frames of up to 64 KiB cross the shim whole, with virtio-net headers
+on the TAP and on the AF_PACKET socket, and the NIC's offloads may stay on.
+With -offloads=false the shim moves MTU-sized frames only, and the NIC's
+checksum and segmentation offloads must be off
+(ethtool -K IF tx off tso off gso off gro off).
+
+-workers N runs N packet loops, each on its own thread with its own share of
+the connections (a TAP queue and an AF_PACKET socket in one fanout group).
 
 Usage: qsplice-backend -id N -wire IF -tap TAP -addr ADDR -frontend ADDR:PORT -key FILE [flags]
 
@@ -62,6 +70,9 @@ func main() {
 	flag.DurationVar(&cfg.ResponseQuiet, "response-quiet", 20*time.Millisecond, "a response ends when the client has acknowledged everything and the server stayed silent this long")
 	flag.DurationVar(&cfg.SpliceDelay, "splice-delay", 0, "hold each Splice message this long before installing it (to study handoff ordering)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
+	flag.BoolVar(&cfg.Offloads, "offloads", true, "move TCP super-frames with virtio-net headers (offload TAP, PACKET_VNET_HDR); off: water TAP and MTU-sized frames")
+	flag.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "packet loops, one per thread, each with its own TAP queue, wire socket and share of the connections")
+	flag.BoolVar(&cfg.QdiscBypass, "qdisc-bypass", false, "send on the wire with PACKET_QDISC_BYPASS (skips the NIC's queueing discipline)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()

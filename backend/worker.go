@@ -1,0 +1,587 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/link"
+	"github.com/qsplice/qsplice/splice/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Poller tokens of a worker's descriptors.
+const (
+	tokWire uint32 = iota
+	tokTAP
+	tokControl
+)
+
+const (
+	// batchFrames bounds the frames one ReadBatch takes from a link: the
+	// loop writes their output before it reads again, so a batch is what
+	// one pass holds (32 super-frames are 2 MiB per link).
+	batchFrames = 32
+	// handoffBufs is how many frames a worker can have in flight to the
+	// other workers at once (see handOver); more are dropped.
+	handoffBufs = 16
+	// plainTAPBufs is how many frames the plain TAP's reader can have in
+	// flight to the workers before it waits for one to come back.
+	plainTAPBufs = 256
+	// maxControlPerPass bounds the control datagrams one pass reads.
+	maxControlPerPass = 64
+)
+
+// A worker is one packet loop on its own locked OS thread: it owns an
+// engine shard, its wire socket (a member of the wire's fanout group),
+// on the offload path its own TAP queue, and an epoll Poller that waits
+// for all of them and for the engine's next deadline. Worker 0 also owns
+// the control socket and the Agent.
+//
+// One pass: wait; read every ready link with one ReadBatch each and feed
+// every frame to the shard; run the shard's due timers; write its output
+// with one WriteBatch per link; hand its events to the agent. Nothing on
+// that path allocates or takes a lock another flow's worker takes.
+//
+// Workers talk to each other only through mailboxes (post), for what is
+// not per frame: a Splice to install, its result, a finished response's
+// event, a /status request; and for the rare frame that reached the wrong
+// worker (handOver).
+type worker struct {
+	d      *Daemon
+	id     int
+	shim   *splice.Shim
+	out    splice.Output
+	poller *link.Poller
+	ready  [8]uint32
+	wire   *link.AFPacket
+	tap    *link.OffloadTAP // nil on the plain path (Daemon.plainTAP)
+	wb, tb *link.Batch
+
+	// The pass's output, split per link.
+	wireFrames, tapFrames [][]byte
+	wireHdrs, tapHdrs     []wire.VNetHdr
+
+	mu     sync.Mutex
+	box    []mail // posted to this worker, under mu
+	spare  []mail // the loop's copy of the box, swapped under mu
+	asleep atomic.Bool
+	free   chan *handoff // buffers for frames this worker hands to others
+	held   []*handoff    // handed-over frames the pass's output may alias
+
+	active      atomic.Int64 // the shard's requests in service, published
+	lastActive  int
+	busy        bool // frames read since the last drop check
+	nextDropChk splice.Time
+	drops       atomic.Uint64
+	txErrors    atomic.Uint64
+	handoffs    atomic.Uint64
+	handoffLost atomic.Uint64
+
+	// Worker 0 only.
+	agent   *Agent
+	aout    AgentOutput
+	ctl     *controlReader
+	sendBuf []byte
+}
+
+// handoff is a frame passed from the goroutine that read it to the
+// worker that owns its flow, in a buffer that goes back to home after.
+type handoff struct {
+	buf  []byte
+	n    int
+	vnet wire.VNetHdr
+	home chan *handoff
+}
+
+type mailKind uint8
+
+const (
+	mailFrame     mailKind = iota + 1 // frame: a TAP frame of this shard's flow
+	mailInstall                       // splice: install it in this shard
+	mailInstalled                     // splice, err: a shard's answer (to worker 0)
+	mailEvent                         // ev: another shard's event (to worker 0)
+	mailStatus                        // status: report the shard
+)
+
+type mail struct {
+	kind   mailKind
+	frame  *handoff
+	splice *proto.Splice
+	err    error
+	ev     splice.Event
+	status chan<- shardStatus
+}
+
+func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
+	shim, err := splice.NewShim(splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
+		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet})
+	if err != nil {
+		return nil, err
+	}
+	p, err := link.NewPoller()
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{d: d, id: id, shim: shim, poller: p, wire: d.wires[id],
+		wb: link.NewBatch(batchFrames, wireBuf), free: make(chan *handoff, handoffBufs)}
+	if err := p.Add(w.wire.FD(), tokWire); err != nil {
+		p.Close()
+		return nil, err
+	}
+	if d.taps != nil {
+		w.tap = d.taps[id]
+		w.tb = link.NewBatch(batchFrames, link.MaxFrame)
+		if err := p.Add(w.tap.FD(), tokTAP); err != nil {
+			p.Close()
+			return nil, err
+		}
+		if len(d.taps) > 1 {
+			for range handoffBufs {
+				w.free <- &handoff{buf: make([]byte, link.MaxFrame), home: w.free}
+			}
+		}
+	}
+	if id == 0 {
+		w.agent = d.agent
+	}
+	return w, nil
+}
+
+// post hands m to w's loop. The lock is held for an append; the Wake (a
+// write to an eventfd) only when w sleeps or is about to: run sets asleep
+// before it looks at the box for the last time, so either it sees m or
+// this sees asleep.
+func (w *worker) post(m mail) {
+	w.mu.Lock()
+	w.box = append(w.box, m)
+	w.mu.Unlock()
+	if w.asleep.Load() {
+		w.poller.Wake()
+	}
+}
+
+func (w *worker) mailWaiting() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.box) > 0
+}
+
+// run is the loop; it returns nil when the daemon stops.
+func (w *worker) run() error {
+	// One thread per worker: epoll_wait blocks the thread, and the
+	// shard's data stays in that core's cache.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d := w.d
+	for !d.stopping.Load() {
+		timeout := w.timeout()
+		w.asleep.Store(true)
+		if w.mailWaiting() {
+			timeout = 0
+		}
+		n, err := w.poller.Wait(timeout, w.ready[:])
+		w.asleep.Store(false)
+		if err != nil {
+			return fmt.Errorf("backend: worker %d: %w", w.id, err)
+		}
+		now := d.now()
+		w.out.Reset()
+		for _, tok := range w.ready[:n] {
+			switch tok {
+			case tokWire:
+				err = w.readWire(now)
+			case tokTAP:
+				err = w.readTAP(now)
+			case tokControl:
+				w.readControl(now)
+			}
+			if err != nil {
+				if d.stopping.Load() {
+					return nil
+				}
+				return fmt.Errorf("backend: worker %d: %w", w.id, err)
+			}
+		}
+		w.readMail(now)
+		if w.shim.NextDeadline() <= now {
+			w.shim.Tick(now, &w.out)
+		}
+		w.flush(now)
+		if w.agent != nil && w.agent.NextDeadline() <= now {
+			w.aout.Reset()
+			w.agent.SetConcurrency(d.concurrency())
+			w.agent.Tick(now, &w.aout)
+			w.carryOut(now)
+		}
+		w.checkDrops(now)
+	}
+	return nil
+}
+
+// timeout is how long the loop may sleep: until the shard's or the
+// agent's next deadline, and after traffic until the next drop check. No
+// fixed ticker: an idle worker sleeps until something is due.
+func (w *worker) timeout() time.Duration {
+	next := w.shim.NextDeadline()
+	if w.agent != nil {
+		next = min(next, w.agent.NextDeadline())
+	}
+	if w.busy {
+		next = min(next, w.nextDropChk)
+	}
+	if next == splice.Never {
+		return -1
+	}
+	return max(next.Sub(w.d.now()), 0)
+}
+
+func (w *worker) readWire(now splice.Time) error {
+	n, err := w.wire.ReadBatch(w.wb)
+	if n > 0 {
+		w.busy = true
+	}
+	for i := range n {
+		f := w.wb.Frame(i)
+		if c := w.d.capture; c != nil {
+			c.record(f)
+		}
+		w.shim.InputVNet(splice.PortWire, f, w.wb.VNet[i], now, &w.out)
+	}
+	return err
+}
+
+// readTAP feeds the shard the frames of its TAP queue. The kernel sends a
+// flow's frames to the queue its frames were last written on (the tun
+// driver's flow table), which is this worker's for every flow whose
+// packets came in through its wire socket: the replies of a C2
+// connection come back to the worker that owns it. Not always, though:
+// the table forgets a flow 3 s after the last frame written for it (a
+// server that thinks for longer before answering, a keep-alive
+// connection the server closes when idle), and then the queue follows
+// the kernel's own hash. Installing each Splice in every shard would keep
+// such replies translated, but a reply and its request would then be
+// seen by different shards, and the service time and the Active count
+// (the front-end's slot accounting) would be wrong; so a frame of a flow
+// another worker owns is handed over to it instead (handOver). That is a
+// copy and a wake-up, paid only on the rare misdirected frame.
+func (w *worker) readTAP(now splice.Time) error {
+	n, err := w.tap.ReadBatch(w.tb)
+	if n > 0 {
+		w.busy = true
+	}
+	nw := len(w.d.workers)
+	for i := range n {
+		f := w.tb.Frame(i)
+		if nw > 1 {
+			if k := link.FanoutShard(f, nw); k != w.id {
+				w.handOver(k, f, w.tb.VNet[i])
+				continue
+			}
+		}
+		w.shim.InputVNet(splice.PortHost, f, w.tb.VNet[i], now, &w.out)
+	}
+	return err
+}
+
+// handOver passes a host frame to worker k, which owns its flow. With no
+// buffer free (k is far behind) the frame is dropped and TCP resends it.
+func (w *worker) handOver(k int, f []byte, vh wire.VNetHdr) {
+	var h *handoff
+	select {
+	case h = <-w.free:
+	default:
+		w.handoffLost.Add(1)
+		return
+	}
+	if len(f) > len(h.buf) {
+		w.free <- h
+		w.handoffLost.Add(1)
+		return
+	}
+	h.n, h.vnet = copy(h.buf, f), vh
+	w.handoffs.Add(1)
+	w.d.workers[k].post(mail{kind: mailFrame, frame: h})
+}
+
+// readMail handles what other goroutines posted.
+func (w *worker) readMail(now splice.Time) {
+	w.mu.Lock()
+	w.box, w.spare = w.spare[:0], w.box
+	w.mu.Unlock()
+	for i := range w.spare {
+		m := &w.spare[i]
+		switch m.kind {
+		case mailFrame:
+			h := m.frame
+			w.held = append(w.held, h)
+			w.shim.InputVNet(splice.PortHost, h.buf[:h.n], h.vnet, now, &w.out)
+		case mailInstall:
+			w.d.workers[0].post(mail{kind: mailInstalled, splice: m.splice, err: w.shim.AddSplice(m.splice, now)})
+		case mailInstalled:
+			w.aout.Reset()
+			w.agent.Installed(m.splice, m.err, &w.aout)
+			w.carryOut(now)
+		case mailEvent:
+			w.aout.Reset()
+			w.agent.SetConcurrency(w.d.concurrency())
+			w.agent.Event(m.ev, now, &w.aout)
+			w.carryOut(now)
+		case mailStatus:
+			m.status <- w.status()
+		}
+		*m = mail{}
+	}
+}
+
+// flush writes the pass's output, one batch per link, then hands the
+// engine's events to the agent. Output frames may alias the read batches
+// and the handed-over frames, which are reused only after this.
+func (w *worker) flush(now splice.Time) {
+	for _, f := range w.out.Frames {
+		if f.Port == splice.PortHost {
+			w.tapFrames = append(w.tapFrames, f.Data)
+			w.tapHdrs = append(w.tapHdrs, f.VNet)
+		} else {
+			w.wireFrames = append(w.wireFrames, f.Data)
+			w.wireHdrs = append(w.wireHdrs, f.VNet)
+		}
+	}
+	if len(w.wireFrames) > 0 {
+		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
+		if c := w.d.capture; c != nil {
+			for _, f := range w.wireFrames {
+				c.record(f)
+			}
+		}
+	}
+	if len(w.tapFrames) > 0 {
+		if w.tap != nil {
+			w.writeAll(w.tap, w.tapFrames, w.tapHdrs)
+		} else {
+			// The water TAP takes one frame per write(2); frames on the
+			// plain path carry no vnet header (both links deliver whole,
+			// checksummed frames), so there is nothing to finish.
+			for _, f := range w.tapFrames {
+				if err := w.d.plainTAP.WriteFrame(f); err != nil {
+					w.writeFailed(w.d.plainTAP, err)
+				}
+			}
+		}
+	}
+	clear(w.wireFrames) // drop the references to buffers about to be reused
+	clear(w.tapFrames)
+	w.wireFrames, w.tapFrames = w.wireFrames[:0], w.tapFrames[:0]
+	w.wireHdrs, w.tapHdrs = w.wireHdrs[:0], w.tapHdrs[:0]
+	for i, h := range w.held {
+		h.home <- h
+		w.held[i] = nil
+	}
+	w.held = w.held[:0]
+	w.publishActive()
+	for _, ev := range w.out.Events {
+		if w.agent == nil {
+			w.d.workers[0].post(mail{kind: mailEvent, ev: ev})
+			continue
+		}
+		w.aout.Reset()
+		w.agent.SetConcurrency(w.d.concurrency())
+		w.agent.Event(ev, now, &w.aout)
+		w.carryOut(now)
+	}
+}
+
+// writeAll writes frames on l; a frame the link refuses is counted and
+// skipped, and the rest still go.
+func (w *worker) writeAll(l link.BatchLink, frames [][]byte, hdrs []wire.VNetHdr) {
+	for len(frames) > 0 {
+		n, err := l.WriteBatch(frames, hdrs)
+		if err == nil {
+			return
+		}
+		w.writeFailed(l, err)
+		skip := min(n+1, len(frames))
+		frames, hdrs = frames[skip:], hdrs[skip:]
+	}
+}
+
+func (w *worker) writeFailed(l link.Link, err error) {
+	n := w.txErrors.Add(1)
+	if n < 10 || n%1000 == 0 {
+		w.d.log.Warn("write failed", "worker", w.id, "link", l.Name(), "err", err, "count", n)
+	}
+}
+
+// publishActive makes the shard's count of requests in service visible
+// to worker 0 (Keepalive and Feedback carry the sum) and keeps the peak.
+// It touches shared atomics only when a request started or ended.
+func (w *worker) publishActive() {
+	a := w.shim.Active()
+	if a == w.lastActive {
+		return
+	}
+	w.lastActive = a
+	w.active.Store(int64(a))
+	total := int64(w.d.concurrency())
+	for {
+		p := w.d.peak.Load()
+		if total <= p || w.d.peak.CompareAndSwap(p, total) {
+			return
+		}
+	}
+}
+
+// checkDrops reads the wire socket's kernel drop counter, at most once a
+// second, and only after traffic: drops happen under load.
+func (w *worker) checkDrops(now splice.Time) {
+	if !w.busy || now < w.nextDropChk {
+		return
+	}
+	w.busy = false
+	w.nextDropChk = now.Add(time.Second)
+	if n, err := w.wire.KernelDrops(); err == nil && n > 0 {
+		total := w.drops.Add(n)
+		w.d.log.Warn("wire socket dropped frames (loop fell behind)", "worker", w.id, "new", n, "total", total)
+	}
+}
+
+// carryOut does what the agent asked for in w.aout: installs splices in
+// their shards (each acknowledged once it is in place, here or when its
+// worker reports back), sends control messages, writes log lines.
+func (w *worker) carryOut(now splice.Time) {
+	for i := 0; i < len(w.aout.Install); i++ { // Installed appends to Send and Logs only
+		m := w.aout.Install[i]
+		if k := shardOf(m, len(w.d.workers)); k != w.id {
+			w.d.workers[k].post(mail{kind: mailInstall, splice: m})
+			continue
+		}
+		w.agent.Installed(m, w.shim.AddSplice(m, now), &w.aout)
+	}
+	for _, m := range w.aout.Send {
+		w.d.send(m)
+	}
+	for _, r := range w.aout.Logs {
+		w.d.log.LogAttrs(context.Background(), r.Level, r.Msg, r.Attrs...)
+	}
+}
+
+// controlReader reads the control socket from worker 0's loop. The
+// socket's descriptor sits in the worker's Poller next to the links, and
+// a readable report is answered with non-blocking recvfrom(2) calls until
+// EAGAIN. The alternative, a reader goroutine handing datagrams over a
+// channel and waking the loop, costs a goroutine switch and an eventfd
+// write per message and puts a second owner between the socket and the
+// agent; here a Splice is installed and acknowledged in the same pass that
+// read it, and there is no goroutine to stop.
+type controlReader struct {
+	raw  syscall.RawConn
+	buf  []byte
+	n    int
+	from unix.Sockaddr
+	err  error
+	do   func(fd uintptr) bool
+}
+
+func (w *worker) attachControl(conn *net.UDPConn) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	c := &controlReader{raw: raw, buf: make([]byte, proto.MaxDatagram+1)}
+	c.do = func(fd uintptr) bool {
+		c.n, c.from, c.err = unix.Recvfrom(int(fd), c.buf, unix.MSG_DONTWAIT)
+		return true // never park on the Go poller: ours said readable
+	}
+	var fd int
+	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		return err
+	}
+	if err := w.poller.Add(fd, tokControl); err != nil {
+		return err
+	}
+	w.ctl = c
+	return nil
+}
+
+func (w *worker) readControl(now splice.Time) {
+	c := w.ctl
+	for range maxControlPerPass {
+		if err := c.raw.Read(c.do); err != nil {
+			return // closed: the daemon is stopping
+		}
+		if errors.Is(c.err, unix.EAGAIN) {
+			return
+		}
+		if c.err != nil {
+			w.d.log.Debug("control receive", "err", c.err)
+			return
+		}
+		var from netip.AddrPort
+		if sa, ok := c.from.(*unix.SockaddrInet4); ok {
+			from = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+		}
+		w.aout.Reset()
+		if c.n > proto.MaxDatagram {
+			w.agent.Malformed(from, fmt.Errorf("datagram longer than %d bytes", proto.MaxDatagram), &w.aout)
+		} else if m, err := proto.Unmarshal(w.d.cfg.Key, c.buf[:c.n]); err != nil {
+			w.agent.Malformed(from, err, &w.aout)
+		} else {
+			w.agent.SetConcurrency(w.d.concurrency())
+			w.agent.Control(from, m, now, &w.aout)
+		}
+		w.carryOut(now)
+	}
+}
+
+// send encodes m and sends it to the front-end (worker 0 only).
+func (d *Daemon) send(m proto.Message) {
+	w := d.workers[0]
+	b, err := proto.Append(w.sendBuf[:0], d.cfg.Key, m)
+	if err != nil {
+		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
+		return
+	}
+	w.sendBuf = b
+	if _, err := d.conn.WriteToUDPAddrPort(b, d.cfg.Frontend); err != nil {
+		d.log.Debug("control send failed", "type", m.Type().String(), "err", err)
+	}
+}
+
+// readPlainTAP reads the water TAP on the plain path, which has no
+// descriptor a Poller could watch and no queues, and hands each frame to
+// the worker whose fanout shard owns its flow.
+func (d *Daemon) readPlainTAP() error {
+	ifi, err := net.InterfaceByName(d.cfg.TAP)
+	size := 2048
+	if err == nil {
+		size = max(size, ifi.MTU+18)
+	}
+	free := make(chan *handoff, plainTAPBufs)
+	for range plainTAPBufs {
+		free <- &handoff{buf: make([]byte, size), home: free}
+	}
+	n := len(d.workers)
+	for {
+		var h *handoff
+		select {
+		case h = <-free:
+		case <-d.done:
+			return nil
+		}
+		m, err := d.plainTAP.ReadFrame(h.buf)
+		if err != nil {
+			return fmt.Errorf("backend: %s: %w", d.plainTAP.Name(), err)
+		}
+		h.n, h.vnet = m, wire.VNetHdr{}
+		d.workers[link.FanoutShard(h.buf[:m], n)].post(mail{kind: mailFrame, frame: h})
+	}
+}
