@@ -1,16 +1,20 @@
 // Package sim is a deterministic discrete-event simulator of a qsplice
-// cluster, for testing scheduling policies at full scale in virtual time.
+// cluster, for testing scheduling at full scale in virtual time.
 //
-// Place in the data flow: it stands in for everything around package
-// sched. Simulated clients offer requests open-loop (arrivals do not wait
-// for answers); the simulated front-end enqueues each in a sched.Policy,
-// and whenever a back-end has room it asks the Policy for the Next request
-// and a sched.Dispatcher for the back-end, exactly as the front-end daemon
-// does; each back-end serves a bounded number of requests at once, each
-// for a service time drawn from its customer's distribution, then reports
-// completion: sched.Dispatcher.Done, and Complete(customer, service time)
-// when the policy takes feedback (see Completer). Expired requests are
-// collected with Expire when the policy has a timeout (see Expirer).
+// Place in the data flow: it stands in for everything around the
+// front-end's controller (frontend/controller), which schedules exactly
+// as it does in the daemon. Simulated clients offer requests open-loop
+// (arrivals do not wait for answers); a stand-in for the packet engine
+// reports each as the engine would (EvRequest), carries out what the
+// controller asks (Dispatch, SpliceAcked, Reject, ...) after the
+// configured handoff delay, and reports the handoff connection up
+// (EvSplice); simulated shims on the back-ends register, confirm each
+// Splice, send keepalives, and report each request's service time in a
+// Feedback when it is served. Each back-end serves what the controller
+// sends it, for a service time drawn from the customer's distribution.
+// So the simulator measures the same code the live front-end runs, from
+// its configuration (listener policies, customers, classes, timeouts) to
+// its decisions.
 //
 // Nothing reads the wall clock and every random draw comes from generators
 // seeded from Config.Seed, one stream per customer and purpose, so a run
@@ -22,7 +26,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/frontend/controller"
 )
 
 // Arrivals is how a customer's requests are spaced in time.
@@ -58,8 +62,9 @@ type Customer struct {
 	// Reservation is what the customer bought, in requests per second,
 	// used only to report attainment; 0 reports none.
 	Reservation float64
-	// Host and Path are copied into every request, for policies that
-	// classify by them.
+	// Host and Path are those of every request: credit listeners
+	// classify by Host (empty: the customer's Name), class-based ones by
+	// Path.
 	Host, Path string
 }
 
@@ -76,20 +81,15 @@ type Config struct {
 	// Capacity requests at once.
 	Backends, Capacity int
 	Customers          []Customer
-	// Policy orders the waiting requests. It is used by this run only
-	// and left in whatever state the run ends in.
-	Policy sched.Policy
-}
-
-// Completer is a policy that wants each request's service time when it
-// completes, as the back-ends' Feedback carries it. *sched.Credit is one.
-type Completer interface {
-	Complete(customer string, service time.Duration)
-}
-
-// Expirer is a policy with a queue timeout. *sched.Credit is one.
-type Expirer interface {
-	Expire(now int64, f func(sched.Request))
+	// Scheduler configures the front-end's controller as a configuration
+	// file would: listener policies (on Port; none means FIFO), credit
+	// customers, classes, queue timeouts, handoffs ahead. A nil Classify
+	// takes a request's Host for its customer's name.
+	Scheduler controller.Config
+	// HandoffDelay is the time from dispatch to the back-end's SYN-ACK
+	// (the handoff connection up); ControlDelay that of a control message
+	// between the front-end and a shim, either way. Zero: at once.
+	HandoffDelay, ControlDelay time.Duration
 }
 
 // Port is the VIP port every simulated request arrives on.
@@ -97,14 +97,16 @@ const Port = 80
 
 func (cfg *Config) check() error {
 	switch {
-	case cfg.Policy == nil:
-		return errors.New("sim: Policy: missing")
 	case cfg.Duration <= 0:
 		return errors.New("sim: Duration: must be > 0")
 	case cfg.Warmup < 0 || cfg.Warmup >= cfg.Duration:
 		return errors.New("sim: Warmup: must be in [0, Duration)")
 	case cfg.Backends < 1 || cfg.Capacity < 1:
 		return errors.New("sim: Backends and Capacity: must be >= 1")
+	case cfg.Backends > 1<<16 || cfg.Capacity > 1<<16-1:
+		return errors.New("sim: Backends and Capacity: must be below 65536")
+	case cfg.HandoffDelay < 0 || cfg.ControlDelay < 0:
+		return errors.New("sim: HandoffDelay and ControlDelay: must not be negative")
 	}
 	for i, c := range cfg.Customers {
 		if c.Rate < 0 || c.Service < 0 || c.Reservation < 0 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/sched/sim"
 )
@@ -56,19 +57,22 @@ func runScenario(t *testing.T, sc scenario) sim.Result {
 			Service: sc.service[i], Distribution: sc.dist, Reservation: c.reservation,
 		})
 	}
-	policy, err := sched.NewCredit(sched.CreditConfig{Customers: specs, TypicalService: typical})
-	if err != nil {
-		t.Fatal(err)
-	}
 	res, err := sim.Run(sim.Config{
 		Seed: sc.seed, Duration: 31 * time.Second, Warmup: time.Second,
-		Backends: 5, Capacity: 5, Customers: customers, Policy: policy,
+		Backends: 5, Capacity: 5, Customers: customers,
+		Scheduler: creditScheduler(sched.CreditConfig{Customers: specs, TypicalService: typical}),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + table(res))
 	return res
+}
+
+// creditScheduler is the front-end's configuration for one credit
+// listener on sim.Port.
+func creditScheduler(cc sched.CreditConfig) controller.Config {
+	return controller.Config{Listeners: []controller.Listener{{Port: sim.Port, Policy: "credit"}}, Credit: cc}
 }
 
 func table(res sim.Result) string {

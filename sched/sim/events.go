@@ -1,12 +1,20 @@
 package sim
 
-import "github.com/qsplice/qsplice/sched"
+import (
+	"time"
+
+	"github.com/qsplice/qsplice/splice"
+)
 
 type eventKind uint8
 
 const (
-	arrival    eventKind = iota // customer's next request arrives
-	completion                  // a back-end finishes a request
+	arrival     eventKind = iota // a customer's next request arrives
+	handoffUp                    // a dispatched flow's handoff connection is up
+	spliceAcked                  // a shim's SpliceAck reaches the front-end
+	served                       // a back-end finishes a request
+	feedback                     // a shim's Feedback reaches the front-end
+	keepalive                    // a shim's keepalive is due
 )
 
 // event is something that happens at a virtual instant; events at the
@@ -14,10 +22,10 @@ const (
 type event struct {
 	at       int64 // ns of virtual time
 	kind     eventKind
-	customer int32           // arrival: whose request arrives
-	backend  sched.BackendID // completion: who served it
-	request  sched.Request   // completion: what was served
-	service  int64           // completion: how long it took, ns
+	customer int32         // arrival: whose request arrives
+	flow     splice.FlowID // the flow concerned
+	backend  uint32        // keepalive: whose
+	service  time.Duration // feedback: how long the request took
 }
 
 // eventQueue is the run's event list, ordered by (at, scheduling order).
@@ -26,3 +34,6 @@ type eventQueue struct{ q Queue[event] }
 func (q *eventQueue) len() int     { return q.q.Len() }
 func (q *eventQueue) push(e event) { q.q.Push(e.at, e) }
 func (q *eventQueue) pop() event   { _, e := q.q.Pop(); return e }
+
+// next is the time of the earliest event; the queue must not be empty.
+func (q *eventQueue) next() int64 { return q.q.items[0].at }

@@ -1,13 +1,17 @@
 package sim
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"time"
 
-	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice"
 )
 
 // Result is what a run measured, over [Warmup, Duration].
@@ -21,8 +25,9 @@ type Result struct {
 }
 
 // CustomerResult is one customer's share of a Result. Requests are
-// counted when they arrive (Offered, Admitted, Rejected) or complete
-// (Served, response times) inside the window.
+// counted when they arrive (Offered, Admitted, Rejected at the door),
+// are refused later (Rejected.Timeout) or complete (Served, response
+// times) inside the window.
 type CustomerResult struct {
 	Name                    string
 	Offered, Admitted       int
@@ -51,43 +56,47 @@ type tally struct {
 
 // Rejections counts refused requests by reason.
 type Rejections struct {
-	OverCap   int // sched.ErrOverCap: 429
-	QueueFull int // sched.ErrQueueFull: 503
-	Timeout   int // removed by Expire: 503 with Retry-After
-	Unknown   int // sched.ErrUnknownCustomer
-	Other     int // any other Enqueue error
+	OverCap   int // the customer is over its cap: 429
+	QueueFull int // its queue is full: 503
+	Timeout   int // waited past the queue timeout: 503 with Retry-After
+	Unknown   int // no such customer and no default
+	Other     int // any other refusal (a handoff that waited too long for its slot, ...)
 }
 
 // Total is the number of refused requests.
 func (r Rejections) Total() int { return r.OverCap + r.QueueFull + r.Timeout + r.Unknown + r.Other }
 
+// maxTicksAtOneTime bounds how often the controller's deadline may come
+// due at one instant without time moving on.
+const maxTicksAtOneTime = 1000
+
 // run is the state of one simulation.
 type run struct {
-	cfg       Config
-	events    eventQueue
-	disp      *sched.Dispatcher
-	completer Completer
-	expirer   Expirer
-	arrivals  []*rand.Rand // per customer: gaps between arrivals
-	services  []*rand.Rand // per customer: service times
-	origin    []int32      // RequestID -> customer index; ids count from 0
-	stats     []tally
-	now       int64
+	cfg      Config
+	events   eventQueue
+	ctrl     *controller.Controller
+	out      controller.Output
+	flows    []simFlow    // flow id - 1 -> its state
+	inServ   []int        // per back-end (index id-1): requests it is serving
+	arrivals []*rand.Rand // per customer: gaps between arrivals
+	services []*rand.Rand // per customer: service times
+	stats    []tally
+	now      int64
+	err      error
 }
 
 // Run simulates cfg and returns what it measured. It is deterministic:
-// the same Config (and a Policy in the same initial state) gives the same
-// Result.
+// the same Config gives the same Result.
 func Run(cfg Config) (Result, error) {
 	if err := cfg.check(); err != nil {
 		return Result{}, err
 	}
-	r := &run{cfg: cfg, disp: sched.NewDispatcher()}
-	r.completer, _ = cfg.Policy.(Completer)
-	r.expirer, _ = cfg.Policy.(Expirer)
-	for b := range cfg.Backends {
-		r.disp.AddBackend(sched.BackendID(b+1), cfg.Capacity, nil)
+	r := &run{cfg: cfg, inServ: make([]int, cfg.Backends)}
+	ctrl, err := controller.New(r.schedulerConfig(), (*frontEnd)(r), 0)
+	if err != nil {
+		return Result{}, fmt.Errorf("sim: Scheduler: %w", err)
 	}
+	r.ctrl = ctrl
 	r.stats = make([]tally, len(cfg.Customers))
 	for i, c := range cfg.Customers {
 		r.arrivals = append(r.arrivals, rand.New(rand.NewPCG(cfg.Seed, uint64(2*i))))
@@ -101,25 +110,73 @@ func Run(cfg Config) (Result, error) {
 			r.schedule(event{at: first, kind: arrival, customer: int32(i)})
 		}
 	}
-	end := cfg.Duration.Nanoseconds()
-	for r.events.len() > 0 {
-		e := r.events.pop()
-		if e.at > end {
-			break
-		}
-		r.now = e.at
-		switch e.kind {
-		case arrival:
-			r.arrive(e.customer)
-		case completion:
-			r.complete(e)
-		}
-		r.expire()
-		if err := r.dispatch(); err != nil {
-			return Result{}, err
-		}
+	for b := 1; b <= cfg.Backends; b++ {
+		r.control(&proto.Register{BackendID: uint32(b), IP: backendIP(b), ControlPort: 7401,
+			Capacity: uint16(cfg.Capacity), Incarnation: 1})
+		r.schedule(event{at: r.keepaliveInterval().Nanoseconds(), kind: keepalive, backend: uint32(b)})
+	}
+	if err := r.loop(); err != nil {
+		return Result{}, err
 	}
 	return r.result(), nil
+}
+
+// schedulerConfig is the controller's configuration: Config.Scheduler
+// with a FIFO listener on Port when none is given, classifying by Host.
+func (r *run) schedulerConfig() controller.Config {
+	sc := r.cfg.Scheduler
+	if len(sc.Ports) == 0 {
+		sc.Ports = []uint16{Port}
+	}
+	if sc.Classify == nil {
+		sc.Classify = func(host string) string { return host }
+	}
+	sc.LogLevel = slog.LevelError + 1 // nobody reads them
+	return sc
+}
+
+func (r *run) keepaliveInterval() time.Duration {
+	if iv := r.cfg.Scheduler.KeepaliveInterval; iv > 0 {
+		return iv
+	}
+	return time.Second
+}
+
+func backendIP(b int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(b >> 8), byte(b)}) }
+
+// loop runs the events and the controller's deadlines in time order, a
+// deadline before an event at the same instant, until Duration.
+func (r *run) loop() error {
+	end := r.cfg.Duration.Nanoseconds()
+	ticks, tickAt := 0, int64(-1)
+	for r.err == nil {
+		tEv := int64(math.MaxInt64)
+		if r.events.len() > 0 {
+			tEv = r.events.next()
+		}
+		tDl := max(int64(r.ctrl.NextDeadline()), r.now)
+		if min(tEv, tDl) > end {
+			return nil
+		}
+		if tDl <= tEv {
+			if tDl == tickAt {
+				if ticks++; ticks > maxTicksAtOneTime {
+					return fmt.Errorf("sim: the controller's deadline is stuck at %d ns", tDl)
+				}
+			} else {
+				tickAt, ticks = tDl, 0
+			}
+			r.now = tDl
+			r.out.Reset()
+			r.ctrl.Tick(splice.Time(r.now), &r.out)
+			r.after()
+			continue
+		}
+		e := r.events.pop()
+		r.now = e.at
+		r.handle(e)
+	}
+	return r.err
 }
 
 func (r *run) schedule(e event) { r.events.push(e) }
@@ -146,75 +203,96 @@ func (r *run) serviceTime(i int32) int64 {
 	return int64(r.services[i].ExpFloat64() * float64(c.Service.Nanoseconds()))
 }
 
+func (r *run) handle(e event) {
+	switch e.kind {
+	case arrival:
+		r.arrive(e.customer)
+	case handoffUp:
+		f := r.flow(e.flow)
+		if f.state != flowConnecting {
+			return // reset meanwhile
+		}
+		f.state = flowSpliceWait
+		r.event(splice.Event{Kind: splice.EvSplice, Flow: e.flow, Backend: f.backend,
+			Splice: proto.Splice{RequestID: uint64(e.flow)}})
+	case spliceAcked:
+		r.control(&proto.SpliceAck{RequestID: uint64(e.flow), BackendID: r.flow(e.flow).backend, OK: true})
+	case served:
+		r.serve(e.flow)
+	case feedback:
+		f := r.flow(e.flow)
+		r.control(&proto.Feedback{BackendID: f.backend, RequestID: uint64(e.flow), ServiceTime: e.service,
+			Concurrency: uint16(r.inServ[f.backend-1])})
+		// The response is over and the connection closes.
+		r.event(splice.Event{Kind: splice.EvClosed, Flow: e.flow, Backend: f.backend, Reason: splice.CloseFIN})
+	case keepalive:
+		r.control(&proto.Keepalive{BackendID: e.backend, Incarnation: 1, Concurrency: uint16(r.inServ[e.backend-1])})
+		r.schedule(event{at: r.now + r.keepaliveInterval().Nanoseconds(), kind: keepalive, backend: e.backend})
+	}
+}
+
+// arrive offers customer i's next request to the controller, as the
+// engine reports a parsed request head.
 func (r *run) arrive(i int32) {
 	c := &r.cfg.Customers[i]
-	st := &r.stats[i]
-	id := sched.RequestID(len(r.origin))
-	r.origin = append(r.origin, i)
-	req := sched.Request{ID: id, Customer: c.Name, Host: c.Host, Path: c.Path, Port: Port, Arrival: r.now}
-	err := r.cfg.Policy.Enqueue(req, r.now)
-	if r.inWindow(r.now) {
+	r.flows = append(r.flows, simFlow{customer: i, arrival: r.now, state: flowQueued})
+	id := splice.FlowID(len(r.flows))
+	host := c.Host
+	if host == "" {
+		host = c.Name
+	}
+	r.event(splice.Event{Kind: splice.EvRequest, Flow: id,
+		Request: &splice.RequestInfo{Method: "GET", Host: host, Path: c.Path, Port: Port}})
+	if f := r.flow(id); r.inWindow(r.now) {
+		st := &r.stats[i]
 		st.Offered++
-		switch {
-		case err == nil:
+		if !f.refusedAtDoor {
 			st.Admitted++
-		case errors.Is(err, sched.ErrOverCap):
-			st.Rejected.OverCap++
-		case errors.Is(err, sched.ErrQueueFull):
-			st.Rejected.QueueFull++
-		case errors.Is(err, sched.ErrUnknownCustomer):
-			st.Rejected.Unknown++
-		default:
-			st.Rejected.Other++
 		}
 	}
 	r.schedule(event{at: r.now + r.gap(int(i)), kind: arrival, customer: i})
 }
 
-func (r *run) complete(e event) {
-	r.disp.Done(e.backend)
-	if r.completer != nil {
-		r.completer.Complete(e.request.Customer, time.Duration(e.service))
+// serve ends a request at its back-end: the shim reports it after the
+// control delay.
+func (r *run) serve(id splice.FlowID) {
+	f := r.flow(id)
+	if f.state != flowSent {
+		return // reset meanwhile
 	}
-	if !r.inWindow(r.now) {
-		return
+	f.state = flowServed
+	r.inServ[f.backend-1]--
+	if r.inWindow(r.now) {
+		st := &r.stats[f.customer]
+		st.Served++
+		st.responses = append(st.responses, r.now-f.arrival)
+		st.busy += min(f.service, r.now-r.cfg.Warmup.Nanoseconds())
 	}
-	st := &r.stats[r.origin[e.request.ID]]
-	st.Served++
-	st.responses = append(st.responses, r.now-e.request.Arrival)
-	st.busy += min(e.service, r.now-r.cfg.Warmup.Nanoseconds())
+	r.schedule(event{at: r.now + r.cfg.ControlDelay.Nanoseconds(), kind: feedback, flow: id, service: time.Duration(f.service)})
 }
 
-func (r *run) expire() {
-	if r.expirer == nil {
-		return
-	}
-	r.expirer.Expire(r.now, func(req sched.Request) {
-		if r.inWindow(r.now) {
-			r.stats[r.origin[req.ID]].Rejected.Timeout++
-		}
-	})
+// event hands the controller an event of the engine's.
+func (r *run) event(ev splice.Event) {
+	r.out.Reset()
+	r.ctrl.Event(ev, splice.Time(r.now), &r.out)
+	r.after()
 }
 
-// dispatch starts waiting requests while some back-end has room.
-func (r *run) dispatch() error {
-	for r.cfg.Policy.Len() > 0 {
-		b, ok := r.disp.Pick(Port)
-		if !ok {
-			return nil
+// control hands the controller a shim's message.
+func (r *run) control(m proto.Message) {
+	r.out.Reset()
+	r.ctrl.Control(netip.AddrPortFrom(backendIP(1), 7401), m, splice.Time(r.now), &r.out)
+	r.after()
+}
+
+// after delivers the controller's datagrams to the shims: a Splice is
+// confirmed after the control round trip.
+func (r *run) after() {
+	for _, d := range r.out.Datagrams {
+		if s, ok := d.Msg.(*proto.Splice); ok {
+			r.schedule(event{at: r.now + 2*r.cfg.ControlDelay.Nanoseconds(), kind: spliceAcked, flow: splice.FlowID(s.RequestID)})
 		}
-		req, ok := r.cfg.Policy.Next(r.now)
-		if !ok {
-			return nil // a policy may hold requests back
-		}
-		if int(req.ID) >= len(r.origin) {
-			return errors.New("sim: the policy returned a request it was never given")
-		}
-		r.disp.Start(b)
-		service := r.serviceTime(r.origin[req.ID])
-		r.schedule(event{at: r.now + service, kind: completion, backend: b, request: req, service: service})
 	}
-	return nil
 }
 
 func (r *run) result() Result {

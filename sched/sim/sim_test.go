@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/sched/sim"
 )
@@ -29,7 +30,7 @@ func TestRunUnderloadedHasNoQueueing(t *testing.T) {
 			{Name: "a", Rate: 100, Arrivals: sim.Steady, Service: 20 * time.Millisecond, Distribution: sim.Constant, Reservation: 50},
 			{Name: "b", Rate: 40, Arrivals: sim.Steady, Service: 30 * time.Millisecond, Distribution: sim.Constant},
 		},
-		Policy: sched.NewFIFO(100),
+		Scheduler: controller.Config{QueueCapacity: 100},
 	})
 	for _, c := range res.Customers {
 		want := map[string]time.Duration{"a": 20 * time.Millisecond, "b": 30 * time.Millisecond}[c.Name]
@@ -68,7 +69,7 @@ func TestRunFIFOLetsAFloodStarveOthers(t *testing.T) {
 		customers = append(customers, sim.Customer{Name: c.name, Rate: rate, Service: typical, Reservation: c.reservation})
 	}
 	res := run(t, sim.Config{Seed: 1, Duration: 11 * time.Second, Warmup: time.Second,
-		Backends: 5, Capacity: 5, Customers: customers, Policy: sched.NewFIFO(1000)})
+		Backends: 5, Capacity: 5, Customers: customers, Scheduler: controller.Config{QueueCapacity: 1000}})
 	t.Log("\n" + table(res))
 	if res.Utilization < 0.98 {
 		t.Errorf("utilization %.3f in overload", res.Utilization)
@@ -83,7 +84,7 @@ func TestRunFIFOLetsAFloodStarveOthers(t *testing.T) {
 
 // Each way of refusing a request is counted under its own reason.
 func TestRunCountsRejectionsByReason(t *testing.T) {
-	policy, err := sched.NewCredit(sched.CreditConfig{
+	scheduler := creditScheduler(sched.CreditConfig{
 		Customers: []sched.CustomerSpec{
 			{Name: "capped", Reservation: 10, Cap: 20},
 			{Name: "small", Reservation: 10, QueueCap: 5},
@@ -91,9 +92,6 @@ func TestRunCountsRejectionsByReason(t *testing.T) {
 		},
 		QueueTimeout: 500 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	customers := []sim.Customer{
 		{Name: "capped", Rate: 40, Service: typical, Distribution: sim.Constant},
 		{Name: "small", Rate: 400, Service: typical, Distribution: sim.Constant},
@@ -101,7 +99,7 @@ func TestRunCountsRejectionsByReason(t *testing.T) {
 		{Name: "stranger", Rate: 10, Service: typical, Distribution: sim.Constant},
 	}
 	res := run(t, sim.Config{Seed: 9, Duration: 5 * time.Second, Backends: 1, Capacity: 2,
-		Customers: customers, Policy: policy})
+		Customers: customers, Scheduler: scheduler})
 	t.Log("\n" + table(res))
 	want := map[string]func(sim.Rejections) int{
 		"capped":   func(r sim.Rejections) int { return r.OverCap },
@@ -128,15 +126,12 @@ func TestRunCountsRejectionsByReason(t *testing.T) {
 
 func TestRunDeterministic(t *testing.T) {
 	cfg := func(seed uint64) sim.Config {
-		policy, err := sched.NewCredit(sched.CreditConfig{Customers: []sched.CustomerSpec{
-			{Name: "a", Reservation: 300}, {Name: "b", Reservation: 100, Weight: 2},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return sim.Config{Seed: seed, Duration: 5 * time.Second, Warmup: time.Second, Backends: 2, Capacity: 4,
 			Customers: []sim.Customer{{Name: "a", Rate: 500, Service: typical}, {Name: "b", Rate: 300, Service: 30 * time.Millisecond}},
-			Policy:    policy}
+			Scheduler: creditScheduler(sched.CreditConfig{Customers: []sched.CustomerSpec{
+				{Name: "a", Reservation: 300}, {Name: "b", Reservation: 100, Weight: 2},
+			}}),
+			HandoffDelay: 2 * time.Millisecond, ControlDelay: 100 * time.Microsecond}
 	}
 	first, second := run(t, cfg(5)), run(t, cfg(5))
 	if !reflect.DeepEqual(first, second) {
@@ -148,12 +143,13 @@ func TestRunDeterministic(t *testing.T) {
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {
-	good := sim.Config{Duration: time.Second, Backends: 1, Capacity: 1, Policy: sched.NewFIFO(1)}
+	good := sim.Config{Duration: time.Second, Backends: 1, Capacity: 1, Scheduler: controller.Config{QueueCapacity: 1}}
 	for _, tc := range []struct {
 		change func(*sim.Config)
 		want   string
 	}{
-		{func(c *sim.Config) { c.Policy = nil }, "Policy"},
+		{func(c *sim.Config) { c.Scheduler.Listeners = []controller.Listener{{Port: sim.Port, Policy: "lifo"}} }, "Scheduler"},
+		{func(c *sim.Config) { c.HandoffDelay = -1 }, "HandoffDelay"},
 		{func(c *sim.Config) { c.Duration = 0 }, "Duration"},
 		{func(c *sim.Config) { c.Warmup = time.Second }, "Warmup"},
 		{func(c *sim.Config) { c.Capacity = 0 }, "Capacity"},

@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/qsplice/qsplice/splice"
+)
+
+// The stand-in for the packet engine: it keeps each flow's state, carries
+// out the controller's calls as the engine would, fails them where the
+// engine would, and counts the answers the front-end gives itself.
+
+type flowState uint8
+
+const (
+	flowQueued     flowState = iota // request head complete, waiting for Dispatch
+	flowConnecting                  // dispatched: the handoff connection is being set up
+	flowSpliceWait                  // handoff up, Splice sent, waiting for SpliceAcked
+	flowHeld                        // confirmed, waiting ready for a slot (HoldSplice)
+	flowSent                        // the request is on its back-end
+	flowServed                      // the back-end is done with it
+	flowClosed                      // answered by the front-end or reset
+)
+
+// simFlow is one simulated client connection with its one request.
+type simFlow struct {
+	customer      int32
+	arrival       int64
+	state         flowState
+	backend       uint32
+	service       int64 // drawn when the request is sent
+	refusedAtDoor bool  // refused on arrival (queue full, over cap, unknown)
+}
+
+func (r *run) flow(id splice.FlowID) *simFlow { return &r.flows[id-1] }
+
+// frontEnd is the run seen as the controller's Engine.
+type frontEnd run
+
+func (e *frontEnd) run() *run { return (*run)(e) }
+
+// lookup returns flow id if it is in one of the states, else the error
+// the engine gives.
+func (e *frontEnd) lookup(id splice.FlowID, states ...flowState) (*simFlow, error) {
+	if id < 1 || int(id) > len(e.flows) {
+		return nil, splice.ErrNoFlow
+	}
+	f := e.run().flow(id)
+	for _, s := range states {
+		if f.state == s {
+			return f, nil
+		}
+	}
+	return nil, splice.ErrFlowState
+}
+
+func (e *frontEnd) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
+	f, err := e.lookup(id, flowQueued)
+	if err != nil {
+		return err
+	}
+	f.state, f.backend = flowConnecting, b.ID
+	e.run().schedule(event{at: int64(now) + e.cfg.HandoffDelay.Nanoseconds(), kind: handoffUp, flow: id})
+	return nil
+}
+
+func (e *frontEnd) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) bool {
+	f, err := e.lookup(id, flowQueued, flowHeld)
+	if err != nil {
+		return false
+	}
+	held := f.state == flowHeld
+	f.state = flowClosed
+	r := e.run()
+	door := reason == "queue-full" || reason == "over-cap" || reason == "unknown-customer"
+	f.refusedAtDoor = door
+	if r.inWindow(int64(now)) {
+		rej := &r.stats[f.customer].Rejected
+		switch reason {
+		case "queue-full":
+			rej.QueueFull++
+		case "over-cap":
+			rej.OverCap++
+		case "unknown-customer":
+			rej.Unknown++
+		case "queue-timeout":
+			rej.Timeout++
+		default:
+			rej.Other++
+		}
+	}
+	// The answer goes out and the connection closes; a held one has its
+	// handoff connection reset first.
+	ev := splice.Event{Kind: splice.EvClosed, Flow: id, Reason: splice.CloseAnswered}
+	if held {
+		ev.Backend = f.backend
+	}
+	out.Events = append(out.Events, ev)
+	return true
+}
+
+func (e *frontEnd) RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
+	return splice.ErrNotWaiting // simulated clients send one request per connection
+}
+
+func (e *frontEnd) HoldSplice(id splice.FlowID, now splice.Time) error {
+	f, err := e.lookup(id, flowSpliceWait)
+	if err != nil {
+		return err
+	}
+	f.state = flowHeld
+	return nil
+}
+
+func (e *frontEnd) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	f, err := e.lookup(id, flowSpliceWait, flowHeld)
+	if err != nil {
+		return err
+	}
+	r := e.run()
+	f.state = flowSent
+	f.service = r.serviceTime(f.customer)
+	r.inServ[f.backend-1]++
+	r.schedule(event{at: int64(now) + f.service, kind: served, flow: id})
+	return nil
+}
+
+func (e *frontEnd) Admit(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	return splice.ErrNotWaiting
+}
+
+func (e *frontEnd) Abort(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	f, err := e.lookup(id, flowQueued, flowConnecting, flowSpliceWait, flowHeld, flowSent)
+	if err != nil {
+		return err
+	}
+	if f.state == flowSent {
+		e.inServ[f.backend-1]--
+	}
+	f.state = flowClosed
+	out.Events = append(out.Events, splice.Event{Kind: splice.EvClosed, Flow: id, Backend: f.backend, Reason: splice.CloseAborted})
+	return nil
+}
+
+func (e *frontEnd) ResponseEnded(id splice.FlowID, backendSeq uint32, now splice.Time, out *splice.Output) error {
+	return nil
+}

@@ -1,0 +1,56 @@
+package sim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/sched/sim"
+)
+
+// A handoff that takes 5 ms (4 ms to connect, the Splice round trip)
+// inside a 20 ms request's slot leaves the server idle a fifth of the
+// time; set up ahead of the slot (as the daemon does with handoff_ahead)
+// only the Feedback's trip back to the front-end is left, 0.5 ms of each
+// 20.5 ms slot. The simulated cluster measures what the controller does
+// with these delays.
+func TestHandoffsAheadHideTheHandoffDelay(t *testing.T) {
+	runWith := func(ahead int) sim.Result {
+		sc := controller.Config{QueueCapacity: 1000, HandoffAhead: ahead}
+		return run(t, sim.Config{Seed: 4, Duration: 6 * time.Second, Warmup: time.Second, Backends: 2, Capacity: 4,
+			Customers: []sim.Customer{{Name: "a", Rate: 600, Service: 20 * time.Millisecond, Distribution: sim.Constant}},
+			Scheduler: sc, HandoffDelay: 4 * time.Millisecond, ControlDelay: 500 * time.Microsecond})
+	}
+	inside, ahead := runWith(0), runWith(2)
+	// Inside the slot: 20 ms of work per 25 ms of slot, 400 slot-s/s x 0.8.
+	if u := inside.Utilization; u < 0.78 || u > 0.81 {
+		t.Errorf("handoffs inside the slot: utilization %.3f, want 0.8", u)
+	}
+	if u := ahead.Utilization; u < 0.97 || u > 0.98 {
+		t.Errorf("handoffs ahead: utilization %.3f, want 20/20.5", u)
+	}
+	if a, b := inside.Customers[0].ServedRate, ahead.Customers[0].ServedRate; b < 1.2*a {
+		t.Errorf("served %.0f/s inside the slot and %.0f/s ahead, want a quarter more", a, b)
+	}
+}
+
+// A lifo-pri listener classifies the simulated requests by path, as the
+// front-end does: under overload the transaction class is served first.
+func TestLifoPriListenerInTheSimulator(t *testing.T) {
+	sc := controller.Config{Listeners: []controller.Listener{{Port: sim.Port, Policy: "lifo-pri"}},
+		Lifo: controller.LifoConfig{Interval: 100 * time.Millisecond, QueueTimeout: time.Second}}
+	res := run(t, sim.Config{Seed: 2, Duration: 6 * time.Second, Warmup: time.Second, Backends: 2, Capacity: 2,
+		Customers: []sim.Customer{
+			{Name: "browse", Rate: 300, Service: 20 * time.Millisecond, Path: "/browse"},
+			{Name: "pay", Rate: 100, Service: 20 * time.Millisecond, Path: "/payment"},
+		},
+		Scheduler: sc})
+	t.Log("\n" + table(res))
+	browse, pay := res.Customers[0], res.Customers[1]
+	if pay.ServedRate < 0.97*pay.OfferedRate || pay.Rejected.Total() > 0 {
+		t.Errorf("payments served %.1f/s of %.1f/s, %d refused: transactions go first", pay.ServedRate, pay.OfferedRate, pay.Rejected.Total())
+	}
+	if browse.Rejected.QueueFull+browse.Rejected.Timeout == 0 {
+		t.Errorf("browsing at 1.5x capacity was never refused: %+v", browse.Rejected)
+	}
+}
