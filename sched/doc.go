@@ -31,8 +31,8 @@
 // over slot capacity per interval) stays high, with hysteresis. Its
 // ModeEightFIFO and ModeSingleFIFO are the baselines it is compared with.
 //
-// Package sched/sim runs any Policy with a
-// Dispatcher in a deterministic simulated cluster.
+// Package sched/sim runs the front-end's controller (frontend/controller),
+// and so these policies, in a deterministic simulated cluster.
 //
 // Everything here is pure: no goroutines, no locks, no clock reads. Time is
 // passed in as nanoseconds on the caller's clock, and the same calls in the
