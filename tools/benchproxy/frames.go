@@ -50,6 +50,26 @@ func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimP
 		}
 		d.events = []string{syscallEvent, ev}
 	}
+	// First the daemons at rest: what they spend with no load at all
+	// (timers, keepalives) is not a cost per frame, and the notes say how
+	// much of the loaded count it explains.
+	var wg sync.WaitGroup
+	for _, d := range daemons {
+		if d.events == nil {
+			continue
+		}
+		wg.Go(func() {
+			counts, began, ended, err := perfCount(ctx, r.dir, "idle", d.pid, d.events, idleWindow)
+			if err != nil {
+				d.cost.Error = err.Error()
+				return
+			}
+			secs := ended.Sub(began).Seconds()
+			d.cost.IdleSyscallsPerSec = float64(counts[d.events[0]]) / secs
+			d.cost.IdleMallocsPerSec = float64(counts[d.events[1]]) / secs
+		})
+	}
+	wg.Wait()
 	const warmup = time.Second
 	load := wrkRun{ns: t.ns, url: t.url(r.o.BulkSize), conns: r.o.BulkConns, script: r.script,
 		duration: r.o.FrameWindow + warmup + 2*time.Second}
@@ -61,9 +81,8 @@ func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimP
 	case <-time.After(warmup):
 	case <-ctx.Done():
 	}
-	var wg sync.WaitGroup
 	for _, d := range daemons {
-		if d.events == nil {
+		if d.events == nil || d.cost.Error != "" {
 			continue
 		}
 		wg.Go(func() {
@@ -76,7 +95,7 @@ func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimP
 				d.cost.Error = err.Error()
 				return
 			}
-			counts, began, ended, err := perfCount(ctx, r.dir, d.pid, d.events, r.o.FrameWindow)
+			counts, began, ended, err := perfCount(ctx, r.dir, "load", d.pid, d.events, r.o.FrameWindow)
 			if err != nil {
 				d.cost.Error = err.Error()
 				return
@@ -103,6 +122,9 @@ func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimP
 	}
 	return costs, nil
 }
+
+// idleWindow is how long the daemons are counted at rest.
+const idleWindow = time.Second
 
 // readFrames reads a daemon's frame counter and when it was read: the
 // middle of the request.

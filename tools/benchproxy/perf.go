@@ -94,8 +94,8 @@ func (p *perfProbes) remove() error {
 
 // perfCount counts events in process pid for about window, and returns
 // the counts and when counting began and ended (as seen from here).
-func perfCount(ctx context.Context, dir string, pid int, events []string, window time.Duration) (counts map[string]uint64, began, ended time.Time, err error) {
-	outFile := filepath.Join(dir, fmt.Sprintf("perf-%d.csv", pid))
+func perfCount(ctx context.Context, dir, tag string, pid int, events []string, window time.Duration) (counts map[string]uint64, began, ended time.Time, err error) {
+	outFile := filepath.Join(dir, fmt.Sprintf("perf-%s-%d.csv", tag, pid))
 	args := []string{"stat", "-x,", "-o", outFile}
 	for _, e := range events {
 		args = append(args, "-e", e)

@@ -119,6 +119,9 @@ type FrameCost struct {
 	SpanSeconds float64 `json:"readings_span_seconds"`
 	Syscalls    uint64  `json:"syscalls"`
 	Mallocs     uint64  `json:"mallocs"`
+	// The same counts at rest, with no load, per second.
+	IdleSyscallsPerSec float64 `json:"idle_syscalls_per_s"`
+	IdleMallocsPerSec  float64 `json:"idle_mallocs_per_s"`
 	// Derived.
 	SyscallsPerFrame float64 `json:"syscalls_per_frame"`
 	MallocsPerFrame  float64 `json:"mallocs_per_frame"`
