@@ -136,22 +136,18 @@ func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Da
 	return d, nil
 }
 
-// controllerConfig is the scheduling part of cfg.
+// controllerConfig is the scheduling part of cfg, with the controller
+// making the log records d's logger takes.
 func (d *Daemon) controllerConfig(cfg Config) controller.Config {
-	level := slog.LevelError
+	cc := ControllerConfig(cfg)
+	cc.LogLevel = slog.LevelError
 	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
 		if d.log.Enabled(context.Background(), l) {
-			level = l
+			cc.LogLevel = l
 			break
 		}
 	}
-	return controller.Config{
-		Ports: cfg.Ports, Listeners: cfg.Listeners, QueueCapacity: cfg.QueueCapacity,
-		Credit: cfg.Credit, Lifo: cfg.Lifo, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
-		NormalSize: cfg.NormalSize, ConcurrencyCap: cfg.ConcurrencyCap, HandoffAhead: cfg.HandoffAhead,
-		SlotWait: cfg.SlotWait, KeepaliveInterval: cfg.KeepaliveInterval, SpliceRetry: cfg.SpliceRetry,
-		LogLevel: level,
-	}
+	return cc
 }
 
 func randomMAC() wire.MAC {

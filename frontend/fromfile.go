@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/qsplice/qsplice/frontend/conf"
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/sched"
 )
@@ -15,13 +16,19 @@ func FromFile(f *conf.File) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: control.key_file: %w", f.Name, err)
 	}
+	cfg := fromFile(f)
+	cfg.Key = key
+	return cfg, nil
+}
+
+// fromFile is everything of f but the key.
+func fromFile(f *conf.File) Config {
 	cfg := Config{
 		Link:              f.Link.Interface,
 		LinkType:          string(f.Link.Type),
 		MAC:               f.Link.MAC,
 		Handoff:           f.Handoff,
 		Control:           f.Control.Listen,
-		Key:               key,
 		Capture:           f.Capture,
 		KeepaliveInterval: f.Backends.KeepaliveInterval,
 		SpliceRetry:       f.Backends.SpliceRetry,
@@ -55,7 +62,26 @@ func FromFile(f *conf.File) (Config, error) {
 		cfg.Listeners = append(cfg.Listeners, Listener{Port: l.Port, Policy: string(l.Policy)})
 		cfg.Ports = appendUnique(cfg.Ports, l.Port)
 	}
-	return cfg, nil
+	return cfg
+}
+
+// ControllerConfig is the scheduling part of cfg: what the front-end's
+// controller runs by.
+func ControllerConfig(cfg Config) controller.Config {
+	return controller.Config{
+		Ports: cfg.Ports, Listeners: cfg.Listeners, QueueCapacity: cfg.QueueCapacity,
+		Credit: cfg.Credit, Lifo: cfg.Lifo, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
+		NormalSize: cfg.NormalSize, ConcurrencyCap: cfg.ConcurrencyCap, HandoffAhead: cfg.HandoffAhead,
+		SlotWait: cfg.SlotWait, KeepaliveInterval: cfg.KeepaliveInterval, SpliceRetry: cfg.SpliceRetry,
+	}
+}
+
+// SchedulerFromFile is the controller's configuration from a file, for
+// tools that schedule as the front-end would without running it
+// (qsplice-replay): no control key is needed.
+func SchedulerFromFile(f *conf.File) controller.Config {
+	cfg := fromFile(f)
+	return ControllerConfig(cfg)
 }
 
 // CreditFromFile is the credit scheduler's part of a configuration file.

@@ -14,10 +14,13 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/frontend/conf"
 	"github.com/qsplice/qsplice/splice/wire"
 	"github.com/qsplice/qsplice/tools/replay"
 )
@@ -36,13 +39,18 @@ func main() {
 const usageHead = `Usage: qsplice-replay -in client.pcap -out engine.pcap [flags]
 
 Feeds the client frames of a capture (ARP, and IPv4 to the VIP) to the
-qsplice front-end engine at the capture's own timestamps, plays the daemon
-(dispatch round robin, splice confirmed after -control-delay) and N
-simulated back-ends (198.18.0.(20+k), answer the C2 handshake, ACK the
-request after -service-delay, close after the client), and writes every
-frame the engine and the back-ends sent to -out, stamped with engine time.
-Frames from the VIP or from back-ends in the capture are the old system's
-output and are not fed.
+qsplice front-end engine at the capture's own timestamps, schedules the
+requests with the front-end's own controller (-config FILE: the listener
+policies and customers of a front-end configuration, so Host headers map
+to customers as they would live; keep-alive follow-ups are scheduled and
+admitted too), plays N simulated back-ends (198.18.0.(20+k), each serving
+-capacity requests at once: answer the C2 handshake, ACK the request after
+-service-delay, close after the client) and their shims (splice confirmed
+after -control-delay, Feedback after the service), and writes every frame
+the engine and the back-ends sent to -out, stamped with engine time. Frames
+from the VIP or from back-ends in the capture are the old system's output
+and are not fed. -out is written to a temporary file and renamed when the
+run succeeds.
 
 The capture was made against another front-end, whose ISN (SYN cookie) and
 timestamp clock differ from ours: each client frame's ACK number, SACK
@@ -58,6 +66,7 @@ Flags:
 type options struct {
 	in, out string
 	json    bool
+	config  string
 	cfg     replay.Config
 }
 
@@ -79,9 +88,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&mac, "mac", replay.DefaultMAC, "the front-end's MAC")
 	fs.StringVar(&ports, "ports", "80", "comma-separated listening ports on the VIP")
 	fs.StringVar(&c.CookieSeed, "cookie-seed", replay.DefaultCookieSeed, "SYN-cookie secret seed (SHA-256 of it, as qsplice-frontend)")
+	fs.StringVar(&o.config, "config", "", "front-end configuration file: schedule with its listener policies and customers; its first VIP and its ports unless -vip or -ports are given")
 	fs.IntVar(&c.Backends, "backends", replay.DefaultBackends, "number of simulated back-ends (1..79)")
-	backendPort := fs.Uint("backend-port", replay.DefaultBackendPort, "the back-ends' web server port")
-	fs.DurationVar(&c.ControlDelay, "control-delay", replay.DefaultControlDelay, "engine time from EvSplice to SpliceAcked (control round trip)")
+	fs.IntVar(&c.Capacity, "capacity", replay.DefaultCapacity, "requests each simulated back-end serves at once")
+	fs.DurationVar(&c.ControlDelay, "control-delay", replay.DefaultControlDelay, "engine time a control message takes to a shim and back (Splice to SpliceAck, end of service to Feedback)")
 	fs.DurationVar(&c.LinkDelay, "link-delay", replay.DefaultLinkDelay, "back-end's reaction time to a SYN or FIN (front-end round trip)")
 	fs.DurationVar(&c.ServiceDelay, "service-delay", replay.DefaultServiceDelay, "time from request bytes to the back-end's ACK of them")
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the back-ends' ISNs and timestamp clocks")
@@ -100,6 +110,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.in == "" || o.out == "" {
 		return o, errors.New("-in and -out are required (see -h)")
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.config != "" {
+		f, err := conf.Load(o.config)
+		if err != nil {
+			return o, err
+		}
+		c.Scheduler = frontend.SchedulerFromFile(f)
+		if !set["ports"] {
+			ports = joinPorts(c.Scheduler.Ports)
+		}
+		if !set["vip"] && len(f.Listeners) > 0 {
+			vip = f.Listeners[0].VIP.String()
+		}
+	}
 	var err error
 	if c.VIP, err = netip.ParseAddr(vip); err != nil {
 		return o, fmt.Errorf("-vip: %v", err)
@@ -113,11 +138,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if c.Ports, err = parsePorts(ports); err != nil {
 		return o, fmt.Errorf("-ports: %v", err)
 	}
-	if *backendPort == 0 || *backendPort > 65535 {
-		return o, fmt.Errorf("-backend-port %d out of 1..65535", *backendPort)
-	}
-	c.BackendPort = uint16(*backendPort)
 	return o, nil
+}
+
+func joinPorts(ports []uint16) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ",")
 }
 
 func parsePorts(s string) ([]uint16, error) {
@@ -137,18 +166,30 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if same, err := sameFile(o.in, o.out); err != nil || same {
+		if err == nil {
+			err = fmt.Errorf("-out %s is the input capture: it would be destroyed", o.out)
+		}
+		return err
+	}
 	in, err := os.Open(o.in)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(o.out)
+	// Written aside and renamed when complete, so that a failed run
+	// leaves whatever -out held before.
+	out, err := os.CreateTemp(filepath.Dir(o.out), "."+filepath.Base(o.out)+".*")
 	if err != nil {
 		return err
 	}
+	defer os.Remove(out.Name()) // fails harmlessly once renamed
 	sum, err := replay.Run(o.cfg, in, out)
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), o.out)
 	}
 	if err != nil {
 		return err
@@ -159,4 +200,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(sum)
 	}
 	return sum.WriteText(stdout)
+}
+
+// sameFile reports whether a and b name the same file (b may not exist).
+func sameFile(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
 }

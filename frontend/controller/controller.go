@@ -265,6 +265,13 @@ func (c *Controller) NextDeadline() splice.Time {
 }
 
 // logs reports whether records at level are made.
+// Flows is the number of connections the controller keeps a record of:
+// queued, being handed off or in service. A driver that runs until the
+// system is idle (replay) stops when it is 0 and the engine has nothing
+// left to do; the controller's own deadlines then only keep back-ends
+// under watch.
+func (c *Controller) Flows() int { return len(c.flows) }
+
 func (c *Controller) logs(level slog.Level) bool { return level >= c.cfg.LogLevel }
 
 // log adds a record at level, if that level is logged. Callers of

@@ -17,7 +17,6 @@ type simBackend struct {
 	k     int
 	ip    wire.IP4
 	mac   wire.MAC
-	port  uint16
 	seed  uint64
 	cfg   *Config
 	sched *actionQueue
@@ -32,6 +31,7 @@ type simConn struct {
 	peerIP   wire.IP4
 	peerPort uint16
 	peerISN  wire.Seq
+	port     uint16 // ours: the port the SYN asked for
 	isn      wire.Seq
 	sndNxt   wire.Seq // next sequence number we send (after SYN, FIN)
 	rcvNxt   wire.Seq
@@ -49,24 +49,19 @@ const simRecvWindow = 64 << 10
 func newSimBackend(k int, cfg *Config, sched *actionQueue) *simBackend {
 	return &simBackend{
 		k: k, ip: wire.IP4From(backendAddr(k)), mac: backendMAC(k),
-		port: cfg.BackendPort, seed: cfg.Seed, cfg: cfg, sched: sched,
+		seed: cfg.Seed, cfg: cfg, sched: sched,
 		conns: make(map[uint16]*simConn),
 	}
 }
 
-// backend is the engine's view of this host.
-func (b *simBackend) backend() splice.Backend {
-	return splice.Backend{ID: uint32(b.k), IP: b.ip.Addr(), MAC: b.mac, Port: b.port}
-}
-
 // hash32 is a seeded hash of a C2 4-tuple and a purpose label, so ISNs and
 // timestamp offsets are fixed by Config.Seed and differ per connection.
-func (b *simBackend) hash32(purpose byte, peer wire.IP4, peerPort uint16) uint32 {
+func (b *simBackend) hash32(purpose byte, port uint16, peer wire.IP4, peerPort uint16) uint32 {
 	var in [8 + 1 + 4 + 2 + 4 + 2]byte
 	binary.BigEndian.PutUint64(in[0:], b.seed)
 	in[8] = purpose
 	copy(in[9:13], b.ip[:])
-	binary.BigEndian.PutUint16(in[13:], b.port)
+	binary.BigEndian.PutUint16(in[13:], port)
 	copy(in[15:19], peer[:])
 	binary.BigEndian.PutUint16(in[19:], peerPort)
 	sum := sha256.Sum256(in[:])
@@ -77,7 +72,7 @@ func (b *simBackend) hash32(purpose byte, peer wire.IP4, peerPort uint16) uint32
 // the host's answers. The frame may be reused by the caller afterwards.
 func (b *simBackend) receive(frame []byte, now splice.Time) {
 	p := &b.pkt
-	if wire.Parse(frame, p) != nil || p.Kind != wire.KindTCP || p.TCP.DstPort() != b.port {
+	if wire.Parse(frame, p) != nil || p.Kind != wire.KindTCP {
 		return
 	}
 	t := p.TCP
@@ -97,7 +92,7 @@ func (b *simBackend) receive(frame []byte, now splice.Time) {
 		}
 		b.send(c, now.Add(b.cfg.LinkDelay), c.isn, wire.TCPFlagSYN|wire.TCPFlagACK)
 		return
-	case c == nil:
+	case c == nil || c.port != t.DstPort():
 		// No such connection: answer as a kernel does, with a RST.
 		b.reset(p, now.Add(b.cfg.LinkDelay))
 		return
@@ -139,15 +134,15 @@ func (b *simBackend) receive(frame []byte, now splice.Time) {
 // offered as a kernel does.
 func (b *simBackend) accept(p *wire.Packet, o *wire.TCPOptions) *simConn {
 	t := p.TCP
-	isn := wire.Seq(b.hash32('i', p.IP.Src(), t.SrcPort()))
+	isn := wire.Seq(b.hash32('i', t.DstPort(), p.IP.Src(), t.SrcPort()))
 	if isn == 0 {
 		isn = 1 // keep 0 out: the engine reads a zero back-end ISN as "none yet"
 	}
 	c := &simConn{
 		peerMAC: p.Eth.Src(), peerIP: p.IP.Src(), peerPort: t.SrcPort(),
-		peerISN: t.Seq(), isn: isn, sndNxt: isn + 1, rcvNxt: t.Seq() + 1,
+		peerISN: t.Seq(), port: t.DstPort(), isn: isn, sndNxt: isn + 1, rcvNxt: t.Seq() + 1,
 		ws: -1, ts: o.HasTS, sack: o.SACKPermitted, tsRecent: o.TSVal,
-		tsBase: b.hash32('t', p.IP.Src(), t.SrcPort()),
+		tsBase: b.hash32('t', t.DstPort(), p.IP.Src(), t.SrcPort()),
 	}
 	if o.HasWScale {
 		c.ws = 7
@@ -190,7 +185,7 @@ func (b *simBackend) build(c *simConn, now splice.Time, seq wire.Seq, flags uint
 	}
 	tf := wire.TCPFrame{
 		SrcMAC: b.mac, DstMAC: c.peerMAC,
-		Src: b.ip, Dst: c.peerIP, SrcPort: b.port, DstPort: c.peerPort,
+		Src: b.ip, Dst: c.peerIP, SrcPort: c.port, DstPort: c.peerPort,
 		Seq: seq, Ack: c.rcvNxt, Flags: flags, Window: win,
 		Options: opts,
 	}
@@ -204,7 +199,7 @@ func (b *simBackend) reset(p *wire.Packet, when splice.Time) {
 	t := p.TCP
 	tf := wire.TCPFrame{
 		SrcMAC: b.mac, DstMAC: p.Eth.Src(),
-		Src: b.ip, Dst: p.IP.Src(), SrcPort: b.port, DstPort: t.SrcPort(),
+		Src: b.ip, Dst: p.IP.Src(), SrcPort: t.DstPort(), DstPort: t.SrcPort(),
 	}
 	if t.Has(wire.TCPFlagACK) {
 		tf.Seq, tf.Flags = t.Ack(), wire.TCPFlagRST

@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/wire"
 )
@@ -18,7 +20,7 @@ const (
 	DefaultMAC          = "02:00:c6:12:00:02"
 	DefaultCookieSeed   = "replay"
 	DefaultBackends     = 3
-	DefaultBackendPort  = 80
+	DefaultCapacity     = 5
 	DefaultControlDelay = 100 * time.Microsecond
 	DefaultLinkDelay    = 50 * time.Microsecond
 	DefaultServiceDelay = time.Millisecond
@@ -39,10 +41,17 @@ type Config struct {
 	// does: SHA-256 of the seed ("replay").
 	CookieSeed string
 
-	Backends    int    // simulated back-ends, round robin (3)
-	BackendPort uint16 // their web server port (80)
-	// ControlDelay is the engine time from EvSplice to SpliceAcked: the
-	// control round trip to the shim (100 µs).
+	// Backends is the number of simulated back-ends (3), each serving
+	// Capacity requests at once (5) on every port.
+	Backends, Capacity int
+	// Scheduler configures the front-end's controller, which schedules
+	// the requests as the daemon does: listener policies, customers (by
+	// Host), classes, timeouts. The zero value queues every port FIFO.
+	// Its logs are not kept.
+	Scheduler controller.Config
+	// ControlDelay is the engine time a control message takes to a shim
+	// and back: from the Splice to its SpliceAck, from a request's end of
+	// service to its Feedback (100 µs).
 	ControlDelay time.Duration
 	// LinkDelay is the back-end's reaction time to a SYN or a FIN: the
 	// round trip front-end -> back-end -> front-end (50 µs).
@@ -88,8 +97,8 @@ func (c *Config) setDefaults() {
 	if c.Backends == 0 {
 		c.Backends = DefaultBackends
 	}
-	if c.BackendPort == 0 {
-		c.BackendPort = DefaultBackendPort
+	if c.Capacity == 0 {
+		c.Capacity = DefaultCapacity
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -111,6 +120,9 @@ func (c *Config) validate() error {
 	}
 	if c.Backends < 1 || c.Backends > MaxBackends {
 		return fmt.Errorf("replay: Backends %d out of 1..%d", c.Backends, MaxBackends)
+	}
+	if c.Capacity < 1 || c.Capacity > 1<<16-1 {
+		return fmt.Errorf("replay: Capacity %d out of 1..65535", c.Capacity)
 	}
 	for _, d := range []time.Duration{c.ControlDelay, c.LinkDelay, c.ServiceDelay} {
 		if d < 0 {
@@ -134,6 +146,16 @@ func (c *Config) engineConfig() splice.FrontEndConfig {
 	e.HandoffAddr = c.HandoffAddr
 	e.CookieSecret = sha256.Sum256([]byte(c.CookieSeed))
 	return e
+}
+
+// schedulerConfig is Scheduler listening on Ports, quiet.
+func (c *Config) schedulerConfig() controller.Config {
+	sc := c.Scheduler
+	if len(sc.Ports) == 0 {
+		sc.Ports = append([]uint16(nil), c.Ports...)
+	}
+	sc.LogLevel = slog.LevelError + 1
+	return sc
 }
 
 // backendAddr is simulated back-end k's address, 198.18.0.(20+k).

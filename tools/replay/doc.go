@@ -3,24 +3,33 @@
 // records everything the engine sends into another pcap.
 //
 // Where it sits: outside the live data path, in place of the front-end
-// daemon. The daemon feeds the engine frames from a link and the wall
+// daemon's I/O. The daemon feeds the engine frames from a link and its
 // clock; replay feeds it the capture's client frames at the capture's own
-// timestamps, plays the daemon's part for the events (EvRequest ->
-// Dispatch, EvSplice -> SpliceAcked after a control delay), and plays each
-// back-end host's part with a small scripted TCP responder. Same input and
-// Config, same output, byte for byte: there are no goroutines, no clock
-// reads and no randomness except what Config.Seed derives. That is what
-// makes the engine usable as a research instrument: a change to the
-// engine shows up as a diff of two replays of the same capture.
+// timestamps. The engine's events go to the front-end's own controller
+// (frontend/controller), configured by Config.Scheduler (qsplice-replay
+// -config FILE takes it from a front-end configuration file), which
+// schedules every request as the daemon would: first requests are queued
+// by their listener's policy and dispatched to the least-loaded back-end,
+// keep-alive follow-ups are queued and admitted (or refused in their
+// stream). Each back-end host is played by a small scripted TCP responder
+// and its shim: the shim confirms each Splice after Config.ControlDelay
+// and reports each request handed over served (Feedback) after
+// Config.ServiceDelay and the trip back. Same input and Config, same
+// output, byte for byte: there are no goroutines, no clock reads and no
+// randomness except what Config.Seed derives. That is what makes the
+// engine usable as a research instrument: a change to the engine or the
+// scheduling shows up as a diff of two replays of the same capture.
 //
 // # Event loop
 //
-// A discrete-event loop merges three sources in time order: the capture's
-// frames, the engine's own deadlines (FrontEnd.NextDeadline and Tick), and
-// the replay's scheduled actions (frames the simulated back-ends send,
-// SpliceAcked calls). At equal times scheduled actions run first, then
-// engine deadlines, then capture frames; ties within the actions go in the
-// order they were scheduled. Engine time never runs backwards: a capture
+// A discrete-event loop merges four sources in time order: the capture's
+// frames, the engine's own deadlines (FrontEnd.NextDeadline and Tick), the
+// controller's (while it holds a connection), and the replay's scheduled
+// actions (frames the simulated back-ends send, the shims' control
+// messages). At equal times scheduled actions run first, then engine
+// deadlines, then the controller's, then capture frames; ties within the
+// actions go in the order they were scheduled. The simulated back-ends
+// register with the controller at the first capture frame. Engine time never runs backwards: a capture
 // frame stamped earlier than the current engine time is fed at the current
 // time. After the last capture frame the loop keeps running timers for
 // Config.Drain of engine time, so answers such as 408 and the
@@ -71,8 +80,9 @@
 // # Simulated back-ends
 //
 // Back-end k (1..Config.Backends) is 198.18.0.(20+k) with MAC
-// 02:00:c6:12:00:(20+k), as in the lab. Requests go round robin. Each
-// answers the C2 SYN after Config.LinkDelay with a SYN-ACK whose ISN is a
+// 02:00:c6:12:00:(20+k), as in the lab, and serves Config.Capacity
+// requests at once on every port (a request goes to the port the client
+// connected to, as live). Each answers the C2 SYN after Config.LinkDelay with a SYN-ACK whose ISN is a
 // seeded hash of the 4-tuple, offering MSS 1460, window scale 7, SACK and
 // timestamps only when the SYN offered them; acknowledges request bytes
 // with a header-only ACK (what the shim's copy of the first response

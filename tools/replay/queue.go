@@ -3,6 +3,7 @@ package replay
 import (
 	"container/heap"
 
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 )
 
@@ -16,8 +17,11 @@ const (
 	// connection from port; built when it runs, so it acknowledges
 	// everything received by then.
 	actBackendAck
-	// actSpliceAck: the shim's confirmation of flow's Splice message.
-	actSpliceAck
+	// actControl: a simulated shim's control message reaches the
+	// front-end.
+	actControl
+	// actFeedback: flow's shim reports its oldest request served.
+	actFeedback
 )
 
 // action is something the replay does at a given engine time, in place
@@ -27,6 +31,7 @@ type action struct {
 	order   uint64 // scheduling order: breaks ties between equal times
 	kind    actionKind
 	frame   []byte
+	msg     proto.Message
 	flow    splice.FlowID
 	backend int    // 1-based back-end index
 	port    uint16 // C2 source port

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,6 +111,91 @@ func TestReplayRealCapture(t *testing.T) {
 	}
 	if string(c2Data) != request {
 		t.Errorf("request on C2 = %q, want %q", c2Data, request)
+	}
+}
+
+// TestReplayRealKeepAliveCapture captures a real kernel client sending
+// three GETs on one keep-alive connection to a real server at the VIP and
+// replays it: every GET reaches the simulated back-end, the second and
+// third as admitted follow-ups.
+func TestReplayRealKeepAliveCapture(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces; run the tests as root")
+	}
+	nsC, nsS := realNamespaces(t)
+	var ln net.Listener
+	if err := netns.Do(nsS, func() (err error) {
+		ln, err = net.Listen("tcp4", DefaultVIP+":80")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s\n", r.URL.Path)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	var sniffer *link.AFPacket
+	if err := netns.Do(nsC, func() (err error) {
+		sniffer, err = link.OpenAFPacket("qrc0", link.AFPacketConfig{ReadOutgoing: true})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sniffer.Close() })
+	captured := make(chan []byte, 1)
+	go captureUntilClientFIN(sniffer, wire.IP4{198, 18, 0, 10}, captured)
+
+	var conn net.Conn
+	if err := netns.Do(nsC, func() (err error) {
+		conn, err = net.DialTimeout("tcp4", DefaultVIP+":80", 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	rd := bufio.NewReader(conn)
+	var requests string
+	for _, path := range []string{"/one", "/two", "/three"} {
+		req := "GET " + path + " HTTP/1.1\r\nHost: www.example.com\r\n\r\n"
+		requests += req
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(rd, nil)
+		if err != nil {
+			t.Fatalf("the real exchange failed at %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "hello "+path+"\n" {
+			t.Fatalf("answer to %s: %q", path, body)
+		}
+	}
+	conn.Close()
+	var in []byte
+	select {
+	case in = <-captured:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the capture never saw the client's FIN")
+	}
+	if in == nil {
+		t.Fatal("capture failed")
+	}
+
+	cfg := Config{RecomputeChecksums: true}
+	out, s := replay(t, cfg, in)
+	again, _ := replay(t, cfg, in)
+	if sum256(out) != sum256(again) {
+		t.Error("two replays of the real capture differ")
+	}
+	if s.Requests != 3 || s.FollowUps != 2 || s.HandedOver != 3 || s.HandoffsDone != 1 || s.ClientUnmapped != 0 {
+		var b bytes.Buffer
+		s.WriteText(&b)
+		t.Errorf("want 3 requests handed over on one handoff; got\n%s", b.String())
+	}
+	if got := c2Payload(t, out); string(got) != requests {
+		t.Errorf("requests on C2 = %q, want %q", got, requests)
 	}
 }
 

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -17,24 +20,37 @@ import (
 // re-arming a timer for now, which would otherwise spin forever.
 const maxTicksAtOneTime = 10000
 
+// ErrNothingFed: no IPv4 frame of the capture was for the VIP (another
+// VIP, or not an Ethernet capture of client traffic).
+var ErrNothingFed = errors.New("no frame of the capture reached the engine")
+
 // replayer is the state of one Run.
 type replayer struct {
-	cfg      Config
-	fe       *splice.FrontEnd
-	out      splice.Output
-	pcap     *link.PcapWriter
-	now      splice.Time
-	queue    actionQueue
-	rw       *rewriter
-	backends []*simBackend // index k-1 is back-end k
-	byIP     map[wire.IP4]*simBackend
-	nextRR   int
-	handoff  wire.IP4
-	vip      wire.IP4
-	pkt      wire.Packet // a capture frame being handled
-	outPkt   wire.Packet // an engine frame being routed
-	sum      Summary
-	err      error // first error writing the output
+	cfg       Config
+	fe        *splice.FrontEnd
+	ctrl      *controller.Controller
+	out       controller.Output
+	pcap      *link.PcapWriter
+	now       splice.Time
+	queue     actionQueue
+	rw        *rewriter
+	backends  []*simBackend // index k-1 is back-end k
+	byIP      map[wire.IP4]*simBackend
+	c2        map[splice.FlowID]c2Ref // from the Splice messages: where each flow went
+	started   bool                    // the back-ends have registered
+	vipFrames uint64                  // IPv4 frames to the VIP fed
+	handoff   wire.IP4
+	vip       wire.IP4
+	pkt       wire.Packet // a capture frame being handled
+	outPkt    wire.Packet // an engine frame being routed
+	sum       Summary
+	err       error // first error writing the output
+}
+
+// c2Ref is a flow's handoff connection: back-end k, from handoff port.
+type c2Ref struct {
+	k    int
+	port uint16
 }
 
 // Run replays the pcap in through a front-end engine configured by cfg
@@ -62,17 +78,26 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 	r := &replayer{
 		cfg: cfg, fe: fe, pcap: pw, rw: newRewriter(),
 		byIP:    make(map[wire.IP4]*simBackend),
+		c2:      make(map[splice.FlowID]c2Ref),
 		handoff: wire.IP4From(cfg.HandoffAddr),
 		vip:     wire.IP4From(cfg.VIP),
 		sum:     newSummary(),
 	}
+	ctrl, err := controller.New(cfg.schedulerConfig(), &shimmedEngine{fe, r}, 0)
+	if err != nil {
+		return Summary{}, fmt.Errorf("replay: scheduler: %w", err)
+	}
+	r.ctrl = ctrl
 	for k := 1; k <= cfg.Backends; k++ {
 		b := newSimBackend(k, &r.cfg, &r.queue)
 		r.backends = append(r.backends, b)
 		r.byIP[b.ip] = b
 	}
 	err = r.loop(pr)
-	r.sum.finish(fe.Stats())
+	r.sum.finish(fe.Stats(), ctrl.Status(r.now))
+	if err == nil && r.vipFrames == 0 {
+		err = fmt.Errorf("replay: %w: of %d frames, none is IPv4 to the VIP %v", ErrNothingFed, r.sum.FramesIn, cfg.VIP)
+	}
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("replay: output: %w", ferr)
 	}
@@ -80,8 +105,9 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 }
 
 // loop is the discrete-event loop: at each step it runs the earliest of
-// the next scheduled action, the engine's next deadline and the next
-// capture frame (ties in that order).
+// the next scheduled action, the engine's next deadline, the
+// controller's next deadline and the next capture frame (ties in that
+// order).
 func (r *replayer) loop(pr *link.PcapReader) error {
 	var (
 		inTime  splice.Time
@@ -111,10 +137,24 @@ func (r *replayer) loop(pr *link.PcapReader) error {
 		if have {
 			tIn = inTime
 		}
-		tAct, tDl := r.queue.next(), r.fe.NextDeadline()
-		next := min(tIn, tAct, tDl)
+		tAct, tDl, tCtl := r.queue.next(), r.fe.NextDeadline(), splice.Never
+		if r.started && (!eof || r.ctrl.Flows() > 0) {
+			// With no connection left, the controller only watches the
+			// back-ends: that keeps nobody waiting after the capture.
+			tCtl = r.ctrl.NextDeadline()
+		}
+		next := min(tIn, tAct, tDl, tCtl)
 		if next == splice.Never || eof && end < next {
 			break
+		}
+		if tDl == next || tCtl == next {
+			if next == tickAt {
+				if ticks++; ticks > maxTicksAtOneTime {
+					return fmt.Errorf("replay: a deadline is stuck at %d ns", next)
+				}
+			} else {
+				tickAt, ticks = next, 0
+			}
 		}
 		switch {
 		case tAct == next:
@@ -122,21 +162,33 @@ func (r *replayer) loop(pr *link.PcapReader) error {
 			r.runAction(r.queue.pop())
 		case tDl == next:
 			r.advance(tDl)
-			if tDl == tickAt {
-				if ticks++; ticks > maxTicksAtOneTime {
-					return fmt.Errorf("replay: engine deadline stuck at %d ns", tDl)
-				}
-			} else {
-				tickAt, ticks = tDl, 0
-			}
 			r.engine(func(out *splice.Output) { r.fe.Tick(r.now, out) })
+		case tCtl == next:
+			r.advance(tCtl)
+			r.out.Reset()
+			r.ctrl.Tick(r.now, &r.out)
+			r.act()
 		default:
 			r.advance(inTime)
+			r.start()
 			r.input(inFrame)
 			have = false
 		}
 	}
 	return r.err
+}
+
+// start registers the simulated back-ends with the controller, at the
+// time of the first capture frame.
+func (r *replayer) start() {
+	if r.started {
+		return
+	}
+	r.started = true
+	for _, b := range r.backends {
+		r.control(&proto.Register{BackendID: uint32(b.k), IP: b.ip.Addr(), MAC: b.mac, ControlPort: shimPort,
+			Capacity: uint16(r.cfg.Capacity), Incarnation: 1})
+	}
 }
 
 // advance moves engine time to t unless t is in the past (a capture
@@ -161,6 +213,7 @@ func (r *replayer) input(frame []byte) {
 			return
 		}
 		// Addressed to the VIP but broken: the engine counts it.
+		r.vipFrames++
 		r.feed(frame)
 		return
 	}
@@ -190,6 +243,7 @@ func (r *replayer) input(frame []byte) {
 			recomputeChecksums(p)
 		}
 	}
+	r.vipFrames++
 	r.feed(frame[:p.End])
 }
 
@@ -218,12 +272,10 @@ func (r *replayer) runAction(a action) {
 		if frame := r.backends[a.backend-1].sendDelayedAck(a.port, r.now); frame != nil {
 			r.fromBackend(frame)
 		}
-	case actSpliceAck:
-		r.engine(func(out *splice.Output) {
-			if err := r.fe.SpliceAcked(a.flow, r.now, out); err != nil {
-				r.sum.SpliceAckErrors++ // the flow ended meanwhile
-			}
-		})
+	case actControl:
+		r.control(a.msg)
+	case actFeedback:
+		r.feedback(a.flow)
 	}
 }
 
@@ -235,24 +287,106 @@ func (r *replayer) fromBackend(frame []byte) {
 	r.engine(func(out *splice.Output) { r.fe.Input(frame, r.now, out) })
 }
 
-// engine makes one call into the engine, records and routes the frames it
-// produced, then reacts to its events as the daemon would.
+// engine makes one call into the engine; the controller handles what it
+// reported, as in the daemon, and the output goes where it is due.
 func (r *replayer) engine(call func(out *splice.Output)) {
-	out := &r.out
-	out.Reset()
-	call(out)
-	for _, f := range out.Frames {
+	r.out.Reset()
+	call(&r.out.Engine)
+	r.ctrl.HandleEvents(r.now, &r.out)
+	r.act()
+}
+
+// control hands the controller a message of a simulated shim's.
+func (r *replayer) control(m proto.Message) {
+	r.out.Reset()
+	r.ctrl.Control(netip.AddrPortFrom(r.cfg.HandoffAddr, shimPort), m, r.now, &r.out)
+	r.act()
+}
+
+// act routes an output: frames to the capture and the back-ends, events
+// into the summary, control datagrams to the simulated shims.
+func (r *replayer) act() {
+	for _, f := range r.out.Engine.Frames {
 		r.emitted(f.Data)
 	}
-	if len(out.Events) == 0 {
-		return
+	for i := range r.out.Engine.Events {
+		switch ev := &r.out.Engine.Events[i]; ev.Kind {
+		case splice.EvAnswered:
+			r.sum.Answers[fmt.Sprint(ev.Status)]++
+		case splice.EvClosed:
+			r.sum.Closed[ev.Reason.String()]++
+		}
 	}
-	// Reactions call into the engine again, which resets out.
-	events := append([]splice.Event(nil), out.Events...)
-	for i := range events {
-		r.event(&events[i])
+	for _, d := range r.out.Datagrams {
+		r.datagram(d)
 	}
 }
+
+// datagram plays a shim receiving a control message: a Splice is
+// confirmed after the control round trip, a probe answered.
+func (r *replayer) datagram(d controller.Datagram) {
+	b := r.byIP[wire.IP4From(d.To.Addr())]
+	if b == nil {
+		return
+	}
+	switch m := d.Msg.(type) {
+	case *proto.Splice:
+		flow := splice.FlowID(m.RequestID)
+		r.c2[flow] = c2Ref{k: b.k, port: m.HandoffPort}
+		r.queue.push(action{when: r.now.Add(r.cfg.ControlDelay), kind: actControl,
+			msg: &proto.SpliceAck{RequestID: m.RequestID, BackendID: uint32(b.k), OK: true}})
+	case *proto.Keepalive:
+		if m.Seq == 0 { // a probe; our answers carry 1, so their echoes are not taken for probes
+			r.queue.push(action{when: r.now.Add(r.cfg.ControlDelay), kind: actControl,
+				msg: &proto.Keepalive{BackendID: uint32(b.k), Incarnation: 1, Seq: 1}})
+		}
+	}
+}
+
+// feedback is the shim's report that flow's oldest request was served:
+// its response ended where the back-end's sequence space stands.
+func (r *replayer) feedback(flow splice.FlowID) {
+	ref, ok := r.c2[flow]
+	if !ok {
+		return
+	}
+	fb := &proto.Feedback{BackendID: uint32(ref.k), RequestID: uint64(flow), ServiceTime: r.cfg.ServiceDelay}
+	if c := r.backends[ref.k-1].conns[ref.port]; c != nil {
+		fb.ResponseEnd = uint32(c.isn + 1) // no response bytes: it ends where it starts
+	}
+	r.control(fb)
+}
+
+// shimmedEngine is the engine as the controller sees it in a replay:
+// every request handed to a back-end (SpliceAcked, Admit) is reported
+// served by its shim after the service delay and the trip back.
+type shimmedEngine struct {
+	*splice.FrontEnd
+	r *replayer
+}
+
+func (e *shimmedEngine) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	err := e.FrontEnd.SpliceAcked(id, now, out)
+	if err == nil {
+		e.served(id, now)
+	}
+	return err
+}
+
+func (e *shimmedEngine) Admit(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	err := e.FrontEnd.Admit(id, now, out)
+	if err == nil {
+		e.served(id, now)
+	}
+	return err
+}
+
+func (e *shimmedEngine) served(id splice.FlowID, now splice.Time) {
+	e.r.queue.push(action{when: now.Add(e.r.cfg.ServiceDelay + e.r.cfg.ControlDelay), kind: actFeedback, flow: id})
+}
+
+// shimPort is the simulated shims' control port.
+const shimPort = 7401
 
 // emitted handles a frame the engine sent: into the output capture, and to
 // a simulated back-end if it is for one.
@@ -270,26 +404,6 @@ func (r *replayer) emitted(frame []byte) {
 		if b := r.byIP[p.IP.Dst()]; b != nil {
 			b.receive(frame, r.now)
 		}
-	}
-}
-
-// event plays the daemon's part for one engine event.
-func (r *replayer) event(ev *splice.Event) {
-	switch ev.Kind {
-	case splice.EvRequest:
-		b := r.backends[r.nextRR]
-		r.nextRR = (r.nextRR + 1) % len(r.backends)
-		r.engine(func(out *splice.Output) {
-			if err := r.fe.Dispatch(ev.Flow, b.backend(), r.now, out); err != nil {
-				r.sum.DispatchErrors++
-			}
-		})
-	case splice.EvSplice:
-		r.queue.push(action{when: r.now.Add(r.cfg.ControlDelay), kind: actSpliceAck, flow: ev.Flow})
-	case splice.EvAnswered:
-		r.sum.Answers[fmt.Sprint(ev.Status)]++
-	case splice.EvClosed:
-		r.sum.Closed[ev.Reason.String()]++
 	}
 }
 

@@ -131,9 +131,9 @@ func TestClientOneIsSplicedOnTheWire(t *testing.T) {
 			synAck = d
 		case d.tcp != nil && d.ip.SrcIP.Equal(hIP) && d.ip.DstIP.Equal(bIP) && d.tcp.SYN:
 			c2Syn = d
-		case c2Syn != nil && d.between(bIP, DefaultBackendPort, hIP, uint16(c2Syn.tcp.SrcPort)) && d.tcp.SYN:
+		case c2Syn != nil && d.between(bIP, vip.port, hIP, uint16(c2Syn.tcp.SrcPort)) && d.tcp.SYN:
 			bSynAck = d
-		case c2Syn != nil && d.between(hIP, uint16(c2Syn.tcp.SrcPort), bIP, DefaultBackendPort):
+		case c2Syn != nil && d.between(hIP, uint16(c2Syn.tcp.SrcPort), bIP, vip.port):
 			if len(d.tcp.Payload) > 0 {
 				c2Data = append(c2Data, d.tcp.Payload...)
 			} else if bSynAck != nil && len(c2Data) > 0 {
