@@ -3,7 +3,6 @@ package frontend
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -109,11 +108,9 @@ func (d *Daemon) Snapshot() (Status, bool) {
 	return <-reply, true
 }
 
-func (d *Daemon) startAdmin() (*http.Server, error) {
-	ln, err := net.Listen("tcp", d.cfg.Admin)
-	if err != nil {
-		return nil, fmt.Errorf("frontend: admin %s: %w", d.cfg.Admin, err)
-	}
+// serveAdmin serves /status and /metrics on the admin listener until
+// the returned server is closed.
+func (d *Daemon) serveAdmin() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		st, ok := d.Snapshot()
@@ -136,8 +133,8 @@ func (d *Daemon) startAdmin() (*http.Server, error) {
 		writeMetrics(w, &st)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return srv, nil
+	go srv.Serve(d.adminLn)
+	return srv
 }
 
 // kernelDrops accumulates the socket's drop counter (the kernel resets it

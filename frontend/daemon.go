@@ -30,6 +30,7 @@ type Daemon struct {
 	engine   *splice.FrontEnd
 	ctrl     *controller.Controller
 	ctl      *controlConn
+	adminLn  net.Listener // nil without an admin address
 	adminReq chan chan Status
 
 	out     controller.Output
@@ -47,7 +48,8 @@ type Daemon struct {
 	reloads, reloadsFailed         uint64
 }
 
-// New opens the link and the control socket.
+// New opens the link, the control socket and the admin listener; Run
+// closes them.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
@@ -133,6 +135,11 @@ func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Da
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
 	d.ctrl = ctrl
+	if cfg.Admin != "" {
+		if d.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
+			return nil, fmt.Errorf("frontend: admin %s: %w", cfg.Admin, err)
+		}
+	}
 	return d, nil
 }
 
@@ -170,12 +177,8 @@ func (d *Daemon) now() splice.Time {
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.link.Close()
 	defer d.ctl.Close()
-	if d.cfg.Admin != "" {
-		srv, err := d.startAdmin()
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
+	if d.adminLn != nil {
+		defer d.serveAdmin().Close() // closes the listener too
 	}
 	done := make(chan struct{})
 	defer close(done)

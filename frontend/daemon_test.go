@@ -2,9 +2,11 @@ package frontend
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -77,6 +79,7 @@ func newRig(t *testing.T, cfgPath string) *rig {
 	}
 	cfg.MAC = feMAC
 	cfg.Control = netip.AddrPortFrom(loopback, 0) // any free port
+	cfg.Admin = "127.0.0.1:0"
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -284,17 +287,77 @@ func TestDaemonHandsOffAConnection(t *testing.T) {
 	if st.Engine.HandoffsDone != 1 || len(st.Customers) == 0 || st.Customers[0].Served != 1 {
 		t.Fatalf("status: engine %+v, customers %+v", st.Engine, st.Customers)
 	}
-	var m strings.Builder
-	writeMetrics(&m, &st)
+	// A datagram that does not decode is counted, not acted on.
+	if _, err := r.shim.WriteToUDPAddrPort([]byte("not a control message"), r.feCtl); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); st.BadCtl == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // the datagram crosses a socket
+		st, _ = r.d.Snapshot()
+	}
+	if st.BadCtl != 1 {
+		t.Errorf("%d bad control messages counted, want 1", st.BadCtl)
+	}
+	// The admin server answers with the same figures.
+	admin := "http://" + r.d.adminLn.Addr().String()
+	var fromHTTP Status
+	if err := getJSON(admin+"/status", &fromHTTP); err != nil {
+		t.Fatal(err)
+	}
+	if len(fromHTTP.Backends) != 1 || fromHTTP.Backends[0].Served != 1 || fromHTTP.Engine.HandoffsDone != 1 {
+		t.Errorf("/status: back-ends %+v, engine %+v", fromHTTP.Backends, fromHTTP.Engine)
+	}
+	m, err := getText(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{`qsplice_customer_served_total{customer="A"} 1`, `qsplice_backend_served_total{backend="1"} 1`,
 		`qsplice_customer_response_seconds_count{customer="A"} 1`, "qsplice_frontend_refunds_total 0"} {
-		if !strings.Contains(m.String(), want) {
-			t.Errorf("metrics lack %q:\n%s", want, m.String())
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
 		}
 	}
 	stop()
 	r.shim.Close()
 	waitGoroutines(t, before)
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func getText(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// Missing settings are each named.
+func TestConfigValidation(t *testing.T) {
+	var cfg Config
+	cfg.setDefaults()
+	err := cfg.validate()
+	for _, want := range []string{"link:", "vip:", "handoff:", "ports:", "control:", "key:"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("an empty configuration: %v, want an error about %s", err, want)
+		}
+	}
+	cfg = Config{Link: "x", LinkType: "ring", VIPs: []netip.Addr{netip.MustParseAddr("::1")}}
+	err = cfg.validate()
+	for _, want := range []string{"link-type:", "vip: ::1 is not IPv4"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want an error about %s", cfg, err, want)
+		}
+	}
 }
 
 // A reload takes a new reservation; a file that does not parse changes
@@ -315,7 +378,8 @@ func TestDaemonReload(t *testing.T) {
 	if st := r.d.status(); st.ReloadsFailed != 1 || st.Customers[0].Reservation != 250 {
 		t.Fatalf("after a bad file: %d failed, A reserves %v", st.ReloadsFailed, st.Customers[0].Reservation)
 	}
-	r.d.ctl.Close()
+	r.d.ctl.Close() // Run, which would close them, never ran
+	r.d.adminLn.Close()
 }
 
 // Engine time is monotonic since the start and never goes back.
