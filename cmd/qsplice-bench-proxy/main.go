@@ -58,7 +58,7 @@ func main() {
 	window := flag.Duration("frame-window", d.FrameWindow, "how long qsplice's syscalls and allocations are counted under bulk load")
 	only := flag.String("only", strings.Join(d.Only, ","), "systems to measure: "+strings.Join(benchproxy.Systems, ","))
 	out := flag.String("out", "out/bench-proxy", "directory for result.json and table.txt")
-	offloads := flag.String("offloads", "lab", "offloads (tx csum, TSO, GSO, GRO) of the proxy chain's links: lab (as the qsplice lab's links), on, off")
+	offloads := flag.String("offloads", "lab", "link offloads (tx csum, TSO, GSO, GRO) of the lab and the chain: lab (the lab's default), on, off")
 	bin := flag.String("bin", "", "directory of qsplice-frontend and qsplice-backend (default: this program's directory)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -82,8 +82,8 @@ func main() {
 	switch *offloads {
 	case "lab":
 	case "on", "off":
-		off := benchproxy.AllOffloads(*offloads == "on")
-		o.ChainOffloads = &off
+		on := *offloads == "on"
+		o.Offloads = &on
 	default:
 		fail(fmt.Errorf("-offloads: %q, want lab, on or off", *offloads))
 	}

@@ -16,29 +16,39 @@ import (
 	"github.com/qsplice/qsplice/tools/lab"
 )
 
-// frameCosts counts the front-end's and the shim's syscalls and
-// allocations during a bulk load against the VIP. Without perf the costs
-// carry the reason instead.
-func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimPid int) (_ []*FrameCost, err error) {
-	fe := &FrameCost{Process: RoleFrontend}
-	shim := &FrameCost{Process: RoleShim}
-	costs := []*FrameCost{fe, shim}
+// frameCounter counts the front-end's and the shim's syscalls and heap
+// allocations with perf: at rest, before any load (no flows, no
+// lingering connections), and under bulk load against the VIP, divided
+// by the frames each daemon moved.
+type frameCounter struct {
+	r       *run
+	lab     *lab.Lab
+	daemons []*countedDaemon
+}
+
+type countedDaemon struct {
+	cost   *FrameCost
+	pid    int
+	frames func(context.Context, *lab.Lab) (uint64, error)
+	events []string // nil: not counted (cost.Error says why)
+}
+
+// newFrameCounter defines the uprobes; they are removed when the run
+// ends. Without perf every cost carries the reason instead.
+func (r *run) newFrameCounter(l *lab.Lab, fePid, shimPid int) (*frameCounter, error) {
+	fc := &frameCounter{r: r, lab: l, daemons: []*countedDaemon{
+		{cost: &FrameCost{Process: RoleFrontend}, pid: fePid, frames: frontendFrames},
+		{cost: &FrameCost{Process: RoleShim}, pid: shimPid, frames: shimFrames},
+	}}
 	if _, err := exec.LookPath("perf"); err != nil {
-		for _, c := range costs {
-			c.Error = "perf is not installed (Debian package linux-perf)"
+		for _, d := range fc.daemons {
+			d.cost.Error = "perf is not installed (Debian package linux-perf)"
 		}
-		return costs, nil
+		return fc, nil
 	}
 	probes := &perfProbes{group: "qsbp" + r.id}
-	defer func() { err = errors.Join(err, probes.remove()) }()
-	type daemon struct {
-		cost   *FrameCost
-		pid    int
-		frames func(context.Context, *lab.Lab) (uint64, error)
-		events []string
-	}
-	daemons := []*daemon{{cost: fe, pid: fePid, frames: frontendFrames}, {cost: shim, pid: shimPid, frames: shimFrames}}
-	for _, d := range daemons {
+	r.cleanups = append(r.cleanups, probes.remove)
+	for _, d := range fc.daemons {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", d.pid))
 		if err != nil {
 			return nil, err
@@ -50,77 +60,94 @@ func (r *run) frameCosts(ctx context.Context, l *lab.Lab, t target, fePid, shimP
 		}
 		d.events = []string{syscallEvent, ev}
 	}
-	// First the daemons at rest: what they spend with no load at all
-	// (timers, keepalives) is not a cost per frame, and the notes say how
-	// much of the loaded count it explains.
+	return fc, nil
+}
+
+func (fc *frameCounter) costs() []*FrameCost {
+	var costs []*FrameCost
+	for _, d := range fc.daemons {
+		costs = append(costs, d.cost)
+	}
+	return costs
+}
+
+// each runs f for every daemon still counted, concurrently; an error
+// marks that daemon's cost.
+func (fc *frameCounter) each(f func(d *countedDaemon) error) {
 	var wg sync.WaitGroup
-	for _, d := range daemons {
-		if d.events == nil {
+	for _, d := range fc.daemons {
+		if d.events == nil || d.cost.Error != "" {
 			continue
 		}
 		wg.Go(func() {
-			counts, began, ended, err := perfCount(ctx, r.dir, "idle", d.pid, d.events, idleWindow)
-			if err != nil {
+			if err := f(d); err != nil {
 				d.cost.Error = err.Error()
-				return
 			}
-			secs := ended.Sub(began).Seconds()
-			d.cost.IdleSyscallsPerSec = float64(counts[d.events[0]]) / secs
-			d.cost.IdleMallocsPerSec = float64(counts[d.events[1]]) / secs
 		})
 	}
 	wg.Wait()
+}
+
+// atRest counts the daemons with no load: timers and keepalives, which
+// are not a cost per frame; the notes say how much of the loaded count
+// they explain.
+func (fc *frameCounter) atRest(ctx context.Context) {
+	fc.each(func(d *countedDaemon) error {
+		counts, began, ended, err := perfCount(ctx, fc.r.dir, "rest", d.pid, d.events, idleWindow)
+		if err != nil {
+			return err
+		}
+		secs := ended.Sub(began).Seconds()
+		d.cost.IdleSyscallsPerSec = float64(counts[d.events[0]]) / secs
+		d.cost.IdleMallocsPerSec = float64(counts[d.events[1]]) / secs
+		return nil
+	})
+}
+
+// underLoad counts the daemons during a bulk load against the VIP.
+func (fc *frameCounter) underLoad(ctx context.Context, t target) error {
+	o := fc.r.o
 	const warmup = time.Second
-	load := wrkRun{ns: t.ns, url: t.url(r.o.BulkSize), conns: r.o.BulkConns, script: r.script,
-		duration: r.o.FrameWindow + warmup + 2*time.Second}
+	load := wrkRun{ns: t.ns, url: t.url(o.BulkSize), conns: o.BulkConns, script: fc.r.script,
+		duration: o.FrameWindow + warmup + 2*time.Second}
 	wait, err := load.start(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	select {
 	case <-time.After(warmup):
 	case <-ctx.Done():
 	}
-	for _, d := range daemons {
-		if d.events == nil || d.cost.Error != "" {
-			continue
+	fc.each(func(d *countedDaemon) error {
+		// The daemon's frame counters are read outside the counted
+		// window (a /status request allocates and makes syscalls of its
+		// own), and the frames scaled to the window's share of the time
+		// between the two readings: the load is steady.
+		f0, t0, err := readFrames(ctx, fc.lab, d.frames)
+		if err != nil {
+			return err
 		}
-		wg.Go(func() {
-			// The daemon's frame counters are read outside the counted
-			// window (a /status request allocates and makes syscalls of
-			// its own), and the frames scaled to the window's share of
-			// the time between the two readings: the load is steady.
-			f0, t0, err := readFrames(ctx, l, d.frames)
-			if err != nil {
-				d.cost.Error = err.Error()
-				return
-			}
-			counts, began, ended, err := perfCount(ctx, r.dir, "load", d.pid, d.events, r.o.FrameWindow)
-			if err != nil {
-				d.cost.Error = err.Error()
-				return
-			}
-			f1, t1, err := readFrames(ctx, l, d.frames)
-			if err != nil {
-				d.cost.Error = err.Error()
-				return
-			}
-			d.cost.Seconds = ended.Sub(began).Seconds()
-			d.cost.FramesRead, d.cost.SpanSeconds = f1-f0, t1.Sub(t0).Seconds()
-			d.cost.Frames = scaleFrames(f1-f0, t1.Sub(t0), ended.Sub(began))
-			d.cost.Syscalls = counts[d.events[0]]
-			d.cost.Mallocs = counts[d.events[1]]
-			d.cost.derive()
-			if d.cost.Frames == 0 {
-				d.cost.Error = "no frames moved during the window"
-			}
-		})
-	}
-	wg.Wait()
-	if _, err := wait(); err != nil {
-		return nil, err
-	}
-	return costs, nil
+		counts, began, ended, err := perfCount(ctx, fc.r.dir, "load", d.pid, d.events, o.FrameWindow)
+		if err != nil {
+			return err
+		}
+		f1, t1, err := readFrames(ctx, fc.lab, d.frames)
+		if err != nil {
+			return err
+		}
+		c := d.cost
+		c.Seconds = ended.Sub(began).Seconds()
+		c.FramesRead, c.SpanSeconds = f1-f0, t1.Sub(t0).Seconds()
+		c.Frames = scaleFrames(f1-f0, t1.Sub(t0), ended.Sub(began))
+		c.Syscalls, c.Mallocs = counts[d.events[0]], counts[d.events[1]]
+		c.derive()
+		if c.Frames == 0 {
+			return errors.New("no frames moved during the window")
+		}
+		return nil
+	})
+	_, err = wait()
+	return err
 }
 
 // idleWindow is how long the daemons are counted at rest.

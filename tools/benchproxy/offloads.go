@@ -9,17 +9,14 @@ import (
 
 // Offloads are the segmentation and checksum offloads of a link. The
 // proxy chain's links get the ones the qsplice lab's links have, so that
-// every system moves its bytes over the same kind of link: today the lab
-// turns them all off (design.md section 7); issue 7 turns them on.
+// every system moves its bytes over the same kind of link (lab.Config's
+// Offloads says which).
 type Offloads struct {
 	TX  bool `json:"tx_checksum"`
 	TSO bool `json:"tso"`
 	GSO bool `json:"gso"`
 	GRO bool `json:"gro"`
 }
-
-// AllOffloads returns offloads all on or all off.
-func AllOffloads(on bool) Offloads { return Offloads{TX: on, TSO: on, GSO: on, GRO: on} }
 
 // offloadFeatures pairs ethtool -K's short names with the names
 // ethtool -k shows.

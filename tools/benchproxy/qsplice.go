@@ -12,7 +12,8 @@ import (
 // front-end, one back-end with nginx and the shim (capacity 64, so that
 // the back-end's slots never limit the loads). With daemons false only
 // the network is built: the run still needs the lab's link settings.
-func upLab(ctx context.Context, name, stateDir, binDir string, sizes []int64, daemons bool) (*lab.Lab, error) {
+// offloads, when set, overrides the lab's default link offloads.
+func upLab(ctx context.Context, name, stateDir, binDir string, sizes []int64, daemons bool, offloads *bool) (*lab.Lab, error) {
 	cfg := lab.DefaultConfig(name)
 	cfg.StateDir = stateDir
 	if binDir != "" {
@@ -23,6 +24,9 @@ func upLab(ctx context.Context, name, stateDir, binDir string, sizes []int64, da
 	cfg.Capacity = 64
 	cfg.Files = sizes
 	cfg.ReadyTimeout = 30 * time.Second
+	if offloads != nil {
+		cfg.Offloads = *offloads
+	}
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -34,11 +34,10 @@ type Result struct {
 	Started  time.Time `json:"started"`
 	Host     Host      `json:"host"`
 	Settings Settings  `json:"settings"`
-	// The link offloads: the qsplice lab's, and the proxy chain's (the
-	// lab's unless the run said otherwise).
-	LabOffloads   Offloads        `json:"lab_offloads"`
-	ChainOffloads Offloads        `json:"chain_offloads"`
-	Systems       []*SystemResult `json:"systems"`
+	// LinkOffloads are the qsplice lab's link offloads, given to the
+	// proxy chain's links too.
+	LinkOffloads Offloads        `json:"link_offloads"`
+	Systems      []*SystemResult `json:"systems"`
 }
 
 // Host says where the run happened.
@@ -66,6 +65,9 @@ type SystemResult struct {
 	TTFB  *TTFB  `json:"ttfb,omitempty"`
 	// Frames are qsplice's per-frame costs, one per daemon.
 	Frames []*FrameCost `json:"frame_costs,omitempty"`
+	// Failures are the measurements that failed, by phase ("bulk",
+	// "1K close", "TTFB", "frame costs"), with the error.
+	Failures map[string]string `json:"failures,omitempty"`
 }
 
 func (s *SystemResult) frameCost(process string) *FrameCost {

@@ -29,12 +29,13 @@ type Options struct {
 	TTFBRequests int           // sequential requests timed per system
 	FrameWindow  time.Duration // how long syscalls and allocations are counted
 	Only         []string      // systems to measure (Systems' names)
-	// ChainOffloads, when set, are the proxy chain's link offloads;
-	// nil gives the chain the qsplice lab's, so that every system moves
-	// its bytes over the same kind of link.
-	ChainOffloads *Offloads
-	BinDir        string    // the qsplice binaries; default the running executable's directory
-	Progress      io.Writer // progress lines; nil: none
+	// Offloads, when set, turns the lab's link offloads (TSO, GSO, GRO,
+	// checksums) on or off; nil keeps the lab's default. The proxy chain
+	// gets what the lab's links have, so every system moves its bytes over
+	// the same kind of link.
+	Offloads *bool
+	BinDir   string    // the qsplice binaries; default the running executable's directory
+	Progress io.Writer // progress lines; nil: none
 }
 
 // SmallSize is the object size of the one-connection-per-request load and
@@ -172,7 +173,8 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err := os.WriteFile(r.script, []byte(wrkScript), 0o644); err != nil {
 		return nil, err
 	}
-	return r.measure(ctx)
+	res, err = r.measure(ctx)
+	return res, err
 }
 
 func (r *run) measure(ctx context.Context) (*Result, error) {
@@ -188,21 +190,17 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	// The qsplice lab first: its links decide the chain's offloads.
 	withQsplice := selected(SystemQsplice)
 	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withQsplice])
-	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice)
+	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice, o.Offloads)
 	if l != nil {
 		r.cleanups = append(r.cleanups, l.Down)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if res.LabOffloads, err = readOffloads(l.NS("c1"), "eth0"); err != nil {
+	if res.LinkOffloads, err = readOffloads(l.NS("c1"), "eth0"); err != nil {
 		return nil, err
 	}
-	res.ChainOffloads = res.LabOffloads
-	if o.ChainOffloads != nil {
-		res.ChainOffloads = *o.ChainOffloads
-	}
-	r.progress("link offloads: qsplice lab %v; proxy chain %v", res.LabOffloads, res.ChainOffloads)
+	r.progress("link offloads (the lab's, given to the chain): %v", res.LinkOffloads)
 	var targets []target
 	if selected(SystemDirect) || selected(SystemNginx) || selected(SystemHAProxy) {
 		c := &chain{prefix: "qsbp-" + r.id + "-", dir: filepath.Join(r.dir, "chain")}
@@ -211,7 +209,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		}
 		r.cleanups = append(r.cleanups, c.down)
 		r.progress("building the proxy chain (namespaces %s{c,p,b}, 198.18.7.0/24)", c.prefix)
-		if err := buildChain(c, res.ChainOffloads); err != nil {
+		if err := buildChain(c, res.LinkOffloads); err != nil {
 			return nil, err
 		}
 		if err := c.startServers(ctx, sizes, map[string]bool{SystemNginx: selected(SystemNginx), SystemHAProxy: selected(SystemHAProxy)}); err != nil {
@@ -230,14 +228,21 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids("proxy-haproxy") }}})
 		}
 	}
-	var fePid, shimPid int
+	var frames *frameCounter
 	if withQsplice {
-		if fePid, err = labPid(l, labFrontend); err != nil {
+		fePid, err := labPid(l, labFrontend)
+		if err != nil {
 			return nil, err
 		}
-		if shimPid, err = labPid(l, labShim); err != nil {
+		shimPid, err := labPid(l, labShim)
+		if err != nil {
 			return nil, err
 		}
+		if frames, err = r.newFrameCounter(l, fePid, shimPid); err != nil {
+			return nil, err
+		}
+		r.progress("qsplice at rest: counting the daemons' syscalls and allocations for %v", idleWindow)
+		frames.atRest(ctx)
 		targets = append(targets, target{name: SystemQsplice, ns: l.NS("c1"), addr: lab.VIP + ":80",
 			cpu: map[string]func() ([]int, error){
 				RoleFrontend: func() ([]int, error) { return []int{fePid}, nil },
@@ -249,12 +254,30 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	}
 
 	// Each load for every system in turn, so that a change in the
-	// machine's other work spreads over all of them.
+	// machine's other work spreads over all of them. A system that fails
+	// a measurement does not stop the others: its failure goes into the
+	// result and the notes, and Run returns an error at the end.
+	var failures []error
+	failed := func(s *SystemResult, phase string, err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s %s: %w", s.Name, phase, err)
+		}
+		if s.Failures == nil {
+			s.Failures = map[string]string{}
+		}
+		s.Failures[phase] = err.Error()
+		failures = append(failures, fmt.Errorf("%s %s failed", s.Name, phase))
+		r.progress("  FAILED: %v", err)
+		return nil
+	}
 	for i, t := range targets {
 		r.progress("bulk: %s, %s objects over %d keep-alive connections for %v", t.name, content.FormatSize(o.BulkSize), o.BulkConns, o.Duration)
 		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(o.BulkSize), conns: o.BulkConns, duration: o.Duration, script: r.script})
 		if err != nil {
-			return nil, fmt.Errorf("%s bulk: %w", t.name, err)
+			if err := failed(res.Systems[i], "bulk", err); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		res.Systems[i].Bulk = load
 		r.progress("  %.0f MB/s%s", load.MBPerSec, cpuSummary(load.CPUSecondsPerGB, "CPU-s/GB"))
@@ -263,7 +286,10 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		r.progress("1K close: %s, one connection per request, %d concurrent, for %v", t.name, o.SmallConns, o.Duration)
 		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(SmallSize), conns: o.SmallConns, duration: o.Duration, close: true, script: r.script})
 		if err != nil {
-			return nil, fmt.Errorf("%s 1K close: %w", t.name, err)
+			if err := failed(res.Systems[i], "1K close", err); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		res.Systems[i].Small = load
 		r.progress("  %.0f requests/s%s", load.RequestsPerSec, cpuSummary(load.CPUUSPerRequest, "CPU-us/request"))
@@ -272,7 +298,10 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		r.progress("TTFB: %s, %d sequential new connections", t.name, o.TTFBRequests)
 		tt, err := measureTTFB(ctx, t.ns, t.addr, "/data/"+content.FormatSize(SmallSize), o.TTFBRequests)
 		if err != nil {
-			return nil, fmt.Errorf("%s TTFB: %w", t.name, err)
+			if err := failed(res.Systems[i], "TTFB", err); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		res.Systems[i].TTFB = &tt
 		r.progress("  p50 %.0f us, p99 %.0f us", tt.P50us, tt.P99us)
@@ -281,21 +310,23 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		q := res.system(SystemQsplice)
 		t := targets[len(targets)-1]
 		r.progress("syscalls and allocations per frame: qsplice under bulk load, counted for %v", o.FrameWindow)
-		costs, err := r.frameCosts(ctx, l, t, fePid, shimPid)
+		err := frames.underLoad(ctx, t)
+		q.Frames = frames.costs()
 		if err != nil {
-			return nil, fmt.Errorf("qsplice frame costs: %w", err)
+			if err := failed(q, "frame costs", err); err != nil {
+				return nil, err
+			}
 		}
-		q.Frames = costs
-		for _, f := range costs {
+		for _, f := range q.Frames {
 			if f.Error != "" {
 				r.progress("  %s: not counted: %s", f.Process, f.Error)
-			} else {
+			} else if f.Frames > 0 {
 				r.progress("  %s: %.3f syscalls/frame, %.4f allocs/frame (%d frames)", f.Process, f.SyscallsPerFrame, f.MallocsPerFrame, f.Frames)
 			}
 		}
 	}
 	r.progress("done; removing the lab and the chain")
-	return res, nil
+	return res, errors.Join(failures...)
 }
 
 func cpuSummary(m map[string]float64, unit string) string {

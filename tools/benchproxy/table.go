@@ -201,12 +201,8 @@ func (r *Result) Rows() []Row {
 func (r *Result) Table() string {
 	var b strings.Builder
 	st := r.Settings
-	offloads := fmt.Sprintf("link offloads: %v", r.LabOffloads)
-	if r.ChainOffloads != r.LabOffloads {
-		offloads = fmt.Sprintf("link offloads: qsplice lab %v; proxy chain and direct %v", r.LabOffloads, r.ChainOffloads)
-	}
-	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  %s\n",
-		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, offloads)
+	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  link offloads: %v\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, r.LinkOffloads)
 	fmt.Fprintf(&b, "bulk: %s objects, %d keep-alive connections, %gs; 1K close: %s objects, one connection per request, %d concurrent, %gs; TTFB: %d sequential requests\n\n",
 		content.FormatSize(st.BulkSize), st.BulkConns, st.LoadSeconds, content.FormatSize(st.SmallSize), st.SmallConns, st.LoadSeconds, st.TTFBRequests)
 
@@ -252,6 +248,11 @@ figures are noisy: compare ratios, rerun to be sure.
 `)
 	var notes []string
 	for _, s := range r.Systems {
+		for _, phase := range []string{"bulk", "1K close", "TTFB", "frame costs"} {
+			if msg, ok := s.Failures[phase]; ok {
+				notes = append(notes, fmt.Sprintf("%s %s FAILED: %s", s.Name, phase, firstLine(msg)))
+			}
+		}
 		for _, l := range []struct {
 			name string
 			load *Load
@@ -264,8 +265,11 @@ figures are noisy: compare ratios, rerun to be sure.
 		}
 		for _, f := range s.Frames {
 			if f.Error != "" {
-				notes = append(notes, fmt.Sprintf("%s %s syscalls/allocs not counted: %s", s.Name, f.Process, f.Error))
+				notes = append(notes, fmt.Sprintf("%s %s syscalls/allocs not counted: %s", s.Name, f.Process, firstLine(f.Error)))
 				continue
+			}
+			if f.Frames == 0 {
+				continue // the load failed before counting
 			}
 			notes = append(notes, fmt.Sprintf("%s %s under bulk load: %d frames, %d syscalls, %d allocations in %.1fs (%.0f syscalls/s, %.0f allocs/s; at rest %.0f/s and %.0f/s)",
 				s.Name, f.Process, f.Frames, f.Syscalls, f.Mallocs, f.Seconds,
@@ -279,6 +283,12 @@ figures are noisy: compare ratios, rerun to be sure.
 		}
 	}
 	return b.String()
+}
+
+// firstLine keeps a note to one line; result.json has the whole error.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func perSec(n uint64, secs float64) float64 {

@@ -123,11 +123,13 @@ func TestVerdictsWhenMet(t *testing.T) {
 func TestTableAndFiles(t *testing.T) {
 	r := sampleResult()
 	r.Systems[3].Small.Wrk.ErrRead = 7
+	r.Systems[2].Failures = map[string]string{"TTFB": "request 3 to x: connection reset\nmore detail"}
 	table := r.Table()
 	for _, want := range []string{
 		"bulk: throughput, MB/s", "122", "924", "1670", "0.13x", "<=0.1x nginx", "NOT met",
 		"qsplice 1K close: 7 of 59000 requests failed", "shim syscalls/allocs not counted: perf is not installed",
 		"link offloads: tx off, tso off, gso off, gro off",
+		"haproxy TTFB FAILED: request 3 to x: connection reset\n",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
