@@ -80,7 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	var vip, handoff, mac, ports string
-	fs.StringVar(&o.in, "in", "", "input capture (pcap, Ethernet); required")
+	fs.StringVar(&o.in, "in", "", "input capture (pcap or pcapng, Ethernet link type); required")
 	fs.StringVar(&o.out, "out", "", "output capture (pcap, nanosecond timestamps); required")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
 	fs.StringVar(&vip, "vip", replay.DefaultVIP, "the VIP clients connected to")

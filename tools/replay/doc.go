@@ -37,6 +37,11 @@
 //
 // # Which capture frames are fed
 //
+// The capture may be pcap or pcapng, with Ethernet frames; a Linux
+// cooked capture (tcpdump -i any) is refused with ErrCookedCapture, as it
+// lacks the Ethernet headers. A capture of which no IPv4 frame is for the
+// VIP gives ErrNothingFed.
+//
 // ARP frames and IPv4 frames whose destination is the VIP go to the
 // engine. Frames from the VIP (the old front-end's output) and to or from
 // back-ends are not fed: they are what the captured system did, and

@@ -66,7 +66,7 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("replay: %w", err)
 	}
-	pr, err := link.NewPcapReader(in)
+	pr, err := openCapture(in)
 	if err != nil {
 		return Summary{}, fmt.Errorf("replay: input: %w", err)
 	}
@@ -108,7 +108,7 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 // the next scheduled action, the engine's next deadline, the
 // controller's next deadline and the next capture frame (ties in that
 // order).
-func (r *replayer) loop(pr *link.PcapReader) error {
+func (r *replayer) loop(pr *captureReader) error {
 	var (
 		inTime  splice.Time
 		inFrame []byte
