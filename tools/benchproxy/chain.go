@@ -41,6 +41,13 @@ const (
 	backendPort    = 80
 )
 
+// The chain's processes, as named in its logs and configurations.
+const (
+	backendNginxName = "backend-nginx"
+	proxyNginxName   = "proxy-nginx"
+	haproxyName      = "proxy-haproxy"
+)
+
 // chain is a built proxy chain.
 type chain struct {
 	prefix string // namespaces are prefix+"c", "p", "b"
@@ -166,16 +173,16 @@ func (c *chain) startServers(ctx context.Context, sizes []int64, proxies map[str
 	nginxArgv := func(conf, dir string) []string {
 		return []string{nginx, "-c", conf, "-p", dir + "/", "-e", filepath.Join(dir, "error.log")}
 	}
-	servers := []server{{"backend-nginx", c.ns("b"), fmt.Sprintf("%s:%d", chainBackendAddr, backendPort), backendNginxConf, nginxArgv}}
+	servers := []server{{backendNginxName, c.ns("b"), fmt.Sprintf("%s:%d", chainBackendAddr, backendPort), backendNginxConf, nginxArgv}}
 	if proxies[SystemNginx] {
-		servers = append(servers, server{"proxy-nginx", c.ns("p"), fmt.Sprintf("%s:%d", chainProxyAddr, nginxProxyPort), proxyNginxConf, nginxArgv})
+		servers = append(servers, server{proxyNginxName, c.ns("p"), fmt.Sprintf("%s:%d", chainProxyAddr, nginxProxyPort), proxyNginxConf, nginxArgv})
 	}
 	if proxies[SystemHAProxy] {
 		haproxy, err := exec.LookPath("haproxy")
 		if err != nil {
 			return err
 		}
-		servers = append(servers, server{"proxy-haproxy", c.ns("p"), fmt.Sprintf("%s:%d", chainProxyAddr, haproxyPort), haproxyConf,
+		servers = append(servers, server{haproxyName, c.ns("p"), fmt.Sprintf("%s:%d", chainProxyAddr, haproxyPort), haproxyConf,
 			func(conf, _ string) []string { return []string{haproxy, "-db", "-f", conf} }})
 	}
 	for _, s := range servers {

@@ -129,7 +129,8 @@ type run struct {
 	id       string
 	dir      string
 	script   string
-	cleanups []func() error
+	cleanups []func() error // run in reverse order when Run returns
+	failed   bool           // Run is returning an error
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -156,6 +157,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, err
 	}
 	defer func() {
+		r.failed = err != nil
 		var errs []error
 		for i := len(r.cleanups) - 1; i >= 0; i-- {
 			errs = append(errs, r.cleanups[i]())
@@ -192,7 +194,14 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withQsplice])
 	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice, o.Offloads)
 	if l != nil {
-		r.cleanups = append(r.cleanups, l.Down)
+		r.cleanups = append(r.cleanups, func() error {
+			// Down removes the lab's state directory; a failed run keeps
+			// its logs.
+			if r.failed {
+				os.CopyFS(filepath.Join(r.dir, "lab-logs"), os.DirFS(filepath.Dir(l.LogPath(labFrontend))))
+			}
+			return l.Down()
+		})
 	}
 	if err != nil {
 		return nil, err
@@ -221,11 +230,11 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		}
 		if selected(SystemNginx) {
 			targets = append(targets, target{name: SystemNginx, ns: clientNS, addr: fmt.Sprintf("%s:%d", chainProxyAddr, nginxProxyPort),
-				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids("proxy-nginx") }}})
+				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids(proxyNginxName) }}})
 		}
 		if selected(SystemHAProxy) {
 			targets = append(targets, target{name: SystemHAProxy, ns: clientNS, addr: fmt.Sprintf("%s:%d", chainProxyAddr, haproxyPort),
-				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids("proxy-haproxy") }}})
+				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids(haproxyName) }}})
 		}
 	}
 	var frames *frameCounter

@@ -184,6 +184,11 @@ func TestRunCleansUpWhenCancelled(t *testing.T) {
 	if _, serr := os.Stat(dir); serr != nil {
 		t.Errorf("the error names %q as the kept work directory: %v\n%v", dir, serr, err)
 	}
+	for _, log := range []string{"chain/proxy-nginx.log", "lab-logs/frontend.log"} {
+		if _, serr := os.Stat(filepath.Join(dir, log)); serr != nil {
+			t.Errorf("a failed run did not keep %s: %v", log, serr)
+		}
+	}
 	os.RemoveAll(dir)
 }
 
