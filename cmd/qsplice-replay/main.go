@@ -38,7 +38,8 @@ func main() {
 
 const usageHead = `Usage: qsplice-replay -in client.pcap -out engine.pcap [flags]
 
-Feeds the client frames of a capture (ARP, and IPv4 to the VIP) to the
+Feeds the client frames of a capture (ARP, and IPv4 to the VIP: -vip, or the
+destination of the first SYN to -ports) to the
 qsplice front-end engine at the capture's own timestamps, schedules the
 requests with the front-end's own controller (-config FILE: the listener
 policies and customers of a front-end configuration, so Host headers map
@@ -83,7 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.in, "in", "", "input capture (pcap or pcapng, Ethernet link type); required")
 	fs.StringVar(&o.out, "out", "", "output capture (pcap, nanosecond timestamps); required")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
-	fs.StringVar(&vip, "vip", replay.DefaultVIP, "the VIP clients connected to")
+	fs.StringVar(&vip, "vip", "", "the VIP clients connected to (default: the destination of the capture's first SYN to -ports)")
 	fs.StringVar(&handoff, "handoff", replay.DefaultHandoffAddr, "source address of the handoff connections (C2)")
 	fs.StringVar(&mac, "mac", replay.DefaultMAC, "the front-end's MAC")
 	fs.StringVar(&ports, "ports", "80", "comma-separated listening ports on the VIP")
@@ -126,8 +127,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	var err error
-	if c.VIP, err = netip.ParseAddr(vip); err != nil {
-		return o, fmt.Errorf("-vip: %v", err)
+	if vip != "" {
+		if c.VIP, err = netip.ParseAddr(vip); err != nil {
+			return o, fmt.Errorf("-vip: %v", err)
+		}
 	}
 	if c.HandoffAddr, err = netip.ParseAddr(handoff); err != nil {
 		return o, fmt.Errorf("-handoff: %v", err)

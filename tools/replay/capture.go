@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 // ErrCookedCapture: the capture has Linux "cooked" headers (what
@@ -84,4 +88,60 @@ func (c *captureReader) Next() (time.Time, []byte, error) {
 		}
 	}
 	return ci.Timestamp, data, nil
+}
+
+// ErrNoVIP: the VIP was not given and the capture has no SYN it could be
+// learned from.
+var ErrNoVIP = errors.New("no SYN to a listening port to learn the VIP from; give the VIP (-vip)")
+
+// maxLearnFrames bounds how far into a capture a SYN is looked for.
+const maxLearnFrames = 1 << 16
+
+// frameSource yields a capture's frames.
+type frameSource interface {
+	Next() (time.Time, []byte, error)
+}
+
+type capturedFrame struct {
+	at   time.Time
+	data []byte
+}
+
+// learnVIP reads src up to the first SYN (without ACK) to one of ports
+// and returns its destination, and a source that yields every frame of
+// src from the start.
+func learnVIP(src frameSource, ports []uint16) (netip.Addr, frameSource, error) {
+	var read []capturedFrame
+	var p wire.Packet
+	for len(read) < maxLearnFrames {
+		at, data, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return netip.Addr{}, nil, err
+		}
+		read = append(read, capturedFrame{at, data})
+		if wire.Parse(data, &p) == nil && p.Kind == wire.KindTCP &&
+			p.TCP.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN && slices.Contains(ports, p.TCP.DstPort()) {
+			return p.IP.Dst().Addr(), &replayed{read: read, rest: src}, nil
+		}
+	}
+	return netip.Addr{}, nil, fmt.Errorf("%w (ports %v, %d frames read)", ErrNoVIP, ports, len(read))
+}
+
+// replayed yields frames already read, then the rest of a source.
+type replayed struct {
+	read []capturedFrame
+	rest frameSource
+}
+
+func (r *replayed) Next() (time.Time, []byte, error) {
+	if len(r.read) > 0 {
+		f := r.read[0]
+		r.read[0] = capturedFrame{}
+		r.read = r.read[1:]
+		return f.at, f.data, nil
+	}
+	return r.rest.Next()
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 // toPcapng rewrites a pcap capture as pcapng.
@@ -85,5 +87,28 @@ func TestNonEthernetCapturesRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrCookedCapture) != tc.cooked {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// Without a VIP, replay takes the destination of the first SYN to a
+// listening port: a capture made against another address replays as
+// well as one against the default.
+func TestVIPLearnedFromTheFirstSYN(t *testing.T) {
+	other := host{mac: vip.mac, ip: wire.IP4{198, 18, 0, 77}, port: 80}
+	b := newCaptureBuilder(t)
+	b.arpWhoHas(0, client1, other.ip) // before the SYN: kept and fed
+	b.seg(10, client1, other, 100, 0, fSYN, synOpts(1460, 7, true, false, 0, 0), nil)
+	b.seg(110, other, client1, 900, 101, fSYN|fACK, synOpts(1460, 7, true, false, 0, 0), nil)
+	b.seg(200, client1, other, 101, 901, fACK, nil, nil)
+	b.seg(300, client1, other, 101, 901, fACK|fPSH, nil, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+	_, s := replay(t, Config{}, b.buf.Bytes())
+	if s.VIP != "198.18.0.77" || s.HandedOver != 1 || s.ARPReplies != 1 {
+		var text bytes.Buffer
+		s.WriteText(&text)
+		t.Fatalf("want the VIP learned, the ARP answered and the request handed over; got\n%s", text.String())
+	}
+	// No SYN to a listening port: nothing to learn from.
+	if _, err := Run(Config{Ports: []uint16{8080}}, bytes.NewReader(b.buf.Bytes()), io.Discard); !errors.Is(err, ErrNoVIP) {
+		t.Errorf("no SYN to port 8080: %v, want ErrNoVIP", err)
 	}
 }

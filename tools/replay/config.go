@@ -33,7 +33,9 @@ const (
 // Config says how to replay. The zero value of every field takes the
 // default named with it; a zero delay cannot be asked for (use 1ns).
 type Config struct {
-	VIP         netip.Addr // client-facing address (198.18.0.100)
+	// VIP is the client-facing address; zero takes the destination of
+	// the capture's first SYN to one of Ports.
+	VIP         netip.Addr
 	HandoffAddr netip.Addr // source of the C2 connections (198.18.0.101)
 	MAC         wire.MAC   // the front-end's MAC (02:00:c6:12:00:02)
 	Ports       []uint16   // listening ports on the VIP (80)
@@ -79,9 +81,6 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if !c.VIP.IsValid() {
-		c.VIP = netip.MustParseAddr(DefaultVIP)
-	}
 	if !c.HandoffAddr.IsValid() {
 		c.HandoffAddr = netip.MustParseAddr(DefaultHandoffAddr)
 	}

@@ -59,16 +59,22 @@ type c2Ref struct {
 // to out and flushes them before returning.
 func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 	cfg.setDefaults()
+	pr, err := openCapture(in)
+	if err != nil {
+		return Summary{}, fmt.Errorf("replay: input: %w", err)
+	}
+	var src frameSource = pr
+	if !cfg.VIP.IsValid() {
+		if cfg.VIP, src, err = learnVIP(pr, cfg.Ports); err != nil {
+			return Summary{}, fmt.Errorf("replay: input: %w", err)
+		}
+	}
 	if err := cfg.validate(); err != nil {
 		return Summary{}, err
 	}
 	fe, err := splice.NewFrontEnd(cfg.engineConfig())
 	if err != nil {
 		return Summary{}, fmt.Errorf("replay: %w", err)
-	}
-	pr, err := openCapture(in)
-	if err != nil {
-		return Summary{}, fmt.Errorf("replay: input: %w", err)
 	}
 	bw := bufio.NewWriterSize(out, 256<<10)
 	pw, err := link.NewPcapWriter(bw)
@@ -83,6 +89,7 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 		vip:     wire.IP4From(cfg.VIP),
 		sum:     newSummary(),
 	}
+	r.sum.VIP = cfg.VIP.String()
 	ctrl, err := controller.New(cfg.schedulerConfig(), &shimmedEngine{fe, r}, 0)
 	if err != nil {
 		return Summary{}, fmt.Errorf("replay: scheduler: %w", err)
@@ -93,7 +100,7 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 		r.backends = append(r.backends, b)
 		r.byIP[b.ip] = b
 	}
-	err = r.loop(pr)
+	err = r.loop(src)
 	r.sum.finish(fe.Stats(), ctrl.Status(r.now))
 	if err == nil && r.vipFrames == 0 {
 		err = fmt.Errorf("replay: %w: of %d frames, none is IPv4 to the VIP %v", ErrNothingFed, r.sum.FramesIn, cfg.VIP)
@@ -108,7 +115,7 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 // the next scheduled action, the engine's next deadline, the
 // controller's next deadline and the next capture frame (ties in that
 // order).
-func (r *replayer) loop(pr *captureReader) error {
+func (r *replayer) loop(pr frameSource) error {
 	var (
 		inTime  splice.Time
 		inFrame []byte

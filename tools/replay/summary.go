@@ -14,6 +14,7 @@ import (
 // Summary counts what a replay did. Maps are keyed by name so that their
 // JSON form is sorted and stable.
 type Summary struct {
+	VIP             string `json:"vip"`                     // the VIP replayed for (given, or learned from a SYN)
 	FramesIn        uint64 `json:"frames_in"`               // records read from the capture
 	FramesFed       uint64 `json:"frames_fed"`              // of those, given to the engine
 	FramesIgnored   uint64 `json:"frames_ignored"`          // the old system's output, other hosts' traffic
@@ -97,7 +98,8 @@ func (s *Summary) finish(st splice.FrontEndStats, cs controller.Status) {
 // WriteText writes the summary for people, one topic a line.
 func (s *Summary) WriteText(w io.Writer) error {
 	start, end := time.Unix(0, s.StartNS).UTC(), time.Unix(0, s.EndNS).UTC()
-	_, err := fmt.Fprintf(w, `frames in    %d (fed %d, ignored %d; client frames rewritten %d, unmapped %d)
+	_, err := fmt.Fprintf(w, `vip          %s
+frames in    %d (fed %d, ignored %d; client frames rewritten %d, unmapped %d)
 frames out   %d from the engine, %d from simulated back-ends
 requests     %d (%d follow-ups); handed to a back-end %d, not %d
 customers    %s
@@ -109,6 +111,7 @@ retransmits  %d
 arp replies  %d
 engine time  %s .. %s (%v)
 `,
+		s.VIP,
 		s.FramesIn, s.FramesFed, s.FramesIgnored, s.ClientRewritten, s.ClientUnmapped,
 		s.FramesOut, s.BackendFrames,
 		s.Requests, s.FollowUps, s.HandedOver, s.NotHandedOver,
