@@ -45,8 +45,8 @@
 // ARP frames and IPv4 frames whose destination is the VIP go to the
 // engine. The VIP is Config.VIP or, when that is zero, the destination of
 // the capture's first SYN to a listening port (ErrNoVIP if there is none;
-// frames before it are fed too). Frames from the VIP (the old front-end's output) and to or from
-// back-ends are not fed: they are what the captured system did, and
+// frames before it are fed too). Frames from the VIP (the old
+// front-end's output) and to or from back-ends are not fed: they are what the captured system did, and
 // replaying is about what this engine does. They are still read, because
 // the old front-end's SYN-ACKs say which ISN the client was talking to.
 //
