@@ -46,9 +46,10 @@
 // engine. The VIP is Config.VIP or, when that is zero, the destination of
 // the capture's first SYN to a listening port (ErrNoVIP if there is none;
 // frames before it are fed too). Frames from the VIP (the old
-// front-end's output) and to or from back-ends are not fed: they are what the captured system did, and
-// replaying is about what this engine does. They are still read, because
-// the old front-end's SYN-ACKs say which ISN the client was talking to.
+// front-end's output) and to or from back-ends are not fed: they are what
+// the captured system did, and replaying is about what this engine does.
+// They are still read, because the old front-end's SYN-ACKs say which ISN
+// the client was talking to.
 //
 // # Rewriting the client's frames
 //
