@@ -224,7 +224,7 @@ func (c *Controller) resetFlows(be *backend, now splice.Time, out *Output) int {
 		if rec.waiting == waitParked {
 			rec.waiting = notWaiting
 		}
-		c.eng.Abort(rec.id, now, &out.Engine)
+		c.abort(rec.id, now, out)
 	}
 	return len(recs)
 }

@@ -276,6 +276,33 @@ func TestHandoffAheadWaitsReady(t *testing.T) {
 	}
 }
 
+// A connection waiting ready that the engine no longer holds (it never
+// reported it closed) is reset when its slot wait ends, or forgotten if
+// the engine forgot it too: nothing is left counted on the back-end.
+func TestSlotWaitForAFlowTheEngineLost(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.HandoffAhead = 2
+	cfg.KeepaliveInterval = time.Hour
+	h := newHarness(t, cfg)
+	h.register(1, 1, 1, t0)
+	for f := splice.FlowID(1); f <= 3; f++ {
+		h.request(f, "A.example", t0)
+	}
+	h.spliced(1, t0)
+	for f := splice.FlowID(2); f <= 3; f++ {
+		h.connected(f, t0)
+		h.spliceAck(f, t0)
+	}
+	h.eng.takeCalls()
+	h.eng.flows[2].state = "spliced" // moved on unreported
+	delete(h.eng.flows, 3)           // gone unreported
+	h.tick(t0 + 5*sec)
+	h.wantCalls("reject 2 503", "abort 2", "reject 3 503", "abort 3")
+	if b := h.backend(1); b.Ready != 0 || b.Active != 1 || h.c.Flows() != 1 {
+		t.Errorf("after the slot waits: %+v, %d flows", b, h.c.Flows())
+	}
+}
+
 // The credit scheduler charges a request by the service time its
 // back-end measured: twice the typical time costs two credits.
 func TestFeedbackCorrectsTheCharge(t *testing.T) {

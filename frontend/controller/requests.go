@@ -68,7 +68,7 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		// A follow-up on a connection this controller never dispatched
 		// (say, it was reset meanwhile): it has nowhere to go.
 		c.log(out, slog.LevelWarn, "follow-up on a connection the controller does not know; resetting it", "flow", ev.Flow)
-		c.eng.Abort(ev.Flow, now, &out.Engine)
+		c.abort(ev.Flow, now, out)
 		return
 	}
 	q := c.byPort[r.Port]
@@ -124,11 +124,21 @@ func (c *Controller) reject(flow splice.FlowID, followUp bool, cust, reason stri
 	}
 	if followUp {
 		if err := c.eng.RejectFollowUp(flow, status, reason, retry, now, &out.Engine); err != nil {
-			c.eng.Abort(flow, now, &out.Engine)
+			c.abort(flow, now, out)
 		}
 		return
 	}
-	c.eng.Reject(flow, status, reason, retry, now, &out.Engine)
+	if !c.eng.Reject(flow, status, reason, retry, now, &out.Engine) && c.logs(slog.LevelDebug) {
+		c.log(out, slog.LevelDebug, "rejected request already gone", "flow", flow)
+	}
+}
+
+// abort resets a flow on both sides. A flow the engine no longer holds
+// needs nothing more.
+func (c *Controller) abort(flow splice.FlowID, now splice.Time, out *Output) {
+	if err := c.eng.Abort(flow, now, &out.Engine); err != nil && c.logs(slog.LevelDebug) {
+		c.log(out, slog.LevelDebug, "abort of a flow already gone", "flow", flow, "err", err)
+	}
 }
 
 // expire answers requests that waited past their queue's timeout.

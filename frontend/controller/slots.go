@@ -107,7 +107,13 @@ func (c *Controller) slotWaits(now splice.Time, out *Output) {
 			}
 			c.stats(cust).rejected["slot-wait"]++
 			c.log(out, slog.LevelInfo, "request rejected", "flow", rec.id, "customer", cust, "reason", "slot-wait", "status", 503)
-			c.eng.Reject(rec.id, 503, "no back-end slot became free in time", c.cfg.RetryAfter, now, &out.Engine)
+			if !c.eng.Reject(rec.id, 503, "no back-end slot became free in time", c.cfg.RetryAfter, now, &out.Engine) {
+				// The engine no longer holds it ready: reset it, or if
+				// the engine forgot it, forget it too.
+				if err := c.eng.Abort(rec.id, now, &out.Engine); err != nil {
+					c.closed(splice.Event{Kind: splice.EvClosed, Flow: rec.id, Reason: splice.CloseAborted}, now, out)
+				}
+			}
 		}
 	}
 }
@@ -175,7 +181,7 @@ func (t *spliceTimers) next(c *Controller) splice.Time {
 func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	rec := c.flows[ev.Flow]
 	if rec == nil || rec.be == nil || rec.be.id != ev.Backend {
-		c.eng.Abort(ev.Flow, now, &out.Engine)
+		c.abort(ev.Flow, now, out)
 		return
 	}
 	p := &pendingSplice{msg: ev.Splice, due: now.Add(c.cfg.SpliceRetry), tries: 1}
@@ -220,7 +226,7 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 	}
 	if !m.OK {
 		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)
-		c.eng.Abort(rec.id, now, &out.Engine)
+		c.abort(rec.id, now, out)
 		return
 	}
 	c.spliceConfirmed(rec, now, out)
