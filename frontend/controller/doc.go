@@ -59,6 +59,18 @@
 // of a connection waiting ready; how long it may wait (Config.SlotWait) is
 // the controller's decision, enforced with Engine.Reject.
 //
+// # Scheduling
+//
+// A request leaves its queue (Next) only when some live back-end has room
+// for one of the queue's ports, so the policy decides as late as it can;
+// it goes to the back-end the dispatcher picks (fewest requests in
+// service, below capacity plus HandoffAhead), or, should its own port
+// have no room, waits at the queue's head. A keep-alive follow-up goes to
+// its connection's back-end (Engine.Admit) when a slot is free there, and
+// is parked for the next one otherwise. Connections handed off ahead and
+// confirmed take freed slots first, then parked follow-ups, then new
+// dispatches.
+//
 // # Accounting
 //
 // A request holds a back-end slot from its sending on C2 (SpliceAcked or
