@@ -72,7 +72,6 @@ func main() {
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
 	flag.BoolVar(&cfg.Offloads, "offloads", true, "move TCP super-frames with virtio-net headers (offload TAP, PACKET_VNET_HDR); off: water TAP and MTU-sized frames")
 	flag.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "packet loops, one per thread, each with its own TAP queue, wire socket and share of the connections")
-	flag.BoolVar(&cfg.QdiscBypass, "qdisc-bypass", false, "send on the wire with PACKET_QDISC_BYPASS (skips the NIC's queueing discipline)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
