@@ -533,13 +533,6 @@ func TestDaemonPacketPathAllocatesNothing(t *testing.T) {
 		workers  int
 	}{{"offloads-2", true, 2}, {"plain-1", false, 1}} {
 		t.Run(v.name, func(t *testing.T) {
-			if raceEnabled && !v.offloads {
-				// The plain path wakes its worker about once per frame
-				// (readPlainTAP), and link.Poller.Wake's 8-byte buffer
-				// escapes to the heap under the race detector's
-				// instrumentation of write(2); without -race it does not.
-				t.Skip("the plain path's wake-ups allocate under the race detector only; run without -race")
-			}
 			r := newDaemonRig(t, v.offloads, v.workers)
 			size := 32 << 20
 			if v.offloads {

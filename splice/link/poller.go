@@ -29,6 +29,10 @@ type Poller struct {
 	eventfd int
 	events  []unix.EpollEvent
 	drain   [8]byte
+	// one is the eventfd increment Wake writes, filled once by NewPoller
+	// and only read after: a local array would escape to the heap through
+	// the write syscall under the race detector, one allocation per Wake.
+	one [8]byte
 	// closeMu makes Close wait for a running Wake, so Wake never writes
 	// to a descriptor number that Close released and the process reused.
 	closeMu sync.RWMutex
@@ -54,6 +58,7 @@ func NewPoller() (*Poller, error) {
 		return nil, fmt.Errorf("poller: eventfd: %w", err)
 	}
 	p := &Poller{epfd: epfd, eventfd: efd, events: make([]unix.EpollEvent, pollerEvents)}
+	binary.NativeEndian.PutUint64(p.one[:], 1)
 	if err := p.add(efd, WakeToken); err != nil {
 		p.Close()
 		return nil, err
@@ -143,9 +148,7 @@ func (p *Poller) Wake() error {
 	if p.closed {
 		return errors.New("poller: wake: closed")
 	}
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	_, err := unix.Write(p.eventfd, one[:])
+	_, err := unix.Write(p.eventfd, p.one[:])
 	if err != nil && err != unix.EAGAIN { // EAGAIN: the counter is saturated, a wake is pending anyway
 		return fmt.Errorf("poller: wake: %w", err)
 	}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package backend
-
-const raceEnabled = false
