@@ -27,7 +27,11 @@ type Status struct {
 	LinkStat      link.Stats        `json:"link_stats"`
 	Drops         map[string]uint64 `json:"drops"`
 	Uptime        float64           `json:"uptime_seconds"`
-	BadCtl        uint64            `json:"bad_control_messages"`
+	// VNetRefused counts frames whose virtio-net header could not be
+	// honoured (a super-frame that is not TCP/IPv4, a bad checksum
+	// offset): dropped, the sender retransmits.
+	VNetRefused uint64 `json:"vnet_refused"`
+	BadCtl      uint64 `json:"bad_control_messages"`
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
@@ -71,7 +75,7 @@ func (d *Daemon) status() Status {
 		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,
 		Status:   d.ctrl.Status(now),
 		LinkStat: d.link.Stats(), Uptime: time.Duration(now).Seconds(), BadCtl: d.ctl.bad,
-		Reloads: d.reloads, ReloadsFailed: d.reloadsFailed,
+		Reloads: d.reloads, ReloadsFailed: d.reloadsFailed, VNetRefused: d.vnetRefused,
 		Drops: map[string]uint64{},
 		Engine: EngineStatus{
 			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
@@ -102,10 +106,16 @@ func (d *Daemon) Snapshot() (Status, bool) {
 	reply := make(chan Status, 1)
 	select {
 	case d.adminReq <- reply:
+		d.poller.Wake()
 	case <-time.After(2 * time.Second):
 		return Status{}, false
 	}
-	return <-reply, true
+	select {
+	case st := <-reply:
+		return st, true
+	case <-time.After(2 * time.Second):
+		return Status{}, false
+	}
 }
 
 // serveAdmin serves /status and /metrics on the admin listener until

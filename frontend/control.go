@@ -35,8 +35,9 @@ func listenControl(addr netip.AddrPort, key []byte) (*controlConn, error) {
 func (c *controlConn) Close() error { return c.conn.Close() }
 
 // start reads datagrams in a goroutine and delivers decoded messages
-// until the socket closes or done does.
-func (c *controlConn) start(done <-chan struct{}) <-chan ctlMsg {
+// until the socket closes or done does, calling wake after each one (the
+// loop sleeps in its poller, not on the channel).
+func (c *controlConn) start(done <-chan struct{}, wake func()) <-chan ctlMsg {
 	ch := make(chan ctlMsg, 256)
 	go func() {
 		buf := make([]byte, 2048)
@@ -51,6 +52,7 @@ func (c *controlConn) start(done <-chan struct{}) <-chan ctlMsg {
 			m, err := proto.Unmarshal(c.key, buf[:n])
 			select {
 			case ch <- ctlMsg{msg: m, from: from, err: err}:
+				wake()
 			case <-done:
 				return
 			}

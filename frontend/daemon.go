@@ -8,8 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
@@ -37,6 +36,17 @@ type Daemon struct {
 	rxBatch [][]byte      // frames of one pass, for the engine
 	inBatch []*pump.Frame // their buffers, released after the pass's writes
 	txBatch [][]byte      // frames of out being written together
+
+	// The loop (loop.go): it sleeps in poller until the link is readable,
+	// another goroutine hands it something (Wake), or the next deadline.
+	poller *link.Poller
+	rb     *link.Batch // a BatchLink's frames of one pass
+	// scratch holds the segments of the pass's super-frames (GRO'd
+	// client data) cut to MTU size for the engine; vnetRefused counts
+	// frames whose virtio-net header could not be honoured.
+	scratch     []byte
+	vnetRefused uint64
+	hup         atomic.Bool // SIGHUP seen, reload pending
 
 	// start is the epoch of engine time: splice.Time is the monotonic
 	// time since then, so a step of the wall clock moves no timer,
@@ -66,7 +76,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			cfg.MAC = wire.MAC(ifi.HardwareAddr)
 		}
 		owned := append(append(cfg.VIPs[:0:0], cfg.VIPs...), cfg.Handoff)
-		a, err := link.OpenAFPacket(cfg.Link, link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true})
+		// Virtio-net headers always: on links with offloads on, client
+		// frames arrive with partial checksums and GRO'd super-frames
+		// that only the header describes; with offloads off the header
+		// is all zero and costs nothing.
+		a, err := link.OpenAFPacket(cfg.Link, link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true, VNetHdr: true})
 		if err != nil {
 			return nil, fmt.Errorf("frontend: %w", err)
 		}
@@ -128,15 +142,21 @@ func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Da
 	if err != nil {
 		return nil, fmt.Errorf("frontend: %w", err)
 	}
+	poller, err := link.NewPoller()
+	if err != nil {
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
 	d := &Daemon{cfg: cfg, log: log, link: l, rawLink: l, engine: eng, ctl: ctl,
-		adminReq: make(chan chan Status), start: time.Now()}
+		adminReq: make(chan chan Status, 4), start: time.Now(), poller: poller}
 	ctrl, err := controller.New(d.controllerConfig(cfg), eng, d.now())
 	if err != nil {
+		poller.Close()
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
 	d.ctrl = ctrl
 	if cfg.Admin != "" {
 		if d.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
+			poller.Close()
 			return nil, fmt.Errorf("frontend: admin %s: %w", cfg.Admin, err)
 		}
 	}
@@ -171,97 +191,6 @@ func (d *Daemon) now() splice.Time {
 		d.last = t
 	}
 	return d.last
-}
-
-// Run serves until ctx ends or the link fails.
-func (d *Daemon) Run(ctx context.Context) error {
-	defer d.link.Close()
-	defer d.ctl.Close()
-	if d.adminLn != nil {
-		defer d.serveAdmin().Close() // closes the listener too
-	}
-	done := make(chan struct{})
-	defer close(done)
-	frames := pump.Start(d.link, 0, 256, 2048)
-	ctlMsgs := d.ctl.start(done)
-	hup := make(chan os.Signal, 1)
-	if d.cfg.ConfigPath != "" {
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-	}
-	wake := time.NewTimer(time.Hour)
-	defer wake.Stop()
-	d.log.Info("front-end up", "link", d.cfg.Link, "mac", d.cfg.MAC.String(), "vips", d.cfg.VIPs,
-		"handoff", d.cfg.Handoff, "ports", d.cfg.Ports, "control", d.cfg.Control)
-	for {
-		d.sleepUntilDeadline(wake)
-		select {
-		case <-ctx.Done():
-			return nil
-		case f, ok := <-frames.C:
-			if !ok {
-				return fmt.Errorf("frontend: link %s: %w", d.link.Name(), frames.Err())
-			}
-			d.inputBatch(f, frames)
-		case m := <-ctlMsgs:
-			d.control(m)
-		case <-wake.C:
-			d.pass(nil, d.now())
-		case reply := <-d.adminReq:
-			reply <- d.status()
-		case <-hup:
-			d.reload()
-		}
-	}
-}
-
-// sleepUntilDeadline arms wake for the earliest of the engine's and the
-// controller's deadlines: the loop sleeps until then or until input.
-func (d *Daemon) sleepUntilDeadline(wake *time.Timer) {
-	next := min(d.engine.NextDeadline(), d.ctrl.NextDeadline())
-	if next == splice.Never {
-		wake.Stop()
-		return
-	}
-	wake.Reset(max(time.Duration(next-d.now()), 0))
-}
-
-// maxDrain bounds how many frames one pass of the loop takes before it
-// writes.
-const maxDrain = 64
-
-// inputBatch takes first and whatever else the pump already holds into
-// one pass: under load the loop wakes once per batch, not per frame.
-// Output frames may alias input frames, which are released only after
-// the writes.
-func (d *Daemon) inputBatch(first *pump.Frame, frames *pump.Pump) {
-	d.inBatch = append(d.inBatch[:0], first)
-	for len(d.inBatch) < maxDrain {
-		f, ok := tryReceive(frames.C)
-		if !ok {
-			break // nothing waiting, or closed: the loop sees which
-		}
-		d.inBatch = append(d.inBatch, f)
-	}
-	d.rxBatch = d.rxBatch[:0]
-	for _, f := range d.inBatch {
-		d.rxBatch = append(d.rxBatch, f.Data)
-	}
-	d.pass(d.rxBatch, d.now())
-	clear(d.rxBatch)
-	for i, f := range d.inBatch {
-		f.Release()
-		d.inBatch[i] = nil
-	}
-}
-
-func tryReceive(c <-chan *pump.Frame) (*pump.Frame, bool) {
-	select {
-	case f, ok := <-c:
-		return f, ok
-	default:
-		return nil, false
-	}
 }
 
 // pass is one turn of the loop at now: frames go to the engine, the
