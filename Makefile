@@ -31,8 +31,12 @@ test: build fmt-check vet unit e2e fuzz-short
 unit:
 	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 40m $$($(GO) list $(PKGS) | grep -v '/tools/e2e$$')
 
+# Twice: with TSO/GSO/GRO and checksum offload on the lab's links (the
+# default, as in real deployments: super-frames and virtio-net headers
+# through both daemons) and with them off (MTU-sized frames only).
 e2e: build
-	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 40m ./tools/e2e
+	QSPLICE_BIN=$(BIN) QSPLICE_LAB_OFFLOADS=on $(GO) test -race -count=1 -timeout 40m ./tools/e2e
+	QSPLICE_BIN=$(BIN) QSPLICE_LAB_OFFLOADS=off $(GO) test -race -count=1 -timeout 40m ./tools/e2e
 
 # Every Fuzz* function, each for FUZZTIME (make fuzz FUZZTIME=5m for more).
 # Minimizing is bounded, and a run that only hit the fuzzer's own deadline

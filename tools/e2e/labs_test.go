@@ -30,6 +30,9 @@ func extraLab(t *testing.T, prefix string, mod func(cfg *lab.Config)) *lab.Lab {
 	cfg.Nginx = false
 	cfg.Files = nil
 	cfg.BackendArgs = []string{"-linger", "1s"}
+	if err := setOffloads(&cfg); err != nil {
+		t.Fatal(err)
+	}
 	mod(&cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

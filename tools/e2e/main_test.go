@@ -44,6 +44,11 @@ func run(m *testing.M) int {
 	cfg.BinDir = binDir
 	cfg.StateDir, _ = os.MkdirTemp("", "qsplice-e2e-state-")
 	os.Remove(cfg.StateDir) // the lab creates it and refuses foreign files
+	if err := setOffloads(&cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	fmt.Printf("e2e: lab links with offloads %s (QSPLICE_LAB_OFFLOADS)\n", onOff(cfg.Offloads))
 	cfg.FrontendArgs = []string{"-linger", "1s", "-head-timeout", "2s"}
 	cfg.BackendArgs = []string{"-linger", "1s"}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -78,6 +83,30 @@ func binaries() (string, func(), error) {
 		return "", nil, fmt.Errorf("building binaries: %v\n%s", err, out)
 	}
 	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// setOffloads applies QSPLICE_LAB_OFFLOADS (on, the default, or off) to a
+// lab configuration: make test runs the suite once each way, so every
+// test holds with TSO/GSO/GRO and checksum offload on the lab's links
+// (super-frames, partial checksums, virtio-net headers in the daemons)
+// and with them off (MTU-sized frames only).
+func setOffloads(cfg *lab.Config) error {
+	switch v := os.Getenv("QSPLICE_LAB_OFFLOADS"); v {
+	case "", "on":
+		cfg.Offloads = true
+	case "off":
+		cfg.Offloads = false
+	default:
+		return fmt.Errorf("QSPLICE_LAB_OFFLOADS=%q: want on or off", v)
+	}
+	return nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 // needLab returns the shared lab or skips with the reason.

@@ -114,6 +114,7 @@ func DefaultConfig(name string) Config {
 		Nginx:        true,
 		TestServer:   true,
 		Daemons:      true,
+		Offloads:     true,
 		Capacity:     5,
 		Files:        []int64{0, 1 << 10, 1 << 20, 64 << 20},
 		ReadyTimeout: 15 * time.Second,

@@ -73,7 +73,8 @@ func (l *Lab) processes() []procSpec {
 			"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
 			"-web-ports", webPorts, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", l.KeyPath(),
 			"-tap-mac", l.BackendMAC(k).String(), "-admin", netip.AddrPortFrom(l.BackendAddr(k), BackendAdminPort).String(),
-			"-offloads=" + strconv.FormatBool(l.cfg.Offloads)} // vnet headers only where the links make super-frames
+			"-offloads=" + strconv.FormatBool(l.cfg.Offloads), // vnet headers only where the links make super-frames
+			"-workers", strconv.Itoa(l.shimWorkers())}
 		specs = append(specs, procSpec{
 			name: backendName(k), host: backendHost(k),
 			argv:    append(argv, l.cfg.BackendArgs...),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -163,6 +164,42 @@ func (l *Lab) frontendCheck(ids ...int) *readyCheck {
 				if !alive[id] {
 					return fmt.Errorf("back-end %d not alive in %s", id, st.Raw)
 				}
+			}
+			return nil
+		},
+	}
+}
+
+// shimRegisteredCheck succeeds when back-end k's shim reports, on its own
+// /status, that the front-end acknowledged its registration. For a shim
+// that was restarted this is what counts: the front-end may still call
+// the back-end alive on the old shim's keepalives, and the new shim's
+// registration resets the connections the old one carried.
+func (l *Lab) shimRegisteredCheck(k int) *readyCheck {
+	url := fmt.Sprintf("http://%s/status", netip.AddrPortFrom(l.BackendAddr(k), BackendAdminPort))
+	return &readyCheck{
+		what:  fmt.Sprintf("back-end shim %d (%s reporting registered)", k, url),
+		owner: backendName(k),
+		check: func(ctx context.Context) error {
+			client := l.HTTPClient(clientHost(1))
+			defer client.CloseIdleConnections()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var st struct {
+				Registered bool `json:"registered"`
+			}
+			if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+				return fmt.Errorf("GET %s: %w", url, err)
+			}
+			if !st.Registered {
+				return fmt.Errorf("back-end %d's shim is not registered yet", k)
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"runtime"
 	"strings"
 
 	"github.com/qsplice/qsplice/tools/netns"
@@ -159,8 +160,14 @@ func (l *Lab) ensureFrontendTap() error {
 func (l *Lab) ensureTap(k int) error {
 	ns := l.NS(backendHost(k))
 	if !linkExists(ns, tapDev) {
+		// The offload shim attaches one queue per worker; a device made in
+		// the other queue mode it would have to delete and make again.
+		mode := "mode tap"
+		if l.cfg.Offloads && l.shimWorkers() > 1 {
+			mode += " multi_queue"
+		}
 		err := ipBatch(ns, []string{
-			"tuntap add " + tapDev + " mode tap",
+			"tuntap add " + tapDev + " " + mode,
 			fmt.Sprintf("link set %s address %s", tapDev, l.BackendMAC(k)),
 			fmt.Sprintf("addr add %s/%d dev %s", l.BackendAddr(k), PrefixLen, tapDev),
 			"link set " + tapDev + " up",
@@ -171,6 +178,11 @@ func (l *Lab) ensureTap(k int) error {
 	}
 	return offloadsOff(ns, tapDev)
 }
+
+// shimWorkers is how many packet loops each back-end shim runs: one per
+// CPU, the daemon's own default, passed to it explicitly (-workers) so
+// that its TAP is made in the queue mode it needs.
+func (l *Lab) shimWorkers() int { return runtime.NumCPU() }
 
 // topologyComplete reports whether every namespace and device of the lab
 // exists, and names the first missing piece otherwise.

@@ -16,6 +16,7 @@ func TestTopologyOnly(t *testing.T) {
 	requireRoot(t)
 	cfg := topologyConfig(t)
 	cfg.Clients = 2
+	cfg.Offloads = false
 	l := upLab(t, cfg)
 	if l.Reused() {
 		t.Fatal("a fresh lab reports Reused")

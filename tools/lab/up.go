@@ -202,7 +202,7 @@ func (l *Lab) StartProcess(name string) error {
 	if p.daemon && p.backend > 0 {
 		if fe, err := l.spec(frontendName); err == nil && l.status(fe).alive {
 			watch = append(watch, fe)
-			checks = append(checks, l.frontendCheck(p.backend))
+			checks = append(checks, l.shimRegisteredCheck(p.backend), l.frontendCheck(p.backend))
 		}
 	}
 	return l.waitReady(context.Background(), watch, checks)
