@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
+	"runtime"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
@@ -142,6 +144,15 @@ func (d *Daemon) serveAdmin() *http.Server {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		writeMetrics(w, &st)
 	})
+	if d.cfg.Pprof {
+		// Sample every allocation: the packet path should make none, and
+		// the default rate (one per 512 KiB) would not show the few it
+		// makes. Costly, so only with -pprof.
+		runtime.MemProfileRate = 1
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(d.adminLn)
 	return srv

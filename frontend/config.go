@@ -23,8 +23,11 @@ type Config struct {
 
 	Control netip.AddrPort // UDP address for back-end control messages
 	Admin   string         // HTTP address for /status and /metrics; "" disables
-	Key     []byte         // control protocol key
-	Capture string         // pcap file of everything on the link; "" disables
+	// Pprof adds Go's profiler (/debug/pprof/) to the admin address: CPU
+	// and allocation profiles of the live daemon, for performance work.
+	Pprof   bool
+	Key     []byte // control protocol key
+	Capture string // pcap file of everything on the link; "" disables
 
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck

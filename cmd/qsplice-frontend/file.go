@@ -18,7 +18,9 @@ var configFlags = map[string]bool{
 	"linger": true, "idle-timeout": true, "head-timeout": true, "cookie-seed": true, "handoff-ahead": true,
 }
 
-func runFromFile(path string, log *slog.Logger, fail func(string, ...any)) {
+// pprof (-pprof) is a debugging switch, not configuration: it combines
+// with -config.
+func runFromFile(path string, pprof bool, log *slog.Logger, fail func(string, ...any)) {
 	flag.Visit(func(f *flag.Flag) {
 		if configFlags[f.Name] {
 			fail("-%s cannot be combined with -config: set it in %s", f.Name, path)
@@ -35,6 +37,7 @@ func runFromFile(path string, log *slog.Logger, fail func(string, ...any)) {
 	if err != nil {
 		fail("%v", err)
 	}
+	cfg.Pprof = pprof
 	serve(cfg, log, fail)
 }
 

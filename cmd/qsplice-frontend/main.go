@@ -59,6 +59,7 @@ func main() {
 	flag.StringVar(&cfg.Link, "link", "", "network interface (afpacket) or TAP device name (tap)")
 	flag.StringVar(&cfg.LinkType, "link-type", "afpacket", "afpacket: bump on a kernel interface; tap: pure userspace host on a TAP device")
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
+	flag.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on -admin (CPU and allocation profiles)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
@@ -86,7 +87,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, log, fail)
+		runFromFile(*configFile, cfg.Pprof, log, fail)
 		return
 	}
 	var err error
