@@ -56,11 +56,17 @@ type AFPacketConfig struct {
 	// Fanout makes the socket a member of a fanout group, one socket per
 	// worker (see Fanout). Nil: the socket receives every frame.
 	Fanout *Fanout
+	// RxRing receives through a TPACKET_V3 memory-mapped ring instead of
+	// recvmmsg (see RingConfig): no system call while frames are waiting,
+	// but a frame can wait up to the ring's retire timeout before the
+	// socket becomes readable. Nil: recvmmsg. RecvBuffer does not apply.
+	RxRing *RingConfig
 }
 
 // AFPacket is a Link over a raw AF_PACKET socket bound to one interface.
-// It is also a BatchLink: ReadBatch receives with recvmmsg(2) and
-// WriteBatch sends with sendmmsg(2), one system call for many frames.
+// It is also a BatchLink: ReadBatch receives with recvmmsg(2), or from a
+// memory-mapped ring with no system call at all (AFPacketConfig.RxRing),
+// and WriteBatch sends with sendmmsg(2), one system call for many frames.
 //
 // ReadFrame and WriteFrame do not allocate: they run prebuilt closures
 // through the socket's syscall.RawConn, so a blocked read parks on the Go
@@ -91,6 +97,7 @@ type AFPacket struct {
 	writeMu sync.Mutex
 	tx      txState
 	batch   batchState // WriteFrames and WriteBatch, under writeMu too
+	ring    *rxRing    // the receive ring, nil with recvmmsg; under readMu
 }
 
 // rxState is the argument block of the prebuilt receive closure; the
@@ -132,8 +139,17 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
 	a := &AFPacket{name: ifname, conn: conn, vnet: cfg.VNetHdr}
-	if err := a.configure(cfg); err != nil {
+	// The largest frame a ring block must hold: a super-frame, or the
+	// MTU behind an Ethernet header and a VLAN tag.
+	largest := ifi.MTU + 18
+	if cfg.VNetHdr {
+		largest = MaxFrame
+	}
+	if err := a.configure(cfg, largest); err != nil {
 		conn.Close()
+		if a.ring != nil {
+			a.ring.unmap() // the mapping keeps the socket alive
+		}
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
 	first := 1
@@ -156,7 +172,7 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	return a, nil
 }
 
-func (a *AFPacket) configure(cfg AFPacketConfig) error {
+func (a *AFPacket) configure(cfg AFPacketConfig, largest int) error {
 	raw, err := a.conn.SyscallConn()
 	if err != nil {
 		return err
@@ -201,6 +217,20 @@ func (a *AFPacket) configure(cfg AFPacketConfig) error {
 			return fmt.Errorf("set promiscuous: %w", err)
 		}
 	}
+	if cfg.RxRing != nil {
+		// After PACKET_VNET_HDR, which the kernel refuses once a ring
+		// exists; before the fanout group, so no share of it is queued
+		// outside the ring.
+		var rerr error
+		if err := raw.Control(func(fd uintptr) {
+			a.ring, rerr = openRing(int(fd), *cfg.RxRing, cfg.VNetHdr, largest)
+		}); err != nil {
+			return err
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
 	if cfg.Fanout != nil {
 		// Last: once in the group the socket receives its share.
 		var ferr error
@@ -228,6 +258,9 @@ func setsockoptInt(raw syscall.RawConn, level, opt, value int) error {
 func (a *AFPacket) ReadFrame(buf []byte) (int, error) {
 	if len(buf) == 0 {
 		return 0, fmt.Errorf("afpacket %s: read: %w", a.name, errEmptyBuffer)
+	}
+	if a.ring != nil {
+		return a.readRingFrame(buf)
 	}
 	a.readMu.Lock()
 	defer a.readMu.Unlock()
@@ -336,7 +369,17 @@ func (a *AFPacket) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
-	if err := a.conn.Close(); err != nil {
+	err := a.conn.Close()
+	if a.ring != nil {
+		// After the close, which wakes a ReadFrame parked with readMu
+		// held; the socket itself goes away with its mapping.
+		a.readMu.Lock()
+		if uerr := a.ring.unmap(); err == nil {
+			err = uerr
+		}
+		a.readMu.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("afpacket %s: close: %w", a.name, err)
 	}
 	return nil

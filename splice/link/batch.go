@@ -375,12 +375,16 @@ func (r *rxBatchState) recvmmsg(fd uintptr) (done bool) {
 }
 
 // ReadBatch implements BatchLink with recvmmsg(2): one system call for
-// all the frames waiting, up to len(b.Bufs). With vnet headers, buffers
+// all the frames waiting, up to len(b.Bufs). With a receive ring it reads
+// the ring instead (readRingBatch), without a system call. With vnet headers, buffers
 // should hold MaxFrame bytes. A truncated frame's buffer is swapped to
 // the end of b.Bufs, so the order of b.Bufs may change between calls.
 func (a *AFPacket) ReadBatch(b *Batch) (int, error) {
 	if err := checkBatch(b); err != nil {
 		return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
+	}
+	if a.ring != nil {
+		return a.readRingBatch(b)
 	}
 	a.readMu.Lock()
 	defer a.readMu.Unlock()

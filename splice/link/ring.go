@@ -1,0 +1,407 @@
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/qsplice/qsplice/splice/wire"
+	"golang.org/x/sys/unix"
+)
+
+// The receive ring: AF_PACKET's TPACKET_V3 memory-mapped ring
+// (Documentation/networking/packet_mmap.rst), an alternative to recvmmsg.
+//
+// The kernel copies each frame it hands the socket into a block of a ring
+// of fixed-size blocks shared with this process, one frame after the
+// other, and gives the block to userspace ("retires" it) when the next
+// frame does not fit or when the block has been open for the retire
+// timeout, whichever comes first. The socket becomes readable (poll,
+// epoll) only then. ReadBatch walks the blocks given to it, copies each
+// frame into the caller's Batch and hands each block back as soon as its
+// last frame is copied: frames that are waiting cost no system call.
+//
+// The price is latency: a frame that does not fill its block waits for
+// the retire timeout, at least a millisecond, before anyone can see it.
+// Under a steady stream blocks fill and retire on their own; a lone
+// frame (a SYN, the request, the last ACK of a burst) waits the whole
+// timeout. recvmmsg wakes the reader for every frame instead and costs
+// one call per wake-up. Which is better depends on the traffic; the
+// daemons measure both (see their -rx-ring flags).
+//
+// Layout, from <linux/if_packet.h>. A block begins with struct
+// tpacket_block_desc, whose tpacket_hdr_v1 says whose block it is
+// (block_status: TP_STATUS_USER once retired, TP_STATUS_KERNEL once handed
+// back), how many frames it holds and where the first one starts. Each
+// frame begins with struct tpacket3_hdr: the offset of the next frame,
+// the captured and the original length, and where the Ethernet header
+// starts (tp_mac, from the frame's own header). On a socket with
+// PACKET_VNET_HDR the kernel writes the frame's virtio-net header in the
+// VNetHdrLen bytes just before tp_mac (tpacket_rcv reserves them when it
+// computes the offsets); TestRingVNetHeaderSitsBeforeTheFrame checks that
+// on the running kernel.
+
+// RingConfig asks OpenAFPacket for a TPACKET_V3 receive ring
+// (AFPacketConfig.RxRing). The zero value picks the defaults.
+type RingConfig struct {
+	// BlockSize is the size of one block in bytes: a multiple of the
+	// page size that holds the largest frame the socket can receive
+	// (MaxFrame with vnet headers, the interface's MTU plus its headers
+	// without) plus ringBlockOverhead. Zero picks DefaultRingBlockSize,
+	// or the smallest power of two that works if that is too small.
+	BlockSize int
+	// Blocks is the number of blocks. Zero picks enough for
+	// DefaultRecvBuffer bytes, at least 8.
+	Blocks int
+	// RetireTimeout is how long the kernel keeps a block that is not
+	// full before handing it over anyway: the longest a frame can wait
+	// in the ring. The kernel counts whole milliseconds, so it is
+	// rounded up; zero means DefaultRingRetireTimeout.
+	RetireTimeout time.Duration
+}
+
+const (
+	// DefaultRingBlockSize holds one super-frame of MaxFrame bytes with
+	// its headers, or many MTU-sized frames.
+	DefaultRingBlockSize = 128 << 10
+	// DefaultRingRetireTimeout is the shortest timeout the kernel takes.
+	DefaultRingRetireTimeout = time.Millisecond
+)
+
+// Offsets into the kernel's structures (<linux/if_packet.h>).
+const (
+	blockStatusOff   = 8  // tpacket_block_desc.hdr.bh1.block_status
+	blockNumPktsOff  = 12 // ... .num_pkts
+	blockFirstPktOff = 16 // ... .offset_to_first_pkt
+	blockDescLen     = 48 // sizeof(struct tpacket_block_desc)
+
+	frameNextOff    = 0  // tpacket3_hdr.tp_next_offset
+	frameSnaplenOff = 12 // tp_snaplen
+	frameLenOff     = 16 // tp_len
+	frameMacOff     = 24 // tp_mac
+	frameHdrLen     = 48 // sizeof(struct tpacket3_hdr)
+
+	// ringFrameOverhead bounds what a frame costs in a block besides its
+	// own bytes: tpacket3_hdr, sockaddr_ll, the virtio-net header and
+	// alignment (92 bytes on Linux 6 with vnet headers).
+	ringFrameOverhead = 128
+	// ringBlockOverhead is what a block needs besides one frame's bytes.
+	ringBlockOverhead = blockDescLen + ringFrameOverhead
+)
+
+// ErrRingCorrupt is returned when a block the kernel handed over does not
+// describe its frames consistently. It never happens with a kernel that
+// keeps its own layout; the block is handed back and its frames lost.
+var ErrRingCorrupt = errors.New("receive ring block is inconsistent")
+
+// rxRing is the reader's side of a mapped TPACKET_V3 ring. The reader
+// takes blocks in the order the kernel fills them, starting at block 0.
+type rxRing struct {
+	mem       []byte // the mapping; nil once unmapped
+	blockSize int
+	blocks    int
+	vnet      bool
+	timeout   time.Duration // as set, whole milliseconds
+	cur       int           // the block read next
+	// left counts the frames of block cur not yet passed; it is nonzero
+	// exactly while block cur belongs to the reader, and then next is
+	// the offset in mem of the next frame's tpacket3_hdr.
+	left int
+	next int
+	// wait is ReadFrame's RawConn.Read callback, built once: it reports
+	// whether a frame is waiting (else the caller parks on the poller
+	// until the kernel retires a block).
+	wait func(fd uintptr) bool
+}
+
+// ringFrame is a frame still in the ring's memory, valid until advance.
+type ringFrame struct {
+	data  []byte // the bytes captured, capacity capped at their length
+	vnet  []byte // the virtio-net header before them, nil without
+	whole bool   // nothing was cut: tp_snaplen == tp_len
+}
+
+// resolveRing fills in cfg's defaults and checks it against the largest
+// frame the socket may receive.
+func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
+	page := os.Getpagesize()
+	need := largest + ringBlockOverhead
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultRingBlockSize
+		for cfg.BlockSize < need {
+			cfg.BlockSize *= 2
+		}
+	}
+	if cfg.BlockSize <= 0 || cfg.BlockSize%page != 0 {
+		return cfg, fmt.Errorf("ring block size %d is not a multiple of the page size %d", cfg.BlockSize, page)
+	}
+	if cfg.BlockSize < need {
+		return cfg, fmt.Errorf("ring block size %d cannot hold a frame of %d bytes (needs %d)", cfg.BlockSize, largest, need)
+	}
+	if cfg.Blocks == 0 {
+		cfg.Blocks = max(8, DefaultRecvBuffer/cfg.BlockSize)
+	}
+	if cfg.Blocks < 1 || cfg.Blocks > 1<<16 {
+		return cfg, fmt.Errorf("ring of %d blocks: want 1 to 65536", cfg.Blocks)
+	}
+	if cfg.RetireTimeout == 0 {
+		cfg.RetireTimeout = DefaultRingRetireTimeout
+	}
+	if cfg.RetireTimeout < 0 || cfg.RetireTimeout > time.Minute {
+		return cfg, fmt.Errorf("ring retire timeout %v: want up to a minute", cfg.RetireTimeout)
+	}
+	if ms := cfg.RetireTimeout / time.Millisecond; cfg.RetireTimeout%time.Millisecond != 0 {
+		cfg.RetireTimeout = (ms + 1) * time.Millisecond
+	}
+	return cfg, nil
+}
+
+// openRing turns the bound socket fd into a TPACKET_V3 ring reader:
+// version, ring, mapping, and then the frames that were queued the
+// ordinary way before the ring existed are discarded. Without that they
+// would keep the socket readable forever (poll reports the ordinary
+// queue too) while ReadBatch, which reads only the ring, finds nothing.
+// PACKET_VNET_HDR must be set before, if at all: the kernel refuses it
+// once a ring exists.
+func openRing(fd int, cfg RingConfig, vnet bool, largest int) (*rxRing, error) {
+	cfg, err := resolveRing(cfg, largest)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+		return nil, fmt.Errorf("set PACKET_VERSION to TPACKET_V3: %w", err)
+	}
+	req := unix.TpacketReq3{
+		Block_size: uint32(cfg.BlockSize),
+		Block_nr:   uint32(cfg.Blocks),
+		// TPACKET_V3 frames have no fixed size; the kernel only checks
+		// that frames_per_block * Block_nr == Frame_nr.
+		Frame_size:     uint32(cfg.BlockSize),
+		Frame_nr:       uint32(cfg.Blocks),
+		Retire_blk_tov: uint32(cfg.RetireTimeout / time.Millisecond),
+	}
+	if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return nil, fmt.Errorf("set PACKET_RX_RING (%d blocks of %d bytes): %w", cfg.Blocks, cfg.BlockSize, err)
+	}
+	mem, err := unix.Mmap(fd, 0, cfg.BlockSize*cfg.Blocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map the receive ring: %w", err)
+	}
+	r := &rxRing{mem: mem, blockSize: cfg.BlockSize, blocks: cfg.Blocks, vnet: vnet, timeout: cfg.RetireTimeout}
+	r.wait = func(uintptr) bool { return r.waiting() }
+	for {
+		// A zero-length read with MSG_TRUNC drops one queued frame.
+		_, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), 0, 0, unix.MSG_DONTWAIT|unix.MSG_TRUNC, 0, 0)
+		if errno == unix.EAGAIN {
+			break
+		}
+		if errno != 0 && errno != unix.EINTR {
+			r.unmap()
+			return nil, fmt.Errorf("drain the frames queued before the ring: %w", errno)
+		}
+	}
+	return r, nil
+}
+
+// unmap releases the mapping. The mapping holds a reference to the
+// socket: until it is gone the socket lives on after close(2), filling
+// the ring and taking its share of a fanout group.
+func (r *rxRing) unmap() error {
+	if r.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(r.mem)
+	r.mem = nil
+	r.left = 0
+	return err
+}
+
+func (r *rxRing) u32(off int) uint32 { return binary.NativeEndian.Uint32(r.mem[off:]) }
+
+// status is block i's block_status word, which the kernel and the reader
+// hand back and forth: loads and stores of it are atomic so that the
+// frames are read after the kernel's store that gave the block away and
+// before the reader's store that gives it back.
+func (r *rxRing) status(i int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&r.mem[i*r.blockSize+blockStatusOff]))
+}
+
+// waiting reports whether a frame can be read now.
+func (r *rxRing) waiting() bool {
+	return r.left > 0 || r.mem != nil && atomic.LoadUint32(r.status(r.cur))&unix.TP_STATUS_USER != 0
+}
+
+// peek returns the next frame without passing it, or false when the
+// ring holds none for the reader. An inconsistent block is handed back
+// whole and reported.
+func (r *rxRing) peek() (ringFrame, bool, error) {
+	if r.mem == nil {
+		return ringFrame{}, false, nil
+	}
+	base := r.cur * r.blockSize
+	end := base + r.blockSize
+	for r.left == 0 {
+		if atomic.LoadUint32(r.status(r.cur))&unix.TP_STATUS_USER == 0 {
+			return ringFrame{}, false, nil
+		}
+		n, first := int(r.u32(base+blockNumPktsOff)), int(r.u32(base+blockFirstPktOff))
+		if first < blockDescLen || first > r.blockSize-frameHdrLen {
+			r.release()
+			return ringFrame{}, false, fmt.Errorf("%w: first frame at %d", ErrRingCorrupt, first)
+		}
+		if n == 0 {
+			r.release() // the kernel does not retire empty blocks, but if it did
+			base, end = r.cur*r.blockSize, r.cur*r.blockSize+r.blockSize
+			continue
+		}
+		r.left, r.next = n, base+first
+	}
+	h := r.next
+	if h < base+blockDescLen || h+frameHdrLen > end {
+		r.release()
+		return ringFrame{}, false, fmt.Errorf("%w: frame header at %d", ErrRingCorrupt, h-base)
+	}
+	snap, orig := int(r.u32(h+frameSnaplenOff)), int(r.u32(h+frameLenOff))
+	start := h + int(binary.NativeEndian.Uint16(r.mem[h+frameMacOff:]))
+	hlen := 0
+	if r.vnet {
+		hlen = wire.VNetHdrLen
+	}
+	if start-hlen < h+frameHdrLen || start+snap > end {
+		r.release()
+		return ringFrame{}, false, fmt.Errorf("%w: frame of %d bytes at %d", ErrRingCorrupt, snap, start-base)
+	}
+	f := ringFrame{data: r.mem[start : start+snap : start+snap], whole: snap == orig}
+	if hlen > 0 {
+		f.vnet = r.mem[start-hlen : start]
+	}
+	return f, true, nil
+}
+
+// advance passes the frame peek returned; after a block's last frame the
+// block goes back to the kernel at once, so a drained ring leaves the
+// socket unreadable and the loop sleeps until the kernel retires another.
+func (r *rxRing) advance() {
+	if r.left == 0 {
+		return
+	}
+	r.left--
+	if r.left == 0 {
+		r.release()
+		return
+	}
+	step := int(r.u32(r.next + frameNextOff))
+	if step < frameHdrLen {
+		r.next = -1 // peek reports the block
+		return
+	}
+	r.next += step // peek checks it against the block's end
+}
+
+// release hands block cur back to the kernel and moves on to the next.
+func (r *rxRing) release() {
+	atomic.StoreUint32(r.status(r.cur), unix.TP_STATUS_KERNEL)
+	r.left = 0
+	r.cur++
+	if r.cur == r.blocks {
+		r.cur = 0
+	}
+}
+
+// readRingBatch is ReadBatch on a ring: it copies the frames of the
+// blocks the kernel retired into b, up to len(b.Bufs), handing each block
+// back once read, and makes no system call. Frames the kernel cut (longer
+// than a block can hold) or longer than their buffer are skipped and
+// counted in RxTruncated; b.Bufs keeps its order.
+func (a *AFPacket) readRingBatch(b *Batch) (int, error) {
+	a.readMu.Lock()
+	defer a.readMu.Unlock()
+	if a.closed.Load() {
+		return 0, closedError(a.name, "read")
+	}
+	r := a.ring
+	n, truncated := 0, uint64(0)
+	var err error
+	for n < len(b.Bufs) {
+		f, ok, perr := r.peek()
+		if perr != nil {
+			err = fmt.Errorf("afpacket %s: read: %w", a.name, perr)
+			break
+		}
+		if !ok {
+			break
+		}
+		if !f.whole || len(f.data) > len(b.Bufs[n]) {
+			truncated++
+			r.advance()
+			continue
+		}
+		b.Sizes[n] = copy(b.Bufs[n], f.data)
+		b.VNet[n] = wire.VNetHdr{}
+		if f.vnet != nil {
+			b.VNet[n], _ = wire.DecodeVNetHdr(f.vnet)
+		}
+		r.advance()
+		a.ctr.received(b.Sizes[n])
+		n++
+	}
+	a.ctr.rxTruncated.Add(truncated)
+	return n, err
+}
+
+// readRingFrame is ReadFrame on a ring: it parks on the Go poller until
+// the kernel retires a block, then copies one frame.
+func (a *AFPacket) readRingFrame(buf []byte) (int, error) {
+	a.readMu.Lock()
+	defer a.readMu.Unlock()
+	r := a.ring
+	for {
+		if a.closed.Load() {
+			return 0, closedError(a.name, "read")
+		}
+		f, ok, err := r.peek()
+		if err != nil {
+			return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
+		}
+		if !ok {
+			if err := a.raw.Read(r.wait); err != nil {
+				if a.closed.Load() {
+					return 0, closedError(a.name, "read")
+				}
+				return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
+			}
+			continue
+		}
+		if !f.whole || len(f.data) > len(buf) {
+			a.ctr.rxTruncated.Add(1)
+			r.advance()
+			continue
+		}
+		n := copy(buf, f.data)
+		var h wire.VNetHdr
+		if f.vnet != nil {
+			h, _ = wire.DecodeVNetHdr(f.vnet)
+		}
+		r.advance()
+		if a.vnet {
+			if err := completeFrame(buf[:n], h, &a.pkt); err != nil {
+				return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
+			}
+		}
+		a.ctr.received(n)
+		return n, nil
+	}
+}
+
+// RxRing reports the receive ring's geometry and retire timeout, and
+// false when the link receives with recvmmsg.
+func (a *AFPacket) RxRing() (RingConfig, bool) {
+	if a.ring == nil {
+		return RingConfig{}, false
+	}
+	return RingConfig{BlockSize: a.ring.blockSize, Blocks: a.ring.blocks, RetireTimeout: a.ring.timeout}, true
+}

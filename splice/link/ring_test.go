@@ -1,0 +1,541 @@
+package link
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/link/internal/nstest"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// ringCfg is a small ring with the shortest timeout, so that tests do not
+// wait for blocks to fill.
+func ringCfg() *RingConfig { return &RingConfig{Blocks: 4} }
+
+// TestRingReadBatchReadsFramesInOrder: frames sent together come back
+// from one ReadBatch, in order, with no system call (the block retired as
+// a whole), and an empty ring reads 0 without error.
+func TestRingReadBatchReadsFramesInOrder(t *testing.T) {
+	for _, vnet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("vnet=%v", vnet), func(t *testing.T) {
+			w := newWire(t)
+			a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+			b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), VNetHdr: vnet, RxRing: ringCfg()})
+			if rc, ok := b.RxRing(); !ok || rc.BlockSize != DefaultRingBlockSize || rc.Blocks != 4 || rc.RetireTimeout != time.Millisecond {
+				t.Fatalf("RxRing() = %+v %v", rc, ok)
+			}
+			const sent = 40
+			frames := make([][]byte, sent)
+			for i := range frames {
+				frames[i] = testFrame(w.macA, fmt.Sprintf("frame %d", i))
+			}
+			if n, err := a.WriteBatch(frames, nil); n != sent || err != nil {
+				t.Fatalf("WriteBatch: %d %v", n, err)
+			}
+			batch := NewBatch(64, 2048)
+			markers, most := readBatchMarkers(t, b, batch, sent)
+			for i, m := range markers {
+				if want := fmt.Sprintf("frame %d", i); m != want {
+					t.Fatalf("frame %d: marker %q, want %q", i, m, want)
+				}
+			}
+			if most < 2 {
+				t.Errorf("every ReadBatch returned at most %d frame", most)
+			}
+			if batch.VNet[0] != (wire.VNetHdr{}) {
+				t.Errorf("a plain frame came with header %+v", batch.VNet[0])
+			}
+			if s := b.Stats(); s.RxFrames != sent || s.RxBytes != uint64(sent*len(frames[0])) || s.RxTruncated != 0 {
+				t.Errorf("stats %+v", s)
+			}
+			if n, err := b.ReadBatch(batch); n != 0 || err != nil {
+				t.Errorf("ReadBatch of an empty ring = %d %v, want 0 and no error", n, err)
+			}
+			if b.ring.left != 0 || b.ring.waiting() {
+				t.Errorf("drained ring still holds a block: left %d", b.ring.left)
+			}
+		})
+	}
+}
+
+// TestRingReadBatchStopsAtFullBatch: a batch smaller than what is waiting
+// takes what fits; the rest stays in the ring, the socket stays readable
+// (so a level-triggered loop comes back) and the next call continues in
+// order.
+func TestRingReadBatchStopsAtFullBatch(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), RxRing: ringCfg()})
+	const sent = 10
+	frames := make([][]byte, sent)
+	for i := range frames {
+		frames[i] = testFrame(w.macA, fmt.Sprintf("f%d", i))
+	}
+	if n, err := a.WriteBatch(frames, nil); n != sent || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	batch := NewBatch(3, 2048)
+	var got []string
+	for len(got) < sent {
+		waitReadable(t, b)
+		n, err := b.ReadBatch(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 3 {
+			t.Fatalf("ReadBatch returned %d frames into 3 buffers", n)
+		}
+		for i := range n {
+			got = append(got, markerOf(batch.Frame(i)))
+		}
+	}
+	for i, m := range got {
+		if want := fmt.Sprintf("f%d", i); m != want {
+			t.Fatalf("frame %d: %q, want %q (all: %q)", i, m, want, got)
+		}
+	}
+}
+
+// TestRingSkipsAndCountsTruncatedFrames: frames longer than the caller's
+// buffer, and frames the kernel cut because they are longer than a block
+// (the interface's MTU raised after the ring was sized for it), are
+// skipped and counted; the frames around them arrive in order.
+func TestRingSkipsAndCountsTruncatedFrames(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), RxRing: &RingConfig{BlockSize: 4096, Blocks: 8}})
+	for _, ns := range []string{w.nsA, w.nsB} {
+		dev := map[string]string{w.nsA: vethA, w.nsB: vethB}[ns]
+		nstest.Run(t, "ip", "-n", ns, "link", "set", dev, "mtu", "9000")
+	}
+	long := func(m string, extra int) []byte { return append(testFrame(w.macA, m), make([]byte, extra)...) }
+	frames := [][]byte{
+		long("L0", 100), testFrame(w.macA, "s1"), long("cut2", 5000),
+		long("L3", 100), testFrame(w.macA, "s4"), long("cut5", 6000), testFrame(w.macA, "s6"),
+	}
+	if n, err := a.WriteBatch(frames, nil); n != len(frames) || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	batch := NewBatch(8, 100)
+	markers, _ := readBatchMarkers(t, b, batch, 3)
+	if strings.Join(markers, " ") != "s1 s4 s6" {
+		t.Fatalf("markers %q, want s1 s4 s6", markers)
+	}
+	if s := b.Stats(); s.RxTruncated != 4 || s.RxFrames != 3 {
+		t.Fatalf("stats %+v, want 4 truncated and 3 received", s)
+	}
+
+	// ReadFrame counts the same way.
+	if n, err := a.WriteBatch([][]byte{long("cut", 5000), testFrame(w.macA, "s7")}, nil); n != 2 || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	watchdog(t, b, 20*time.Second)
+	if m := readMarker(t, b); m != "s7" {
+		t.Fatalf("ReadFrame: %q, want s7", m)
+	}
+	if s := b.Stats(); s.RxTruncated != 5 {
+		t.Fatalf("stats %+v, want 5 truncated", s)
+	}
+}
+
+// TestRingVNetHeaderSitsBeforeTheFrame checks on the running kernel where
+// tpacket_rcv puts the virtio-net header of a ring frame: a super-frame
+// sent through a vnet socket on A crosses the veth whole, and B's ring
+// must deliver it byte for byte with the header the sender gave (GSO type
+// and size, checksum start and offset) decoded from the VNetHdrLen bytes
+// before tp_mac.
+func TestRingVNetHeaderSitsBeforeTheFrame(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: true})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{VNetHdr: true, RxRing: ringCfg(),
+		Filter: FilterIPv4Dst([]netip.Addr{netip.MustParseAddr("198.18.200.2")})})
+	const payload, mss = 20000, 1448
+	super, h := superFrame(w.macB, w.macA, 5000, payload, mss)
+	small, hs := superFrame(w.macB, w.macA, 5000+payload, 100, 0)
+	if n, err := a.WriteBatch([][]byte{super, small}, []wire.VNetHdr{h, hs}); n != 2 || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	batch := NewBatch(8, MaxFrame)
+	var got [][]byte
+	var hdrs []wire.VNetHdr
+	for len(got) < 2 {
+		waitReadable(t, b)
+		n, err := b.ReadBatch(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if f := batch.Frame(i); len(f) > 34 && f[12] == 0x08 && f[13] == 0x00 {
+				got = append(got, bytes.Clone(f))
+				hdrs = append(hdrs, batch.VNet[i])
+			}
+		}
+	}
+	if !bytes.Equal(got[0], super) {
+		t.Fatalf("super-frame of %d bytes arrived as %d bytes, or changed", len(super), len(got[0]))
+	}
+	g := hdrs[0]
+	if g.GSOType&^wire.GSOECN != wire.GSOTCPv4 || g.GSOSize != mss || !g.NeedsCsum() || g.CsumStart != h.CsumStart || g.CsumOffset != h.CsumOffset {
+		t.Fatalf("super-frame header %+v, want TCPv4 GSO of %d, NEEDS_CSUM at %d+%d", g, mss, h.CsumStart, h.CsumOffset)
+	}
+	if !bytes.Equal(got[1], small) || hdrs[1].IsGSO() || !hdrs[1].NeedsCsum() || hdrs[1].CsumStart != hs.CsumStart {
+		t.Fatalf("small frame: header %+v, bytes equal %v", hdrs[1], bytes.Equal(got[1], small))
+	}
+}
+
+// TestRingCarriesKernelSuperFrames: a kernel TCP transfer with offloads
+// on reaches a ring with vnet headers as super-frames, through ReadBatch
+// (headers passed on) and ReadFrame (frames completed).
+func TestRingCarriesKernelSuperFrames(t *testing.T) {
+	w := newWire(t)
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{VNetHdr: true, RxRing: ringCfg()})
+	var ln net.Listener
+	if err := nstest.Do(w.nsB, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", "198.18.200.2:0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := c.Read(buf); err != nil {
+					break
+				}
+			}
+			c.Close()
+		}
+	}()
+	var conn net.Conn
+	if err := nstest.Do(w.nsA, func() error {
+		var err error
+		conn, err = net.Dial("tcp4", ln.Addr().String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() {
+		chunk := make([]byte, 256<<10)
+		for {
+			if _, err := conn.Write(chunk); err != nil {
+				return // the test closed conn
+			}
+		}
+	}()
+
+	var p wire.Packet
+	batch := NewBatch(64, MaxFrame)
+	batchSupers := 0
+	for batchSupers < 5 {
+		waitReadable(t, b)
+		n, err := b.ReadBatch(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			f, h := batch.Frame(i), batch.VNet[i]
+			if wire.Parse(f, &p) != nil || p.Kind != wire.KindTCP || len(f) <= 1514 {
+				continue
+			}
+			if h.GSOType&^wire.GSOECN != wire.GSOTCPv4 || h.GSOSize == 0 || !h.NeedsCsum() {
+				t.Fatalf("super-frame of %d bytes with header %+v", len(f), h)
+			}
+			batchSupers++
+		}
+	}
+	watchdog(t, b, 20*time.Second)
+	buf := make([]byte, MaxFrame)
+	for frameSupers := 0; frameSupers < 5; {
+		n, err := b.ReadFrame(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wire.Parse(buf[:n], &p) != nil || p.Kind != wire.KindTCP {
+			continue
+		}
+		if got, want := p.TCP.Checksum(), p.TCP.ComputeChecksum(p.IP.Src(), p.IP.Dst()); got != want {
+			t.Fatalf("ReadFrame: TCP frame of %d bytes with checksum %#x, want %#x", n, got, want)
+		}
+		if n > 1514 {
+			frameSupers++
+		}
+	}
+	if s := b.Stats(); s.RxTruncated != 0 {
+		t.Errorf("%d frames truncated", s.RxTruncated)
+	}
+}
+
+// TestRingWithFanout: a FanoutPorts group whose members read through
+// rings; every TCP frame reaches exactly the member FanoutShard names.
+func TestRingWithFanout(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	const members = 3
+	fanout := &Fanout{Group: 11, Mode: FanoutPorts}
+	var links []*AFPacket
+	for range members {
+		links = append(links, openAFPacket(t, w.nsB, vethB, AFPacketConfig{Fanout: fanout, RxRing: ringCfg(),
+			Filter: FilterIPv4Dst([]netip.Addr{netip.MustParseAddr("198.18.0.2")})}))
+	}
+	const sent = 60
+	frames := make([][]byte, sent)
+	for i := range frames {
+		f := tcpFrame(uint16(40000+i), 80, 0)
+		copy(f[0:6], w.macB)
+		frames[i] = f
+	}
+	if n, err := a.WriteBatch(frames, nil); n != sent || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	p := newPoller(t)
+	for i, l := range links {
+		if err := p.Add(l.FD(), uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint16]int{}
+	perMember := make([]int, members)
+	batch := NewBatch(16, 2048)
+	ready := make([]uint32, members)
+	for got := 0; got < sent; {
+		n, err := p.Wait(20*time.Second, ready)
+		if err != nil || n == 0 {
+			t.Fatalf("Wait: %d %v after %d of %d frames", n, err, got, sent)
+		}
+		for _, token := range ready[:n] {
+			k, err := links[token].ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range k {
+				f := batch.Frame(i)
+				if want := FanoutShard(f, members); int(token) != want {
+					t.Fatalf("member %d got a frame FanoutShard gives to %d", token, want)
+				}
+				seen[uint16(f[34])<<8|uint16(f[35])]++
+				perMember[token]++
+				got++
+			}
+		}
+	}
+	for i := range sent {
+		if c := seen[uint16(40000+i)]; c != 1 {
+			t.Errorf("frame from port %d arrived %d times", 40000+i, c)
+		}
+	}
+	for m, c := range perMember {
+		if c == 0 {
+			t.Errorf("member %d received nothing: %v", m, perMember)
+		}
+	}
+}
+
+// TestRingBatchPathDoesNotAllocate: WriteBatch on A and ReadBatch through
+// B's ring in steady state, every frame written also read back and
+// compared (so the measured path ran).
+func TestRingBatchPathDoesNotAllocate(t *testing.T) {
+	for _, vnet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("vnet=%v", vnet), func(t *testing.T) {
+			w := newWire(t)
+			a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: vnet})
+			b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), VNetHdr: vnet, RxRing: ringCfg()})
+			const perCall = 8
+			frames := make([][]byte, perCall)
+			for i := range frames {
+				frames[i] = testFrame(w.macA, fmt.Sprintf("alloc %d", i))
+			}
+			batch := NewBatch(perCall, 2048)
+			read := 0
+			const runs = 50
+			allocs := testing.AllocsPerRun(runs, func() {
+				if n, err := a.WriteBatch(frames, nil); n != perCall || err != nil {
+					t.Fatalf("WriteBatch: %d %v", n, err)
+				}
+				for got := 0; got < perCall; {
+					waitReadable(t, b)
+					n, err := b.ReadBatch(batch)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i := range n {
+						if !bytes.Equal(batch.Frame(i), frames[got+i]) {
+							t.Fatalf("frame %d differs", got+i)
+						}
+					}
+					got += n
+				}
+				read += perCall
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per WriteBatch+ReadBatch", allocs)
+			}
+			if read != (runs+1)*perCall || b.Stats().RxFrames != uint64(read) {
+				t.Errorf("read %d frames (stats %d), want %d", read, b.Stats().RxFrames, (runs+1)*perCall)
+			}
+			buf := make([]byte, 2048)
+			if allocs := testing.AllocsPerRun(runs, func() {
+				if err := a.WriteFrame(frames[0]); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := b.ReadFrame(buf); err != nil || !bytes.Equal(buf[:n], frames[0]) {
+					t.Fatalf("ReadFrame: %d %v", n, err)
+				}
+			}); allocs != 0 {
+				t.Errorf("%v allocations per WriteFrame+ReadFrame", allocs)
+			}
+		})
+	}
+}
+
+// TestRingCloseUnblocksReadFrame: a ReadFrame parked on an empty ring
+// returns net.ErrClosed, and ReadBatch after Close does too.
+func TestRingCloseUnblocksReadFrame(t *testing.T) {
+	w := newWire(t)
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), RxRing: ringCfg()})
+	readErr := make(chan error)
+	go func() {
+		_, err := b.ReadFrame(make([]byte, 2048))
+		readErr <- err
+	}()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-readErr; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read: %v, want net.ErrClosed", err)
+	}
+	if _, err := b.ReadBatch(NewBatch(2, 2048)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("ReadBatch after Close: %v, want net.ErrClosed", err)
+	}
+	if b.ring.mem != nil {
+		t.Error("the ring is still mapped after Close")
+	}
+}
+
+// TestRingClosedSocketLeavesFanoutGroup: closing a ring link unmaps the
+// ring, and with it the socket; a socket that lived on would keep taking
+// its share of the group and the remaining member would miss frames.
+func TestRingClosedSocketLeavesFanoutGroup(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	fanout := &Fanout{Group: 12, Mode: FanoutPorts}
+	filter := FilterIPv4Dst([]netip.Addr{netip.MustParseAddr("198.18.0.2")})
+	gone := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Fanout: fanout, RxRing: ringCfg(), Filter: filter})
+	stays := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Fanout: fanout, RxRing: ringCfg(), Filter: filter})
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const sent = 20
+	frames := make([][]byte, sent)
+	for i := range frames {
+		f := tcpFrame(uint16(41000+i), 80, 0)
+		copy(f[0:6], w.macB)
+		frames[i] = f
+	}
+	if n, err := a.WriteBatch(frames, nil); n != sent || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	batch := NewBatch(32, 2048)
+	for got := 0; got < sent; {
+		waitReadable(t, stays)
+		n, err := stays.ReadBatch(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+}
+
+// TestRingConfigRefusals: geometry the kernel would refuse or that cannot
+// hold the socket's largest frame is refused with an error that says so.
+func TestRingConfigRefusals(t *testing.T) {
+	w := newWire(t)
+	for _, tc := range []struct {
+		cfg  AFPacketConfig
+		want string
+	}{
+		{AFPacketConfig{RxRing: &RingConfig{BlockSize: 5000}}, "page size"},
+		{AFPacketConfig{VNetHdr: true, RxRing: &RingConfig{BlockSize: 64 << 10}}, "cannot hold a frame of 65553"},
+		{AFPacketConfig{RxRing: &RingConfig{BlockSize: 4096, Blocks: -1}}, "blocks"},
+		{AFPacketConfig{RxRing: &RingConfig{RetireTimeout: -time.Millisecond}}, "retire timeout"},
+	} {
+		err := nstest.Do(w.nsB, func() error {
+			a, err := OpenAFPacket(vethB, tc.cfg)
+			if err == nil {
+				a.Close()
+			}
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), vethB) {
+			t.Errorf("%+v: error %v, want one naming %s and mentioning %q", *tc.cfg.RxRing, err, vethB, tc.want)
+		}
+	}
+}
+
+func TestResolveRing(t *testing.T) {
+	for _, tc := range []struct {
+		in      RingConfig
+		largest int
+		want    RingConfig
+	}{
+		{RingConfig{}, 1518, RingConfig{BlockSize: DefaultRingBlockSize, Blocks: 32, RetireTimeout: time.Millisecond}},
+		{RingConfig{}, 200 << 10, RingConfig{BlockSize: 256 << 10, Blocks: 16, RetireTimeout: time.Millisecond}},
+		{RingConfig{BlockSize: 8192, Blocks: 3, RetireTimeout: 1500 * time.Microsecond}, 1518,
+			RingConfig{BlockSize: 8192, Blocks: 3, RetireTimeout: 2 * time.Millisecond}},
+		{RingConfig{RetireTimeout: 10 * time.Millisecond}, 1518, RingConfig{BlockSize: DefaultRingBlockSize, Blocks: 32, RetireTimeout: 10 * time.Millisecond}},
+	} {
+		got, err := resolveRing(tc.in, tc.largest)
+		if err != nil || got != tc.want {
+			t.Errorf("resolveRing(%+v, %d) = %+v %v, want %+v", tc.in, tc.largest, got, err, tc.want)
+		}
+	}
+}
+
+// TestRingLoneFrameWaitsForTheRetireTimeout measures what the ring costs
+// an interactive frame on this kernel: a frame alone in its block becomes
+// readable only when the block times out. It must arrive, within a
+// generous bound of the timeout; the log says how long it took.
+func TestRingLoneFrameWaitsForTheRetireTimeout(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	for _, timeout := range []time.Duration{time.Millisecond, 4 * time.Millisecond} {
+		b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), RxRing: &RingConfig{Blocks: 4, RetireTimeout: timeout}})
+		plain := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+		batch := NewBatch(4, 2048)
+		var ringWait, plainWait []time.Duration
+		for i := range 20 {
+			start := time.Now()
+			if err := a.WriteFrame(testFrame(w.macA, fmt.Sprintf("lone %d", i))); err != nil {
+				t.Fatal(err)
+			}
+			waitReadable(t, plain)
+			plainWait = append(plainWait, time.Since(start))
+			waitReadable(t, b)
+			ringWait = append(ringWait, time.Since(start))
+			for _, l := range []*AFPacket{b, plain} {
+				if n, err := l.ReadBatch(batch); n != 1 || err != nil {
+					t.Fatalf("ReadBatch: %d %v", n, err)
+				}
+			}
+		}
+		slices.Sort(ringWait)
+		slices.Sort(plainWait)
+		longest := ringWait[len(ringWait)-1]
+		t.Logf("timeout %v: lone frame readable after median %v, max %v through the ring; median %v without",
+			timeout, ringWait[len(ringWait)/2], longest, plainWait[len(plainWait)/2])
+		if longest > timeout+50*time.Millisecond {
+			t.Errorf("timeout %v: a lone frame waited %v", timeout, longest)
+		}
+	}
+}
