@@ -83,6 +83,12 @@ type decoder struct {
 	msg string
 	b   []byte
 	err error
+	// ports is the storage Register.WebPorts is decoded into (the
+	// Codec's), empty and with room for MaxWebPorts.
+	ports []uint16
+	// reason is the last SpliceAck.Reason decoded: the same bytes again
+	// reuse the string instead of allocating a copy.
+	reason string
 }
 
 func (d *decoder) fail(field, format string, args ...any) {

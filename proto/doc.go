@@ -16,10 +16,13 @@
 //	   Feedback        ------------->   (service time, bytes: feeds sched)
 //	   Close           <------------>   Close (FIN, RST, timeout, death)
 //
-// The package holds no sockets and no state: the daemons own the UDP
-// sockets and call [Marshal] or [Append] to build one datagram and
-// [Unmarshal] to read one. Every message travels as exactly one datagram of
-// at most [MaxDatagram] bytes.
+// The package holds no sockets: the daemons own the UDP sockets. Each of
+// their event loops keeps a [Codec], which encodes ([Codec.Append]) and
+// decodes ([Codec.Decode]) datagrams without allocating: it holds the
+// keyed HMAC and the decoded messages it reuses. [Marshal], [Append] and
+// [Unmarshal] do the same with a throwaway Codec, for callers that send or
+// read a message now and then. Every message travels as exactly one
+// datagram of at most [MaxDatagram] bytes.
 //
 // # Wire format
 //
@@ -118,13 +121,13 @@
 //
 // # Decoding order
 //
-// [Unmarshal] checks, in this order: the datagram holds at least a header
-// and a tag ([ErrShort]); magic ([ErrBadMagic]); version ([ErrVersion]);
-// the datagram holds the whole declared body and tag ([ErrShort]); tag
-// ([ErrAuth], constant-time); nothing follows the tag and header flags and
-// reserved are zero ([ErrMalformed]); type ([ErrUnknownType]); each body
-// field ([ErrMalformed], as a [*FieldError] naming message and field);
-// no bytes left in the body ([ErrMalformed]).
+// [Codec.Decode] (and so [Unmarshal]) checks, in this order: the datagram
+// holds at least a header and a tag ([ErrShort]); magic ([ErrBadMagic]);
+// version ([ErrVersion]); the datagram holds the whole declared body and
+// tag ([ErrShort]); tag ([ErrAuth], constant-time); nothing follows the
+// tag and header flags and reserved are zero ([ErrMalformed]); type
+// ([ErrUnknownType]); each body field ([ErrMalformed], as a [*FieldError]
+// naming message and field); no bytes left in the body ([ErrMalformed]).
 //
 // Only authenticated bytes are ever interpreted beyond the fixed header
 // prefix, and the encoding is canonical: every datagram that decodes

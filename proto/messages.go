@@ -171,12 +171,13 @@ func (m *Register) decode(d *decoder) {
 	m.Capacity = d.u16("Capacity")
 	m.Incarnation = d.u64("Incarnation")
 	n := int(d.u8("WebPorts"))
+	m.WebPorts = nil
 	if n > MaxWebPorts {
 		d.fail("WebPorts", "%d ports, at most %d", n, MaxWebPorts)
 		return
 	}
 	if n > 0 && d.err == nil {
-		m.WebPorts = make([]uint16, n)
+		m.WebPorts = d.ports[:n]
 		for i := range m.WebPorts {
 			m.WebPorts[i] = d.u16("WebPorts")
 		}
@@ -270,8 +271,12 @@ func (m *SpliceAck) decode(d *decoder) {
 	m.BackendID = d.u32("BackendID")
 	m.OK = d.bool("OK")
 	n := int(d.u8("Reason"))
+	m.Reason = ""
 	if p, ok := d.take("Reason", n); ok {
-		m.Reason = string(p)
+		if string(p) != d.reason { // compares without a copy
+			d.reason = string(p)
+		}
+		m.Reason = d.reason
 	}
 }
 

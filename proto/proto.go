@@ -1,12 +1,8 @@
 package proto
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"reflect"
 )
 
 // Version is the protocol version this package speaks. A peer with
@@ -73,62 +69,21 @@ type Message interface {
 	Type() Type
 }
 
-// codec is what a Message of this package knows beyond its type: how to
+// body is what a Message of this package knows beyond its type: how to
 // write and read its body. Keeping it unexported keeps the wire layout in
 // one place.
-type codec interface {
+type body interface {
 	Message
 	encode(e *encoder)
 	decode(d *decoder)
 }
 
-// newMessage returns a zero message for t, or nil if t is unknown.
-func newMessage(t Type) codec {
-	switch t {
-	case TypeRegister:
-		return new(Register)
-	case TypeRegisterAck:
-		return new(RegisterAck)
-	case TypeSplice:
-		return new(Splice)
-	case TypeSpliceAck:
-		return new(SpliceAck)
-	case TypeFeedback:
-		return new(Feedback)
-	case TypeKeepalive:
-		return new(Keepalive)
-	case TypeClose:
-		return new(Close)
-	}
-	return nil
-}
-
 // Append encodes m as one authenticated datagram appended to dst. On
 // error it returns dst unchanged (same length) and the error; field
 // problems (an IPv6 address, too many ports, ...) are [*FieldError]s
-// wrapping [ErrMalformed].
+// wrapping [ErrMalformed]. A caller that encodes often keeps a [Codec].
 func Append(dst, key []byte, m Message) ([]byte, error) {
-	c, ok := m.(codec)
-	if !ok {
-		return dst, fmt.Errorf("proto: cannot encode %T: not a message of this package", m)
-	}
-	if reflect.ValueOf(c).IsNil() {
-		return dst, fmt.Errorf("proto: cannot encode nil %T", m)
-	}
-	start := len(dst)
-	t := c.Type()
-	e := encoder{msg: t.String(), b: append(dst, magic0, magic1, Version, uint8(t), 0, 0, 0, 0)}
-	c.encode(&e)
-	if e.err != nil {
-		return dst[:start], e.err
-	}
-	bodyLen := len(e.b) - start - headerLen
-	if total := headerLen + bodyLen + tagLen; total > MaxDatagram {
-		return dst[:start], fmt.Errorf("proto: %v encodes to %d bytes, more than MaxDatagram (%d)", t, total, MaxDatagram)
-	}
-	binary.BigEndian.PutUint16(e.b[start+6:], uint16(bodyLen))
-	tag := computeTag(key, e.b[start:])
-	return append(e.b, tag[:]...), nil
+	return NewCodec(key).Append(dst, m)
 }
 
 // Marshal encodes m as one authenticated datagram in a new slice.
@@ -139,49 +94,7 @@ func Marshal(key []byte, m Message) ([]byte, error) {
 // Unmarshal decodes one datagram authenticated with key and returns a
 // pointer to a new message (for example *Splice). The checks and the
 // errors they return are listed in the package documentation. The result
-// does not alias b.
+// does not alias b. A caller that decodes often keeps a [Codec].
 func Unmarshal(key, b []byte) (Message, error) {
-	if len(b) < headerLen+tagLen {
-		return nil, fmt.Errorf("%w: %d bytes, the smallest datagram has %d", ErrShort, len(b), headerLen+tagLen)
-	}
-	if b[0] != magic0 || b[1] != magic1 {
-		return nil, fmt.Errorf("%w: starts with %#02x %#02x", ErrBadMagic, b[0], b[1])
-	}
-	if b[2] != Version {
-		return nil, fmt.Errorf("%w: datagram has version %d, this side speaks version %d", ErrVersion, b[2], Version)
-	}
-	end := headerLen + int(binary.BigEndian.Uint16(b[6:8]))
-	if len(b) < end+tagLen {
-		return nil, fmt.Errorf("%w: header announces %d body bytes, datagram holds %d bytes in all", ErrShort, end-headerLen, len(b))
-	}
-	want := computeTag(key, b[:end])
-	if !hmac.Equal(want[:], b[end:end+tagLen]) {
-		return nil, ErrAuth
-	}
-	if extra := len(b) - end - tagLen; extra > 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the authentication tag", ErrMalformed, extra)
-	}
-	if b[4] != 0 || b[5] != 0 {
-		return nil, fmt.Errorf("%w: header flags %#02x and reserved %#02x must be zero", ErrMalformed, b[4], b[5])
-	}
-	t := Type(b[3])
-	c := newMessage(t)
-	if c == nil {
-		return nil, fmt.Errorf("%w: %d", ErrUnknownType, b[3])
-	}
-	d := decoder{msg: t.String(), b: b[headerLen:end]}
-	c.decode(&d)
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// computeTag returns the first tagLen bytes of HMAC-SHA256(key, data).
-func computeTag(key, data []byte) [tagLen]byte {
-	mac := hmac.New(sha256.New, key)
-	mac.Write(data)
-	var sum [sha256.Size]byte
-	mac.Sum(sum[:0])
-	return [tagLen]byte(sum[:tagLen])
+	return NewCodec(key).Decode(b)
 }
