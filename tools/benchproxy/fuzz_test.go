@@ -17,7 +17,7 @@ func FuzzParseProcStat(f *testing.F) {
 		if !strings.Contains(string(data), "("+s.Comm+")") {
 			t.Errorf("comm %q is not in %q", s.Comm, data)
 		}
-		if !strings.Contains(string(data), ") "+string(s.State)) {
+		if !strings.Contains(string(data), ") "+string([]byte{s.State})) {
 			t.Errorf("state %q does not follow the comm in %q", s.State, data)
 		}
 	})

@@ -42,7 +42,7 @@ func ParseProcStat(data []byte) (ProcStat, error) {
 	// The comm is followed by " S " (the one-letter state) in the
 	// kernel's format; anything else is not a stat line.
 	rest := data[closing+1:]
-	if open < 1 || closing < open || len(rest) < 4 || rest[0] != ' ' || rest[2] != ' ' {
+	if open < 1 || closing < open || len(rest) < 4 || rest[0] != ' ' || rest[2] != ' ' || !isStateLetter(rest[1]) {
 		return s, fmt.Errorf("proc stat: no \"(comm) S \" in %q", truncate(data))
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data[:open])))
@@ -126,3 +126,7 @@ func groupPids(pgid int) ([]int, error) {
 	}
 	return pids, nil
 }
+
+// isStateLetter reports whether c can be a process state: the kernel
+// writes one ASCII letter (R, S, D, Z, T, t, X, I, ...).
+func isStateLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
