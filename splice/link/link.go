@@ -21,6 +21,8 @@
 //   - Impair: a wrapper that delays, drops, reorders and rate-limits egress
 //     frames (tc netem is not available on the lab machines).
 //   - Poller: the epoll wrapper the event loops wait on.
+//   - ControlSocket: the daemons' control-protocol UDP socket, read and
+//     written from the same loop (recvmmsg/sendmmsg, no allocation).
 //
 // Frames never carry an FCS. There are two kinds of link (design.md
 // section 7):
