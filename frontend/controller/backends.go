@@ -99,7 +99,9 @@ func (c *Controller) register(r *proto.Register, now splice.Time, out *Output) {
 			c.log(out, slog.LevelWarn, "back-end restarted: its connections were reset", "backend", be.id, "connections_reset", n)
 		}
 	}
-	be.ip, be.mac, be.ports, be.capacity = r.IP, r.MAC, r.WebPorts, int(r.Capacity)
+	// The message is the caller's (a daemon's Codec reuses it): keep a
+	// copy of the ports, not the slice.
+	be.ip, be.mac, be.ports, be.capacity = r.IP, r.MAC, slices.Clone(r.WebPorts), int(r.Capacity)
 	be.ctl = netip.AddrPortFrom(r.IP, r.ControlPort)
 	be.incarnation = r.Incarnation
 	be.alive = true
@@ -108,7 +110,7 @@ func (c *Controller) register(r *proto.Register, now splice.Time, out *Output) {
 	c.disp.SetAlive(sched.BackendID(be.id), true)
 	if isNew || restarted {
 		c.log(out, slog.LevelInfo, "back-end registered", "backend", r.BackendID, "ip", r.IP, "mac", wire.MAC(r.MAC).String(),
-			"ports", r.WebPorts, "capacity", r.Capacity)
+			"ports", be.ports, "capacity", r.Capacity)
 	}
 	out.send(be.ctl, &proto.RegisterAck{BackendID: r.BackendID, Incarnation: r.Incarnation, KeepaliveInterval: c.cfg.KeepaliveInterval})
 	c.updateSlots(now)

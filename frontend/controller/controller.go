@@ -201,7 +201,9 @@ func (c *Controller) event(ev splice.Event, now splice.Time, out *Output) {
 	}
 }
 
-// Control handles a control message from a back-end's shim at from.
+// Control handles a control message from a back-end's shim at from. The
+// controller reads msg during the call only and keeps nothing it refers
+// to, so a caller may decode every datagram into the same message.
 func (c *Controller) Control(from netip.AddrPort, msg proto.Message, now splice.Time, out *Output) {
 	now = c.advance(now)
 	switch m := msg.(type) {

@@ -390,6 +390,26 @@ func TestQueueHeadWaitsForAPortsBackend(t *testing.T) {
 	}
 }
 
+// The daemon decodes every datagram into its Codec's one message per
+// type: a Register's ports must be copied, not kept, or the next Register
+// decoded would change where requests may go.
+func TestRegisterKeepsNoReferenceToTheMessage(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.Ports = []uint16{80, 81}
+	cfg.Listeners = []Listener{{80, "credit"}, {81, "credit"}}
+	h := newHarness(t, cfg)
+	ports := []uint16{81}
+	h.control(&proto.Register{BackendID: 1, IP: backendIP(1), ControlPort: 7401, WebPorts: ports, Capacity: 2, Incarnation: 1}, t0)
+	ports[0] = 80 // the Codec's storage, refilled by a later Register
+	h.out.Reset()
+	if err := h.c.Reload(cfg, t0, &h.out); err != nil { // tells the dispatcher the ports again
+		t.Fatal(err)
+	}
+	h.requestOn(1, 81, "A.example", "/", t0)
+	h.requestOn(2, 80, "A.example", "/", t0)
+	h.wantCalls("dispatch 1 b1") // and 2 waits: b1 serves no port 80
+}
+
 // A request whose client left while it was queued is dropped when the
 // scheduler releases it, its charge refunded; one that expires is
 // counted, not answered.
