@@ -1,86 +1,74 @@
 package frontend
 
 import (
-	"errors"
-	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/link"
 )
 
-// controlConn is the UDP socket for the control protocol.
+// controlConn is the control protocol's side of the loop: the UDP socket,
+// whose descriptor waits in the loop's Poller next to the link's, and the
+// Codec that encodes and decodes its datagrams. The loop alone uses it;
+// reading, handling and answering a datagram allocates nothing.
 type controlConn struct {
-	conn *net.UDPConn
-	key  []byte
+	sock  *link.ControlSocket
+	codec *proto.Codec
+	enc   []byte // a datagram being encoded; Queue copies it
 	// bad counts datagrams that failed to decode (bad key, version,
-	// truncation); touched by the loop only.
+	// truncation).
 	bad uint64
 }
 
-type ctlMsg struct {
-	msg  proto.Message
-	from netip.AddrPort
-	err  error
-}
-
 func listenControl(addr netip.AddrPort, key []byte) (*controlConn, error) {
-	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+	s, err := link.ListenControl(addr, link.ControlConfig{MaxDatagram: proto.MaxDatagram, Batch: maxDrain})
 	if err != nil {
-		return nil, fmt.Errorf("control socket %v: %w", addr, err)
+		return nil, err
 	}
-	return &controlConn{conn: c, key: key}, nil
+	return &controlConn{sock: s, codec: proto.NewCodec(key), enc: make([]byte, 0, proto.MaxDatagram)}, nil
 }
 
-func (c *controlConn) Close() error { return c.conn.Close() }
+func (c *controlConn) Close() error { return c.sock.Close() }
 
-// start reads datagrams in a goroutine and delivers decoded messages
-// until the socket closes or done does, calling wake after each one (the
-// loop sleeps in its poller, not on the channel).
-func (c *controlConn) start(done <-chan struct{}, wake func()) <-chan ctlMsg {
-	ch := make(chan ctlMsg, 256)
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := c.conn.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue
-			}
-			m, err := proto.Unmarshal(c.key, buf[:n])
-			select {
-			case ch <- ctlMsg{msg: m, from: from, err: err}:
-				wake()
-			case <-done:
-				return
-			}
-		}
-	}()
-	return ch
-}
-
-func (c *controlConn) send(to netip.AddrPort, m proto.Message) error {
-	b, err := proto.Marshal(c.key, m)
+// queue encodes m for to; the pass's flush sends it with the others.
+func (c *controlConn) queue(to netip.AddrPort, m proto.Message) error {
+	b, err := c.codec.Append(c.enc[:0], m)
 	if err != nil {
 		return err
 	}
-	_, err = c.conn.WriteToUDPAddrPort(b, to)
-	return err
+	return c.sock.Queue(b, to)
 }
 
-// control is one pass of the loop for a control datagram.
-func (d *Daemon) control(m ctlMsg) {
-	if m.err != nil {
-		d.ctl.bad++
-		if d.ctl.bad < 10 || d.ctl.bad%1000 == 0 {
-			d.log.Warn("bad control message", "from", m.from, "err", m.err, "count", d.ctl.bad)
-		}
+// readControl hands the controller every control datagram waiting, at
+// now, into the pass's output. Each decoded message is the Codec's and is
+// handled before the next is decoded.
+func (d *Daemon) readControl(now splice.Time) {
+	c := d.ctl
+	n, err := c.sock.Recv()
+	if err != nil {
+		d.badControl(netip.AddrPort{}, err)
 		return
 	}
-	now := d.now()
-	d.out.Reset()
-	d.ctrl.Control(m.from, m.msg, now, &d.out)
-	d.finish(now)
+	for i := range n {
+		b, from, err := c.sock.Datagram(i)
+		var m proto.Message
+		if err == nil {
+			m, err = c.codec.Decode(b)
+		}
+		if err != nil {
+			d.badControl(from, err)
+			continue
+		}
+		d.ctrl.Control(from, m, now, &d.out)
+	}
+}
+
+// badControl counts a datagram that could not be read or decoded, logging
+// the first few and then every thousandth.
+func (d *Daemon) badControl(from netip.AddrPort, err error) {
+	d.ctl.bad++
+	if d.ctl.bad < 10 || d.ctl.bad%1000 == 0 {
+		d.log.Warn("bad control message", "from", from, "err", err, "count", d.ctl.bad)
+	}
 }

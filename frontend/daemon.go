@@ -194,14 +194,19 @@ func (d *Daemon) now() splice.Time {
 }
 
 // pass is one turn of the loop at now: frames go to the engine, the
-// controller handles what the engine reported, the timers due run, and
-// everything produced goes out (one batched write on the link).
-func (d *Daemon) pass(frames [][]byte, now splice.Time) {
+// controller handles what the engine reported, then (control) the
+// datagrams waiting on the control socket, the timers due run, and
+// everything produced goes out: one batched write on the link, one on
+// the control socket.
+func (d *Daemon) pass(frames [][]byte, control bool, now splice.Time) {
 	d.out.Reset()
 	for _, f := range frames {
 		d.engine.Input(f, now, &d.out.Engine)
 	}
 	d.ctrl.HandleEvents(now, &d.out)
+	if control {
+		d.readControl(now)
+	}
 	d.finish(now)
 }
 
@@ -234,14 +239,25 @@ func (d *Daemon) flush() {
 		clear(d.txBatch)
 	}
 	for _, dg := range d.out.Datagrams {
-		if err := d.ctl.send(dg.To, dg.Msg); err != nil {
-			d.ctlSendErrors++
-			if d.ctlSendErrors < 10 || d.ctlSendErrors%1000 == 0 {
-				d.log.Warn("control send failed", "to", dg.To, "type", dg.Msg.Type().String(), "err", err, "count", d.ctlSendErrors)
-			}
+		if err := d.ctl.queue(dg.To, dg.Msg); err != nil {
+			d.controlSendFailed(1, fmt.Errorf("%v to %v: %w", dg.Msg.Type(), dg.To, err))
 		}
+	}
+	if failed, err := d.ctl.sock.Flush(); failed > 0 || err != nil {
+		d.controlSendFailed(failed, err)
 	}
 	for _, r := range d.out.Logs {
 		d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)
+	}
+}
+
+// controlSendFailed counts control datagrams that could not be encoded or
+// sent, logging the first few failures and then every thousandth.
+func (d *Daemon) controlSendFailed(n int, err error) {
+	for range n {
+		d.ctlSendErrors++
+		if d.ctlSendErrors < 10 || d.ctlSendErrors%1000 == 0 {
+			d.log.Warn("control send failed", "err", err, "count", d.ctlSendErrors)
+		}
 	}
 }

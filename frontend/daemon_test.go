@@ -98,7 +98,7 @@ func newRig(t *testing.T, cfgPath string) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, d: d, wire: far, frames: make(chan []byte, 64), shim: shim,
-		feCtl: ctl.conn.LocalAddr().(*net.UDPAddr).AddrPort(), key: cfg.Key}
+		feCtl: ctl.sock.LocalAddr(), key: cfg.Key}
 	t.Cleanup(func() { shim.Close(); far.Close() })
 	return r
 }

@@ -20,16 +20,22 @@ import (
 //
 //   - the link is readable: a BatchLink (AF_PACKET) is drained by the
 //     loop itself, one recvmmsg(2) per pass, with no goroutine hand-off;
-//   - another goroutine woke it (Poller.Wake): a control datagram, an
-//     admin request, SIGHUP, the end of ctx, or a frame from the pump
-//     that reads a link which is not a BatchLink (water's TAP, a capture
-//     Recorder, the in-memory link of tests);
+//   - the control socket is readable: the loop reads the datagrams
+//     waiting with one recvmmsg(2) and hands them to the controller in
+//     the same pass (control.go);
+//   - another goroutine woke it (Poller.Wake): an admin request, SIGHUP,
+//     the end of ctx, or a frame from the pump that reads a link which is
+//     not a BatchLink (water's TAP, a capture Recorder, the in-memory
+//     link of tests);
 //   - the earliest deadline of the engine and the controller passed.
 //
 // There is no fixed ticker: an idle front-end does not wake.
 
-// tokLink is the poller token of a BatchLink's descriptor.
-const tokLink uint32 = 0
+// Poller tokens of the loop's descriptors.
+const (
+	tokLink    uint32 = iota // a BatchLink
+	tokControl               // the control socket
+)
 
 // maxDrain bounds the frames one pass takes from the link before it
 // writes what they produced.
@@ -52,7 +58,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	defer close(done)
 	wake := func() { d.poller.Wake() }
-	ctlMsgs := d.ctl.start(done, wake)
+	if err := d.poller.Add(d.ctl.sock.FD(), tokControl); err != nil {
+		return fmt.Errorf("frontend: %w", err)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -105,11 +113,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		now := d.now()
 		d.rxBatch = d.rxBatch[:0]
+		control := false
 		for _, tok := range ready[:n] {
-			if tok == tokLink {
+			switch tok {
+			case tokLink:
 				if err := d.readBatch(bl); err != nil {
 					return err
 				}
+			case tokControl:
+				control = true
 			}
 		}
 		if frames != nil {
@@ -117,14 +129,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		d.pass(d.rxBatch, now)
+		d.pass(d.rxBatch, control, now)
 		clear(d.rxBatch)
 		for i, f := range d.inBatch {
 			f.Release()
 			d.inBatch[i] = nil
 		}
 		d.inBatch = d.inBatch[:0]
-		d.mail(ctlMsgs)
+		d.mail()
 	}
 }
 
@@ -198,21 +210,9 @@ func (d *Daemon) takePumped(frames *pump.Pump) error {
 	return nil
 }
 
-// mail handles what other goroutines handed the loop: control datagrams,
-// admin requests and a pending reload.
-func (d *Daemon) mail(ctlMsgs <-chan ctlMsg) {
-	for range maxDrain {
-		select {
-		case m := <-ctlMsgs:
-			d.control(m)
-			continue
-		default:
-		}
-		break
-	}
-	if len(ctlMsgs) > 0 {
-		d.poller.Wake()
-	}
+// mail handles what other goroutines handed the loop: admin requests and
+// a pending reload.
+func (d *Daemon) mail() {
 	for {
 		select {
 		case reply := <-d.adminReq:
