@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/qsplice/qsplice/splice/link/internal/nstest"
 	"github.com/qsplice/qsplice/splice/wire"
+	"golang.org/x/sys/unix"
 )
 
 // A bump in the wire: kernel TCP between a client namespace and a server
@@ -96,6 +98,9 @@ type bump struct {
 	reads, frames int
 	writeErrs     int
 	firstWriteErr error
+	// tid is the thread the loop is locked to, for counting its
+	// system calls (BenchmarkRingBump).
+	tid atomic.Int32
 }
 
 func startBump(t testing.TB, a, b BatchLink, observe func(from int, frame []byte, h wire.VNetHdr)) *bump {
@@ -116,6 +121,8 @@ func startBump(t testing.TB, a, b BatchLink, observe func(from int, frame []byte
 }
 
 func (bp *bump) run() error {
+	runtime.LockOSThread()
+	bp.tid.Store(int32(unix.Gettid()))
 	var batches [2]*Batch
 	for i := range batches {
 		batches[i] = NewBatch(64, MaxFrame)

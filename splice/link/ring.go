@@ -13,27 +13,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The receive ring: AF_PACKET's TPACKET_V3 memory-mapped ring
+// The receive ring: AF_PACKET's memory-mapped rings
 // (Documentation/networking/packet_mmap.rst), an alternative to recvmmsg.
+// The kernel copies each frame it hands the socket into memory shared
+// with this process and marks it as the reader's; ReadBatch copies the
+// frames out into the caller's Batch and hands their memory back: frames
+// that are waiting cost no system call. Two kinds:
 //
-// The kernel copies each frame it hands the socket into a block of a ring
-// of fixed-size blocks shared with this process, one frame after the
-// other, and gives the block to userspace ("retires" it) when the next
-// frame does not fit or when the block has been open for the retire
-// timeout, whichever comes first. The socket becomes readable (poll,
-// epoll) only then. ReadBatch walks the blocks given to it, copies each
-// frame into the caller's Batch and hands each block back as soon as its
-// last frame is copied: frames that are waiting cost no system call.
+// RingBlocks (TPACKET_V3) packs frames one after the other into blocks
+// and gives a block to userspace ("retires" it) when the next frame does
+// not fit or when the block has been open for the retire timeout,
+// whichever comes first. The socket becomes readable (poll, epoll) only
+// then: one wake-up per block. The price is latency: a frame that does
+// not fill its block waits for the retire timeout, at least a
+// millisecond, before anyone can see it. Under a steady stream of large
+// frames blocks fill and retire on their own; a lone frame (a SYN, the
+// request, the last ACK of a burst) waits the whole timeout.
 //
-// The price is latency: a frame that does not fill its block waits for
-// the retire timeout, at least a millisecond, before anyone can see it.
-// Under a steady stream blocks fill and retire on their own; a lone
-// frame (a SYN, the request, the last ACK of a burst) waits the whole
-// timeout. recvmmsg wakes the reader for every frame instead and costs
-// one call per wake-up. Which is better depends on the traffic; the
-// daemons measure both (see their -rx-ring flags).
+// RingSlots (TPACKET_V2) gives each frame a slot of its own, sized for
+// the largest frame, and hands it over as soon as it is filled, waking
+// the reader as recvmmsg does: no added latency, and one system call
+// less per wake-up than recvmmsg (the read itself), for slots of 64 KiB
+// per frame with vnet headers whatever the frame's size.
 //
-// Layout, from <linux/if_packet.h>. A block begins with struct
+// Which is better depends on the traffic; BenchmarkRingBump and the
+// daemons' -rx-ring flags measure them against recvmmsg.
+//
+// Layout, from <linux/if_packet.h>. A RingBlocks block begins with struct
 // tpacket_block_desc, whose tpacket_hdr_v1 says whose block it is
 // (block_status: TP_STATUS_USER once retired, TP_STATUS_KERNEL once handed
 // back), how many frames it holds and where the first one starts. Each
@@ -43,24 +49,53 @@ import (
 // PACKET_VNET_HDR the kernel writes the frame's virtio-net header in the
 // VNetHdrLen bytes just before tp_mac (tpacket_rcv reserves them when it
 // computes the offsets); TestRingVNetHeaderSitsBeforeTheFrame checks that
-// on the running kernel.
+// on the running kernel. A RingSlots slot begins with struct tpacket2_hdr,
+// whose tp_status says whose slot it is, and is otherwise laid out the
+// same way.
 
-// RingConfig asks OpenAFPacket for a TPACKET_V3 receive ring
-// (AFPacketConfig.RxRing). The zero value picks the defaults.
+// RingKind says how a receive ring hands frames over.
+type RingKind uint8
+
+const (
+	// RingBlocks is TPACKET_V3: frames packed into blocks, a block handed
+	// over when full or after the retire timeout.
+	RingBlocks RingKind = iota
+	// RingSlots is TPACKET_V2: a slot per frame, handed over at once.
+	RingSlots
+)
+
+func (k RingKind) String() string {
+	switch k {
+	case RingBlocks:
+		return "blocks"
+	case RingSlots:
+		return "slots"
+	}
+	return fmt.Sprintf("RingKind(%d)", uint8(k))
+}
+
+// RingConfig asks OpenAFPacket for a receive ring (AFPacketConfig.RxRing).
+// The zero value is a RingBlocks ring with the defaults.
 type RingConfig struct {
-	// BlockSize is the size of one block in bytes: a multiple of the
-	// page size that holds the largest frame the socket can receive
-	// (MaxFrame with vnet headers, the interface's MTU plus its headers
-	// without) plus ringBlockOverhead. Zero picks DefaultRingBlockSize,
-	// or the smallest power of two that works if that is too small.
+	Kind RingKind
+	// BlockSize is the size of one block in bytes, a multiple of the
+	// page size. A RingBlocks block must hold the largest frame the
+	// socket can receive (MaxFrame with vnet headers, the interface's MTU
+	// plus its headers without) plus ringBlockOverhead; RingSlots blocks
+	// are cut into slots of that frame plus ringSlotOverhead, as many as
+	// fit. Zero picks DefaultRingBlockSize (RingBlocks), 64 KiB
+	// (RingSlots for MTU-sized frames) or DefaultRingSlotBlockSize
+	// (RingSlots for super-frames), or the smallest power of two above
+	// that holds a frame.
 	BlockSize int
 	// Blocks is the number of blocks. Zero picks enough for
-	// DefaultRecvBuffer bytes, at least 8.
+	// DefaultRecvBuffer bytes, and with RingSlots for DefaultRingSlots
+	// frames too, at least 8.
 	Blocks int
-	// RetireTimeout is how long the kernel keeps a block that is not
-	// full before handing it over anyway: the longest a frame can wait
-	// in the ring. The kernel counts whole milliseconds, so it is
-	// rounded up; zero means DefaultRingRetireTimeout.
+	// RetireTimeout (RingBlocks only) is how long the kernel keeps a
+	// block that is not full before handing it over anyway: the longest
+	// a frame can wait in the ring. The kernel counts whole milliseconds,
+	// so it is rounded up; zero means DefaultRingRetireTimeout.
 	RetireTimeout time.Duration
 }
 
@@ -70,6 +105,13 @@ const (
 	DefaultRingBlockSize = 128 << 10
 	// DefaultRingRetireTimeout is the shortest timeout the kernel takes.
 	DefaultRingRetireTimeout = time.Millisecond
+	// DefaultRingSlotBlockSize is cut into 15 slots for super-frames
+	// (two do not fit in 128 KiB, and the kernel allocates blocks in
+	// powers of two, so smaller blocks waste up to half).
+	DefaultRingSlotBlockSize = 1 << 20
+	// DefaultRingSlots is about the number of frames a RingSlots ring
+	// holds by default: 16 MiB of super-frame slots.
+	DefaultRingSlots = 240
 )
 
 // Offsets into the kernel's structures (<linux/if_packet.h>).
@@ -78,6 +120,11 @@ const (
 	blockNumPktsOff  = 12 // ... .num_pkts
 	blockFirstPktOff = 16 // ... .offset_to_first_pkt
 	blockDescLen     = 48 // sizeof(struct tpacket_block_desc)
+
+	slotLenOff     = 4  // tpacket2_hdr.tp_len (tp_status is at 0)
+	slotSnaplenOff = 8  // tp_snaplen
+	slotMacOff     = 12 // tp_mac
+	slotHdrLen     = 32 // sizeof(struct tpacket2_hdr)
 
 	frameNextOff    = 0  // tpacket3_hdr.tp_next_offset
 	frameSnaplenOff = 12 // tp_snaplen
@@ -91,6 +138,10 @@ const (
 	ringFrameOverhead = 128
 	// ringBlockOverhead is what a block needs besides one frame's bytes.
 	ringBlockOverhead = blockDescLen + ringFrameOverhead
+	// ringSlotOverhead bounds what a slot needs besides its frame's
+	// bytes: tpacket2_hdr, sockaddr_ll, the virtio-net header and
+	// alignment (76 bytes on Linux 6 with vnet headers).
+	ringSlotOverhead = 96
 )
 
 // ErrRingCorrupt is returned when a block the kernel handed over does not
@@ -98,15 +149,19 @@ const (
 // keeps its own layout; the block is handed back and its frames lost.
 var ErrRingCorrupt = errors.New("receive ring block is inconsistent")
 
-// rxRing is the reader's side of a mapped TPACKET_V3 ring. The reader
-// takes blocks in the order the kernel fills them, starting at block 0.
+// rxRing is the reader's side of a mapped ring. The reader takes blocks
+// (RingBlocks) or slots (RingSlots) in the order the kernel fills them,
+// starting at the first.
 type rxRing struct {
 	mem       []byte // the mapping; nil once unmapped
+	cfg       RingConfig
 	blockSize int
 	blocks    int
 	vnet      bool
-	timeout   time.Duration // as set, whole milliseconds
-	cur       int           // the block read next
+	// RingSlots: slotSize bytes per slot, perBlock slots per block,
+	// slots in all; zero for RingBlocks.
+	slotSize, perBlock, slots int
+	cur                       int // the block (slot) read next
 	// left counts the frames of block cur not yet passed; it is nonzero
 	// exactly while block cur belongs to the reader, and then next is
 	// the offset in mem of the next frame's tpacket3_hdr.
@@ -125,13 +180,30 @@ type ringFrame struct {
 	whole bool   // nothing was cut: tp_snaplen == tp_len
 }
 
+// slotSize is the size of a RingSlots slot for frames of up to largest
+// bytes, a multiple of TPACKET_ALIGNMENT.
+func slotSize(largest int) int { return (largest + ringSlotOverhead + 15) &^ 15 }
+
 // resolveRing fills in cfg's defaults and checks it against the largest
 // frame the socket may receive.
 func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
 	page := os.Getpagesize()
-	need := largest + ringBlockOverhead
+	need, size := largest+ringBlockOverhead, DefaultRingBlockSize
+	switch cfg.Kind {
+	case RingBlocks:
+	case RingSlots:
+		need, size = slotSize(largest), 64<<10
+		if need > size {
+			size = DefaultRingSlotBlockSize
+		}
+		if cfg.RetireTimeout != 0 {
+			return cfg, errors.New("a ring of slots hands each frame over at once: it has no retire timeout")
+		}
+	default:
+		return cfg, fmt.Errorf("unknown ring kind %d", cfg.Kind)
+	}
 	if cfg.BlockSize == 0 {
-		cfg.BlockSize = DefaultRingBlockSize
+		cfg.BlockSize = size
 		for cfg.BlockSize < need {
 			cfg.BlockSize *= 2
 		}
@@ -142,8 +214,15 @@ func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
 	if cfg.BlockSize < need {
 		return cfg, fmt.Errorf("ring block size %d cannot hold a frame of %d bytes (needs %d)", cfg.BlockSize, largest, need)
 	}
+	if cfg.Blocks == 0 && cfg.Kind == RingSlots {
+		perBlock := cfg.BlockSize / need
+		cfg.Blocks = max(8, (DefaultRingSlots+perBlock-1)/perBlock, DefaultRecvBuffer/cfg.BlockSize)
+	}
 	if cfg.Blocks == 0 {
 		cfg.Blocks = max(8, DefaultRecvBuffer/cfg.BlockSize)
+	}
+	if cfg.Kind == RingSlots {
+		return cfg, nil
 	}
 	if cfg.Blocks < 1 || cfg.Blocks > 1<<16 {
 		return cfg, fmt.Errorf("ring of %d blocks: want 1 to 65536", cfg.Blocks)
@@ -160,7 +239,7 @@ func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
 	return cfg, nil
 }
 
-// openRing turns the bound socket fd into a TPACKET_V3 ring reader:
+// openRing turns the bound socket fd into a ring reader:
 // version, ring, mapping, and then the frames that were queued the
 // ordinary way before the ring existed are discarded. Without that they
 // would keep the socket readable forever (poll reports the ordinary
@@ -172,26 +251,45 @@ func openRing(fd int, cfg RingConfig, vnet bool, largest int) (*rxRing, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
-		return nil, fmt.Errorf("set PACKET_VERSION to TPACKET_V3: %w", err)
-	}
-	req := unix.TpacketReq3{
-		Block_size: uint32(cfg.BlockSize),
-		Block_nr:   uint32(cfg.Blocks),
-		// TPACKET_V3 frames have no fixed size; the kernel only checks
-		// that frames_per_block * Block_nr == Frame_nr.
-		Frame_size:     uint32(cfg.BlockSize),
-		Frame_nr:       uint32(cfg.Blocks),
-		Retire_blk_tov: uint32(cfg.RetireTimeout / time.Millisecond),
-	}
-	if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
-		return nil, fmt.Errorf("set PACKET_RX_RING (%d blocks of %d bytes): %w", cfg.Blocks, cfg.BlockSize, err)
+	r := &rxRing{cfg: cfg, blockSize: cfg.BlockSize, blocks: cfg.Blocks, vnet: vnet}
+	if cfg.Kind == RingSlots {
+		r.slotSize = slotSize(largest)
+		r.perBlock = cfg.BlockSize / r.slotSize
+		r.slots = r.perBlock * cfg.Blocks
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
+			return nil, fmt.Errorf("set PACKET_VERSION to TPACKET_V2: %w", err)
+		}
+		req := unix.TpacketReq{
+			Block_size: uint32(cfg.BlockSize),
+			Block_nr:   uint32(cfg.Blocks),
+			Frame_size: uint32(r.slotSize),
+			Frame_nr:   uint32(r.slots),
+		}
+		if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+			return nil, fmt.Errorf("set PACKET_RX_RING (%d slots of %d bytes): %w", r.slots, r.slotSize, err)
+		}
+	} else {
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+			return nil, fmt.Errorf("set PACKET_VERSION to TPACKET_V3: %w", err)
+		}
+		req := unix.TpacketReq3{
+			Block_size: uint32(cfg.BlockSize),
+			Block_nr:   uint32(cfg.Blocks),
+			// TPACKET_V3 frames have no fixed size; the kernel only
+			// checks that frames_per_block * Block_nr == Frame_nr.
+			Frame_size:     uint32(cfg.BlockSize),
+			Frame_nr:       uint32(cfg.Blocks),
+			Retire_blk_tov: uint32(cfg.RetireTimeout / time.Millisecond),
+		}
+		if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+			return nil, fmt.Errorf("set PACKET_RX_RING (%d blocks of %d bytes): %w", cfg.Blocks, cfg.BlockSize, err)
+		}
 	}
 	mem, err := unix.Mmap(fd, 0, cfg.BlockSize*cfg.Blocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map the receive ring: %w", err)
 	}
-	r := &rxRing{mem: mem, blockSize: cfg.BlockSize, blocks: cfg.Blocks, vnet: vnet, timeout: cfg.RetireTimeout}
+	r.mem = mem
 	r.wait = func(uintptr) bool { return r.waiting() }
 	for {
 		// A zero-length read with MSG_TRUNC drops one queued frame.
@@ -222,30 +320,41 @@ func (r *rxRing) unmap() error {
 
 func (r *rxRing) u32(off int) uint32 { return binary.NativeEndian.Uint32(r.mem[off:]) }
 
-// status is block i's block_status word, which the kernel and the reader
-// hand back and forth: loads and stores of it are atomic so that the
-// frames are read after the kernel's store that gave the block away and
-// before the reader's store that gives it back.
-func (r *rxRing) status(i int) *uint32 {
-	return (*uint32)(unsafe.Pointer(&r.mem[i*r.blockSize+blockStatusOff]))
+// status is the status word of block (slot) cur, which the kernel and
+// the reader hand back and forth: block_status (RingBlocks) or tp_status
+// (RingSlots). Loads and stores of it are atomic so that the frames are
+// read after the kernel's store that gave them away and before the
+// reader's store that gives them back.
+func (r *rxRing) status() *uint32 {
+	if r.slots > 0 {
+		return (*uint32)(unsafe.Pointer(&r.mem[r.slotOffset()]))
+	}
+	return (*uint32)(unsafe.Pointer(&r.mem[r.cur*r.blockSize+blockStatusOff]))
+}
+
+func (r *rxRing) slotOffset() int {
+	return r.cur/r.perBlock*r.blockSize + r.cur%r.perBlock*r.slotSize
 }
 
 // waiting reports whether a frame can be read now.
 func (r *rxRing) waiting() bool {
-	return r.left > 0 || r.mem != nil && atomic.LoadUint32(r.status(r.cur))&unix.TP_STATUS_USER != 0
+	return r.left > 0 || r.mem != nil && atomic.LoadUint32(r.status())&unix.TP_STATUS_USER != 0
 }
 
 // peek returns the next frame without passing it, or false when the
-// ring holds none for the reader. An inconsistent block is handed back
-// whole and reported.
+// ring holds none for the reader. An inconsistent block (slot) is handed
+// back whole and reported.
 func (r *rxRing) peek() (ringFrame, bool, error) {
 	if r.mem == nil {
 		return ringFrame{}, false, nil
 	}
+	if r.slots > 0 {
+		return r.peekSlot()
+	}
 	base := r.cur * r.blockSize
 	end := base + r.blockSize
 	for r.left == 0 {
-		if atomic.LoadUint32(r.status(r.cur))&unix.TP_STATUS_USER == 0 {
+		if atomic.LoadUint32(r.status())&unix.TP_STATUS_USER == 0 {
 			return ringFrame{}, false, nil
 		}
 		n, first := int(r.u32(base+blockNumPktsOff)), int(r.u32(base+blockFirstPktOff))
@@ -275,11 +384,35 @@ func (r *rxRing) peek() (ringFrame, bool, error) {
 		r.release()
 		return ringFrame{}, false, fmt.Errorf("%w: frame of %d bytes at %d", ErrRingCorrupt, snap, start-base)
 	}
+	return r.frame(start, snap, orig), true, nil
+}
+
+func (r *rxRing) frame(start, snap, orig int) ringFrame {
 	f := ringFrame{data: r.mem[start : start+snap : start+snap], whole: snap == orig}
-	if hlen > 0 {
-		f.vnet = r.mem[start-hlen : start]
+	if r.vnet {
+		f.vnet = r.mem[start-wire.VNetHdrLen : start]
 	}
-	return f, true, nil
+	return f
+}
+
+// peekSlot is peek on a ring of slots.
+func (r *rxRing) peekSlot() (ringFrame, bool, error) {
+	if atomic.LoadUint32(r.status())&unix.TP_STATUS_USER == 0 {
+		return ringFrame{}, false, nil
+	}
+	h := r.slotOffset()
+	snap, orig := int(r.u32(h+slotSnaplenOff)), int(r.u32(h+slotLenOff))
+	start := h + int(binary.NativeEndian.Uint16(r.mem[h+slotMacOff:]))
+	hlen := 0
+	if r.vnet {
+		hlen = wire.VNetHdrLen
+	}
+	if start-hlen < h+slotHdrLen || start+snap > h+r.slotSize {
+		r.release()
+		return ringFrame{}, false, fmt.Errorf("%w: frame of %d bytes at %d in slot %d", ErrRingCorrupt, snap, start-h, h)
+	}
+	r.left = 1
+	return r.frame(start, snap, orig), true, nil
 }
 
 // advance passes the frame peek returned; after a block's last frame the
@@ -302,12 +435,13 @@ func (r *rxRing) advance() {
 	r.next += step // peek checks it against the block's end
 }
 
-// release hands block cur back to the kernel and moves on to the next.
+// release hands block (slot) cur back to the kernel and moves on to the
+// next.
 func (r *rxRing) release() {
-	atomic.StoreUint32(r.status(r.cur), unix.TP_STATUS_KERNEL)
+	atomic.StoreUint32(r.status(), unix.TP_STATUS_KERNEL)
 	r.left = 0
 	r.cur++
-	if r.cur == r.blocks {
+	if r.cur == r.blocks && r.slots == 0 || r.cur == r.slots {
 		r.cur = 0
 	}
 }
@@ -397,11 +531,11 @@ func (a *AFPacket) readRingFrame(buf []byte) (int, error) {
 	}
 }
 
-// RxRing reports the receive ring's geometry and retire timeout, and
-// false when the link receives with recvmmsg.
+// RxRing reports the receive ring's configuration with the defaults
+// filled in, and false when the link receives with recvmmsg.
 func (a *AFPacket) RxRing() (RingConfig, bool) {
 	if a.ring == nil {
 		return RingConfig{}, false
 	}
-	return RingConfig{BlockSize: a.ring.blockSize, Blocks: a.ring.blocks, RetireTimeout: a.ring.timeout}, true
+	return a.ring.cfg, true
 }
