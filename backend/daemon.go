@@ -59,6 +59,9 @@ type Config struct {
 	// shard, TAP queue and wire socket in one fanout group (0: one per
 	// CPU).
 	Workers int
+	// RxRing makes the wire sockets receive through a memory-mapped ring
+	// (link.RingConfig); nil: recvmmsg.
+	RxRing *link.RingConfig
 }
 
 func (c *Config) validate() error {
@@ -105,7 +108,7 @@ type Daemon struct {
 	plainTAP *link.TAP
 	wires    []*link.AFPacket
 	capture  *capture
-	conn     *net.UDPConn
+	ctl      *link.ControlSocket // read and written by workers[0]
 	// epoch is the daemon's one clock: splice.Time is the monotonic time
 	// since it, so a wall-clock step moves no timer.
 	epoch time.Time
@@ -160,7 +163,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		// gets ENOBUFS whenever the veth's peer falls behind, and every
 		// super-frame refused that way is a TCP loss; the qdisc is what
 		// makes a full device wait instead.
-		acfg := link.AFPacketConfig{Promiscuous: true, VNetHdr: cfg.Offloads}
+		acfg := link.AFPacketConfig{Promiscuous: true, VNetHdr: cfg.Offloads, RxRing: cfg.RxRing}
 		if n > 1 {
 			acfg.Fanout = fanout
 		}
@@ -262,7 +265,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("backend: control socket: %w", err)
 	}
-	d.conn = conn
 	defer conn.Close()
 	if err := d.workers[0].attachControl(conn); err != nil {
 		return fmt.Errorf("backend: control socket: %w", err)

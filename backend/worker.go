@@ -2,21 +2,17 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
-	"golang.org/x/sys/unix"
 )
 
 // Poller tokens of a worker's descriptors.
@@ -87,10 +83,11 @@ type worker struct {
 	handoffs    atomic.Uint64
 	handoffLost atomic.Uint64
 
-	// Worker 0 only.
+	// Worker 0 only: the agent, and the Codec and buffer of the control
+	// socket (Daemon.ctl).
 	agent   *Agent
 	aout    AgentOutput
-	ctl     *controlReader
+	codec   *proto.Codec
 	sendBuf []byte
 }
 
@@ -222,6 +219,9 @@ func (w *worker) run() error {
 			w.agent.SetConcurrency(d.concurrency())
 			w.agent.Tick(now, &w.aout)
 			w.carryOut(now)
+		}
+		if w.agent != nil {
+			w.flushControl()
 		}
 		w.checkDrops(now)
 	}
@@ -474,67 +474,55 @@ func (w *worker) carryOut(now splice.Time) {
 	}
 }
 
-// controlReader reads the control socket from worker 0's loop. The
-// socket's descriptor sits in the worker's Poller next to the links, and
-// a readable report is answered with non-blocking recvfrom(2) calls until
-// EAGAIN. The alternative, a reader goroutine handing datagrams over a
-// channel and waking the loop, costs a goroutine switch and an eventfd
-// write per message and puts a second owner between the socket and the
-// agent; here a Splice is installed and acknowledged in the same pass that
-// read it, and there is no goroutine to stop.
-type controlReader struct {
-	raw  syscall.RawConn
-	buf  []byte
-	n    int
-	from unix.Sockaddr
-	err  error
-	do   func(fd uintptr) bool
-}
+// Worker 0 reads the control socket in its own loop: the socket's
+// descriptor sits in the worker's Poller next to the links, and one
+// recvmmsg(2) reads what is waiting when the Poller says readable
+// (link.ControlSocket). The alternative, a reader goroutine handing
+// datagrams over a channel and waking the loop, costs a goroutine switch
+// and an eventfd write per message and puts a second owner between the
+// socket and the agent; here a Splice is installed and acknowledged in
+// the same pass that read it, and there is no goroutine to stop. What the
+// agent sends during a pass is queued and goes out with one sendmmsg(2)
+// at its end (flushControl).
 
+// attachControl gives worker 0 the control socket.
 func (w *worker) attachControl(conn *net.UDPConn) error {
-	raw, err := conn.SyscallConn()
+	s, err := link.NewControlSocket(conn, link.ControlConfig{MaxDatagram: proto.MaxDatagram, Batch: maxControlPerPass})
 	if err != nil {
 		return err
 	}
-	c := &controlReader{raw: raw, buf: make([]byte, proto.MaxDatagram+1)}
-	c.do = func(fd uintptr) bool {
-		c.n, c.from, c.err = unix.Recvfrom(int(fd), c.buf, unix.MSG_DONTWAIT)
-		return true // never park on the Go poller: ours said readable
-	}
-	var fd int
-	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+	if err := w.poller.Add(s.FD(), tokControl); err != nil {
 		return err
 	}
-	if err := w.poller.Add(fd, tokControl); err != nil {
-		return err
-	}
-	w.ctl = c
+	w.d.ctl, w.codec = s, proto.NewCodec(w.d.cfg.Key)
+	w.sendBuf = make([]byte, 0, proto.MaxDatagram)
 	return nil
 }
 
 func (w *worker) readControl(now splice.Time) {
-	c := w.ctl
-	for range maxControlPerPass {
-		if err := c.raw.Read(c.do); err != nil {
-			return // closed: the daemon is stopping
+	n, err := w.d.ctl.Recv()
+	if err != nil {
+		if !w.d.stopping.Load() {
+			w.d.log.Debug("control receive", "err", err)
 		}
-		if errors.Is(c.err, unix.EAGAIN) {
-			return
-		}
-		if c.err != nil {
-			w.d.log.Debug("control receive", "err", c.err)
-			return
-		}
-		var from netip.AddrPort
-		if sa, ok := c.from.(*unix.SockaddrInet4); ok {
-			from = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+		return
+	}
+	for i := range n {
+		b, from, err := w.d.ctl.Datagram(i)
+		var m proto.Message
+		if err == nil {
+			m, err = w.codec.Decode(b)
 		}
 		w.aout.Reset()
-		if c.n > proto.MaxDatagram {
-			w.agent.Malformed(from, fmt.Errorf("datagram longer than %d bytes", proto.MaxDatagram), &w.aout)
-		} else if m, err := proto.Unmarshal(w.d.cfg.Key, c.buf[:c.n]); err != nil {
+		if err != nil {
 			w.agent.Malformed(from, err, &w.aout)
 		} else {
+			if s, ok := m.(*proto.Splice); ok {
+				// The agent keeps a Splice (delayed, or installed by
+				// another worker): give it its own copy of the Codec's.
+				own := *s
+				m = &own
+			}
 			w.agent.SetConcurrency(w.d.concurrency())
 			w.agent.Control(from, m, now, &w.aout)
 		}
@@ -542,17 +530,23 @@ func (w *worker) readControl(now splice.Time) {
 	}
 }
 
-// send encodes m and sends it to the front-end (worker 0 only).
+// send encodes m and queues it for the front-end (worker 0 only); the
+// pass's flushControl sends it.
 func (d *Daemon) send(m proto.Message) {
 	w := d.workers[0]
-	b, err := proto.Append(w.sendBuf[:0], d.cfg.Key, m)
+	b, err := w.codec.Append(w.sendBuf[:0], m)
+	if err == nil {
+		err = d.ctl.Queue(b, d.cfg.Frontend)
+	}
 	if err != nil {
 		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
-		return
 	}
-	w.sendBuf = b
-	if _, err := d.conn.WriteToUDPAddrPort(b, d.cfg.Frontend); err != nil {
-		d.log.Debug("control send failed", "type", m.Type().String(), "err", err)
+}
+
+// flushControl sends the control datagrams the pass queued.
+func (w *worker) flushControl() {
+	if failed, err := w.d.ctl.Flush(); failed > 0 || err != nil {
+		w.d.log.Debug("control send failed", "datagrams", failed, "err", err)
 	}
 }
 

@@ -142,6 +142,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 		t.Fatal("the owning shard did not install the splice")
 	}
 	w0.readMail(ms(3))
+	w0.flushControl() // the end of the pass
 	if a := recvAck(t, fe); !a.OK || a.RequestID != 7 {
 		t.Fatalf("ack %+v, want OK for request 7", a)
 	}
@@ -154,6 +155,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	if w0.shim.Entries() != 1 {
 		t.Fatal("worker 0 did not install the splice of its own shard")
 	}
+	w0.flushControl()
 	if a := recvAck(t, fe); !a.OK || a.RequestID != 8 {
 		t.Fatalf("ack %+v, want OK for request 8", a)
 	}
@@ -164,6 +166,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	w0.active.Store(1)
 	w0.post(mail{kind: mailEvent, ev: splice.Event{Kind: splice.EvResponseDone, RequestID: 7, Bytes: 10}})
 	w0.readMail(ms(5))
+	w0.flushControl()
 	m := recvMsg(t, fe)
 	if fb, ok := m.(*proto.Feedback); !ok || fb.RequestID != 7 || fb.Concurrency != 3 || fb.BackendID != 3 {
 		t.Fatalf("sent %+v, want Feedback for request 7 with concurrency 3", m)
@@ -184,7 +187,7 @@ func (d *Daemon) attachTestControl(t *testing.T) *net.UDPConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); fe.Close() })
-	d.conn, d.cfg.Key, d.cfg.Frontend = conn, testKey, fe.LocalAddr().(*net.UDPAddr).AddrPort()
+	d.cfg.Key, d.cfg.Frontend = testKey, fe.LocalAddr().(*net.UDPAddr).AddrPort()
 	if err := d.workers[0].attachControl(conn); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +225,7 @@ func TestControlSocketReadInTheLoop(t *testing.T) {
 	d := newTestWorkers(t, 1)
 	fe := d.attachTestControl(t)
 	w0 := d.workers[0]
-	to := d.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	to := d.ctl.LocalAddr()
 	b, _ := proto.Marshal(testKey, testSplice(9, 40001))
 	fe.WriteToUDPAddrPort(b, to)
 	fe.WriteToUDPAddrPort([]byte("garbage"), to)
@@ -232,6 +235,7 @@ func TestControlSocketReadInTheLoop(t *testing.T) {
 		t.Fatalf("poller: %d %v %v, want the control token", n, ready[:n], err)
 	}
 	w0.readControl(ms(1))
+	w0.flushControl() // the end of the pass
 	if a := recvAck(t, fe); !a.OK || a.RequestID != 9 {
 		t.Fatalf("ack %+v", a)
 	}
