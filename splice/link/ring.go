@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -538,4 +539,43 @@ func (a *AFPacket) RxRing() (RingConfig, bool) {
 		return RingConfig{}, false
 	}
 	return a.ring.cfg, true
+}
+
+// RingFlagUsage describes ParseRingFlag's syntax for a daemon's -rx-ring.
+const RingFlagUsage = `receive on the wire with: "off" (recvmmsg), "slots" (a TPACKET_V2 ring: no syscall per read, no added latency) or "blocks[:TIMEOUT]" (a TPACKET_V3 ring: fewer wake-ups, frames wait up to TIMEOUT, default 1ms)`
+
+// ParseRingFlag parses a daemon's -rx-ring value (RingFlagUsage): nil for
+// "off" or "", else the ring to ask for.
+func ParseRingFlag(s string) (*RingConfig, error) {
+	kind, timeout, hasTimeout := strings.Cut(s, ":")
+	switch {
+	case (kind == "" || kind == "off") && !hasTimeout:
+		return nil, nil
+	case kind == "slots" && !hasTimeout:
+		return &RingConfig{Kind: RingSlots}, nil
+	case kind == "blocks":
+		rc := &RingConfig{Kind: RingBlocks}
+		if hasTimeout {
+			d, err := time.ParseDuration(timeout)
+			if err != nil || d < time.Millisecond {
+				return nil, fmt.Errorf("rx-ring %q: the retire timeout must be a duration of at least 1ms", s)
+			}
+			rc.RetireTimeout = d
+		}
+		return rc, nil
+	}
+	return nil, fmt.Errorf("rx-ring %q: want off, slots, blocks or blocks:TIMEOUT", s)
+}
+
+// RingFlag formats rc the way ParseRingFlag reads it.
+func RingFlag(rc *RingConfig) string {
+	switch {
+	case rc == nil:
+		return "off"
+	case rc.Kind == RingSlots:
+		return "slots"
+	case rc.RetireTimeout == 0:
+		return "blocks"
+	}
+	return "blocks:" + rc.RetireTimeout.String()
 }

@@ -587,3 +587,30 @@ func TestRingLoneFrameWaitsForTheRetireTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRingFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want *RingConfig
+	}{
+		{"", nil},
+		{"off", nil},
+		{"slots", &RingConfig{Kind: RingSlots}},
+		{"blocks", &RingConfig{Kind: RingBlocks}},
+		{"blocks:4ms", &RingConfig{Kind: RingBlocks, RetireTimeout: 4 * time.Millisecond}},
+	} {
+		got, err := ParseRingFlag(tc.in)
+		if err != nil || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("ParseRingFlag(%q) = %+v %v, want %+v", tc.in, got, err, tc.want)
+			continue
+		}
+		if back, _ := ParseRingFlag(RingFlag(got)); (back == nil) != (got == nil) || back != nil && *back != *got {
+			t.Errorf("%q: RingFlag gives %q, which parses as %+v", tc.in, RingFlag(got), back)
+		}
+	}
+	for _, bad := range []string{"on", "slots:1ms", "blocks:", "blocks:500us", "blocks:x", "off:1ms"} {
+		if got, err := ParseRingFlag(bad); err == nil {
+			t.Errorf("ParseRingFlag(%q) = %+v, want an error", bad, got)
+		}
+	}
+}
