@@ -20,6 +20,7 @@ import (
 
 	"github.com/qsplice/qsplice/backend"
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
 	flag.BoolVar(&cfg.Offloads, "offloads", true, "move TCP super-frames with virtio-net headers (offload TAP, PACKET_VNET_HDR); off: water TAP and MTU-sized frames")
 	flag.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "packet loops, one per thread, each with its own TAP queue, wire socket and share of the connections")
+	rxRing := flag.String("rx-ring", "off", link.RingFlagUsage)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
@@ -93,6 +95,9 @@ func main() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, hopts))
 	}
 	var err error
+	if cfg.RxRing, err = link.ParseRingFlag(*rxRing); err != nil {
+		fail("-rx-ring: %v", err)
+	}
 	cfg.ID = uint32(*id)
 	cfg.ControlPort = uint16(*ctlPort)
 	if *addr != "" {
