@@ -8,6 +8,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -28,6 +29,9 @@ type Config struct {
 	Pprof   bool
 	Key     []byte // control protocol key
 	Capture string // pcap file of everything on the link; "" disables
+	// RxRing makes an afpacket link receive through a memory-mapped ring
+	// (link.RingConfig); nil: recvmmsg.
+	RxRing *link.RingConfig
 
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck

@@ -80,7 +80,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		// frames arrive with partial checksums and GRO'd super-frames
 		// that only the header describes; with offloads off the header
 		// is all zero and costs nothing.
-		a, err := link.OpenAFPacket(cfg.Link, link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true, VNetHdr: true})
+		a, err := link.OpenAFPacket(cfg.Link, link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing})
 		if err != nil {
 			return nil, fmt.Errorf("frontend: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/frontend/conf"
+	"github.com/qsplice/qsplice/splice/link"
 )
 
 // configFlags are the flags -config replaces; setting one alongside it is
@@ -18,9 +19,9 @@ var configFlags = map[string]bool{
 	"linger": true, "idle-timeout": true, "head-timeout": true, "cookie-seed": true, "handoff-ahead": true,
 }
 
-// pprof (-pprof) is a debugging switch, not configuration: it combines
-// with -config.
-func runFromFile(path string, pprof bool, log *slog.Logger, fail func(string, ...any)) {
+// pprof (-pprof) is a debugging switch and rxRing (-rx-ring) a tuning
+// one, not configuration: they combine with -config.
+func runFromFile(path string, pprof bool, rxRing *link.RingConfig, log *slog.Logger, fail func(string, ...any)) {
 	flag.Visit(func(f *flag.Flag) {
 		if configFlags[f.Name] {
 			fail("-%s cannot be combined with -config: set it in %s", f.Name, path)
@@ -38,6 +39,7 @@ func runFromFile(path string, pprof bool, log *slog.Logger, fail func(string, ..
 		fail("%v", err)
 	}
 	cfg.Pprof = pprof
+	cfg.RxRing = rxRing
 	serve(cfg, log, fail)
 }
 

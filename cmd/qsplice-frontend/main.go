@@ -20,6 +20,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -61,6 +62,7 @@ func main() {
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
 	flag.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on -admin (CPU and allocation profiles)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
+	rxRing := flag.String("rx-ring", "off", "afpacket link: "+link.RingFlagUsage)
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
@@ -86,11 +88,14 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	var err error
+	if cfg.RxRing, err = link.ParseRingFlag(*rxRing); err != nil {
+		fail("-rx-ring: %v", err)
+	}
 	if *configFile != "" {
-		runFromFile(*configFile, cfg.Pprof, log, fail)
+		runFromFile(*configFile, cfg.Pprof, cfg.RxRing, log, fail)
 		return
 	}
-	var err error
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {
 		fail("-vip: %v", err)
 	}
