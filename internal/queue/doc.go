@@ -1,0 +1,15 @@
+// Package queue holds the two small containers the rest of the module
+// shares: Heap, a min-heap of values by key, and Ring, a growable ring
+// buffer used as a FIFO or a LIFO (a double-ended queue).
+//
+// Both are typed by generics rather than built on container/heap or a
+// slice of interfaces, which box every element into an allocation; both
+// keep their storage when they shrink, so once a queue has reached its
+// working size, pushing and popping allocate nothing. Neither is safe
+// for concurrent use.
+//
+// It lives at the module's root, under internal, because its users sit
+// on both sides of the module's layering: the packet engine (splice) and
+// its links must not import the scheduler (sched), and the scheduler, its
+// simulator and the tools use the same containers.
+package queue
