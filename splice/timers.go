@@ -1,68 +1,42 @@
 package splice
 
-// deadlines is a min-heap of (when, key) with lazy deletion: an entry is
-// live only while the owner's current deadline still equals when, so
-// rescheduling is a push and never a search. Owners that merely extend a
-// deadline (an idle timer refreshed by every packet) do not push at all:
-// when the old entry fires they see the later deadline and push again.
-// Typed by hand rather than container/heap, whose interface boxes every
-// entry into an allocation.
-type deadlines struct{ h []deadlineEntry }
+import "github.com/qsplice/qsplice/internal/queue"
+
+// deadlines is an engine's timer set: one current deadline per flow (or
+// splice), keyed by its id, in a min-heap with lazy deletion. An entry is
+// live only while the owner's current deadline still equals its when, so
+// rescheduling is a push and never a search, and Tick skips the stale
+// entries it pops. Owners that merely extend a deadline (an idle timer
+// refreshed by every packet) do not push at all: when the old entry fires
+// they see the later deadline and push again (see queue.Heap). Entries
+// due at the same time come out in the order they were pushed.
+type deadlines struct{ h queue.Heap[Time, uint64] }
 
 type deadlineEntry struct {
 	when Time
 	key  uint64
 }
 
+// push schedules key at when; Never schedules nothing.
 func (d *deadlines) push(when Time, key uint64) {
 	if when == Never {
 		return
 	}
-	d.h = append(d.h, deadlineEntry{when, key})
-	i := len(d.h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if d.h[p].when <= d.h[i].when {
-			break
-		}
-		d.h[p], d.h[i] = d.h[i], d.h[p]
-		i = p
-	}
+	d.h.Push(when, key)
 }
 
 // next returns the earliest scheduled time (possibly stale), or Never.
 func (d *deadlines) next() Time {
-	if len(d.h) == 0 {
-		return Never
+	if when, _, ok := d.h.Peek(); ok {
+		return when
 	}
-	return d.h[0].when
+	return Never
 }
 
 // popDue removes and returns one entry due at or before now.
 func (d *deadlines) popDue(now Time) (deadlineEntry, bool) {
-	if len(d.h) == 0 || d.h[0].when > now {
-		return deadlineEntry{}, false
-	}
-	top := d.h[0]
-	last := len(d.h) - 1
-	d.h[0] = d.h[last]
-	d.h = d.h[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && d.h[l].when < d.h[m].when {
-			m = l
-		}
-		if r < last && d.h[r].when < d.h[m].when {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		d.h[m], d.h[i] = d.h[i], d.h[m]
-		i = m
-	}
-	return top, true
+	when, key, ok := d.h.PopDue(now)
+	return deadlineEntry{when, key}, ok
 }
 
-func (d *deadlines) len() int { return len(d.h) }
+func (d *deadlines) len() int { return d.h.Len() }
