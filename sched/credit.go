@@ -113,15 +113,15 @@ func (s *Credit) Enqueue(r Request, now int64) error {
 		c.overCap++
 		return ErrOverCap
 	}
-	if c.queue.n >= c.spec.QueueCap {
+	if c.queue.Len() >= c.spec.QueueCap {
 		c.queueFull++
 		return ErrQueueFull
 	}
 	c.spendToken()
-	c.queue.push(queued{r: r, at: s.lastNow})
+	c.queue.PushBack(queued{r: r, at: s.lastNow})
 	c.admitted++
 	s.waiting++
-	if c.queue.n == 1 {
+	if c.queue.Len() == 1 {
 		c.creditTo(s.cycle)
 		s.place(i)
 	}
@@ -214,7 +214,7 @@ func (s *Credit) Expire(now int64, f func(Request)) {
 			return
 		}
 		c := &s.customers[i]
-		r := c.queue.pop().r
+		r := c.queue.PopFront().r
 		s.waiting--
 		c.expired++
 		c.creditTo(s.cycle)
@@ -274,7 +274,7 @@ func (s *Credit) take(i int32) Request {
 	c := &s.customers[i]
 	s.waiting--
 	c.dispatched++
-	return c.queue.pop().r
+	return c.queue.PopFront().r
 }
 
 // place puts customer i, whose balance is credited to the current cycle,
@@ -283,7 +283,7 @@ func (s *Credit) take(i int32) Request {
 // spare heaps.
 func (s *Credit) place(i int32) {
 	c := &s.customers[i]
-	if c.queue.n == 0 {
+	if c.queue.Len() == 0 {
 		s.unring(i)
 		s.turn.remove(i)
 		s.spare.remove(i)
@@ -291,7 +291,7 @@ func (s *Credit) place(i int32) {
 		return
 	}
 	if s.cfg.QueueTimeout > 0 {
-		s.expiry.set(i, c.queue.front().at)
+		s.expiry.set(i, c.queue.Front().at)
 	}
 	if c.balance > 0 {
 		s.turn.remove(i)

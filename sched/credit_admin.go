@@ -81,7 +81,7 @@ func (s *Credit) Reconfigure(cfg CreditConfig, now int64) error {
 		customers = append(customers, c)
 	}
 	for j := range old {
-		if kept[j] || old[j].queue.n == 0 {
+		if kept[j] || old[j].queue.Len() == 0 {
 			continue
 		}
 		c := old[j]
@@ -116,8 +116,8 @@ func (s *Credit) install(cfg CreditConfig) {
 			s.defaultIdx = int32(i)
 		}
 		c.inRing, c.prev, c.next = false, -1, -1
-		s.waiting += c.queue.n
-		if c.queue.n > 0 {
+		s.waiting += c.queue.Len()
+		if c.queue.Len() > 0 {
 			s.place(int32(i))
 		}
 	}
@@ -134,7 +134,7 @@ func (s *Credit) Snapshot(now int64) []CustomerState {
 			Name:            c.spec.Name,
 			Retired:         c.retired,
 			Balance:         c.balanceAt(cycle),
-			Queued:          c.queue.n,
+			Queued:          c.queue.Len(),
 			Offered:         c.offered,
 			Admitted:        c.admitted,
 			Dispatched:      c.dispatched,

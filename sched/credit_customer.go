@@ -3,6 +3,8 @@ package sched
 import (
 	"math"
 	"time"
+
+	"github.com/qsplice/qsplice/internal/queue"
 )
 
 // customer is the Credit scheduler's state for one customer. Its balance
@@ -21,7 +23,10 @@ type customer struct {
 	// math.MinInt64 for a customer never touched, whose balance is full.
 	creditedCycle int64
 
-	queue requestRing
+	// queue holds the waiting requests, oldest first; it grows on
+	// demand (most customers never queue much, so none is allocated up
+	// front) and then reuses its storage.
+	queue queue.Ring[queued]
 
 	// Links of the round-robin ring of positive customers with waiting
 	// requests; meaningful only while inRing.
@@ -153,36 +158,4 @@ func (c *customer) spendToken() {
 	if c.spec.Cap > 0 {
 		c.tokens--
 	}
-}
-
-// requestRing is a FIFO of waiting requests that grows on demand (most
-// customers never queue much, so none is allocated up front) and then
-// reuses its storage.
-type requestRing struct {
-	buf  []queued
-	head int
-	n    int
-}
-
-func (q *requestRing) push(x queued) {
-	if q.n == len(q.buf) {
-		grown := make([]queued, max(4, 2*len(q.buf)))
-		for i := range q.n {
-			grown[i] = q.buf[(q.head+i)%len(q.buf)]
-		}
-		q.buf, q.head = grown, 0
-	}
-	q.buf[(q.head+q.n)%len(q.buf)] = x
-	q.n++
-}
-
-// front is the oldest request; the ring must not be empty.
-func (q *requestRing) front() *queued { return &q.buf[q.head] }
-
-func (q *requestRing) pop() queued {
-	x := q.buf[q.head]
-	q.buf[q.head] = queued{} // drop the strings so they can be collected
-	q.head = (q.head + 1) % len(q.buf)
-	q.n--
-	return x
 }

@@ -80,7 +80,7 @@ func checkInvariants(t *testing.T, s *Credit, step int) {
 	for i := range s.customers {
 		c := &s.customers[i]
 		id := int32(i)
-		waiting += c.queue.n
+		waiting += c.queue.Len()
 		if c.balance > c.maxBalance+1e-9 || c.balance < c.minBalance-1e-9 {
 			fail("%s balance %v outside [%v, %v]", c.spec.Name, c.balance, c.minBalance, c.maxBalance)
 		}
@@ -89,7 +89,7 @@ func checkInvariants(t *testing.T, s *Credit, step int) {
 		}
 		inSpare, inTurn := s.spare.contains(id), s.turn.contains(id)
 		switch {
-		case c.queue.n == 0:
+		case c.queue.Len() == 0:
 			if c.inRing || inSpare || inTurn || s.expiry.contains(id) {
 				fail("%s has nothing waiting but is indexed", c.spec.Name)
 			}

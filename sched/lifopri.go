@@ -36,8 +36,9 @@ import "math"
 //
 // Enqueue is a map lookup and a ring push. Next and each expired request
 // scan the classes once (eight by default), whatever the queue lengths;
-// queues are ring deques that grow up to their capacity and are then
-// reused, so neither allocates in steady state. Snapshot is O(classes).
+// queues are ring deques that grow on demand, as far as their capacity
+// needs, and are then reused, so neither allocates in steady state.
+// Snapshot is O(classes).
 type LifoPri struct {
 	cfg     LifoPriConfig
 	classes []lpClass
@@ -125,7 +126,7 @@ func (p *LifoPri) Enqueue(r Request, now int64) error {
 		c.refused++
 		return ErrQueueFull
 	}
-	q.pushBack(classWaiter{r: r, at: p.lastNow, class: i})
+	q.PushBack(classWaiter{r: r, at: p.lastNow, class: i})
 	c.queued++
 	c.enqueued++
 	p.waiting++
@@ -141,11 +142,11 @@ func (p *LifoPri) Next(now int64) (Request, bool) {
 	}
 	var w classWaiter
 	if p.cfg.Mode == ModeSingleFIFO {
-		w = p.single.popFront()
+		w = p.single.PopFront()
 	} else if i, group := p.pick(); group == 1 && p.LIFO() {
-		w = p.classes[i].queue.popBack()
+		w = p.classes[i].queue.PopBack()
 	} else {
-		w = p.classes[i].queue.popFront()
+		w = p.classes[i].queue.PopFront()
 	}
 	c := &p.classes[w.class]
 	c.queued--
@@ -162,10 +163,10 @@ func (p *LifoPri) pick() (int32, int) {
 		var bestScore, bestUtility float64
 		for _, i := range members {
 			c := &p.classes[i]
-			if c.queue.n == 0 {
+			if c.queue.Len() == 0 {
 				continue
 			}
-			score := float64(c.queue.n) * c.spec.Utility
+			score := float64(c.queue.Len()) * c.spec.Utility
 			// Members are in configuration order, so strict comparisons
 			// leave full ties to the class listed first.
 			if best < 0 || score > bestScore || (score == bestScore && c.spec.Utility > bestUtility) {
@@ -213,10 +214,10 @@ func (p *LifoPri) Expire(now int64, f func(Request)) {
 	}
 	for p.waiting > 0 {
 		q := p.oldestQueue()
-		if p.lastNow-q.front().at <= timeout {
+		if p.lastNow-q.Front().at <= timeout {
 			return
 		}
-		w := q.popFront()
+		w := q.PopFront()
 		c := &p.classes[w.class]
 		c.queued--
 		c.expired++
@@ -233,7 +234,7 @@ func (p *LifoPri) NextExpiry() (int64, bool) {
 	if timeout <= 0 || p.waiting == 0 {
 		return 0, false
 	}
-	return p.oldestQueue().front().at + timeout + 1, true
+	return p.oldestQueue().Front().at + timeout + 1, true
 }
 
 // oldestQueue returns the non-empty queue whose front request was
@@ -246,7 +247,7 @@ func (p *LifoPri) oldestQueue() *deque {
 	var oldest *deque
 	for i := range p.classes {
 		q := &p.classes[i].queue
-		if q.n > 0 && (oldest == nil || q.front().at < oldest.front().at) {
+		if q.Len() > 0 && (oldest == nil || q.Front().at < oldest.Front().at) {
 			oldest = q
 		}
 	}

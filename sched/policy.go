@@ -1,6 +1,10 @@
 package sched
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/qsplice/qsplice/internal/queue"
+)
 
 // RequestID names one request from admission to completion.
 type RequestID uint64
@@ -32,13 +36,12 @@ type Policy interface {
 	Len() int
 }
 
-// FIFO serves requests in arrival order from a fixed-size ring, so
-// Enqueue and Next never allocate. It is the baseline the QoS policies are
-// measured against.
+// FIFO serves requests in arrival order from a ring sized for its
+// capacity up front, so Enqueue and Next never allocate. It is the
+// baseline the QoS policies are measured against.
 type FIFO struct {
-	ring  []Request
-	head  int // index of the oldest request
-	count int
+	ring     queue.Ring[Request]
+	capacity int
 }
 
 var _ Policy = (*FIFO)(nil)
@@ -46,30 +49,27 @@ var _ Policy = (*FIFO)(nil)
 // NewFIFO returns an empty FIFO holding at most capacity requests. A
 // capacity below 1 gives a queue that refuses everything.
 func NewFIFO(capacity int) *FIFO {
-	return &FIFO{ring: make([]Request, max(capacity, 0))}
+	q := &FIFO{capacity: max(capacity, 0)}
+	q.ring.Grow(q.capacity)
+	return q
 }
 
 // Enqueue appends r; now is not used.
 func (q *FIFO) Enqueue(r Request, now int64) error {
-	if q.count == len(q.ring) {
+	if q.ring.Len() >= q.capacity {
 		return ErrQueueFull
 	}
-	q.ring[(q.head+q.count)%len(q.ring)] = r
-	q.count++
+	q.ring.PushBack(r)
 	return nil
 }
 
 // Next removes the oldest request; now is not used.
 func (q *FIFO) Next(now int64) (Request, bool) {
-	if q.count == 0 {
+	if q.ring.Len() == 0 {
 		return Request{}, false
 	}
-	r := q.ring[q.head]
-	q.ring[q.head] = Request{} // drop the strings so they can be collected
-	q.head = (q.head + 1) % len(q.ring)
-	q.count--
-	return r, true
+	return q.ring.PopFront(), true
 }
 
 // Len returns the number of waiting requests.
-func (q *FIFO) Len() int { return q.count }
+func (q *FIFO) Len() int { return q.ring.Len() }
