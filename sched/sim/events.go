@@ -36,4 +36,7 @@ func (q *eventQueue) push(e event) { q.q.Push(e.at, e) }
 func (q *eventQueue) pop() event   { _, e := q.q.Pop(); return e }
 
 // next is the time of the earliest event; the queue must not be empty.
-func (q *eventQueue) next() int64 { return q.q.items[0].at }
+func (q *eventQueue) next() int64 {
+	at, _, _ := q.q.Peek()
+	return at
+}
