@@ -1,8 +1,7 @@
 package replay
 
 import (
-	"container/heap"
-
+	"github.com/qsplice/qsplice/internal/queue"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 )
@@ -28,7 +27,6 @@ const (
 // of the daemon or a back-end host.
 type action struct {
 	when    splice.Time
-	order   uint64 // scheduling order: breaks ties between equal times
 	kind    actionKind
 	frame   []byte
 	msg     proto.Message
@@ -40,40 +38,21 @@ type action struct {
 // actionQueue orders actions by time, then by the order they were pushed,
 // so equal times never depend on heap internals.
 type actionQueue struct {
-	h     actionHeap
-	order uint64
+	h queue.Heap[splice.Time, action]
 }
 
-func (q *actionQueue) push(a action) {
-	q.order++
-	a.order = q.order
-	heap.Push(&q.h, a)
-}
+func (q *actionQueue) push(a action) { q.h.Push(a.when, a) }
 
 // next is the earliest action's time, or splice.Never.
 func (q *actionQueue) next() splice.Time {
-	if len(q.h) == 0 {
-		return splice.Never
+	if when, _, ok := q.h.Peek(); ok {
+		return when
 	}
-	return q.h[0].when
+	return splice.Never
 }
 
-func (q *actionQueue) pop() action { return heap.Pop(&q.h).(action) }
-
-type actionHeap []action
-
-func (h actionHeap) Len() int { return len(h) }
-func (h actionHeap) Less(i, j int) bool {
-	if h[i].when != h[j].when {
-		return h[i].when < h[j].when
-	}
-	return h[i].order < h[j].order
-}
-func (h actionHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *actionHeap) Push(x any)   { *h = append(*h, x.(action)) }
-func (h *actionHeap) Pop() any {
-	old := *h
-	a := old[len(old)-1]
-	*h = old[:len(old)-1]
+// pop removes the earliest action; the queue must not be empty.
+func (q *actionQueue) pop() action {
+	_, a := q.h.Pop()
 	return a
 }
