@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/qsplice/qsplice/internal/queue"
 )
 
 // ImpairConfig describes the egress impairment of a link, after tc netem,
@@ -60,9 +62,12 @@ type Impair struct {
 
 	mu       sync.Mutex
 	schedule impairSchedule
-	line     departureHeap
-	free     [][]byte // frame buffers to reuse
-	limit    int
+	// line is the delay line, keyed by departure time as a duration since
+	// epoch (see queueDeparture).
+	line  queue.Heap[time.Duration, departure]
+	epoch time.Time
+	free  [][]byte // frame buffers to reuse
+	limit int
 
 	wake      chan struct{} // a new frame is first in line
 	done      chan struct{}
@@ -86,6 +91,7 @@ func NewImpair(l Link, cfg ImpairConfig) *Impair {
 		now:      time.Now,
 		schedule: newImpairSchedule(cfg),
 		limit:    limit,
+		epoch:    time.Now(),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -110,7 +116,7 @@ func (im *Impair) WriteFrame(frame []byte) error {
 		im.mu.Unlock()
 		im.lost.Add(1)
 		return nil
-	case im.line.len() >= im.limit:
+	case im.line.Len() >= im.limit:
 		im.mu.Unlock()
 		im.overflowed.Add(1)
 		return nil
@@ -123,8 +129,9 @@ func (im *Impair) WriteFrame(frame []byte) error {
 		buf, im.free = im.free[n-1], im.free[:n-1]
 	}
 	buf = append(buf[:0], frame...)
-	im.line.push(departure{at: v.depart, seq: v.seq, frame: buf})
-	first := im.line.peek().seq == v.seq
+	im.queueDeparture(departure{at: v.depart, seq: v.seq, frame: buf})
+	_, head, _ := im.line.Peek()
+	first := head.seq == v.seq
 	im.mu.Unlock()
 	if first {
 		select {
@@ -144,7 +151,8 @@ func (im *Impair) run() {
 	defer timer.Stop()
 	for {
 		im.mu.Lock()
-		if im.line.len() == 0 {
+		_, head, ok := im.line.Peek()
+		if !ok {
 			im.mu.Unlock()
 			select {
 			case <-im.wake:
@@ -153,9 +161,9 @@ func (im *Impair) run() {
 				return
 			}
 		}
-		wait := im.line.peek().at.Sub(im.now())
+		wait := head.at.Sub(im.now())
 		if wait <= 0 {
-			d := im.line.pop()
+			_, d := im.line.Pop()
 			im.mu.Unlock()
 			// Errors are counted in the wrapped link's Stats.TxErrors;
 			// there is no caller left to return them to.
@@ -205,7 +213,7 @@ func (im *Impair) Stats() Stats {
 // ImpairStats returns the impairment's own counters.
 func (im *Impair) ImpairStats() ImpairStats {
 	im.mu.Lock()
-	queued := im.line.len()
+	queued := im.line.Len()
 	im.mu.Unlock()
 	return ImpairStats{
 		Lost:       im.lost.Load(),
@@ -286,56 +294,10 @@ type departure struct {
 	frame []byte
 }
 
-// departureHeap is a min-heap on (at, seq), so frames due at the same time
-// leave in write order. Hand-written because container/heap boxes every
-// element in an interface, which allocates.
-type departureHeap struct{ items []departure }
-
-func (h *departureHeap) len() int         { return len(h.items) }
-func (h *departureHeap) peek() *departure { return &h.items[0] }
-
-func (h *departureHeap) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	if a.at.Equal(b.at) {
-		return a.seq < b.seq
-	}
-	return a.at.Before(b.at)
-}
-
-func (h *departureHeap) push(d departure) {
-	h.items = append(h.items, d)
-	for i := len(h.items) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !h.less(i, parent) {
-			break
-		}
-		h.items[i], h.items[parent] = h.items[parent], h.items[i]
-		i = parent
-	}
-}
-
-func (h *departureHeap) pop() departure {
-	top := h.items[0]
-	last := len(h.items) - 1
-	h.items[0] = h.items[last]
-	h.items[last] = departure{}
-	h.items = h.items[:last]
-	for i := 0; ; {
-		smallest, l, r := i, 2*i+1, 2*i+2
-		if l < last && h.less(l, smallest) {
-			smallest = l
-		}
-		if r < last && h.less(r, smallest) {
-			smallest = r
-		}
-		if smallest == i {
-			break
-		}
-		h.items[i], h.items[smallest] = h.items[smallest], h.items[i]
-		i = smallest
-	}
-	return top
-}
+// queueDeparture puts d in the delay line. Frames are pushed in write
+// order (WriteFrame holds the lock from the verdict to the push), so
+// frames due at the same time leave in write order.
+func (im *Impair) queueDeparture(d departure) { im.line.Push(d.at.Sub(im.epoch), d) }
 
 // String describes the configuration for logs.
 func (c ImpairConfig) String() string {

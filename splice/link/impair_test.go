@@ -136,23 +136,23 @@ func TestImpairScheduleReorderedFramesOvertake(t *testing.T) {
 	}
 }
 
-func TestDepartureHeapOrdersByTimeThenWriteOrder(t *testing.T) {
-	var h departureHeap
+func TestDelayLineOrdersByTimeThenWriteOrder(t *testing.T) {
+	im := &Impair{epoch: t0.Add(-time.Hour)}
 	order := []struct {
 		at  int
 		seq uint64
 	}{{5, 1}, {3, 2}, {5, 3}, {1, 4}, {3, 5}, {9, 6}, {0, 7}, {5, 8}}
 	for _, o := range order {
-		h.push(departure{at: t0.Add(time.Duration(o.at)), seq: o.seq})
+		im.queueDeparture(departure{at: t0.Add(time.Duration(o.at)), seq: o.seq})
 	}
 	want := []uint64{7, 4, 2, 5, 1, 3, 8, 6}
 	for i, w := range want {
-		if got := h.pop().seq; got != w {
-			t.Fatalf("pop %d gave seq %d, want %d", i, got, w)
+		if _, d := im.line.Pop(); d.seq != w {
+			t.Fatalf("pop %d gave seq %d, want %d", i, d.seq, w)
 		}
 	}
-	if h.len() != 0 {
-		t.Fatal("heap not empty")
+	if im.line.Len() != 0 {
+		t.Fatal("delay line not empty")
 	}
 }
 
