@@ -229,6 +229,9 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		beyond = len(payload) > room || fin
 	}
 	n := min(len(payload), room)
+	if f.buf == nil {
+		f.buf = e.spareBuf()
+	}
 	f.buf = append(f.buf, payload[:n]...)
 	f.rcvNxt += wire.Seq(n)
 	if fin && n == len(payload) && !beyond {
@@ -265,16 +268,16 @@ func (e *FrontEnd) trimToRequest(f *flow) {
 
 // parseHead checks whether the buffered bytes hold a complete head.
 func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
-	var req httphead.Request
-	err := httphead.Parse(f.buf, e.cfg.MaxHead, &req)
+	req := &e.head
+	err := httphead.Parse(f.buf, e.cfg.MaxHead, req)
 	switch {
 	case err == nil:
 		f.state = stQueued
-		f.reqSpan = requestSpan(&req)
+		f.reqSpan = requestSpan(req)
 		e.trimToRequest(f)
 		e.stats.Requests++
 		e.setDeadline(f, now.Add(e.cfg.IdleTimeout))
-		out.event(Event{Kind: EvRequest, Flow: f.id, Request: requestInfo(f, &req)})
+		out.event(Event{Kind: EvRequest, Flow: f.id, Request: e.requestInfo(f, req, out)})
 	case errors.Is(err, httphead.ErrIncomplete):
 		switch {
 		case f.cliFin && len(f.buf) == 0:

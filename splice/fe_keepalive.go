@@ -3,6 +3,7 @@ package splice
 import (
 	"encoding/binary"
 	"errors"
+	"net/netip"
 
 	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -121,16 +122,16 @@ func (e *FrontEnd) followUp(f *flow, p *wire.Packet, o *wire.TCPOptions, now Tim
 
 // parseFollowUp looks for a complete head at the start of kaBuf.
 func (e *FrontEnd) parseFollowUp(f *flow, now Time, out *Output) {
-	var req httphead.Request
-	err := httphead.Parse(f.kaBuf, e.cfg.MaxHead, &req)
+	req := &e.head
+	err := httphead.Parse(f.kaBuf, e.cfg.MaxHead, req)
 	switch {
 	case err == nil:
 		f.kaState = kaWaiting
-		f.kaSpan = requestSpan(&req)
+		f.kaSpan = requestSpan(req)
 		e.stats.Requests++
 		e.stats.FollowUps++
 		out.event(Event{Kind: EvRequest, Flow: f.id, Backend: f.backend.ID, FollowUp: true,
-			Request: requestInfo(f, &req)})
+			Request: e.requestInfo(f, req, out)})
 	case errors.Is(err, httphead.ErrIncomplete):
 		if f.kaFin {
 			e.stopFollowUps(f, out) // the client closed mid-head
@@ -254,16 +255,18 @@ func (e *FrontEnd) sendC2(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Seq,
 	e.stats.TxFrames++
 }
 
-// requestInfo copies what the daemon needs out of a parsed head.
-func requestInfo(f *flow, req *httphead.Request) *RequestInfo {
-	return &RequestInfo{
-		Method:    string(req.Method),
-		Host:      string(req.Host),
-		Path:      string(req.Path),
+// requestInfo gives the daemon what it needs of a parsed head, in out.
+// Method, Host and Path repeat from request to request and are interned;
+// a Cookie is usually the client's own and is copied.
+func (e *FrontEnd) requestInfo(f *flow, req *httphead.Request, out *Output) *RequestInfo {
+	return out.request(RequestInfo{
+		Method:    e.strs.get(req.Method),
+		Host:      e.strs.get(req.Host),
+		Path:      e.strs.get(req.Path),
 		Cookie:    string(req.Cookie),
 		Port:      f.key.dstPort,
-		Client:    f.key.srcIP.String(),
+		Client:    netip.AddrPortFrom(f.key.srcIP.Addr(), f.key.srcPort),
 		HeadLen:   req.HeadLen,
 		KeepAlive: req.KeepAlive,
-	}
+	})
 }

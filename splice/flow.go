@@ -194,16 +194,36 @@ func (e *FrontEnd) flowIn(id FlowID, want flowState) (*flow, error) {
 	return f, nil
 }
 
+// Recycling. A connection per request would allocate a flow record and a
+// request buffer per request; both come back when the flow is done (the
+// buffer at linger, the record at free) and serve the next connections.
+// The spares are bounded, so a flood leaves at most maxSpare of each
+// behind, and only buffers of at most spareBufCap bytes are kept: a long
+// head or body goes back to the garbage collector.
+const (
+	maxSpare    = 256
+	spareBufCap = 4 << 10
+)
+
 // newFlow registers a flow for key.
 func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 	e.nextID++
-	f := &flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never}
+	var f *flow
+	if n := len(e.spareFlows); n > 0 {
+		f = e.spareFlows[n-1]
+		e.spareFlows[n-1] = nil
+		e.spareFlows = e.spareFlows[:n-1]
+	} else {
+		f = new(flow)
+	}
+	*f = flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never}
 	e.flows[key] = f
 	e.byID[f.id] = f
 	return f
 }
 
-// free forgets f entirely.
+// free forgets f entirely and keeps its record for a later flow. Nothing
+// may use f after.
 func (e *FrontEnd) free(f *flow) {
 	if e.flows[f.key] == f {
 		delete(e.flows, f.key)
@@ -212,7 +232,32 @@ func (e *FrontEnd) free(f *flow) {
 	if f.hport != 0 && e.byPort[f.hport] == f {
 		delete(e.byPort, f.hport)
 	}
-	f.deadline = Never
+	e.keepBuf(f.buf)
+	*f = flow{deadline: Never} // drop what it refers to while it waits
+	if len(e.spareFlows) < maxSpare {
+		e.spareFlows = append(e.spareFlows, f)
+	}
+}
+
+// spareBuf returns an empty request buffer: a spare one, or nil (append
+// makes one).
+func (e *FrontEnd) spareBuf() []byte {
+	n := len(e.spareBufs)
+	if n == 0 {
+		return nil
+	}
+	b := e.spareBufs[n-1]
+	e.spareBufs[n-1] = nil
+	e.spareBufs = e.spareBufs[:n-1]
+	return b
+}
+
+// keepBuf keeps a request buffer nothing refers to any more, if it is
+// small enough and there is room.
+func (e *FrontEnd) keepBuf(b []byte) {
+	if b != nil && cap(b) <= spareBufCap && len(e.spareBufs) < maxSpare {
+		e.spareBufs = append(e.spareBufs, b[:0])
+	}
 }
 
 // linger moves f to its final state: late segments still find it (and
@@ -224,6 +269,7 @@ func (e *FrontEnd) linger(f *flow, now Time, reason CloseReason, out *Output) {
 	wasDispatched := f.hport != 0
 	f.state = stLinger
 	f.held = nil
+	e.keepBuf(f.buf)
 	f.buf = nil
 	f.sendBuf = nil
 	e.setDeadline(f, now.Add(e.cfg.Linger))

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -132,6 +133,14 @@ type FrontEnd struct {
 	stats    FrontEndStats
 	pkt      wire.Packet
 	opts     wire.TCPOptions
+	head     httphead.Request // the head being parsed
+
+	// What a connection per request would otherwise allocate each
+	// time: flow records and request buffers freed, kept for the next
+	// connections (flow.go), and the strings heads repeat (intern.go).
+	spareFlows []*flow
+	spareBufs  [][]byte
+	strs       interner
 }
 
 // NewFrontEnd validates cfg and returns an engine.

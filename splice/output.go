@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/qsplice/qsplice/proto"
@@ -100,11 +101,13 @@ func (r CloseReason) String() string {
 	return "unknown"
 }
 
-// RequestInfo describes a parsed request head.
+// RequestInfo describes a parsed request head. Its strings are the
+// caller's to keep (the engine shares equal ones between requests, see
+// intern.go); the RequestInfo itself lives in the Output.
 type RequestInfo struct {
 	Method, Host, Path, Cookie string
-	Port                       uint16 // VIP port the client connected to
-	Client                     string // client address:port, for logs
+	Port                       uint16         // VIP port the client connected to
+	Client                     netip.AddrPort // the client, for logs (formatted only if logged)
 	HeadLen                    int
 	KeepAlive                  bool
 }
@@ -115,7 +118,7 @@ type Event struct {
 	Kind    EventKind
 	Flow    FlowID
 	Backend uint32
-	Request *RequestInfo // EvRequest
+	Request *RequestInfo // EvRequest; in the Output, valid until its Reset
 	// FollowUp marks an EvRequest that came on an already spliced
 	// connection (keep-alive): the daemon schedules it and calls Admit;
 	// it goes to the connection's back-end (Backend).
@@ -137,13 +140,15 @@ type FlowID uint64
 
 // Output collects what one call into an engine produced. Frames that the
 // engine rewrote in place alias the input frame; frames it built live in
-// the Output's arena. Both stay valid until the next Reset, so the caller
-// sends everything before feeding the engine again. An Output is reused
-// call after call so the steady state allocates nothing.
+// the Output's arena, as do the RequestInfos events point to. All stay
+// valid until the next Reset, so the caller sends and handles everything
+// before feeding the engine again. An Output is reused call after call so
+// the steady state allocates nothing.
 type Output struct {
-	Frames []OutFrame
-	Events []Event
-	arena  []byte
+	Frames   []OutFrame
+	Events   []Event
+	arena    []byte
+	requests []RequestInfo
 }
 
 // arenaSize holds a burst of built frames (retransmitted request data,
@@ -155,6 +160,7 @@ func (o *Output) Reset() {
 	o.Frames = o.Frames[:0]
 	o.Events = o.Events[:0]
 	o.arena = o.arena[:0]
+	o.requests = o.requests[:0]
 }
 
 // alloc returns n bytes of scratch space for a frame the engine builds.
@@ -168,6 +174,13 @@ func (o *Output) alloc(n int) []byte {
 	start := len(o.arena)
 	o.arena = o.arena[:start+n]
 	return o.arena[start : start+n : start+n]
+}
+
+// request keeps r for an event until Reset. Growing the storage leaves
+// the RequestInfos handed out before where they are (in the old array).
+func (o *Output) request(r RequestInfo) *RequestInfo {
+	o.requests = append(o.requests, r)
+	return &o.requests[len(o.requests)-1]
 }
 
 func (o *Output) send(p Port, b []byte) { o.Frames = append(o.Frames, OutFrame{Port: p, Data: b}) }
