@@ -91,17 +91,23 @@ type Output struct {
 	Datagrams []Datagram
 	Logs      []LogRecord
 	handled   int // Engine.Events given to the controller
+	// splices hold the Splice messages of Datagrams, one request's each:
+	// a copy, so that a flow closed in the same pass changes none.
+	splices []proto.Splice
 }
 
 // Reset empties the output for the next pass.
 func (o *Output) Reset() {
 	o.Engine.Reset()
+	clear(o.Datagrams)
 	o.Datagrams = o.Datagrams[:0]
 	o.Logs = o.Logs[:0]
 	o.handled = 0
+	o.splices = o.splices[:0]
 }
 
-// Datagram is a control message to send.
+// Datagram is a control message to send. Msg is valid until the Output's
+// Reset.
 type Datagram struct {
 	To  netip.AddrPort
 	Msg proto.Message
@@ -131,9 +137,12 @@ type Controller struct {
 	backends map[uint32]*backend
 	order    []*backend // by id, so that every walk is deterministic
 	flows    map[splice.FlowID]*flowRec
-	splices  spliceTimers
-	custs    map[string]*customerStats
-	refunds  uint64
+	// spareRecs are records of flows gone, for the next ones
+	// (requests.go).
+	spareRecs []*flowRec
+	splices   spliceTimers
+	custs     map[string]*customerStats
+	refunds   uint64
 }
 
 // New returns a controller that steers eng, starting at now.
@@ -288,4 +297,11 @@ func (c *Controller) log(out *Output, level slog.Level, msg string, args ...any)
 
 func (o *Output) send(to netip.AddrPort, m proto.Message) {
 	o.Datagrams = append(o.Datagrams, Datagram{To: to, Msg: m})
+}
+
+// sendSplice sends a copy of m, kept in o until Reset (growing the
+// storage leaves the copies handed out before in the old array).
+func (o *Output) sendSplice(to netip.AddrPort, m *proto.Splice) {
+	o.splices = append(o.splices, *m)
+	o.send(to, &o.splices[len(o.splices)-1])
 }

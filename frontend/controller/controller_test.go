@@ -2,6 +2,7 @@ package controller
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -512,5 +513,37 @@ func TestTimeNeverGoesBack(t *testing.T) {
 	h.connected(1, t0)
 	if got, want := h.c.NextDeadline(), t0+sec+250*ms; got != want {
 		t.Fatalf("resend due at %v, want %v: the Splice counts as sent at the latest time seen", got-t0, want-t0)
+	}
+}
+
+// A Splice datagram is the request's own until it is sent: its flow may
+// close later in the same pass and its record serve the next flow, whose
+// Splice must not overwrite the first one's.
+func TestSpliceDatagramOutlivesItsFlowInThePass(t *testing.T) {
+	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 4, 1, t0)
+	h.request(1, "A.example", t0)
+	h.wantCalls("dispatch 1 b1")
+	h.eng.flows[1].state = "splice-wait"
+	h.eng.flows[2] = &fakeFlow{state: "queued"}
+	h.out.Reset()
+	h.out.Engine.Events = append(h.out.Engine.Events,
+		splice.Event{Kind: splice.EvSplice, Flow: 1, Backend: 1, Splice: proto.Splice{RequestID: 1}},
+		splice.Event{Kind: splice.EvClosed, Flow: 1, Backend: 1, Reason: splice.CloseRST},
+		splice.Event{Kind: splice.EvRequest, Flow: 2, Request: &splice.RequestInfo{Method: "GET", Host: "A.example", Path: "/", Port: 80}})
+	h.c.HandleEvents(t0+ms, &h.out)
+	h.wantCalls("dispatch 2 b1")
+	h.eng.flows[2].state = "splice-wait"
+	h.out.Engine.Events = append(h.out.Engine.Events,
+		splice.Event{Kind: splice.EvSplice, Flow: 2, Backend: 1, Splice: proto.Splice{RequestID: 2}})
+	h.c.HandleEvents(t0+ms, &h.out)
+	var ids []uint64
+	for _, d := range h.out.Datagrams {
+		if s, ok := d.Msg.(*proto.Splice); ok {
+			ids = append(ids, s.RequestID)
+		}
+	}
+	if !slices.Equal(ids, []uint64{1, 2}) {
+		t.Fatalf("Splice datagrams of the pass name requests %v, want [1 2]", ids)
 	}
 }

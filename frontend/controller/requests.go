@@ -23,8 +23,10 @@ type flowRec struct {
 	// parked for a slot on be.
 	waiting  waitState
 	followUp bool
-	// splice is the Splice message awaiting its SpliceAck; nil when none.
-	splice *pendingSplice
+	// splice is the Splice message awaiting its SpliceAck (pending);
+	// nil when none.
+	splice  *pendingSplice
+	pending pendingSplice
 	// ready: handed off ahead and confirmed, in be.ready waiting for a
 	// slot.
 	ready bool
@@ -98,7 +100,7 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		return
 	}
 	if rec == nil {
-		rec = &flowRec{id: ev.Flow}
+		rec = c.newRec(ev.Flow)
 		c.flows[ev.Flow] = rec
 	}
 	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
@@ -327,8 +329,7 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 	if rec == nil || len(rec.serving) == 0 {
 		return // already released: closed or reconciled
 	}
-	r := rec.serving[0]
-	rec.serving = rec.serving[1:]
+	r := rec.popServing()
 	if r.credited && c.credit != nil {
 		c.credit.Complete(r.customer, service)
 	}
@@ -360,6 +361,7 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 		return // never queued, or a second report (a failed handoff, then the answer)
 	}
 	delete(c.flows, ev.Flow)
+	defer c.keepRec(rec)
 	be := rec.be
 	if be == nil {
 		return // its request, if queued, is dropped when it comes out
@@ -385,4 +387,42 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	}
 	c.fillSlots(be, now, out)
 	c.dispatch(now, out)
+}
+
+// popServing removes and returns rec's oldest request in service, keeping
+// the slice's storage for the requests to come.
+func (rec *flowRec) popServing() servingReq {
+	r := rec.serving[0]
+	n := copy(rec.serving, rec.serving[1:])
+	rec.serving[n] = servingReq{}
+	rec.serving = rec.serving[:n]
+	return r
+}
+
+// maxSpareRecs bounds the flow records kept for reuse: a connection per
+// request would otherwise allocate one (and its serving list) each time.
+const maxSpareRecs = 256
+
+// newRec returns an empty record for flow id, a spare one if any.
+func (c *Controller) newRec(id splice.FlowID) *flowRec {
+	n := len(c.spareRecs)
+	if n == 0 {
+		return &flowRec{id: id}
+	}
+	rec := c.spareRecs[n-1]
+	c.spareRecs[n-1] = nil
+	c.spareRecs = c.spareRecs[:n-1]
+	rec.id = id
+	return rec
+}
+
+// keepRec keeps the record of a flow that is gone for a later one.
+// Nothing may refer to it any more: c.flows no longer does, and every
+// other structure names flows by id.
+func (c *Controller) keepRec(rec *flowRec) {
+	clear(rec.serving)
+	*rec = flowRec{serving: rec.serving[:0]}
+	if len(c.spareRecs) < maxSpareRecs {
+		c.spareRecs = append(c.spareRecs, rec)
+	}
 }

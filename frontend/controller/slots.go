@@ -184,10 +184,11 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 		c.abort(ev.Flow, now, out)
 		return
 	}
-	p := &pendingSplice{msg: ev.Splice, due: now.Add(c.cfg.SpliceRetry), tries: 1}
+	rec.pending = pendingSplice{msg: ev.Splice, due: now.Add(c.cfg.SpliceRetry), tries: 1}
+	p := &rec.pending
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
-	out.send(rec.be.ctl, &p.msg)
+	out.sendSplice(rec.be.ctl, &p.msg)
 }
 
 // resendSplices repeats Splice messages whose ack has not come: UDP may
@@ -207,7 +208,7 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		p.tries++
 		p.due = now.Add(c.cfg.SpliceRetry)
 		c.splices.push(rec.id, p.due)
-		out.send(rec.be.ctl, &p.msg)
+		out.sendSplice(rec.be.ctl, &p.msg)
 	}
 }
 
