@@ -59,7 +59,7 @@ func (c *Controller) reconcile(be *backend, reported int, now splice.Time, out *
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.rec.id, b.rec.id))
 	})
 	for _, o := range olds[:excess] {
-		r := o.rec.popServing() // a flow's requests are in dispatch order
+		r := popFront(&o.rec.serving) // a flow's requests are in dispatch order
 		c.release(be, r, now)
 		be.reconciled++
 	}

@@ -329,7 +329,7 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 	if rec == nil || len(rec.serving) == 0 {
 		return // already released: closed or reconciled
 	}
-	r := rec.popServing()
+	r := popFront(&rec.serving)
 	if r.credited && c.credit != nil {
 		c.credit.Complete(r.customer, service)
 	}
@@ -387,16 +387,6 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	}
 	c.fillSlots(be, now, out)
 	c.dispatch(now, out)
-}
-
-// popServing removes and returns rec's oldest request in service, keeping
-// the slice's storage for the requests to come.
-func (rec *flowRec) popServing() servingReq {
-	r := rec.serving[0]
-	n := copy(rec.serving, rec.serving[1:])
-	rec.serving[n] = servingReq{}
-	rec.serving = rec.serving[:n]
-	return r
 }
 
 // maxSpareRecs bounds the flow records kept for reuse: a connection per

@@ -79,14 +79,12 @@ func (c *Controller) sendFirstRequest(rec *flowRec, now splice.Time, out *Output
 // to follow-up requests parked for it.
 func (c *Controller) fillSlots(be *backend, now splice.Time, out *Output) {
 	for be.alive && be.sent < c.capacity(be) && len(be.ready) > 0 {
-		rec := c.flows[be.ready[0].flow]
-		be.ready = be.ready[1:]
+		rec := c.flows[popFront(&be.ready).flow]
 		rec.ready = false
 		c.sendFirstRequest(rec, now, out)
 	}
 	for len(be.parked) > 0 && c.hasRoom(be) {
-		p := be.parked[0]
-		be.parked = be.parked[1:]
+		p := popFront(&be.parked)
 		rec := c.flows[p.flow]
 		rec.waiting = notWaiting
 		c.admit(rec, p.req, p.credited, now, out)
@@ -98,8 +96,7 @@ func (c *Controller) fillSlots(be *backend, now splice.Time, out *Output) {
 func (c *Controller) slotWaits(now splice.Time, out *Output) {
 	for _, be := range c.order {
 		for len(be.ready) > 0 && now >= be.ready[0].since.Add(c.cfg.SlotWait) {
-			rec := c.flows[be.ready[0].flow]
-			be.ready = be.ready[1:]
+			rec := c.flows[popFront(&be.ready).flow]
 			rec.ready = false
 			cust := ""
 			if len(rec.serving) > 0 {
@@ -231,4 +228,17 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		return
 	}
 	c.spliceConfirmed(rec, now, out)
+}
+
+// popFront removes and returns the first element of a short queue,
+// keeping its storage: slicing from the front would make every append
+// after allocate, one per handoff set up ahead.
+func popFront[T any](q *[]T) T {
+	s := *q
+	v := s[0]
+	n := copy(s, s[1:])
+	var zero T
+	s[n] = zero
+	*q = s[:n]
+	return v
 }
