@@ -1,0 +1,374 @@
+// Package splice is qsplice's packet engine: two sans-I/O engines that
+// together hand a client's TCP connection over to a back-end's unmodified
+// kernel web server, so that the response goes straight from the back-end
+// to the client and never through the front-end.
+//
+// This comment is the theory of operation: what each engine keeps, who
+// owns which numbers, who retransmits what, and which test pins each of
+// the traps. It summarises the project's design notes; the code is the
+// truth, and the file named with each part says where to read it.
+//
+// # The picture
+//
+// The front-end owns the virtual IP (VIP). Its engine, FrontEnd, accepts
+// the client's connection, reads the request head, and, once the daemon
+// picked a back-end, opens a second connection to it, C2, from a handoff
+// address and port of its own. The back-end's engine, Shim, is a bump in
+// the wire between the back-end's kernel (PortHost, a TAP) and the network
+// (PortWire): it passes everything unchanged except the replies on C2,
+// which it rewrites to come from the VIP and sends to the client.
+//
+//	               request direction: always through the front-end
+//	client ──────> FrontEnd ───────────────────────> Shim ───────> back-end kernel
+//	(to VIP:port)  translates ACK, SACK,                watches        │
+//	   ^           TS echo onto C2                      requests       │ replies
+//	   │               ^                              │                │ on C2
+//	   │               └─ header-only copies ─────────┤ <──────────────┘
+//	   │                  (request not acked yet;     │
+//	   │                   every FIN and RST)         │
+//	   └── replies: from VIP:port, seq + delta, ──────┘
+//	       TSval + offset, window rescaled
+//
+// Everything else sits around the engines: header views and checksums in
+// package wire, the request-head parser in httphead, devices in link, the
+// control messages between the hosts in package proto, the scheduling in
+// frontend/controller, and the daemons in frontend and backend.
+//
+// # The contract: frames and time in, frames and events out
+//
+// Neither engine reads a clock, sleeps, starts a goroutine or touches a
+// socket. Every call takes the current Time (nanoseconds on the caller's
+// clock: the daemons pass monotonic time since they started, stamped once
+// per pass of their loop so it never goes back; replay passes capture
+// timestamps; tests pass what they like) and writes what it produced into
+// a caller-owned Output:
+//
+//   - FrontEnd.Input(frame, now, out): one Ethernet frame from the wire,
+//     complete (its daemon completes partial checksums and cuts GRO'd
+//     super-frames into MTU-sized segments first, frontend/loop.go).
+//   - Shim.Input(port, frame, now, out) and Shim.InputVNet(port, frame,
+//     vh, now, out): a frame from either side, with the virtio-net header
+//     it came with (see Super-frames below).
+//   - Tick(now, out) runs the timers due; NextDeadline says when Tick next
+//     has work. The caller sleeps until then or until a frame arrives.
+//
+// Output.Frames are the frames to send, each with its Port and the
+// virtio-net header to send it with (OutFrame.VNet; the zero header for
+// frames the engine built). A frame the engine rewrote in place aliases
+// the input frame; a frame it built lives in the Output's arena. Both stay
+// valid until Output.Reset, so the caller sends everything before it
+// reuses the input buffer or feeds the engine again. An Output is reused
+// call after call, which is why the forwarding and translating paths
+// allocate nothing (alloc_test.go).
+//
+// Output.Events are what the daemon must act on. On the front-end, the
+// controller answers them by calling the engine back; every call names a
+// flow that may have moved on since the event, and then changes nothing
+// and says so (ErrNoFlow, ErrFlowState, ErrNotWaiting; Reject returns
+// false):
+//
+//   - EvRequest: a request head is complete. Dispatch(id, backend) opens
+//     C2 to the chosen back-end; Reject(id, status, ...) answers 503 or
+//     429 instead and closes. With FollowUp set the request came on a
+//     connection already spliced: Admit(id) lets it through to the same
+//     back-end, RejectFollowUp(id, ...) answers it inside the stream.
+//   - EvSplice: C2 is up; Event.Splice is the proto.Splice the daemon sends
+//     to the back-end's shim. When the shim's SpliceAck comes,
+//     SpliceAcked(id) sends the request; or, if the back-end has no free
+//     slot yet, HoldSplice(id) keeps the ready connection waiting until
+//     SpliceAcked or Reject.
+//   - EvAnswered: the front-end answered the client itself (Status,
+//     Detail).
+//   - EvClosed: a flow ended (Reason; Bytes forwarded; Backend if it was
+//     dispatched). CloseHandoffFailed reports only the back-end part gone:
+//     the flow stays to carry its answer and is reported closed again
+//     later.
+//   - Not events but inputs from the shims: the end of a response
+//     (proto.Feedback.ResponseEnd) goes to ResponseEnded; a back-end that
+//     died takes its flows down with Abort, which resets both ends.
+//
+// On the back-end, AddSplice installs a proto.Splice; the daemon's
+// SpliceAck says OK only after AddSplice returned nil. The shim's
+// one event, EvResponseDone, reports a served request (RequestID,
+// ServiceTime, Bytes, ResponseEnd) and becomes a proto.Feedback.
+//
+// Neither engine is safe for concurrent use: one goroutine feeds it, so no
+// lock is taken per packet. The back-end daemon runs one Shim per worker.
+//
+// # A front-end flow, state by state
+//
+// A flow (flow.go) is one client connection and, once dispatched, its C2.
+// It has one state and one timer:
+//
+//	  SYN ──> SYN-ACK carrying a cookie; nothing is kept
+//	  final ACK with a valid cookie
+//	    │
+//	    v
+//	reading ───── 400, 408, 431 ──────────────────> answering
+//	    │ head complete: EvRequest                   ^  │ our FIN acked,
+//	    v                                            │  │ or retries out
+//	queued ────── Reject (503, 429) ────────────────>┤  v
+//	    │ Dispatch: C2 SYN                           │ linger ─ Linger ─> gone
+//	    v                                            │  ^
+//	connecting ── RST, no SYN-ACK: 503 ─────────────>┤  │
+//	    │ SYN-ACK: EvSplice                          │  │
+//	    v                                            │  │
+//	splice-wait ─ no SpliceAck in time, Reject ─────>┤  │
+//	    │ SpliceAcked: the request goes on C2        │  │
+//	    v                                            │  │
+//	spliced ───── a refused follow-up, once the ────>┘  │
+//	    │         last response has ended               │
+//	    └──────── both FINs, RST, Abort, idle ──────────┘
+//
+// Abort, from any state but linger, resets both ends and goes to linger.
+//
+// No state before the handshake (cookie.go): a SYN is answered with a
+// SYN-ACK whose ISN is a SYN cookie carrying a time slot, the client's
+// MSS (rounded down to a table value), window scale, SACK and timestamp
+// offers, and a keyed hash; the final ACK rebuilds them. Besides our MSS, the
+// SYN-ACK answers only options the client offered. A SYN to a port nobody
+// listens on gets a RST.
+//
+// reading (fe_client.go): in-order bytes are buffered (up to RecvBuffer,
+// the window we advertise being what is free) and acknowledged; a data
+// segment out of order gets a duplicate ACK. Each arrival re-parses the
+// head: complete means queued and EvRequest; too large 431; malformed
+// 400; the client's FIN before a complete head 400 (or a quiet close, if
+// it sent nothing).
+// Bytes past the first request (a pipelined second one) are un-accepted
+// (the client will send them again, and they are scheduled on their own);
+// once queued, request body bytes still arrive into the buffer, and a
+// frame beyond the request is kept for after the splice.
+//
+// connecting (fe_handoff.go): Dispatch takes a handoff port (a linear
+// probe from a start derived from the cookie secret, so a restarted
+// front-end does not walk into its predecessor's tuples) and sends the
+// C2 SYN with ISN = the client's ISN and the options the client's SYN
+// offered (its MSS as the cookie kept it), nothing else. A RST from the
+// back-end, or no SYN-ACK after three retransmissions, answers the
+// client 503; a challenge ACK (an old connection still holds the tuple)
+// is reset and the SYN sent again.
+//
+// splice-wait: the SYN-ACK gives the back-end's ISN, MSS, window scale and
+// timestamps; the engine computes the translation numbers, acknowledges
+// the SYN-ACK and emits EvSplice. Client frames arriving now are copied
+// and held, at most HoldFrames of them; the rest are dropped and the
+// client resends them. Without SpliceAcked the client gets a 503. Nothing
+// of the request has reached the server yet, so every 503 here is safe to
+// retry.
+//
+// spliced (fe_forward.go): SpliceAcked sends the buffered request on C2,
+// then the held frames. From then on every client segment is translated
+// in place onto C2 and the front-end acknowledges no client data of its
+// own. It still watches the request stream for keep-alive follow-up
+// requests (fe_keepalive.go: bytes from the next head on are held until
+// Admit, each held segment's ACK, SACK and window sent on at once in a
+// header-only segment), and a refused follow-up takes the connection back
+// (fe_refuse.go: once the shim reported where the last response ended and
+// the client acknowledged all of it, C2 is reset and the front-end answers
+// from that point in the stream; if the end is not known within
+// RefuseWait of the client's last progress, the connection is reset).
+//
+// answering (fe_answer.go): the front-end's own response and FIN, sent
+// reliably. linger: EvClosed has been emitted; late segments still find
+// the flow (a spliced flow's retransmitted FINs are still forwarded, an
+// answered flow's FIN is consumed and acknowledged) until Linger passes.
+// A new SYN on a lingering tuple frees it and starts a new connection.
+//
+// # Sequence spaces: who owns which number
+//
+//	                 client <-> VIP         C2: handoff <-> back-end
+//	request bytes    from client ISN c   =  from c (C2's SYN used c)
+//	reply bytes      from ISN_f (cookie) =  from ISN_b, + seqDelta
+//	client's TSval   the client's clock  =  the same, never rewritten
+//	reply TSval      back-end's + tsOffset  the back-end's clock
+//	request windows  client's own scale  =  the same (C2 offered it)
+//	reply windows    win << wsB >> wsF      the back-end's scale wsB
+//
+// The client owns c and its TS clock; the front-end owns ISN_f and its TS
+// clock (milliseconds of engine time, like Linux's); the back-end's kernel
+// owns ISN_b and its clock. The front-end computes the translation once,
+// from the back-end's SYN-ACK (c2Established), and the proto.Splice carries
+// it to the shim unchanged for the connection's life:
+//
+//   - seqDelta = ISN_f - ISN_b (mod 2^32). The shim adds it to the seq of
+//     every reply; the front-end subtracts it from the client's ACK
+//     number and every SACK edge, and from an ICMP's embedded seq.
+//     Request-direction sequence numbers need nothing: C2 began at c.
+//   - tsOffset = (our TS clock now) + 1 - the SYN-ACK's TSval, so that
+//     translated TSvals continue after every TSval the front-end sent
+//     the client itself. The shim adds it to every reply's TSval; the
+//     front-end subtracts it from the client's TS echo. When the front-end
+//     takes a connection back to answer a refused follow-up, its own TSvals
+//     never go below the last one the client echoed.
+//   - Window scales: wsF is ours towards the client (WScale, when the
+//     client offered scaling), wsB the back-end's. Reply windows become
+//     win << wsB >> wsF, clamped to 65535 and never rounded from non-zero
+//     to zero. The client's windows go to the back-end unchanged: C2
+//     offered the client's own scale.
+//   - MSS: C2 offers the client's MSS, so no reply is too large for it.
+//
+// Segments the front-end makes up on C2 carry the client's last TSval
+// (the back-end knows only the client's clock): the request and the ACK
+// of the SYN-ACK echo the SYN-ACK's TSval, held follow-up bytes the
+// client's own echo, translated. A RST must land at the receiver's rcv_nxt
+// (RFC 5961): towards the back-end at the end of what reached it, towards
+// a spliced client at the client's latest ACK.
+//
+// # Who retransmits what
+//
+//   - The handshake: the client. The front-end keeps nothing for a SYN;
+//     each retransmitted SYN gets a fresh cookie SYN-ACK.
+//   - Request bytes before the front-end acknowledged them: the client.
+//     After: the front-end, because only it still has them. It sends them
+//     on C2 at SpliceAcked and resends from the back-end's highest ACK
+//     every RTOMin << retries until the back-end has acknowledged all of
+//     them (MaxRetries, then Abort). It sees those ACKs only because the
+//     shim sends it a header-only copy of every reply until one
+//     acknowledges the request's end (Splice.RequestEnd), and of every
+//     reply with FIN or RST; copies carry no payload, so the front-end
+//     never receives the response.
+//   - Frames held during splice-wait: forwarded once; dropped ones the
+//     client resends. Follow-up bytes held until Admit: nobody
+//     acknowledged them, so the client keeps retransmitting them; the
+//     front-end sends them once when admitted.
+//   - Everything the client sends after the splice, and every reply: the
+//     two kernels, end to end. The engines translate each copy alike.
+//   - The C2 SYN (three retransmissions, doubling from HandoffTimeout) and
+//     the front-end's own answers (go-back-N from the oldest unacknowledged
+//     byte, RTOMin doubling, MaxRetries): the front-end.
+//   - The Splice message: the controller resends it until acknowledged
+//     (at most SpliceTries times);
+//     the shim takes a repeated Splice for the same request as a no-op.
+//
+// # The shim
+//
+// A spliceEntry (shim.go) is one spliced connection, found by its reply
+// tuple (server -> handoff address) and by request ID: the client's and
+// VIP's addresses and ports, the client's next-hop MAC (the source MAC of
+// the client's frames at the front-end), seqDelta, tsOffset, the window
+// shift, RequestEnd and whether the back-end has acknowledged it,
+// both FINs, and the service-time measurement.
+//
+// A frame from the host on a spliced tuple, other than a SYN, is
+// translated (shim_translate.go); everything else passes to the other
+// side unchanged, header and all: the SYN-ACK (the front-end needs the
+// back-end's own numbers), traffic of unspliced connections, and frames
+// that do not parse. A reply it cannot translate safely (options that do
+// not parse, a vnet header that does not fit) is dropped and counted.
+// Client segments towards the host on a spliced tuple are watched on
+// their way.
+//
+// Service time, one request at a time: it starts when new request bytes
+// arrive (a retransmission is not a new request) and runs to the last
+// response byte the server sent. The response is over when the server has
+// sent every byte its head announced (the slot is free, whatever the
+// client's pace); or, with no length in the head, once the client has
+// acknowledged everything and the server stayed quiet for ResponseQuiet;
+// or when the next request arrives, a RST, or the entry expires. The
+// entry lingers Linger after both FINs or a RST and is forgotten after
+// IdleTimeout without a packet.
+//
+// # Super-frames and partial checksums
+//
+// On links with virtio-net headers (link.BatchLink) a reply of up to
+// 64 KiB that the host kernel left to TSO reaches InputVNet whole, marked
+// NEEDS_CSUM. The shim translates its headers once: the sequence number is
+// the first byte's, every field keeps its size, so the vnet header still
+// fits and leaves unchanged (OutFrame.VNet), and the device cuts and
+// checksums the segments. A NEEDS_CSUM frame's checksum field holds the
+// uncomplemented pseudo-header sum, so the address changes go in as a
+// plain one's-complement sum (wire.AdjustPartialChecksum, through
+// TCP.UpdatePartialAddrs) and the other rewrites leave the field alone;
+// a complete checksum is updated field by field with RFC 1624. A reply
+// whose vnet header describes anything else is dropped and counted, never
+// passed untranslated. Copies to the front-end get full checksums and the
+// zero header. The front-end engine sees only complete frames, and a link
+// without vnet headers finishes offloaded frames in software on write.
+//
+// # Timers
+//
+// Each flow (and each shim entry) has one current deadline, and each
+// engine one heap of them (timers.go, a queue.Heap with lazy deletion):
+// moving a deadline pushes a new entry and leaves the old one, which Tick
+// skips because it no longer matches the owner's deadline. A deadline that
+// only moves later (the idle timer every packet refreshes) is not pushed
+// at all; when the earlier entry fires, the owner finds the later time and
+// pushes that. NextDeadline may therefore report a stale, earlier time: Tick
+// then has nothing to do. The front-end's deadlines, by state:
+//
+//	reading       HeadTimeout (10 s)             -> 408
+//	queued        IdleTimeout (15 min) -> 503, a backstop: the
+//	              controller's queue timeouts normally reject it first
+//	connecting    HandoffTimeout (1 s), doubling, 3 retries -> 503
+//	splice-wait   3 x HandoffTimeout -> 503; held: IdleTimeout -> 503
+//	spliced       request unacknowledged: RTOMin << retries, resend
+//	              (MaxRetries, then reset both ends);
+//	              refused follow-up: RefuseWait (10 s) -> reset;
+//	              both FINs: Linger after the last client packet -> linger;
+//	              else IdleTimeout after it -> reset both ends
+//	answering     RTOMin << retries, resend; MaxRetries -> linger
+//	linger        Linger (5 s) -> gone
+//
+// The shim's: the end of ResponseQuiet after a drained response, Linger
+// after both FINs or a RST, IdleTimeout otherwise.
+//
+// # The traps, and the tests that pin them
+//
+// The design notes list the mistakes a splicer can make (their section 4).
+// Each is answered in the code and pinned by tests:
+//
+//  1. Window scale (rescaleWindow):
+//     TestRescaleWindowClampsAndNeverClosesAnOpenWindow,
+//     TestShimTranslatesSplicedReplies.
+//  2. Timestamps, translated both ways and continuing the front-end's:
+//     TestC2SynAckGivesAckAndSpliceWithTheTranslationNumbers,
+//     TestForwardedClientSegmentsAreTranslatedOntoC2 (a wrapping client
+//     clock), TestShimTranslatesUnalignedTimestamps,
+//     TestForwardingTranslatesUnalignedOptions,
+//     TestRefusedFollowUpIsAnsweredInItsStream.
+//  3. SACK edges name reply bytes:
+//     TestForwardedClientSegmentsAreTranslatedOntoC2.
+//  4. Option hygiene: TestSynAckCarriesCookieAndOnlyOptionsTheClientOffered,
+//     TestSynAckAndC2SynNeverReflectUnknownOptions,
+//     TestDispatchOpensC2WithClientISNAndOnlyTheOptionsTheClientOffered.
+//  5. Incremental checksums across wrap:
+//     TestForwardingKeepsChecksumsExactForRandomNumbers, and in wire
+//     TestIncrementalRewriteEqualsFullRecompute, TestChecksumZeroForms,
+//     TestSeqAcrossWrap; every fuzzer checks that
+//     each emitted frame parses, with exact checksums whenever the input's
+//     were (fuzz_test.go).
+//  6. Client frames during the handoff reach the back-end exactly once:
+//     TestClientFramesDuringSpliceWaitAreHeldBoundedThenForwarded,
+//     TestPipelinedRequestWhileQueuedIsNotHandedOverWithTheFirst,
+//     TestSpliceAckedSendsTheRequestExactlyAndRetransmitsUntilTheShimCopyAcksIt.
+//     The Splice before the first reply:
+//     TestHeldSpliceSendsTheRequestOnlyWhenReleased, and in the lab
+//     TestDelayedSpliceNeverLeaksUntranslatedReplies (tools/e2e).
+//  7. One direction seen after the splice: the shim's copies,
+//     TestShimCopiesHeadersToTheFrontEndUntilTheRequestIsAcked.
+//  8. ACK storms (fe_storm.go): TestAckStormIsCut,
+//     TestDuplicateAcksWithProgressAreNotAStorm.
+//  9. ICMP fragmentation-needed for a reply:
+//     TestICMPFragNeededForAReplyReachesTheBackendInC2Numbers.
+//  10. Port reuse on a lingering tuple:
+//     TestSynOnLingeringTupleStartsANewConnection.
+//  11. Partial checksums and super-frames: TestShimTranslatesASuperFrameOnce,
+//     TestShimKeepsAPartialChecksumPartial,
+//     TestShimCopiesASuperFrameHeaderWithFullChecksums,
+//     TestShimAccountsForASuperFrameAsForItsSegments,
+//     TestShimPassesSuperFramesAndGROFramesWhole,
+//     TestShimDropsRepliesWhoseVNetHeaderDoesNotFit, and in wire
+//     TestRFC1624OnAPartialFieldIsWrong.
+//  12. Request rewriting does not arise: no request byte is ever changed,
+//     so the request direction keeps one sequence space.
+//  13. A back-end dying mid-response: Abort,
+//     TestAbortResetsBothEndsAtTheClientsNextSequence; the refund and the
+//     avoidance are the controller's (TestBackendDeathRefundsAndReregistration
+//     in frontend/controller, TestBackendDeathAndReturn in tools/e2e).
+//
+// Beyond the list: TestSplicedFlowTimerHeapDoesNotGrowPerPacket (the lazy
+// timers), TestWholeLoopInMemory (both engines between a scripted client
+// and server, end to end), and the fuzzers' property that an engine forgets
+// everything once its timers have run.
+package splice
