@@ -139,13 +139,10 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
 	a := &AFPacket{name: ifname, conn: conn, vnet: cfg.VNetHdr}
-	// The largest frame a ring block must hold: a super-frame, or the
-	// MTU behind an Ethernet header and a VLAN tag.
-	largest := ifi.MTU + 18
-	if cfg.VNetHdr {
-		largest = MaxFrame
-	}
-	if err := a.configure(cfg, largest); err != nil {
+	// A frame of the interface's MTU, behind an Ethernet header and a
+	// VLAN tag: what a receive ring must hold (super-frames aside).
+	mtuFrame := ifi.MTU + 18
+	if err := a.configure(cfg, mtuFrame); err != nil {
 		conn.Close()
 		if a.ring != nil {
 			a.ring.unmap() // the mapping keeps the socket alive
@@ -172,7 +169,7 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	return a, nil
 }
 
-func (a *AFPacket) configure(cfg AFPacketConfig, largest int) error {
+func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
 	raw, err := a.conn.SyscallConn()
 	if err != nil {
 		return err
@@ -223,7 +220,7 @@ func (a *AFPacket) configure(cfg AFPacketConfig, largest int) error {
 		// outside the ring.
 		var rerr error
 		if err := raw.Control(func(fd uintptr) {
-			a.ring, rerr = openRing(int(fd), *cfg.RxRing, cfg.VNetHdr, largest)
+			a.ring, rerr = openRing(int(fd), *cfg.RxRing, cfg.VNetHdr, mtuFrame)
 		}); err != nil {
 			return err
 		}

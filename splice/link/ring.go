@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -31,11 +32,14 @@ import (
 // frames blocks fill and retire on their own; a lone frame (a SYN, the
 // request, the last ACK of a burst) waits the whole timeout.
 //
-// RingSlots (TPACKET_V2) gives each frame a slot of its own, sized for
-// the largest frame, and hands it over as soon as it is filled, waking
-// the reader as recvmmsg does: no added latency, and one system call
-// less per wake-up than recvmmsg (the read itself), for slots of 64 KiB
-// per frame with vnet headers whatever the frame's size.
+// RingSlots (TPACKET_V2) gives each frame a slot of its own and hands it
+// over as soon as it is filled, waking the reader as recvmmsg does: no
+// added latency, and one system call less per wake-up than recvmmsg (the
+// read itself). Slots are sized for the interface's MTU, so that a ring
+// of a few MiB holds thousands of frames, as a socket buffer does; a
+// larger frame (a super-frame, with vnet headers) is marked
+// TP_STATUS_COPY in its slot and also queued whole on the socket
+// (PACKET_COPY_THRESH), where the reader fetches it with one recvmsg.
 //
 // Which is better depends on the traffic; BenchmarkRingBump and the
 // daemons' -rx-ring flags measure them against recvmmsg.
@@ -83,15 +87,21 @@ type RingConfig struct {
 	// page size. A RingBlocks block must hold the largest frame the
 	// socket can receive (MaxFrame with vnet headers, the interface's MTU
 	// plus its headers without) plus ringBlockOverhead; RingSlots blocks
-	// are cut into slots of that frame plus ringSlotOverhead, as many as
-	// fit. Zero picks DefaultRingBlockSize (RingBlocks), 64 KiB
-	// (RingSlots for MTU-sized frames) or DefaultRingSlotBlockSize
-	// (RingSlots for super-frames), or the smallest power of two above
-	// that holds a frame.
+	// are cut into slots of FrameSize plus ringSlotOverhead bytes, as
+	// many as fit. Zero picks DefaultRingBlockSize (RingBlocks) or
+	// DefaultRingSlotBlockSize (RingSlots), or the smallest power of two
+	// above that holds a frame (1 MiB for slots of super-frames: two do
+	// not fit in 128 KiB, and the kernel allocates blocks in powers of
+	// two).
 	BlockSize int
+	// FrameSize (RingSlots only) is the largest frame a slot holds
+	// itself; a longer one is queued whole on the socket and fetched with
+	// recvmsg. Zero: the interface's MTU plus its headers. MaxFrame puts
+	// super-frames in the ring too, at 64 KiB of ring per frame whatever
+	// its size.
+	FrameSize int
 	// Blocks is the number of blocks. Zero picks enough for
-	// DefaultRecvBuffer bytes, and with RingSlots for DefaultRingSlots
-	// frames too, at least 8.
+	// DefaultRecvBuffer bytes, at least 8.
 	Blocks int
 	// RetireTimeout (RingBlocks only) is how long the kernel keeps a
 	// block that is not full before handing it over anyway: the longest
@@ -106,13 +116,8 @@ const (
 	DefaultRingBlockSize = 128 << 10
 	// DefaultRingRetireTimeout is the shortest timeout the kernel takes.
 	DefaultRingRetireTimeout = time.Millisecond
-	// DefaultRingSlotBlockSize is cut into 15 slots for super-frames
-	// (two do not fit in 128 KiB, and the kernel allocates blocks in
-	// powers of two, so smaller blocks waste up to half).
-	DefaultRingSlotBlockSize = 1 << 20
-	// DefaultRingSlots is about the number of frames a RingSlots ring
-	// holds by default: 16 MiB of super-frame slots.
-	DefaultRingSlots = 240
+	// DefaultRingSlotBlockSize is cut into 40 slots for a 1500-byte MTU.
+	DefaultRingSlotBlockSize = 64 << 10
 )
 
 // Offsets into the kernel's structures (<linux/if_packet.h>).
@@ -163,6 +168,11 @@ type rxRing struct {
 	// slots in all; zero for RingBlocks.
 	slotSize, perBlock, slots int
 	cur                       int // the block (slot) read next
+	// copied receives a frame the kernel queued whole because it did not
+	// fit its slot (TP_STATUS_COPY): recvmsg into hdr (its vnet header)
+	// and the caller's buffer. queued counts them.
+	copied ringCopy
+	queued uint64
 	// left counts the frames of block cur not yet passed; it is nonzero
 	// exactly while block cur belongs to the reader, and then next is
 	// the offset in mem of the next frame's tpacket3_hdr.
@@ -179,23 +189,103 @@ type ringFrame struct {
 	data  []byte // the bytes captured, capacity capped at their length
 	vnet  []byte // the virtio-net header before them, nil without
 	whole bool   // nothing was cut: tp_snaplen == tp_len
+	// queued: the slot holds the start of a frame that did not fit; the
+	// whole frame waits on the socket's queue (ringCopy).
+	queued bool
+}
+
+// ringCopy is the argument block of the prebuilt recvmsg closure that
+// fetches a frame queued whole (TP_STATUS_COPY). It never parks: the
+// frame was queued before its slot was handed over.
+type ringCopy struct {
+	hdr   [wire.VNetHdrLen]byte
+	iov   [2]unix.Iovec
+	msg   unix.Msghdr
+	hlen  int
+	n     int // the frame's whole length (MSG_TRUNC)
+	errno syscall.Errno
+	do    func(fd uintptr) bool
+}
+
+func (c *ringCopy) init(vnet bool) {
+	first := 1
+	if vnet {
+		c.hlen, first = wire.VNetHdrLen, 0
+	}
+	c.iov[0].Base = &c.hdr[0]
+	c.iov[0].SetLen(len(c.hdr))
+	c.msg.Iov = &c.iov[first]
+	c.msg.SetIovlen(len(c.iov) - first)
+	c.do = c.recv
+}
+
+func (c *ringCopy) recv(fd uintptr) bool {
+	for {
+		n, _, errno := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&c.msg)), unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+		if errno == unix.EINTR {
+			continue
+		}
+		c.n, c.errno = int(n)-c.hlen, errno
+		return true
+	}
+}
+
+// fetchQueued receives the frame queued whole for the current slot into
+// buf. It returns the frame's length, which exceeds len(buf) when the
+// frame did not fit (it is then dropped), and its vnet header.
+func (a *AFPacket) fetchQueued(buf []byte) (int, wire.VNetHdr, error) {
+	c := &a.ring.copied
+	c.iov[1].Base = &buf[0]
+	c.iov[1].SetLen(len(buf))
+	err := a.raw.Read(c.do)
+	c.iov[1].Base = nil
+	switch {
+	case a.closed.Load():
+		return 0, wire.VNetHdr{}, closedError(a.name, "read")
+	case err != nil:
+		return 0, wire.VNetHdr{}, err
+	case c.errno == unix.EAGAIN:
+		return 0, wire.VNetHdr{}, fmt.Errorf("%w: a slot says its frame was queued whole, and none is", ErrRingCorrupt)
+	case c.errno != 0:
+		return 0, wire.VNetHdr{}, fmt.Errorf("recvmsg: %w", c.errno)
+	}
+	var h wire.VNetHdr
+	if c.hlen > 0 {
+		h, _ = wire.DecodeVNetHdr(c.hdr[:])
+	}
+	a.ring.queued++
+	return c.n, h, nil
 }
 
 // slotSize is the size of a RingSlots slot for frames of up to largest
 // bytes, a multiple of TPACKET_ALIGNMENT.
 func slotSize(largest int) int { return (largest + ringSlotOverhead + 15) &^ 15 }
 
-// resolveRing fills in cfg's defaults and checks it against the largest
-// frame the socket may receive.
-func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
+// resolveRing fills in cfg's defaults and checks it against the frames
+// the socket may receive: mtuFrame bytes, or MaxFrame with vnet headers.
+func resolveRing(cfg RingConfig, vnet bool, mtuFrame int) (RingConfig, error) {
 	page := os.Getpagesize()
+	largest := mtuFrame
+	if vnet {
+		largest = MaxFrame
+	}
 	need, size := largest+ringBlockOverhead, DefaultRingBlockSize
 	switch cfg.Kind {
 	case RingBlocks:
+		if cfg.FrameSize != 0 {
+			return cfg, errors.New("a ring of blocks packs frames of any size: it has no frame size")
+		}
 	case RingSlots:
-		need, size = slotSize(largest), 64<<10
-		if need > size {
-			size = DefaultRingSlotBlockSize
+		if cfg.FrameSize == 0 {
+			cfg.FrameSize = mtuFrame // a larger one is queued whole
+		}
+		if cfg.FrameSize < 64 || cfg.FrameSize > MaxFrame {
+			return cfg, fmt.Errorf("ring slots for frames of %d bytes: want 64 to %d", cfg.FrameSize, MaxFrame)
+		}
+		largest = cfg.FrameSize
+		need, size = slotSize(largest), DefaultRingSlotBlockSize
+		if need > 64<<10 {
+			size = 1 << 20
 		}
 		if cfg.RetireTimeout != 0 {
 			return cfg, errors.New("a ring of slots hands each frame over at once: it has no retire timeout")
@@ -214,10 +304,6 @@ func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
 	}
 	if cfg.BlockSize < need {
 		return cfg, fmt.Errorf("ring block size %d cannot hold a frame of %d bytes (needs %d)", cfg.BlockSize, largest, need)
-	}
-	if cfg.Blocks == 0 && cfg.Kind == RingSlots {
-		perBlock := cfg.BlockSize / need
-		cfg.Blocks = max(8, (DefaultRingSlots+perBlock-1)/perBlock, DefaultRecvBuffer/cfg.BlockSize)
 	}
 	if cfg.Blocks == 0 {
 		cfg.Blocks = max(8, DefaultRecvBuffer/cfg.BlockSize)
@@ -247,14 +333,15 @@ func resolveRing(cfg RingConfig, largest int) (RingConfig, error) {
 // queue too) while ReadBatch, which reads only the ring, finds nothing.
 // PACKET_VNET_HDR must be set before, if at all: the kernel refuses it
 // once a ring exists.
-func openRing(fd int, cfg RingConfig, vnet bool, largest int) (*rxRing, error) {
-	cfg, err := resolveRing(cfg, largest)
+func openRing(fd int, cfg RingConfig, vnet bool, mtuFrame int) (*rxRing, error) {
+	cfg, err := resolveRing(cfg, vnet, mtuFrame)
 	if err != nil {
 		return nil, err
 	}
 	r := &rxRing{cfg: cfg, blockSize: cfg.BlockSize, blocks: cfg.Blocks, vnet: vnet}
+	r.copied.init(vnet)
 	if cfg.Kind == RingSlots {
-		r.slotSize = slotSize(largest)
+		r.slotSize = slotSize(cfg.FrameSize)
 		r.perBlock = cfg.BlockSize / r.slotSize
 		r.slots = r.perBlock * cfg.Blocks
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
@@ -301,6 +388,15 @@ func openRing(fd int, cfg RingConfig, vnet bool, largest int) (*rxRing, error) {
 		if errno != 0 && errno != unix.EINTR {
 			r.unmap()
 			return nil, fmt.Errorf("drain the frames queued before the ring: %w", errno)
+		}
+	}
+	if r.slots > 0 {
+		// From now on a frame longer than its slot is also queued whole
+		// (the option is a switch, not a size); not before the queue was
+		// drained, which would have dropped the whole copy of a slot.
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_COPY_THRESH, 1); err != nil {
+			r.unmap()
+			return nil, fmt.Errorf("set PACKET_COPY_THRESH: %w", err)
 		}
 	}
 	return r, nil
@@ -398,8 +494,13 @@ func (r *rxRing) frame(start, snap, orig int) ringFrame {
 
 // peekSlot is peek on a ring of slots.
 func (r *rxRing) peekSlot() (ringFrame, bool, error) {
-	if atomic.LoadUint32(r.status())&unix.TP_STATUS_USER == 0 {
+	status := atomic.LoadUint32(r.status())
+	if status&unix.TP_STATUS_USER == 0 {
 		return ringFrame{}, false, nil
+	}
+	r.left = 1
+	if status&unix.TP_STATUS_COPY != 0 {
+		return ringFrame{queued: true}, true, nil
 	}
 	h := r.slotOffset()
 	snap, orig := int(r.u32(h+slotSnaplenOff)), int(r.u32(h+slotLenOff))
@@ -412,7 +513,6 @@ func (r *rxRing) peekSlot() (ringFrame, bool, error) {
 		r.release()
 		return ringFrame{}, false, fmt.Errorf("%w: frame of %d bytes at %d in slot %d", ErrRingCorrupt, snap, start-h, h)
 	}
-	r.left = 1
 	return r.frame(start, snap, orig), true, nil
 }
 
@@ -470,6 +570,22 @@ func (a *AFPacket) readRingBatch(b *Batch) (int, error) {
 		if !ok {
 			break
 		}
+		if f.queued {
+			size, h, qerr := a.fetchQueued(b.Bufs[n])
+			r.advance()
+			if qerr != nil {
+				err = fmt.Errorf("afpacket %s: read: %w", a.name, qerr)
+				break
+			}
+			if size > len(b.Bufs[n]) {
+				truncated++
+				continue
+			}
+			b.Sizes[n], b.VNet[n] = size, h
+			a.ctr.received(size)
+			n++
+			continue
+		}
 		if !f.whole || len(f.data) > len(b.Bufs[n]) {
 			truncated++
 			r.advance()
@@ -511,17 +627,32 @@ func (a *AFPacket) readRingFrame(buf []byte) (int, error) {
 			}
 			continue
 		}
-		if !f.whole || len(f.data) > len(buf) {
-			a.ctr.rxTruncated.Add(1)
+		var n int
+		var h wire.VNetHdr
+		switch {
+		case f.queued:
+			n, h, err = a.fetchQueued(buf)
 			r.advance()
+			if err != nil {
+				return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)
+			}
+		case f.whole:
+			n = len(f.data)
+			if n <= len(buf) {
+				copy(buf, f.data)
+				if f.vnet != nil {
+					h, _ = wire.DecodeVNetHdr(f.vnet)
+				}
+			}
+			r.advance()
+		default:
+			n = len(buf) + 1 // cut by the kernel
+			r.advance()
+		}
+		if n > len(buf) {
+			a.ctr.rxTruncated.Add(1)
 			continue
 		}
-		n := copy(buf, f.data)
-		var h wire.VNetHdr
-		if f.vnet != nil {
-			h, _ = wire.DecodeVNetHdr(f.vnet)
-		}
-		r.advance()
 		if a.vnet {
 			if err := completeFrame(buf[:n], h, &a.pkt); err != nil {
 				return 0, fmt.Errorf("afpacket %s: read: %w", a.name, err)

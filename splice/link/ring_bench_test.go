@@ -15,7 +15,8 @@ import (
 
 // BenchmarkRingBump measures kernel TCP bulk through the bump, receiving
 // on AF_PACKET with recvmmsg or through rings (blocks with several retire
-// timeouts, slots), vnet headers on. Two set-ups:
+// timeouts; MTU-sized slots, super-frames fetched from the socket's queue;
+// slots that hold super-frames), vnet headers on. Two set-ups:
 //
 //   - veth: both sides on AF_PACKET (TestBumpPassesVethSuperFramesWhole's
 //     set-up): the client's super-frames come in on qsb1, the server's
@@ -42,6 +43,7 @@ func BenchmarkRingBump(b *testing.B) {
 			{"blocks-2ms", &RingConfig{RetireTimeout: 2 * time.Millisecond}},
 			{"blocks-4ms", &RingConfig{RetireTimeout: 4 * time.Millisecond}},
 			{"slots", &RingConfig{Kind: RingSlots}},
+			{"slots-64k", &RingConfig{Kind: RingSlots, FrameSize: MaxFrame}},
 		} {
 			b.Run(setup+"/rx="+rx.name, func(b *testing.B) {
 				n := newBumpNet(b, setup == "veth", false)

@@ -43,10 +43,7 @@ func testRingReadsInOrder(t *testing.T, k RingKind, vnet bool) {
 	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), VNetHdr: vnet, RxRing: ringCfg(k)})
 	want := RingConfig{Kind: k, BlockSize: DefaultRingBlockSize, Blocks: 4, RetireTimeout: time.Millisecond}
 	if k == RingSlots {
-		want.BlockSize, want.RetireTimeout = 64<<10, 0
-		if vnet {
-			want.BlockSize = DefaultRingSlotBlockSize
-		}
+		want.BlockSize, want.RetireTimeout, want.FrameSize = DefaultRingSlotBlockSize, 0, 1518
 	}
 	if rc, ok := b.RxRing(); !ok || rc != want {
 		t.Fatalf("RxRing() = %+v %v, want %+v", rc, ok, want)
@@ -165,6 +162,26 @@ func testRingTruncation(t *testing.T, k RingKind) {
 	if s := b.Stats(); s.RxTruncated != 5 {
 		t.Fatalf("stats %+v, want 5 truncated", s)
 	}
+
+	// With room in the caller's buffer, a frame longer than its slot
+	// arrives whole (queued on the socket); one longer than a block
+	// cannot.
+	big := long("big", 6000)
+	if n, err := a.WriteBatch([][]byte{big, testFrame(w.macA, "s8")}, nil); n != 2 || err != nil {
+		t.Fatalf("WriteBatch: %d %v", n, err)
+	}
+	batch = NewBatch(8, 9018)
+	markers, _ = readBatchMarkers(t, b, batch, 1)
+	want := "s8"
+	if k == RingSlots {
+		want = "big"
+		if !bytes.Equal(batch.Frame(0), big) {
+			t.Fatalf("the long frame arrived as %d bytes, or changed", batch.Sizes[0])
+		}
+	}
+	if markers[0] != want {
+		t.Fatalf("markers %q, want %s first", markers, want)
+	}
 }
 
 // TestRingVNetHeaderSitsBeforeTheFrame checks on the running kernel where
@@ -173,12 +190,17 @@ func testRingTruncation(t *testing.T, k RingKind) {
 // must deliver it byte for byte with the header the sender gave (GSO type
 // and size, checksum start and offset) decoded from the VNetHdrLen bytes
 // before tp_mac.
-func TestRingVNetHeaderSitsBeforeTheFrame(t *testing.T) { eachRing(t, testRingVNetHeader) }
+func TestRingVNetHeaderSitsBeforeTheFrame(t *testing.T) {
+	eachRing(t, func(t *testing.T, k RingKind) { testRingVNetHeader(t, ringCfg(k)) })
+	t.Run("slots-of-super-frames", func(t *testing.T) {
+		testRingVNetHeader(t, &RingConfig{Kind: RingSlots, FrameSize: MaxFrame})
+	})
+}
 
-func testRingVNetHeader(t *testing.T, k RingKind) {
+func testRingVNetHeader(t *testing.T, rc *RingConfig) {
 	w := newWire(t)
 	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: true})
-	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{VNetHdr: true, RxRing: ringCfg(k),
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{VNetHdr: true, RxRing: rc,
 		Filter: FilterIPv4Dst([]netip.Addr{netip.MustParseAddr("198.18.200.2")})})
 	const payload, mss = 20000, 1448
 	super, h := superFrame(w.macB, w.macA, 5000, payload, mss)
@@ -211,6 +233,55 @@ func testRingVNetHeader(t *testing.T, k RingKind) {
 	}
 	if !bytes.Equal(got[1], small) || hdrs[1].IsGSO() || !hdrs[1].NeedsCsum() || hdrs[1].CsumStart != hs.CsumStart {
 		t.Fatalf("small frame: header %+v, bytes equal %v", hdrs[1], bytes.Equal(got[1], small))
+	}
+	wantQueued := uint64(0)
+	if rc.Kind == RingSlots && rc.FrameSize == 0 {
+		wantQueued = 1 // the super-frame does not fit an MTU-sized slot
+	}
+	if b.ring.queued != wantQueued {
+		t.Errorf("%d frames fetched from the socket's queue, want %d", b.ring.queued, wantQueued)
+	}
+}
+
+// TestRingQueuedFramesDoNotAllocate: super-frames through a ring of
+// slots (each fetched from the socket's queue with recvmsg), read back
+// byte for byte, allocation-free.
+func TestRingQueuedFramesDoNotAllocate(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: true})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{VNetHdr: true, RxRing: ringCfg(RingSlots),
+		Filter: FilterIPv4Dst([]netip.Addr{netip.MustParseAddr("198.18.200.2")})})
+	super, h := superFrame(w.macB, w.macA, 5000, 30000, 1448)
+	frames, hdrs := [][]byte{super}, []wire.VNetHdr{h}
+	batch := NewBatch(4, MaxFrame)
+	const runs = 30
+	read := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if n, err := a.WriteBatch(frames, hdrs); n != 1 || err != nil {
+			t.Fatalf("WriteBatch: %d %v", n, err)
+		}
+		for {
+			waitReadable(t, b)
+			n, err := b.ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n { // the super-frame, or ARP (which the filter keeps)
+				if f := batch.Frame(i); len(f) > 1514 {
+					if !bytes.Equal(f, super) || batch.VNet[i].GSOSize != 1448 {
+						t.Fatalf("a super-frame of %d bytes with header %+v", len(f), batch.VNet[i])
+					}
+					read++
+					return
+				}
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per super-frame", allocs)
+	}
+	if read != runs+1 || b.ring.queued != uint64(read) {
+		t.Errorf("read %d super-frames, %d from the queue, want %d", read, b.ring.queued, runs+1)
 	}
 }
 
@@ -300,6 +371,9 @@ func testRingKernelSuperFrames(t *testing.T, k RingKind) {
 	}
 	if s := b.Stats(); s.RxTruncated != 0 {
 		t.Errorf("%d frames truncated", s.RxTruncated)
+	}
+	if k == RingSlots && b.ring.queued < 10 {
+		t.Errorf("%d frames fetched from the socket's queue, want the super-frames", b.ring.queued)
 	}
 }
 
@@ -506,8 +580,9 @@ func TestRingConfigRefusals(t *testing.T) {
 		{AFPacketConfig{RxRing: &RingConfig{BlockSize: 4096, Blocks: -1}}, "blocks"},
 		{AFPacketConfig{RxRing: &RingConfig{RetireTimeout: -time.Millisecond}}, "retire timeout"},
 		{AFPacketConfig{RxRing: &RingConfig{Kind: RingSlots, RetireTimeout: time.Millisecond}}, "no retire timeout"},
-		{AFPacketConfig{VNetHdr: true, RxRing: &RingConfig{Kind: RingSlots, BlockSize: 64 << 10}}, "cannot hold a frame"},
 		{AFPacketConfig{RxRing: &RingConfig{Kind: 7}}, "unknown ring kind"},
+		{AFPacketConfig{RxRing: &RingConfig{FrameSize: 2048}}, "no frame size"},
+		{AFPacketConfig{RxRing: &RingConfig{Kind: RingSlots, FrameSize: 100 << 10}}, "ring slots for frames"},
 	} {
 		err := nstest.Do(w.nsB, func() error {
 			a, err := OpenAFPacket(vethB, tc.cfg)
@@ -523,6 +598,16 @@ func TestRingConfigRefusals(t *testing.T) {
 }
 
 func TestResolveRing(t *testing.T) {
+	// With vnet headers a block must hold a super-frame; a slot need not.
+	if got, err := resolveRing(RingConfig{}, true, 1518); err != nil || got.BlockSize != DefaultRingBlockSize {
+		t.Errorf("blocks with vnet headers: %+v %v", got, err)
+	}
+	if got, err := resolveRing(RingConfig{BlockSize: 64 << 10}, true, 1518); err == nil {
+		t.Errorf("a 64 KiB block for super-frames: %+v accepted", got)
+	}
+	if got, err := resolveRing(RingConfig{Kind: RingSlots}, true, 1518); err != nil || got.BlockSize != DefaultRingSlotBlockSize || got.FrameSize != 1518 {
+		t.Errorf("slots with vnet headers: %+v %v", got, err)
+	}
 	for _, tc := range []struct {
 		in      RingConfig
 		largest int
@@ -533,12 +618,13 @@ func TestResolveRing(t *testing.T) {
 		{RingConfig{BlockSize: 8192, Blocks: 3, RetireTimeout: 1500 * time.Microsecond}, 1518,
 			RingConfig{BlockSize: 8192, Blocks: 3, RetireTimeout: 2 * time.Millisecond}},
 		{RingConfig{RetireTimeout: 10 * time.Millisecond}, 1518, RingConfig{BlockSize: DefaultRingBlockSize, Blocks: 32, RetireTimeout: 10 * time.Millisecond}},
-		// Slots: 15 super-frames of 65664 bytes per MiB, 16 blocks for
-		// 240; 40 MTU-sized slots per 64 KiB, 64 blocks for 4 MiB.
-		{RingConfig{Kind: RingSlots}, MaxFrame, RingConfig{Kind: RingSlots, BlockSize: 1 << 20, Blocks: 16}},
-		{RingConfig{Kind: RingSlots}, 1518, RingConfig{Kind: RingSlots, BlockSize: 64 << 10, Blocks: 64}},
+		// Slots are for MTU-sized frames, vnet headers or not: 40 of
+		// 1616 bytes per 64 KiB, 64 blocks for 4 MiB.
+		{RingConfig{Kind: RingSlots}, 1518, RingConfig{Kind: RingSlots, BlockSize: 64 << 10, Blocks: 64, FrameSize: 1518}},
+		{RingConfig{Kind: RingSlots}, 9018, RingConfig{Kind: RingSlots, BlockSize: 64 << 10, Blocks: 64, FrameSize: 9018}},
+		{RingConfig{Kind: RingSlots, FrameSize: MaxFrame}, 1518, RingConfig{Kind: RingSlots, BlockSize: 1 << 20, Blocks: 8, FrameSize: MaxFrame}},
 	} {
-		got, err := resolveRing(tc.in, tc.largest)
+		got, err := resolveRing(tc.in, false, tc.largest)
 		if err != nil || got != tc.want {
 			t.Errorf("resolveRing(%+v, %d) = %+v %v, want %+v", tc.in, tc.largest, got, err, tc.want)
 		}
