@@ -197,13 +197,21 @@ func (e *FrontEnd) flowIn(id FlowID, want flowState) (*flow, error) {
 // Recycling. A connection per request would allocate a flow record and a
 // request buffer per request; both come back when the flow is done (the
 // buffer at linger, the record at free) and serve the next connections.
-// The spares are bounded, so a flood leaves at most maxSpare of each
-// behind, and only buffers of at most spareBufCap bytes are kept: a long
-// head or body goes back to the garbage collector.
+// A flow is freed seconds after it was made (its linger), so the spares
+// must absorb a load that changes over seconds: they may number as many
+// as the live flows, at least minSpare and at most maxSpare (520 bytes
+// each). Spare request buffers are those of at most spareBufCap bytes, up
+// to maxSpareBufBytes in all: a long head or body, or a flood, goes back
+// to the garbage collector.
 const (
-	maxSpare    = 256
-	spareBufCap = 4 << 10
+	minSpare         = 256
+	maxSpare         = 16384
+	spareBufCap      = 2 << 10
+	maxSpareBufBytes = 8 << 20
 )
+
+// spareLimit is how many spare records or buffers may be kept now.
+func (e *FrontEnd) spareLimit() int { return min(maxSpare, max(minSpare, len(e.byID))) }
 
 // newFlow registers a flow for key.
 func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
@@ -234,7 +242,7 @@ func (e *FrontEnd) free(f *flow) {
 	}
 	e.keepBuf(f.buf)
 	*f = flow{deadline: Never} // drop what it refers to while it waits
-	if len(e.spareFlows) < maxSpare {
+	if len(e.spareFlows) < e.spareLimit() {
 		e.spareFlows = append(e.spareFlows, f)
 	}
 }
@@ -249,14 +257,17 @@ func (e *FrontEnd) spareBuf() []byte {
 	b := e.spareBufs[n-1]
 	e.spareBufs[n-1] = nil
 	e.spareBufs = e.spareBufs[:n-1]
+	e.spareBufBytes -= cap(b)
 	return b
 }
 
 // keepBuf keeps a request buffer nothing refers to any more, if it is
 // small enough and there is room.
 func (e *FrontEnd) keepBuf(b []byte) {
-	if b != nil && cap(b) <= spareBufCap && len(e.spareBufs) < maxSpare {
+	if b != nil && cap(b) <= spareBufCap && e.spareBufBytes+cap(b) <= maxSpareBufBytes &&
+		len(e.spareBufs) < e.spareLimit() {
 		e.spareBufs = append(e.spareBufs, b[:0])
+		e.spareBufBytes += cap(b)
 	}
 }
 

@@ -138,9 +138,10 @@ type FrontEnd struct {
 	// What a connection per request would otherwise allocate each
 	// time: flow records and request buffers freed, kept for the next
 	// connections (flow.go), and the strings heads repeat (intern.go).
-	spareFlows []*flow
-	spareBufs  [][]byte
-	strs       interner
+	spareFlows    []*flow
+	spareBufs     [][]byte
+	spareBufBytes int // their capacity in all
+	strs          interner
 }
 
 // NewFrontEnd validates cfg and returns an engine.

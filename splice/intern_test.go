@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 func TestInternerSharesAndStaysBounded(t *testing.T) {
@@ -75,5 +77,45 @@ func TestRecycledFlowIsAsNew(t *testing.T) {
 	got.id = want.id // the used engine has counted one more
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("recycled flow\n %+v\nnew flow\n %+v", got, want)
+	}
+}
+
+// TestSparesAreBounded: a burst of connections leaves spare records and
+// buffers behind, but no more than the limits say, and no buffer that
+// held a long head.
+func TestSparesAreBounded(t *testing.T) {
+	h := newFE(t, nil)
+	const n = 3 * minSpare
+	small := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	long := []byte("GET / HTTP/1.1\r\nHost: a.example\r\nCookie: " + strings.Repeat("c", spareBufCap) + "\r\n\r\n")
+	for i := range n {
+		c := newClient(uint16(20000+i), wire.Seq(1000*i), fullOffer(5000))
+		c.handshake(t, h, t0)
+		req := small
+		if i%2 == 1 {
+			req = long
+		}
+		id := c.sendRequest(t, h, req, t0)
+		h.call(func(out *Output) { h.fe.Reject(id, 503, "busy", 0, t0, out) })
+	}
+	h.drain(t0, t0+10*60*s1)
+	e := h.fe
+	if e.Flows() != 0 {
+		t.Fatalf("%d flows left", e.Flows())
+	}
+	// Each free may keep a record while the spares are fewer than the
+	// live flows (or minSpare): about half of the burst.
+	if len(e.spareFlows) > n/2+1 || len(e.spareFlows) < minSpare {
+		t.Errorf("%d spare records after %d connections, want %d..%d", len(e.spareFlows), n, minSpare, n/2+1)
+	}
+	total := 0
+	for _, b := range e.spareBufs {
+		if cap(b) > spareBufCap || len(b) != 0 {
+			t.Errorf("a spare buffer of len %d cap %d", len(b), cap(b))
+		}
+		total += cap(b)
+	}
+	if total != e.spareBufBytes || total > maxSpareBufBytes || len(e.spareBufs) > n/2 || len(e.spareBufs) == 0 {
+		t.Errorf("%d spare buffers of %d bytes (counted %d)", len(e.spareBufs), total, e.spareBufBytes)
 	}
 }

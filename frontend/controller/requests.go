@@ -389,9 +389,15 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	c.dispatch(now, out)
 }
 
-// maxSpareRecs bounds the flow records kept for reuse: a connection per
-// request would otherwise allocate one (and its serving list) each time.
-const maxSpareRecs = 256
+// Spare flow records: a connection per request would otherwise allocate
+// one (and its serving list) each time. A record comes back seconds after
+// it was taken (when the engine reports the flow closed, after its
+// linger), so the spares follow the load: as many as the flows tracked,
+// at least minSpareRecs and at most maxSpareRecs.
+const (
+	minSpareRecs = 256
+	maxSpareRecs = 16384
+)
 
 // newRec returns an empty record for flow id, a spare one if any.
 func (c *Controller) newRec(id splice.FlowID) *flowRec {
@@ -412,7 +418,7 @@ func (c *Controller) newRec(id splice.FlowID) *flowRec {
 func (c *Controller) keepRec(rec *flowRec) {
 	clear(rec.serving)
 	*rec = flowRec{serving: rec.serving[:0]}
-	if len(c.spareRecs) < maxSpareRecs {
+	if len(c.spareRecs) < min(maxSpareRecs, max(minSpareRecs, len(c.flows))) {
 		c.spareRecs = append(c.spareRecs, rec)
 	}
 }
