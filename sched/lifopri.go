@@ -140,19 +140,27 @@ func (p *LifoPri) Next(now int64) (Request, bool) {
 	if p.waiting == 0 {
 		return Request{}, false
 	}
-	var w classWaiter
-	if p.cfg.Mode == ModeSingleFIFO {
-		w = p.single.PopFront()
-	} else if i, group := p.pick(); group == 1 && p.LIFO() {
-		w = p.classes[i].queue.PopBack()
-	} else {
-		w = p.classes[i].queue.PopFront()
+	q, back := &p.single, false
+	if p.cfg.Mode != ModeSingleFIFO {
+		i, group := p.pick()
+		q, back = &p.classes[i].queue, group == 1 && p.LIFO()
 	}
-	c := &p.classes[w.class]
+	// The request is read in place, then dropped: taken out by value it
+	// would be copied twice more on the way out.
+	w := q.Front()
+	if back {
+		w = q.Back()
+	}
+	r, c := w.r, &p.classes[w.class]
+	if back {
+		q.PopBack()
+	} else {
+		q.PopFront()
+	}
 	c.queued--
 	c.dispatched++
 	p.waiting--
-	return w.r, true
+	return r, true
 }
 
 // pick returns the class to serve next and its group (0 transaction, 1

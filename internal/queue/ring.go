@@ -60,6 +60,14 @@ func (r *Ring[T]) Front() *T {
 	return &r.buf[r.head]
 }
 
+// Back is the newest value, in place. The ring must not be empty.
+func (r *Ring[T]) Back() *T {
+	if r.n == 0 {
+		panic("queue: Back of an empty Ring")
+	}
+	return &r.buf[(r.head+r.n-1)&(len(r.buf)-1)]
+}
+
 // PopFront removes and returns the oldest value. The ring must not be
 // empty.
 func (r *Ring[T]) PopFront() T {

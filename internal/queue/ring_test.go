@@ -53,10 +53,17 @@ func TestRingScript(t *testing.T) {
 			}
 			var rest []int
 			for r.Len() > 0 {
-				if f := *r.Front(); f != r.buf[r.head] {
-					t.Fatalf("Front %d is not the value at head", f)
+				front, back := *r.Front(), *r.Back()
+				if f := r.PopFront(); f != front {
+					t.Fatalf("Front said %d, PopFront gave %d", front, f)
 				}
-				rest = append(rest, r.PopFront())
+				if r.Len() > 0 {
+					if b := r.PopBack(); b != back {
+						t.Fatalf("Back said %d, PopBack gave %d", back, b)
+					}
+					r.PushBack(back) // put it back: rest is read front to back
+				}
+				rest = append(rest, front)
 			}
 			if !slices.Equal(rest, tc.final) {
 				t.Fatalf("left %v, want %v", rest, tc.final)
@@ -90,8 +97,8 @@ func TestRingMatchesSlice(t *testing.T) {
 		if r.Len() != len(model) {
 			t.Fatalf("op %d: Len %d, want %d", op, r.Len(), len(model))
 		}
-		if len(model) > 0 && *r.Front() != model[0] {
-			t.Fatalf("op %d: Front %d, want %d", op, *r.Front(), model[0])
+		if len(model) > 0 && (*r.Front() != model[0] || *r.Back() != model[len(model)-1]) {
+			t.Fatalf("op %d: Front %d and Back %d, want %d and %d", op, *r.Front(), *r.Back(), model[0], model[len(model)-1])
 		}
 		if n := len(r.buf); n&(n-1) != 0 {
 			t.Fatalf("op %d: storage of %d is not a power of two", op, n)
@@ -117,6 +124,7 @@ func TestRingReleasesPopped(t *testing.T) {
 func TestRingEmptyPanics(t *testing.T) {
 	for name, f := range map[string]func(*Ring[int]){
 		"Front":    func(r *Ring[int]) { r.Front() },
+		"Back":     func(r *Ring[int]) { r.Back() },
 		"PopFront": func(r *Ring[int]) { r.PopFront() },
 		"PopBack":  func(r *Ring[int]) { r.PopBack() },
 	} {
