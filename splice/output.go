@@ -9,8 +9,9 @@ import (
 )
 
 // Time is the engine's notion of now: nanoseconds on a clock the caller
-// chooses (wall time in daemons, capture timestamps in replay, a counter in
-// tests). The engine only subtracts and compares times.
+// chooses (monotonic time since start in the daemons, capture timestamps
+// in replay, a counter in tests). The engine only subtracts and compares
+// times.
 type Time int64
 
 // Add returns t moved by d.
