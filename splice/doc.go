@@ -172,8 +172,10 @@
 // answering (fe_answer.go): the front-end's own response and FIN, sent
 // reliably. linger: EvClosed has been emitted; late segments still find
 // the flow (a spliced flow's retransmitted FINs are still forwarded, an
-// answered flow's FIN is consumed and acknowledged) until Linger passes.
-// A new SYN on a lingering tuple frees it and starts a new connection.
+// answered flow's FIN is consumed and acknowledged) until Linger passes
+// and the flow is freed (its record and request buffer are kept, up to a
+// bound, for the next connections). A new SYN on a lingering tuple frees
+// it at once and starts a new connection.
 //
 // # Sequence spaces: who owns which number
 //
