@@ -7,13 +7,14 @@
 // /metrics (Prometheus text), both rendered from the controller's and the
 // engine's snapshots.
 //
-// Data flow: a reader goroutine per socket feeds the loop; each pass of
-// the loop takes a batch of frames (or one control message, or nothing
-// when it woke for a deadline), stamps it with one time, lets the engine
-// and then the controller handle it, runs the timers due, and writes what
-// came out: frames in one batch, control datagrams, log records. Between
-// passes the loop sleeps until input arrives or the earlier of the
-// engine's and the controller's deadlines, never on a fixed ticker.
+// Data flow (loop.go): the loop sleeps in a link.Poller on the link's and
+// the control socket's descriptors; each pass reads the frames and the
+// control datagrams waiting (one recvmmsg each, or nothing when it woke
+// for a deadline), stamps them with one time, lets the engine and then
+// the controller handle them, runs the timers due, and writes what came
+// out: frames in one batch, control datagrams in another, log records.
+// Between passes the loop sleeps until input arrives or the earlier of
+// the engine's and the controller's deadlines, never on a fixed ticker.
 //
 // Time is monotonic time since the daemon started (splice.Time), taken
 // once per pass and never going backwards, so a step of the wall clock
