@@ -62,7 +62,14 @@ func main() {
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
 	flag.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on -admin (CPU and allocation profiles)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
-	rxRing := flag.String("rx-ring", "off", "afpacket link: "+link.RingFlagUsage)
+	// Slots by default: measured in the lab under a download (wrk, 8
+	// connections, 64M), they take the front-end's recvmmsg calls (about
+	// 0.2 per frame) to none with the 1K time to first byte unchanged,
+	// for a 4 MiB ring in place of the 4 MiB socket buffer. Blocks cut
+	// its system calls by three quarters (fewer wake-ups) but every frame
+	// that does not fill a block waits the retire timeout: the 1K time
+	// to first byte grows from about 0.9 to 4 ms at 1ms, 8 ms at 2ms.
+	rxRing := flag.String("rx-ring", "slots", "afpacket link: "+link.RingFlagUsage)
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
