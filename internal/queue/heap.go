@@ -70,12 +70,6 @@ func (h *Heap[K, V]) PopDue(limit K) (key K, v V, ok bool) {
 	return key, v, true
 }
 
-// Clear empties the heap and keeps its storage.
-func (h *Heap[K, V]) Clear() {
-	clear(h.items)
-	h.items = h.items[:0]
-}
-
 func (h *Heap[K, V]) less(i, j int) bool {
 	a, b := &h.items[i], &h.items[j]
 	return a.key < b.key || a.key == b.key && a.seq < b.seq

@@ -6,6 +6,9 @@ package queue
 // grows by doubling when it is full and is then reused; a bound on the
 // length, if any, is the caller's to check. The zero Ring is empty and
 // allocates nothing until the first push.
+//
+// PopFront and PopBack return a copy; a caller queueing large values
+// reads them in place (Front, Back) and then pops, which copies less.
 type Ring[T any] struct {
 	buf  []T // len(buf) is 0 or a power of two
 	head int // index of the front value
