@@ -56,10 +56,12 @@ type AFPacketConfig struct {
 	// Fanout makes the socket a member of a fanout group, one socket per
 	// worker (see Fanout). Nil: the socket receives every frame.
 	Fanout *Fanout
-	// RxRing receives through a TPACKET_V3 memory-mapped ring instead of
-	// recvmmsg (see RingConfig): no system call while frames are waiting,
-	// but a frame can wait up to the ring's retire timeout before the
-	// socket becomes readable. Nil: recvmmsg. RecvBuffer does not apply.
+	// RxRing receives through a memory-mapped ring instead of recvmmsg
+	// (see RingConfig): no system call while frames are waiting; a ring
+	// of blocks also wakes the reader less often, but a frame can wait up
+	// to its retire timeout before the socket becomes readable. Nil:
+	// recvmmsg. RecvBuffer then bounds only the frames too long for a
+	// ring's slot, which are queued whole.
 	RxRing *RingConfig
 }
 
