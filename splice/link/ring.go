@@ -150,9 +150,11 @@ const (
 	ringSlotOverhead = 96
 )
 
-// ErrRingCorrupt is returned when a block the kernel handed over does not
-// describe its frames consistently. It never happens with a kernel that
-// keeps its own layout; the block is handed back and its frames lost.
+// ErrRingCorrupt is returned when a block or slot the kernel handed over
+// does not describe its frames consistently. It never happens with a
+// kernel that keeps the layout this file reads, so it is reported rather
+// than counted: the block (slot) is handed back, its frames lost, and the
+// next read goes on with the next one.
 var ErrRingCorrupt = errors.New("receive ring block is inconsistent")
 
 // rxRing is the reader's side of a mapped ring. The reader takes blocks
@@ -175,7 +177,8 @@ type rxRing struct {
 	queued uint64
 	// left counts the frames of block cur not yet passed; it is nonzero
 	// exactly while block cur belongs to the reader, and then next is
-	// the offset in mem of the next frame's tpacket3_hdr.
+	// the offset in mem of the next frame's tpacket3_hdr. With slots it
+	// is 1 from peek to advance.
 	left int
 	next int
 	// wait is ReadFrame's RawConn.Read callback, built once: it reports
