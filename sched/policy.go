@@ -3,7 +3,7 @@ package sched
 import (
 	"errors"
 
-	"github.com/qsplice/qsplice/internal/queue"
+	"github.com/qsplice/qsplice/sched/queue"
 )
 
 // RequestID names one request from admission to completion.

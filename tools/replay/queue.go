@@ -1,7 +1,7 @@
 package replay
 
 import (
-	"github.com/qsplice/qsplice/internal/queue"
+	"github.com/qsplice/qsplice/sched/queue"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 )

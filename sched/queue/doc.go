@@ -8,8 +8,9 @@
 // working size, pushing and popping allocate nothing. Neither is safe
 // for concurrent use.
 //
-// It lives at the module's root, under internal, because its users sit
-// on both sides of the module's layering: the packet engine (splice) and
-// its links must not import the scheduler (sched), and the scheduler, its
-// simulator and the tools use the same containers.
+// It lives under sched, the bottom floor of the module, because its users
+// sit on both sides of the layering: the packet engine (splice) and its
+// links import this package only, never the scheduler itself (package
+// sched), while the scheduler, its simulator and the tools use the same
+// containers. It imports nothing of the module.
 package queue
