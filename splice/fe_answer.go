@@ -37,20 +37,21 @@ func answerBody(status int, reason string, retryAfter time.Duration) []byte {
 // is full or the wait too long, 429 over a cap), then closes. The request
 // may be queued, or held on a connection set up ahead of its back-end
 // slot (HoldSplice): then C2 is reset first, as the request never reached
-// the server. It reports whether the flow was in either state.
-func (e *FrontEnd) Reject(id FlowID, status int, reason string, retryAfter time.Duration, now Time, out *Output) bool {
+// the server. Like every command it returns ErrNoFlow for a flow the
+// engine does not hold and ErrFlowState for one in neither state.
+func (e *FrontEnd) Reject(id FlowID, status int, reason string, retryAfter time.Duration, now Time, out *Output) error {
 	f := e.byID[id]
 	switch {
 	case f == nil:
-		return false
+		return ErrNoFlow
 	case f.state == stSpliceWait && f.spliceHeld:
 		e.abandonHandoff(f, status, reason, retryAfter, now, out)
-		return true
+		return nil
 	case f.state != stQueued && f.state != stReading:
-		return false
+		return ErrFlowState
 	}
 	e.answerWith(f, status, reason, answerBody(status, reason, retryAfter), now, out)
-	return true
+	return nil
 }
 
 func (e *FrontEnd) answer(f *flow, status int, reason string, now Time, out *Output) {

@@ -3,6 +3,7 @@ package splice
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -356,8 +357,8 @@ func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
 		}
 	})
 	expectTCP(t, onlyFrame(t, out), to(backendIP, webPort), payloadIs([]byte(req)))
-	if h.fe.Reject(id, 503, "too late", time.Second, t0+Time(52*time.Second), &Output{}) {
-		t.Error("Reject took a connection whose request was sent")
+	if err := h.fe.Reject(id, 503, "too late", time.Second, t0+Time(52*time.Second), &Output{}); !errors.Is(err, ErrFlowState) {
+		t.Errorf("Reject of a connection whose request was sent: %v, want ErrFlowState", err)
 	}
 
 	// A second connection refused while held: C2 reset, the caller's
@@ -365,8 +366,8 @@ func TestHeldSpliceSendsTheRequestOnlyWhenReleased(t *testing.T) {
 	c2 := newClient(40008, 0x51000000, fullOffer(9))
 	id2 := heldConnection(t, h, c2, 0x61000000, req)
 	out = h.call(func(out *Output) {
-		if !h.fe.Reject(id2, 503, "no slot", 2*time.Second, t0+Time(time.Second), out) {
-			t.Fatal("Reject refused a held connection")
+		if err := h.fe.Reject(id2, 503, "no slot", 2*time.Second, t0+Time(time.Second), out); err != nil {
+			t.Fatalf("Reject refused a held connection: %v", err)
 		}
 	})
 	if rst, answer := heldOutcome(t, out, "HTTP/1.1 503 ", "Retry-After: 2\r\n"); !rst || !answer {

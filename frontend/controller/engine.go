@@ -11,7 +11,7 @@ import (
 // implements it; the tests and the simulator bring their own.
 type Engine interface {
 	Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error
-	Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) bool
+	Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error
 	RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error
 	HoldSplice(id splice.FlowID, now splice.Time) error
 	SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error

@@ -70,18 +70,18 @@ func (e *fakeEngine) Dispatch(id splice.FlowID, b splice.Backend, now splice.Tim
 	return nil
 }
 
-func (e *fakeEngine) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) bool {
+func (e *fakeEngine) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
 	e.call("reject %d %d", id, status)
 	f, err := e.flow(id, "queued", "held")
 	if err != nil {
-		return false
+		return err
 	}
 	if f.state == "held" { // the real engine reports the back-end part closed at once
 		out.Events = append(out.Events, splice.Event{Kind: splice.EvClosed, Flow: id, Backend: f.backend, Reason: splice.CloseHandoffFailed})
 	}
 	f.state, f.answered = "answered", status
 	out.Events = append(out.Events, splice.Event{Kind: splice.EvAnswered, Flow: id, Status: status, Detail: reason})
-	return true
+	return nil
 }
 
 func (e *fakeEngine) RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {

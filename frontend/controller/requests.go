@@ -130,8 +130,8 @@ func (c *Controller) reject(flow splice.FlowID, followUp bool, cust, reason stri
 		}
 		return
 	}
-	if !c.eng.Reject(flow, status, reason, retry, now, &out.Engine) && c.logs(slog.LevelDebug) {
-		c.log(out, slog.LevelDebug, "rejected request already gone", "flow", flow)
+	if err := c.eng.Reject(flow, status, reason, retry, now, &out.Engine); err != nil && c.logs(slog.LevelDebug) {
+		c.log(out, slog.LevelDebug, "rejected request already gone", "flow", flow, "err", err)
 	}
 }
 

@@ -104,7 +104,7 @@ func (c *Controller) slotWaits(now splice.Time, out *Output) {
 			}
 			c.stats(cust).rejected["slot-wait"]++
 			c.log(out, slog.LevelInfo, "request rejected", "flow", rec.id, "customer", cust, "reason", "slot-wait", "status", 503)
-			if !c.eng.Reject(rec.id, 503, "no back-end slot became free in time", c.cfg.RetryAfter, now, &out.Engine) {
+			if c.eng.Reject(rec.id, 503, "no back-end slot became free in time", c.cfg.RetryAfter, now, &out.Engine) != nil {
 				// The engine no longer holds it ready: reset it, or if
 				// the engine forgot it, forget it too.
 				if err := c.eng.Abort(rec.id, now, &out.Engine); err != nil {

@@ -64,10 +64,10 @@ func (e *frontEnd) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time,
 	return nil
 }
 
-func (e *frontEnd) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) bool {
+func (e *frontEnd) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
 	f, err := e.lookup(id, flowQueued, flowHeld)
 	if err != nil {
-		return false
+		return err
 	}
 	held := f.state == flowHeld
 	f.state = flowClosed
@@ -96,7 +96,7 @@ func (e *frontEnd) Reject(id splice.FlowID, status int, reason string, retryAfte
 		ev.Backend = f.backend
 	}
 	out.Events = append(out.Events, ev)
-	return true
+	return nil
 }
 
 func (e *frontEnd) RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
