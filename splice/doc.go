@@ -64,8 +64,7 @@
 // Output.Events are what the daemon must act on. On the front-end, the
 // controller answers them by calling the engine back; every call names a
 // flow that may have moved on since the event, and then changes nothing
-// and says so (ErrNoFlow, ErrFlowState, ErrNotWaiting; Reject returns
-// false):
+// and says so (ErrNoFlow, ErrFlowState, ErrNotWaiting):
 //
 //   - EvRequest: a request head is complete. Dispatch(id, backend) opens
 //     C2 to the chosen back-end; Reject(id, status, ...) answers 503 or
