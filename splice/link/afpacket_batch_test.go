@@ -133,40 +133,7 @@ func TestAFPacketBatchPathDoesNotAllocate(t *testing.T) {
 			w := newWire(t)
 			a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: vnet})
 			b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), VNetHdr: vnet})
-			const perCall = 8
-			frames := make([][]byte, perCall)
-			hdrs := make([]wire.VNetHdr, perCall)
-			for i := range frames {
-				frames[i] = testFrame(w.macA, fmt.Sprintf("alloc %d", i))
-			}
-			batch := NewBatch(perCall, 2048)
-			read := 0
-			const runs = 50
-			allocs := testing.AllocsPerRun(runs, func() {
-				if n, err := a.WriteBatch(frames, hdrs); n != perCall || err != nil {
-					t.Fatalf("WriteBatch: %d %v", n, err)
-				}
-				for got := 0; got < perCall; {
-					waitReadable(t, b)
-					n, err := b.ReadBatch(batch)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for i := range n {
-						if !bytes.Equal(batch.Frame(i), frames[got+i]) {
-							t.Fatalf("frame %d differs", got+i)
-						}
-					}
-					got += n
-				}
-				read += perCall
-			})
-			if allocs != 0 {
-				t.Errorf("%v allocations per WriteBatch+ReadBatch", allocs)
-			}
-			if read != (runs+1)*perCall {
-				t.Errorf("read %d frames, want %d", read, (runs+1)*perCall)
-			}
+			batchRoundTripAllocs(t, w, a, b, make([]wire.VNetHdr, batchPerCall))
 		})
 	}
 }
@@ -390,4 +357,49 @@ func TestAFPacketQdiscBypass(t *testing.T) {
 	if markers, _ := readBatchMarkers(t, b, NewBatch(4, 2048), 2); markers[0] != "b0" || markers[1] != "b1" {
 		t.Fatalf("markers %q", markers)
 	}
+}
+
+// batchPerCall is how many frames one round of batchRoundTripAllocs moves.
+const batchPerCall = 8
+
+// batchRoundTripAllocs writes batchPerCall frames on a with one WriteBatch
+// (with hdrs, which may be nil) and reads them back on b with ReadBatch,
+// again and again, and fails the test if a round allocates or if any
+// frame is missing or differs: so the measured path really ran. It
+// returns the frames written, for a caller that goes on with them.
+func batchRoundTripAllocs(t *testing.T, w vethPair, a, b *AFPacket, hdrs []wire.VNetHdr) [][]byte {
+	t.Helper()
+	frames := make([][]byte, batchPerCall)
+	for i := range frames {
+		frames[i] = testFrame(w.macA, fmt.Sprintf("alloc %d", i))
+	}
+	batch := NewBatch(batchPerCall, 2048)
+	read := 0
+	const runs = 50
+	allocs := testing.AllocsPerRun(runs, func() {
+		if n, err := a.WriteBatch(frames, hdrs); n != batchPerCall || err != nil {
+			t.Fatalf("WriteBatch: %d %v", n, err)
+		}
+		for got := 0; got < batchPerCall; {
+			waitReadable(t, b)
+			n, err := b.ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				if !bytes.Equal(batch.Frame(i), frames[got+i]) {
+					t.Fatalf("frame %d differs", got+i)
+				}
+			}
+			got += n
+		}
+		read += batchPerCall
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per WriteBatch+ReadBatch", allocs)
+	}
+	if read != (runs+1)*batchPerCall || b.Stats().RxFrames != uint64(read) {
+		t.Errorf("read %d frames (stats %d), want %d", read, b.Stats().RxFrames, (runs+1)*batchPerCall)
+	}
+	return frames
 }

@@ -462,39 +462,8 @@ func testRingAllocs(t *testing.T, k RingKind, vnet bool) {
 	w := newWire(t)
 	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: vnet})
 	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t), VNetHdr: vnet, RxRing: ringCfg(k)})
-	const perCall = 8
-	frames := make([][]byte, perCall)
-	for i := range frames {
-		frames[i] = testFrame(w.macA, fmt.Sprintf("alloc %d", i))
-	}
-	batch := NewBatch(perCall, 2048)
-	read := 0
+	frames := batchRoundTripAllocs(t, w, a, b, nil)
 	const runs = 50
-	allocs := testing.AllocsPerRun(runs, func() {
-		if n, err := a.WriteBatch(frames, nil); n != perCall || err != nil {
-			t.Fatalf("WriteBatch: %d %v", n, err)
-		}
-		for got := 0; got < perCall; {
-			waitReadable(t, b)
-			n, err := b.ReadBatch(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range n {
-				if !bytes.Equal(batch.Frame(i), frames[got+i]) {
-					t.Fatalf("frame %d differs", got+i)
-				}
-			}
-			got += n
-		}
-		read += perCall
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per WriteBatch+ReadBatch", allocs)
-	}
-	if read != (runs+1)*perCall || b.Stats().RxFrames != uint64(read) {
-		t.Errorf("read %d frames (stats %d), want %d", read, b.Stats().RxFrames, (runs+1)*perCall)
-	}
 	buf := make([]byte, 2048)
 	if allocs := testing.AllocsPerRun(runs, func() {
 		if err := a.WriteFrame(frames[0]); err != nil {
