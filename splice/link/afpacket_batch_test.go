@@ -32,6 +32,34 @@ func waitReadable(t testing.TB, l BatchLink) {
 	}
 }
 
+// sendAndReadInBatches writes n test frames on a with one WriteBatch and
+// reads them on b with ReadBatch into batch: they must arrive in order,
+// some ReadBatch must return more than one (it batches), and a plain
+// frame must come with the zero header. It returns the frames sent.
+func sendAndReadInBatches(t *testing.T, w vethPair, a *AFPacket, b BatchLink, batch *Batch, n int) [][]byte {
+	t.Helper()
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = testFrame(w.macA, fmt.Sprintf("frame %d", i))
+	}
+	if sent, err := a.WriteBatch(frames, nil); sent != n || err != nil {
+		t.Fatalf("WriteBatch: %d %v", sent, err)
+	}
+	markers, most := readBatchMarkers(t, b, batch, n)
+	for i, m := range markers {
+		if want := fmt.Sprintf("frame %d", i); m != want {
+			t.Fatalf("frame %d: marker %q, want %q", i, m, want)
+		}
+	}
+	if most < 2 {
+		t.Errorf("every ReadBatch returned at most %d frame", most)
+	}
+	if batch.VNet[0] != (wire.VNetHdr{}) {
+		t.Errorf("a plain frame came with header %+v", batch.VNet[0])
+	}
+	return frames
+}
+
 // readBatchMarkers reads with ReadBatch until want test frames arrived and
 // returns their markers in order, and the largest number one call gave.
 func readBatchMarkers(t *testing.T, l BatchLink, b *Batch, want int) (markers []string, most int) {
@@ -64,26 +92,8 @@ func TestAFPacketReadBatchReadsManyFramesPerCall(t *testing.T) {
 				t.Fatalf("VNetHdr() = %v", b.VNetHdr())
 			}
 			const sent = 10
-			frames := make([][]byte, sent)
-			for i := range frames {
-				frames[i] = testFrame(w.macA, fmt.Sprintf("frame %d", i))
-			}
-			if n, err := a.WriteBatch(frames, nil); n != sent || err != nil {
-				t.Fatalf("WriteBatch: %d %v", n, err)
-			}
 			batch := NewBatch(32, 2048)
-			markers, most := readBatchMarkers(t, b, batch, sent)
-			for i, m := range markers {
-				if want := fmt.Sprintf("frame %d", i); m != want {
-					t.Fatalf("frame %d: marker %q, want %q", i, m, want)
-				}
-			}
-			if most < 2 {
-				t.Errorf("every ReadBatch returned at most %d frame", most)
-			}
-			if batch.VNet[0] != (wire.VNetHdr{}) {
-				t.Errorf("a plain frame came with header %+v", batch.VNet[0])
-			}
+			frames := sendAndReadInBatches(t, w, a, b, batch, sent)
 			if s := b.Stats(); s.RxFrames != sent || s.RxBytes != uint64(sent*len(frames[0])) {
 				t.Errorf("stats %+v", s)
 			}

@@ -52,26 +52,8 @@ func testRingReadsInOrder(t *testing.T, k RingKind, vnet bool) {
 		t.Fatalf("RxRing() = %+v %v, want %+v", rc, ok, want)
 	}
 	const sent = 40
-	frames := make([][]byte, sent)
-	for i := range frames {
-		frames[i] = testFrame(w.macA, fmt.Sprintf("frame %d", i))
-	}
-	if n, err := a.WriteBatch(frames, nil); n != sent || err != nil {
-		t.Fatalf("WriteBatch: %d %v", n, err)
-	}
 	batch := NewBatch(64, 2048)
-	markers, most := readBatchMarkers(t, b, batch, sent)
-	for i, m := range markers {
-		if want := fmt.Sprintf("frame %d", i); m != want {
-			t.Fatalf("frame %d: marker %q, want %q", i, m, want)
-		}
-	}
-	if most < 2 {
-		t.Errorf("every ReadBatch returned at most %d frame", most)
-	}
-	if batch.VNet[0] != (wire.VNetHdr{}) {
-		t.Errorf("a plain frame came with header %+v", batch.VNet[0])
-	}
+	frames := sendAndReadInBatches(t, w, a, b, batch, sent)
 	if s := b.Stats(); s.RxFrames != sent || s.RxBytes != uint64(sent*len(frames[0])) || s.RxTruncated != 0 {
 		t.Errorf("stats %+v", s)
 	}
