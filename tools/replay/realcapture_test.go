@@ -118,15 +118,16 @@ func TestReplayRealConcurrentCapture(t *testing.T) {
 	}
 }
 
-// realCapture runs a web server at the VIP in one namespace and client in
-// another, and returns the capture of the client's side once fins client
-// connections have sent their FIN.
+// realCapture runs a Go web server at the VIP in one namespace and a
+// client in another, and returns the capture of the client's side once
+// fins client connections have sent their FIN.
 func realCapture(t *testing.T, fins int, client func(nsC string)) []byte {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces; run the tests as root")
-	}
-	nsC, nsS := realNamespaces(t)
+	return realCaptureFrom(t, serveGo, fins, client)
+}
+
+// serveGo serves "hello <path>" with net/http at the VIP inside nsS.
+func serveGo(t *testing.T, nsS string) {
 	var ln net.Listener
 	if err := netns.Do(nsS, func() (err error) {
 		ln, err = net.Listen("tcp4", DefaultVIP+":80")
@@ -139,6 +140,17 @@ func realCapture(t *testing.T, fins int, client func(nsC string)) []byte {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+}
+
+// realCaptureFrom is realCapture with the server serve starts in the
+// server namespace.
+func realCaptureFrom(t *testing.T, serve func(t *testing.T, nsS string), fins int, client func(nsC string)) []byte {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces; run the tests as root")
+	}
+	nsC, nsS := realNamespaces(t)
+	serve(t, nsS)
 
 	// Open the capture before the client sends anything, reading the
 	// client's own frames too.
