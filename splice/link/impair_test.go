@@ -238,6 +238,12 @@ func TestImpairDelayAndRateKeepOrder(t *testing.T) {
 					t.Fatalf("delivery %d is frame %d", i, got)
 				}
 			}
+			// The peer can read the last frame before the delay line's
+			// WriteFrame has returned and counted it; Close waits for the
+			// delay line, so the counters are final after it.
+			if err := im.Close(); err != nil {
+				t.Fatal(err)
+			}
 			if s := im.Stats(); s.TxFrames != frames || s.TxDropped != 0 {
 				t.Errorf("stats %+v", s)
 			}
