@@ -54,6 +54,9 @@ func newShimConn(t testing.TB, cfg ShimConfig, isnB, isnC wire.Seq, mod func(*pr
 	if mod != nil {
 		mod(&sp)
 	}
+	// The kernel's SYN-ACK crosses the shim before the front-end can send
+	// the Splice: the shim accepts a Splice only for a handshake it saw.
+	h.input(PortHost, kernelSynAck(&sp, isnB, isnC), t0)
 	if err := h.sh.AddSplice(&sp, t0); err != nil {
 		t.Fatal(err)
 	}
