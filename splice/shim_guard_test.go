@@ -104,6 +104,9 @@ func TestAdversarialWireResetNeedsTheExactSequence(t *testing.T) {
 		t.Fatalf("Entries() = %d after blind RSTs and the linger", h.sh.Entries())
 	}
 	replyGoesTo(t, sc, now, "after blind RSTs")
+	if st := h.sh.Stats(); st.WireRSTRefused != 14 {
+		t.Errorf("WireRSTRefused = %d, want 14", st.WireRSTRefused)
+	}
 
 	// The client's own RST lands at the kernel's rcv_nxt: that one ends
 	// the splice, after the linger for stragglers.
@@ -159,6 +162,9 @@ func TestAdversarialWireSegmentsOutsideTheWindowChangeNothing(t *testing.T) {
 	if h.sh.Entries() != 1 {
 		t.Fatalf("a forged FIN closed the splice: Entries() = %d", h.sh.Entries())
 	}
+	if st := h.sh.Stats(); st.WireOutOfWindow != 6 {
+		t.Errorf("WireOutOfWindow = %d, want 6", st.WireOutOfWindow)
+	}
 	h.checkCounters()
 }
 
@@ -172,15 +178,15 @@ func TestAdversarialSpliceForAConnectionTheShimNeverSawIsRefused(t *testing.T) {
 	const isnB, isnF = 0x1000, 0x2000
 
 	unseen := shimSplice(isnF + 101)
-	if err := h.sh.AddSplice(&unseen, t0); err == nil {
-		t.Errorf("AddSplice accepted a Splice for a connection the shim never saw")
+	if err := h.sh.AddSplice(&unseen, t0); !errors.Is(err, ErrSpliceNoHandshake) {
+		t.Errorf("AddSplice for a connection the shim never saw: %v, want ErrSpliceNoHandshake", err)
 	}
 
 	ssh := shimSplice(isnF + 101)
 	ssh.RequestID, ssh.BackendPort = 43, 22
 	h.input(PortHost, kernelSynAck(&ssh, isnB, isnF), t0) // a real ssh handshake
-	if err := h.sh.AddSplice(&ssh, t0); err == nil {
-		t.Errorf("AddSplice accepted a Splice for port 22")
+	if err := h.sh.AddSplice(&ssh, t0); !errors.Is(err, ErrSpliceNotWebPort) {
+		t.Errorf("AddSplice for port 22: %v, want ErrSpliceNotWebPort", err)
 	}
 	if h.sh.Entries() != 0 {
 		t.Fatalf("Entries() = %d after refused Splices", h.sh.Entries())
@@ -193,6 +199,10 @@ func TestAdversarialSpliceForAConnectionTheShimNeverSawIsRefused(t *testing.T) {
 	}
 	if h.sh.Entries() != 1 {
 		t.Errorf("Entries() = %d, want 1", h.sh.Entries())
+	}
+	st := h.sh.Stats()
+	if st.SplicesRefused != 2 || st.RefusedNoHandshake != 1 || st.RefusedNotWebPort != 1 || st.Handshakes != 1 {
+		t.Errorf("stats %+v", st)
 	}
 	h.checkCounters()
 }
@@ -228,11 +238,12 @@ func TestAdversarialRequestIDReuseAfterRestartLeaksNothing(t *testing.T) {
 
 	// It restarts and hands off request 1 again, on another port.
 	now += 10 * s1
-	if _, err := install(1, 30001, 0x51000, 0x52000); err == nil {
-		t.Errorf("a RequestID in use for another tuple was accepted")
+	if _, err := install(1, 30001, 0x51000, 0x52000); !errors.Is(err, ErrSpliceRequestInUse) {
+		t.Errorf("a RequestID in use for another tuple: %v, want ErrSpliceRequestInUse", err)
 	}
 	// Request 2 of the new front-end reuses the handoff port of the old
-	// request 2: the kernel took a new handshake there, so the old
+	// request 2, same RequestID, same tuple, new numbers: not a resent
+	// Splice. The kernel took a new handshake there, so the old
 	// connection is gone, and so are its entry and its slot.
 	if _, err := install(2, 20002, 0x61000, 0x62000); err != nil {
 		t.Errorf("a new handshake on a tuple with an old entry: %v", err)
@@ -243,6 +254,9 @@ func TestAdversarialRequestIDReuseAfterRestartLeaksNothing(t *testing.T) {
 	}
 	if h.sh.Active() != 1 || h.sh.Entries() != 3 {
 		t.Errorf("Active() = %d, Entries() = %d, want 1 and 3", h.sh.Active(), h.sh.Entries())
+	}
+	if st := h.sh.Stats(); st.RefusedRequestInUse != 1 || st.SplicesReplaced != 2 {
+		t.Errorf("RefusedRequestInUse %d, SplicesReplaced %d, want 1 and 2", st.RefusedRequestInUse, st.SplicesReplaced)
 	}
 	h.checkCounters()
 
@@ -285,14 +299,14 @@ func TestAdversarialReplayedSpliceForAReusedHandoffPortIsRefused(t *testing.T) {
 	victim.RequestID = 8
 	const isnB = 0x70000000
 	h.input(PortHost, kernelSynAck(&victim, isnB, 0x90000000), now)
-	if err := h.sh.AddSplice(&old, now+ms); err == nil {
-		t.Errorf("a replayed Splice was accepted between the victim's handshake and its Splice")
+	if err := h.sh.AddSplice(&old, now+ms); !errors.Is(err, ErrSpliceInconsistent) {
+		t.Errorf("a replayed Splice between the victim's handshake and its Splice: %v, want ErrSpliceInconsistent", err)
 	}
 	if err := h.sh.AddSplice(&victim, now+ms); err != nil {
 		t.Fatalf("the victim's Splice: %v", err)
 	}
-	if err := h.sh.AddSplice(&old, now+2*ms); err == nil {
-		t.Errorf("a replayed Splice was accepted after the victim's")
+	if err := h.sh.AddSplice(&old, now+2*ms); !errors.Is(err, ErrSpliceNoHandshake) {
+		t.Errorf("a replayed Splice after the victim's: %v, want ErrSpliceNoHandshake", err)
 	}
 	reply := c2FromHost(&victim, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, 0x90000000+101, []byte("HTTP/1.1 200 OK\r\nSet-Cookie: s=1\r\n\r\n"))
 	toClient, _ := framesOn(t, h.input(PortHost, reply, now+3*ms))
@@ -305,11 +319,14 @@ func TestAdversarialReplayedSpliceForAReusedHandoffPortIsRefused(t *testing.T) {
 	// new handshake on the tuple, finds nothing to take.
 	h.input(PortHost, c2FromHost(&victim, wire.TCPFlagRST, isnB+1+37, 0, nil), now+s1)
 	h.tick(now + 10*s1)
-	if err := h.sh.AddSplice(&old, now+20*s1); err == nil {
-		t.Errorf("a replayed Splice was accepted with no handshake on its tuple")
+	if err := h.sh.AddSplice(&old, now+20*s1); !errors.Is(err, ErrSpliceNoHandshake) {
+		t.Errorf("a replayed Splice with no handshake on its tuple: %v, want ErrSpliceNoHandshake", err)
 	}
-	if err := h.sh.AddSplice(&victim, now+20*s1); err == nil {
-		t.Errorf("a replayed Splice was accepted for a handshake 20 s old")
+	// A handshake nobody sent a Splice for is good for HandshakeWindow.
+	victim.RequestID = 9
+	h.input(PortHost, kernelSynAck(&victim, isnB, 0x90000000), now+30*s1)
+	if err := h.sh.AddSplice(&victim, now+36*s1); !errors.Is(err, ErrSpliceStaleHandshake) {
+		t.Errorf("a Splice 6 s after its handshake: %v, want ErrSpliceStaleHandshake", err)
 	}
 	if h.sh.Entries() != 0 {
 		t.Errorf("Entries() = %d", h.sh.Entries())
@@ -317,4 +334,243 @@ func TestAdversarialReplayedSpliceForAReusedHandoffPortIsRefused(t *testing.T) {
 	h.checkCounters()
 }
 
-var _ = errors.Is
+// guardSplice is request id's Splice for a C2 from handoff port hport,
+// whose front-end ISN was isnF, handing over a 100-byte request.
+func guardSplice(id uint64, hport uint16, isnF wire.Seq) proto.Splice {
+	sp := shimSplice(isnF + 101)
+	sp.RequestID, sp.HandoffPort = id, hport
+	return sp
+}
+
+func TestShimHandshakeTableEvictsTheOldestAndForgetsOldOnes(t *testing.T) {
+	h := newShim(t, ShimConfig{MaxHandshakes: 4, HandshakeWindow: 2 * time.Second})
+	var sps []proto.Splice
+	for i := range 6 {
+		sp := guardSplice(uint64(i+1), uint16(21000+i), wire.Seq(0x1000*(i+1)))
+		h.input(PortHost, kernelSynAck(&sp, 0x500, wire.Seq(0x1000*(i+1))), t0+Time(i)*ms)
+		sps = append(sps, sp)
+	}
+	if st := h.sh.Stats(); st.Handshakes != 6 || st.HandshakesEvicted != 2 {
+		t.Errorf("Handshakes %d, HandshakesEvicted %d, want 6 and 2", st.Handshakes, st.HandshakesEvicted)
+	}
+	if len(h.sh.handshakes.byTuple) != 4 {
+		t.Errorf("%d handshakes held, want 4", len(h.sh.handshakes.byTuple))
+	}
+	for i := range sps {
+		err := h.sh.AddSplice(&sps[i], t0+10*ms)
+		if wantErr := i < 2; (err != nil) != wantErr {
+			t.Errorf("Splice %d: %v, want refused %v", i, err, wantErr)
+		}
+	}
+	// Consumed records leave dead slots, and old ones go without counting
+	// as evicted: the table drains as the next handshakes come.
+	later := t0 + 5*s1
+	for i := range 4 {
+		sp := guardSplice(uint64(i+20), uint16(22000+i), 0x9000)
+		h.input(PortHost, kernelSynAck(&sp, 0x500, 0x9000), later)
+	}
+	if st := h.sh.Stats(); st.HandshakesEvicted != 2 || len(h.sh.handshakes.byTuple) != 4 {
+		t.Errorf("HandshakesEvicted %d, %d held, want 2 and 4", st.HandshakesEvicted, len(h.sh.handshakes.byTuple))
+	}
+	// A retransmitted SYN-ACK refreshes its record; it does not take a
+	// second one.
+	sp := guardSplice(30, 22000, 0x9000)
+	h.input(PortHost, kernelSynAck(&sp, 0x500, 0x9000), later+s1)
+	if len(h.sh.handshakes.byTuple) != 4 {
+		t.Errorf("%d handshakes held after a retransmitted SYN-ACK", len(h.sh.handshakes.byTuple))
+	}
+	if err := h.sh.AddSplice(&sp, later+s1+2*s1); err != nil {
+		t.Errorf("Splice within the window of a refreshed handshake: %v", err)
+	}
+	// Frames that are not the kernel's SYN-ACK on a web port record nothing.
+	before := h.sh.Stats().Handshakes
+	other := guardSplice(40, 23000, 0x9000)
+	other.BackendPort = 8080
+	h.input(PortHost, kernelSynAck(&other, 0x500, 0x9000), later)
+	syn := c2FromWire(&sp, wire.TCPFlagSYN, 0x9000, 0, nil)
+	h.input(PortWire, syn, later)
+	if h.sh.Stats().Handshakes != before {
+		t.Errorf("a SYN-ACK from another port or a SYN from the wire was recorded")
+	}
+	h.checkCounters()
+}
+
+func TestAddSpliceRefusesNumbersThatContradictTheHandshake(t *testing.T) {
+	const isnB = 0x1000
+	var isnF wire.Seq = 0xfffffff0 // the request end wraps
+	cases := []struct {
+		name string
+		mod  func(*proto.Splice)
+	}{
+		{"request-end-behind-the-isn", func(sp *proto.Splice) { sp.RequestEnd = uint32(isnF) }},
+		{"request-end-far-ahead", func(sp *proto.Splice) { sp.RequestEnd = uint32(isnF + 1 + 2<<20) }},
+		{"timestamps-not-answered", func(sp *proto.Splice) { sp.Flags |= proto.SpliceTimestamps }},
+		{"other-window-scale", func(sp *proto.Splice) { sp.WScaleBackend = 3 }},
+	}
+	for _, tc := range cases {
+		h := newShim(t, ShimConfig{MaxRequestAhead: 1 << 20})
+		good := guardSplice(1, 20001, isnF)
+		good.RequestEnd = uint32(isnF + 1 + 1<<20) // the largest request taken
+		syn := good
+		syn.Flags &^= proto.SpliceTimestamps // the kernel answers no timestamps
+		good.Flags &^= proto.SpliceTimestamps
+		h.input(PortHost, kernelSynAck(&syn, isnB, isnF), t0)
+		bad := good
+		tc.mod(&bad)
+		if err := h.sh.AddSplice(&bad, t0); !errors.Is(err, ErrSpliceInconsistent) {
+			t.Errorf("%s: %v, want ErrSpliceInconsistent", tc.name, err)
+		}
+		// A refused Splice leaves the handshake for the real one.
+		if err := h.sh.AddSplice(&good, t0+ms); err != nil {
+			t.Errorf("%s: the consistent Splice after it: %v", tc.name, err)
+		}
+		if st := h.sh.Stats(); st.RefusedInconsistent != 1 || st.SplicesRefused != 1 || st.Splices != 1 {
+			t.Errorf("%s: stats %+v", tc.name, st)
+		}
+	}
+}
+
+func TestShimSpliceTableIsBounded(t *testing.T) {
+	h := newShim(t, ShimConfig{MaxEntries: 2})
+	install := func(id uint64, hport uint16, isnF wire.Seq) error {
+		sp := guardSplice(id, hport, isnF)
+		h.input(PortHost, kernelSynAck(&sp, 0x500, isnF), t0)
+		return h.sh.AddSplice(&sp, t0)
+	}
+	for id := range uint64(2) {
+		if err := install(id+1, uint16(20001+id), 0x1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := install(3, 20003, 0x1000); !errors.Is(err, ErrShimFull) {
+		t.Errorf("a third Splice with MaxEntries 2: %v, want ErrShimFull", err)
+	}
+	// A new connection on a held tuple takes its entry's place.
+	if err := install(4, 20001, 0x8000); err != nil {
+		t.Errorf("a Splice replacing an entry in a full table: %v", err)
+	}
+	if st := h.sh.Stats(); h.sh.Entries() != 2 || st.RefusedFull != 1 || st.SplicesReplaced != 1 {
+		t.Errorf("Entries() = %d, stats %+v", h.sh.Entries(), st)
+	}
+	h.checkCounters()
+}
+
+func TestShimEntryEndsAtItsLifetime(t *testing.T) {
+	sc := newShimConn(t, ShimConfig{MaxLifetime: time.Minute, IdleTimeout: 15 * time.Minute}, 0x1000, 0x2000, nil)
+	h, srv := sc.h, sc.srv
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100)), t0)
+	srv.rcvNxt = sc.cliSeq
+	now := t0
+	for range 5 { // a busy connection: a packet every 10 s
+		now += 10 * s1
+		h.input(PortHost, srv.reply([]byte("x")), now)
+		h.tick(now)
+	}
+	if h.sh.Entries() != 1 {
+		t.Fatalf("entry gone before its lifetime")
+	}
+	ev := onlyEvent(t, h.tick(t0+60*s1), EvResponseDone)
+	if ev.RequestID != 42 || h.sh.Entries() != 0 || h.sh.Active() != 0 {
+		t.Errorf("event %+v, Entries() %d, Active() %d", ev, h.sh.Entries(), h.sh.Active())
+	}
+	if st := h.sh.Stats(); st.ExpiredLifetime != 1 || st.Expired != 1 {
+		t.Errorf("ExpiredLifetime %d, Expired %d", st.ExpiredLifetime, st.Expired)
+	}
+	h.checkCounters()
+}
+
+// TestShimKernelIsTheAuthorityOnResets: a RST from the wire at the
+// expected sequence ends the splice, unless the kernel goes on sending
+// on the connection (it did not take the RST); the kernel's own RST ends
+// it whatever comes after.
+func TestShimKernelIsTheAuthorityOnResets(t *testing.T) {
+	linger := 2 * s1
+	sc := newShimConn(t, ShimConfig{Linger: time.Duration(linger)}, 0x1000, 0x2000, nil)
+	h, srv := sc.h, sc.srv
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100)), t0)
+	// A RST at the end of the request seen, which the kernel has not
+	// acknowledged yet; the kernel answers with a challenge ACK anyway.
+	h.input(PortWire, c2FromWire(&sc.sp, wire.TCPFlagRST, sc.cliSeq, 0, nil), t0)
+	replyGoesTo(t, sc, t0+ms, "the kernel's next segment")
+	h.tick(t0 + 3*linger)
+	if h.sh.Entries() != 1 || h.sh.Stats().ResetsCancelled != 1 {
+		t.Fatalf("Entries() = %d, ResetsCancelled %d", h.sh.Entries(), h.sh.Stats().ResetsCancelled)
+	}
+	// The kernel's RST is final: nothing after it brings the splice back.
+	now := t0 + 3*linger
+	h.input(PortHost, srv.seg(wire.TCPFlagRST|wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil), now)
+	h.input(PortWire, c2FromWire(&sc.sp, wire.TCPFlagRST, sc.cliSeq, 0, nil), now)
+	h.tick(now + linger)
+	if h.sh.Entries() != 0 {
+		t.Errorf("Entries() = %d after the kernel's RST and the linger", h.sh.Entries())
+	}
+	h.checkCounters()
+}
+
+func TestResentSpliceKeepsTheEntry(t *testing.T) {
+	sc := newShimConn(t, ShimConfig{}, 0x1000, 0x2000, nil)
+	h := sc.h
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, sc.srv.nxt, make([]byte, 100)), t0)
+	// The ack was lost and the front-end sends the Splice again; its
+	// handshake is consumed, and the Splice is still a no-op.
+	if err := h.sh.AddSplice(&sc.sp, t0+s1); err != nil {
+		t.Fatalf("resent Splice: %v", err)
+	}
+	if h.sh.Active() != 1 || h.sh.Entries() != 1 || h.sh.Stats().Splices != 1 {
+		t.Errorf("Active() %d, Entries() %d, Splices %d", h.sh.Active(), h.sh.Entries(), h.sh.Stats().Splices)
+	}
+}
+
+// TestShimGuardAllocatesNothing: recording the kernel's SYN-ACKs (with the
+// table turning over) and judging wire segments on a spliced tuple are on
+// the packet path.
+func TestShimGuardAllocatesNothing(t *testing.T) {
+	const n = 512
+	sc := newShimConn(t, ShimConfig{MaxHandshakes: 64}, 0x1000, 0x2000, nil)
+	synAcks := make([][]byte, n)
+	for i := range synAcks {
+		sp := guardSplice(uint64(100+i), uint16(30000+i), wire.Seq(i))
+		synAcks[i] = kernelSynAck(&sp, 0x500, wire.Seq(i))
+	}
+	frame := make([]byte, 2048)
+	var out Output
+	now := t0
+	feed := func(port Port, f []byte) {
+		copy(frame, f)
+		out.Reset()
+		now += ms
+		sc.h.sh.Input(port, frame[:len(f)], now, &out)
+	}
+	for _, f := range synAcks { // the map reaches its working size
+		feed(PortHost, f)
+	}
+	before := sc.h.sh.Stats()
+	i := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		feed(PortHost, synAcks[i%n])
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("recording a handshake: %v allocations", allocs)
+	}
+	if got := sc.h.sh.Stats().Handshakes - before.Handshakes; got != 201 {
+		t.Errorf("%d handshakes recorded, want 201: the path measured is not recording", got)
+	}
+
+	good := sc.fromFrontEnd(wire.TCPFlagACK, sc.srv.nxt, nil)
+	bad := c2FromWire(&sc.sp, wire.TCPFlagRST, sc.cliSeq+1<<30, 0, nil)
+	for _, f := range [][]byte{good, bad} {
+		before = sc.h.sh.Stats()
+		allocs = testing.AllocsPerRun(200, func() { feed(PortWire, f) })
+		after := sc.h.sh.Stats()
+		if allocs != 0 {
+			t.Errorf("a wire segment on a spliced tuple: %v allocations", allocs)
+		}
+		if after.WireToHost-before.WireToHost != 201 {
+			t.Errorf("%d frames passed, want 201", after.WireToHost-before.WireToHost)
+		}
+	}
+	if st := sc.h.sh.Stats(); st.WireRSTRefused != 201 || sc.h.sh.Entries() != 1 {
+		t.Errorf("WireRSTRefused %d, Entries() %d: the refusing path was not measured", st.WireRSTRefused, sc.h.sh.Entries())
+	}
+}
