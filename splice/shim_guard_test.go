@@ -574,3 +574,90 @@ func TestShimGuardAllocatesNothing(t *testing.T) {
 		t.Errorf("WireRSTRefused %d, Entries() %d: the refusing path was not measured", st.WireRSTRefused, sc.h.sh.Entries())
 	}
 }
+
+// FuzzShimGuard drives one shim with a program of kernel SYN-ACKs,
+// Splices, segments from either side on a few C2 tuples and the passing of
+// time. Whatever the order, the tables stay within their bounds and
+// consistent (one entry per RequestID, each found by its tuple), nothing
+// is counted twice, every frame out parses with exact checksums, and once
+// every timer ran nothing is left: no entry, no slot.
+func FuzzShimGuard(f *testing.F) {
+	// A handshake and its Splice, the request, a reply, a blind RST, a
+	// restart's reused RequestID, a long wait.
+	f.Add([]byte{0, 0, 1, 2, 0, 0, 1, 0, 0, 2, 0, 0, 2, 0, 0x18, 0, 0, 40, 3, 0, 0x18, 0, 0, 20,
+		2, 0, 0x04, 0x80, 0, 0, 0, 1, 3, 4, 0, 0, 1, 1, 0, 2, 0, 0, 4, 0, 0xff, 0, 0, 0})
+	f.Add([]byte{0, 3, 9, 9, 1, 0, 1, 3, 0, 0, 0, 0, 2, 3, 0x04, 0, 0, 0, 3, 3, 0x04, 0, 0, 0, 4, 0, 200, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		h := newShim(t, ShimConfig{MaxHandshakes: 3, MaxEntries: 3, Linger: time.Second,
+			IdleTimeout: time.Minute, MaxLifetime: 10 * time.Minute, HandshakeWindow: time.Second})
+		type conn struct{ isnB, isnF wire.Seq }
+		var conns [4]conn
+		now := t0
+		for len(prog) >= 6 {
+			op, i, a, b, c, d := prog[0]%6, int(prog[1]%4), prog[2], prog[3], prog[4], prog[5]
+			prog = prog[6:]
+			sp := guardSplice(uint64(b%4+1), uint16(20001+i), conns[i].isnF)
+			if c&1 != 0 {
+				sp.Flags &^= proto.SpliceTimestamps
+			}
+			if c&2 != 0 {
+				sp.BackendPort = 22
+			}
+			var out *Output
+			switch op {
+			case 0: // the kernel's SYN-ACK: a new connection on tuple i
+				conns[i] = conn{wire.Seq(a) << 24, wire.Seq(b)<<24 | wire.Seq(d)}
+				sp := guardSplice(1, uint16(20001+i), conns[i].isnF)
+				out = h.input(PortHost, kernelSynAck(&sp, conns[i].isnB, conns[i].isnF), now)
+			case 1: // a Splice, maybe for the last handshake on tuple i
+				if d&1 != 0 {
+					sp.RequestEnd += uint32(a) << 16
+				}
+				h.sh.AddSplice(&sp, now)
+			case 2: // a segment from the wire, near the stream or not
+				seq := conns[i].isnF + 1 + wire.Seq(int8(b))*100
+				if d&1 != 0 {
+					seq += wire.Seq(d) << 24
+				}
+				out = h.input(PortWire, c2FromWire(&sp, a&0x3f, seq, conns[i].isnB+1+wire.Seq(int8(c)), make([]byte, d%64)), now)
+			case 3: // the kernel's segment
+				flags := a & 0x3f &^ wire.TCPFlagSYN
+				out = h.input(PortHost, c2FromHost(&sp, flags, conns[i].isnB+1+wire.Seq(b)*50, conns[i].isnF+1+wire.Seq(c)*50, make([]byte, d%64)), now)
+			case 4:
+				now += Time(a) * 100 * ms
+				out = h.tick(now)
+			case 5:
+				now += Time(a) * ms
+			}
+			if out != nil {
+				checkEmitted(t, out, true)
+			}
+			checkShimTables(t, h)
+		}
+		drainShim(t, h, now)
+	})
+}
+
+// checkShimTables asserts the shim's tables are within their bounds and
+// agree with each other.
+func checkShimTables(t *testing.T, h *shimHarness) {
+	t.Helper()
+	h.checkCounters()
+	sh := h.sh
+	if len(sh.entries) > sh.cfg.MaxEntries || len(sh.handshakes.byTuple) > sh.cfg.MaxHandshakes ||
+		sh.handshakes.n > len(sh.handshakes.ring) {
+		t.Fatalf("%d entries, %d handshakes in %d slots: over the bounds", len(sh.entries), len(sh.handshakes.byTuple), sh.handshakes.n)
+	}
+	inService := 0
+	for id, ent := range sh.byReq {
+		if ent.requestID != id || sh.entries[ent.key] != ent {
+			t.Fatalf("entry of request %d is not the one its tuple finds", id)
+		}
+		if ent.inService {
+			inService++
+		}
+	}
+	if inService != sh.active {
+		t.Fatalf("%d entries in service, Active() = %d", inService, sh.active)
+	}
+}
