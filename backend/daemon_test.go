@@ -287,8 +287,11 @@ func (r *daemonRig) controlProtocol() {
 	// Splices for this host are installed, each in its shard, and
 	// acknowledged; one naming another back-end is refused with the
 	// engine's reason.
+	ln := r.listenWeb(80)
+	defer ln.Close()
 	for _, port := range []uint16{40001, 40002} {
-		sp := testSplice(uint64(port), port)
+		conn, sp := r.dialC2(uint64(port), port)
+		defer conn.Close()
 		r.send(shim, sp)
 		if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); !a.OK || a.RequestID != uint64(port) || a.BackendID != 3 {
 			t.Fatalf("ack %+v, want OK for request %d", a, port)
@@ -324,15 +327,93 @@ func testSplice(id uint64, handoffPort uint16) *proto.Splice {
 		RequestEnd: 0}
 }
 
+// listenWeb listens on the back-end's address and port in its namespace,
+// before the TAP carries the address (IP_FREEBIND). The kernel completes
+// handshakes into the backlog; nothing accepts them.
+func (r *daemonRig) listenWeb(port uint16) net.Listener {
+	r.t.Helper()
+	var ln net.Listener
+	err := netns.Do(r.be, func() (err error) {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1) })
+			return serr
+		}}
+		ln, err = lc.Listen(context.Background(), "tcp4", netip.AddrPortFrom(backendAddr, port).String())
+		return err
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ln
+}
+
+// dialC2 opens C2 from the fe namespace's handoff port to the web server
+// on port 80 and returns it with request id's Splice for it. The shim
+// takes a Splice only for a handshake it saw, with a RequestEnd just past
+// the handoff end's ISN, which is read off the wire: the SYN-ACK's ACK.
+func (r *daemonRig) dialC2(id uint64, port uint16) (net.Conn, *proto.Splice) {
+	t := r.t
+	t.Helper()
+	var sniff *link.AFPacket
+	if err := netns.Do(r.fe, func() (err error) {
+		sniff, err = link.OpenAFPacket("eth0", link.AFPacketConfig{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer sniff.Close()
+	isn := make(chan wire.Seq, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := sniff.ReadFrame(buf)
+			if err != nil {
+				return
+			}
+			var p wire.Packet
+			const synAck = uint8(wire.TCPFlagSYN | wire.TCPFlagACK)
+			if wire.Parse(buf[:n], &p) == nil && p.Kind == wire.KindTCP && p.TCP.SrcPort() == 80 &&
+				p.TCP.DstPort() == port && p.TCP.Flags()&synAck == synAck {
+				isn <- p.TCP.Ack() - 1
+				return
+			}
+		}
+	}()
+	var conn net.Conn
+	err := netns.Do(r.fe, func() (err error) {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(feAddr, port)), Timeout: 5 * time.Second}
+		conn, err = d.Dial("tcp4", netip.AddrPortFrom(backendAddr, 80).String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("C2 from port %d: %v", port, err)
+	}
+	select {
+	case s := <-isn:
+		sp := testSplice(id, port)
+		sp.RequestEnd = uint32(s + 1)
+		return conn, sp
+	case <-time.After(5 * time.Second):
+		conn.Close()
+		t.Fatalf("no SYN-ACK seen for the C2 from port %d", port)
+	}
+	return nil, nil
+}
+
 func TestDaemonSpliceDelay(t *testing.T) {
 	r := newDaemonRig(t, true, 1)
 	cfg := r.config()
 	cfg.SpliceDelay = 200 * time.Millisecond
 	cfg.Admin = ""
+	ln := r.listenWeb(80)
+	defer ln.Close()
 	stop := r.start(cfg)
 	_, shim := recv[*proto.Register](r, 10*time.Second)
+	conn, sp := r.dialC2(21, 40002)
+	defer conn.Close()
 	t0 := time.Now()
-	r.send(shim, testSplice(21, 40002))
+	r.send(shim, sp)
 	if a, _ := recv[*proto.SpliceAck](r, 3*time.Second); !a.OK || a.RequestID != 21 {
 		t.Fatalf("ack %+v", a)
 	}
@@ -409,18 +490,12 @@ func TestDaemonTranslatesSplicedReplies(t *testing.T) {
 			stop := r.start(r.config())
 			_, shim := recv[*proto.Register](r, 10*time.Second)
 			for _, port := range []uint16{40001, 40002} {
-				r.send(shim, testSplice(uint64(port), port))
+				// C2 first, then its Splice, then the request: the
+				// handoff's order.
+				conn, sp := r.dialC2(uint64(port), port)
+				r.send(shim, sp)
 				if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); !a.OK {
 					t.Fatalf("ack %+v", a)
-				}
-				var conn net.Conn
-				err := netns.Do(r.fe, func() (err error) {
-					d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(feAddr, port)), Timeout: 5 * time.Second}
-					conn, err = d.Dial("tcp4", netip.AddrPortFrom(backendAddr, 80).String())
-					return err
-				})
-				if err != nil {
-					t.Fatalf("C2 from port %d: %v", port, err)
 				}
 				conn.Write([]byte("GET"))
 				select {

@@ -121,7 +121,9 @@ type mail struct {
 
 func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	shim, err := splice.NewShim(splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
-		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet})
+		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet, WebPorts: d.cfg.WebPorts,
+		// A held Splice must still find its handshake when it is installed.
+		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func newTestWorkers(t *testing.T, n int) *Daemon {
 		log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	d.agent = NewAgent(AgentConfig{ID: 3})
 	for i := range n {
-		shim, err := splice.NewShim(splice.ShimConfig{HostIP: backendAddr})
+		shim, err := splice.NewShim(splice.ShimConfig{HostIP: backendAddr, WebPorts: []uint16{80}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +132,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 		}
 	}
 	w0.aout.Reset()
+	w1.kernelSynAck(testSplice(7, owner), ms(1))
 	w0.aout.Install = append(w0.aout.Install, testSplice(7, owner))
 	w0.carryOut(ms(1))
 	if len(w0.aout.Send) != 0 || w0.shim.Entries() != 0 {
@@ -150,6 +151,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	// A Splice for worker 0's own shard is installed and acknowledged in
 	// the same pass.
 	w0.aout.Reset()
+	w0.kernelSynAck(testSplice(8, other), ms(4))
 	w0.aout.Install = append(w0.aout.Install, testSplice(8, other))
 	w0.carryOut(ms(4))
 	if w0.shim.Entries() != 1 {
@@ -171,6 +173,20 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	if fb, ok := m.(*proto.Feedback); !ok || fb.RequestID != 7 || fb.Concurrency != 3 || fb.BackendID != 3 {
 		t.Fatalf("sent %+v, want Feedback for request 7 with concurrency 3", m)
 	}
+}
+
+// kernelSynAck feeds w's shard the kernel's SYN-ACK of the C2 connection
+// m names, as it crosses the shim before the front-end sends m: the shim
+// takes a Splice only for a handshake it saw. Its ACK makes m's
+// RequestEnd the end of an empty request.
+func (w *worker) kernelSynAck(m *proto.Splice, now splice.Time) {
+	tf := wire.TCPFrame{Src: m.BackendIP.As4(), Dst: m.HandoffIP.As4(), SrcPort: m.BackendPort, DstPort: m.HandoffPort,
+		Seq: 0x1000, Ack: wire.Seq(m.RequestEnd), Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 64240}
+	f := make([]byte, tf.Len())
+	tf.Encode(f)
+	w.out.Reset()
+	w.shim.Input(splice.PortHost, f, now, &w.out)
+	w.out.Reset()
 }
 
 // attachTestControl gives worker 0 a control socket on loopback and
@@ -226,6 +242,7 @@ func TestControlSocketReadInTheLoop(t *testing.T) {
 	fe := d.attachTestControl(t)
 	w0 := d.workers[0]
 	to := d.ctl.LocalAddr()
+	w0.kernelSynAck(testSplice(9, 40001), ms(1))
 	b, _ := proto.Marshal(testKey, testSplice(9, 40001))
 	fe.WriteToUDPAddrPort(b, to)
 	fe.WriteToUDPAddrPort([]byte("garbage"), to)

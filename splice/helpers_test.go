@@ -178,6 +178,9 @@ func newShim(tb testing.TB, cfg ShimConfig) *shimHarness {
 	if !cfg.HostIP.IsValid() {
 		cfg.HostIP = backendIP.Addr()
 	}
+	if cfg.WebPorts == nil {
+		cfg.WebPorts = []uint16{webPort}
+	}
 	sh, err := NewShim(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -20,7 +20,36 @@ type ShimConfig struct {
 	// request no longer counts as in service. A server pausing longer
 	// mid-response splits it in two reports.
 	ResponseQuiet time.Duration
+
+	// Against an attacker on the LAN (issue 9, shim_guard.go).
+	//
+	// WebPorts are the ports the web server listens on: the only back-end
+	// ports a Splice may name, and whose handshakes the shim records.
+	// Required.
+	WebPorts []uint16
+	// HandshakeWindow is how long after the kernel's SYN-ACK on a C2
+	// tuple a Splice for it is taken (5 s): the front-end sends it one
+	// round trip after that SYN-ACK, or SpliceDelay later (backend).
+	HandshakeWindow time.Duration
+	// MaxHandshakes bounds the handshakes remembered (4096), the oldest
+	// pushed out first. A Splice comes a round trip after its SYN-ACK,
+	// so it takes that many SYN-ACKs within a round trip (a SYN flood at
+	// the web port) to push out a handshake before its Splice.
+	MaxHandshakes int
+	// MaxEntries bounds the splices held (65536); a Splice for a new
+	// tuple beyond it is refused.
+	MaxEntries int
+	// MaxLifetime bounds an entry's life however busy its connection
+	// (24 h), on top of IdleTimeout.
+	MaxLifetime time.Duration
+	// MaxRequestAhead bounds how far a Splice's RequestEnd may lie past
+	// the front-end's ISN on C2: at least the front-end's RecvBuffer
+	// (1 MiB).
+	MaxRequestAhead uint32
 }
+
+// DefaultHandshakeWindow is ShimConfig.HandshakeWindow's default.
+const DefaultHandshakeWindow = 5 * time.Second
 
 // Shim is the back-end's packet engine: a bump in the wire between the
 // host kernel (PortHost) and the network (PortWire). Everything passes
@@ -31,12 +60,15 @@ type Shim struct {
 	cfg     ShimConfig
 	hostIP  wire.IP4
 	entries map[fourTuple]*spliceEntry // by reply tuple: server -> handoff address
-	byReq   map[uint64]*spliceEntry
-	timers  deadlines
-	stats   ShimStats
-	pkt     wire.Packet
-	opts    wire.TCPOptions
-	active  int
+	// byReq holds the same entries by RequestID, one entry per ID
+	// (AddSplice refuses a second), which is also the timers' key.
+	byReq      map[uint64]*spliceEntry
+	handshakes handshakeTable // recent C2 handshakes, by reply tuple
+	timers     deadlines
+	stats      ShimStats
+	pkt        wire.Packet
+	opts       wire.TCPOptions
+	active     int
 }
 
 // ShimStats are the shim's counters.
@@ -53,6 +85,22 @@ type ShimStats struct {
 	// PeakActive is the most requests ever in service at once: what the
 	// front-end's concurrency cap is there to bound.
 	PeakActive uint64
+
+	// Against an attacker on the LAN (issue 9, shim_guard.go). Every
+	// refused Splice counts in SplicesRefused and under one reason.
+	SplicesRefused      uint64
+	RefusedNotWebPort   uint64 // names a port the web server does not listen on
+	RefusedNoHandshake  uint64 // no handshake seen on its tuple, or too long ago
+	RefusedInconsistent uint64 // numbers that contradict the handshake seen
+	RefusedRequestInUse uint64 // RequestID of a live entry for another tuple
+	RefusedFull         uint64 // MaxEntries reached
+	SplicesReplaced     uint64 // entries replaced by a Splice for a new handshake on their tuple
+	Handshakes          uint64 // kernel SYN-ACKs on web ports recorded
+	HandshakesEvicted   uint64 // of them, pushed out within HandshakeWindow by newer ones
+	WireRSTRefused      uint64 // wire RSTs not at the exact sequence: passed, splice kept
+	WireOutOfWindow     uint64 // other wire segments the kernel would not accept: passed, ignored
+	ResetsCancelled     uint64 // wire RSTs after which the kernel kept sending
+	ExpiredLifetime     uint64 // entries ended by MaxLifetime (also in Expired)
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -72,8 +120,16 @@ type spliceEntry struct {
 	reqEnd    wire.Seq
 	reqAcked  bool
 
+	// The kernel's side of C2, to judge segments from the wire as it
+	// will (acceptable, shim_guard.go).
+	rcvAck      wire.Seq // the kernel's latest ACK: its rcv_nxt as it last said
+	rcvWnd      uint32   // the window it announced with that ACK, scaled
+	sndNxt      wire.Seq // past the last sequence number the kernel sent
+	hostShift   uint8    // the kernel's window shift on C2
+	resetByWire bool     // reset by a RST from the wire, which the kernel may not have taken
+	born        Time
+
 	// Service-time measurement, one request at a time.
-	reqSeen    bool     // some request byte went past
 	reqNxt     wire.Seq // end of the request bytes seen: less is a retransmission
 	inService  bool
 	responding bool
@@ -107,11 +163,31 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 	if cfg.ResponseQuiet == 0 {
 		cfg.ResponseQuiet = 20 * time.Millisecond
 	}
+	if len(cfg.WebPorts) == 0 {
+		return nil, errors.New("splice: ShimConfig.WebPorts is empty")
+	}
+	if cfg.HandshakeWindow == 0 {
+		cfg.HandshakeWindow = DefaultHandshakeWindow
+	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = 4096
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 65536
+	}
+	if cfg.MaxLifetime == 0 {
+		cfg.MaxLifetime = 24 * time.Hour
+	}
+	if cfg.MaxRequestAhead == 0 {
+		cfg.MaxRequestAhead = 1 << 20
+	}
+	cfg.WebPorts = append([]uint16(nil), cfg.WebPorts...)
 	return &Shim{
-		cfg:     cfg,
-		hostIP:  cfg.HostIP.As4(),
-		entries: make(map[fourTuple]*spliceEntry),
-		byReq:   make(map[uint64]*spliceEntry),
+		cfg:        cfg,
+		hostIP:     cfg.HostIP.As4(),
+		entries:    make(map[fourTuple]*spliceEntry),
+		byReq:      make(map[uint64]*spliceEntry),
+		handshakes: newHandshakeTable(cfg.MaxHandshakes, cfg.HandshakeWindow),
 	}, nil
 }
 
@@ -121,30 +197,55 @@ var ErrSpliceMismatch = errors.New("splice: Splice message names another back-en
 // AddSplice installs the translation for one handoff. The daemon answers
 // the front-end with a SpliceAck only after this returned nil, which is
 // what orders the Splice before the first reply (the front-end sends the
-// request only after the ack).
+// request only after the ack); an error says why not, for SpliceAck's
+// Reason.
+//
+// A Splice is taken only for a C2 tuple whose handshake the kernel has
+// just made (within HandshakeWindow of its SYN-ACK), on one of WebPorts,
+// with numbers that agree with that handshake, and with a RequestID no
+// other live entry has; each handshake is good for one Splice
+// (shim_guard.go). A resent Splice for an entry in place is a no-op. A
+// Splice for a new handshake on the tuple of an entry still held
+// replaces it: the kernel took a new connection there, so the old one is
+// gone, and so is its slot.
 func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	if !m.BackendIP.Is4() || m.BackendIP.As4() != s.hostIP {
+		s.stats.SplicesRefused++
 		return ErrSpliceMismatch
 	}
 	if !m.ClientIP.Is4() || !m.VIP.Is4() || !m.HandoffIP.Is4() {
+		s.stats.SplicesRefused++
 		return fmt.Errorf("splice: Splice %d has a non-IPv4 address", m.RequestID)
 	}
 	key := fourTuple{srcIP: s.hostIP, dstIP: m.HandoffIP.As4(), srcPort: m.BackendPort, dstPort: m.HandoffPort}
-	if old := s.entries[key]; old != nil {
-		if old.requestID == m.RequestID {
-			return nil // a resent Splice: keep the live state
-		}
-		s.remove(old) // the front-end reused the handoff port
+	old := s.entries[key]
+	if old != nil && old.installedBy(m) {
+		return nil // a resent Splice: keep the live state
+	}
+	hs, err := s.checkSplice(m, key, old, now)
+	if err != nil {
+		s.stats.SplicesRefused++
+		return err
+	}
+	s.handshakes.consume(key)
+	if old != nil {
+		s.stats.SplicesReplaced++
+		s.remove(old)
 	}
 	ent := &spliceEntry{
 		key: key, requestID: m.RequestID,
 		client: m.ClientIP.As4(), vip: m.VIP.As4(), cport: m.ClientPort, vport: m.VIPPort,
 		cliMAC: m.ClientNextHopMAC, seqDelta: m.SeqDelta, tsOffset: m.TSOffset,
-		ts:       m.Flags&proto.SpliceTimestamps != 0,
-		scaled:   m.Flags&proto.SpliceWindowScale != 0,
-		wsShift:  int(m.WScaleBackend) - int(m.WScaleFrontend),
-		reqEnd:   wire.Seq(m.RequestEnd),
-		lastSeen: now, deadline: Never,
+		ts:      m.Flags&proto.SpliceTimestamps != 0,
+		scaled:  m.Flags&proto.SpliceWindowScale != 0,
+		wsShift: int(m.WScaleBackend) - int(m.WScaleFrontend),
+		reqEnd:  wire.Seq(m.RequestEnd),
+		rcvAck:  hs.isnF + 1, rcvWnd: uint32(hs.window), sndNxt: hs.isnB + 1,
+		reqNxt: hs.isnF + 1,
+		born:   now, lastSeen: now, deadline: Never,
+	}
+	if hs.wscale > 0 {
+		ent.hostShift = uint8(hs.wscale)
 	}
 	s.entries[key] = ent
 	s.byReq[m.RequestID] = ent
@@ -171,12 +272,13 @@ func (s *Shim) NextDeadline() Time { return s.timers.next() }
 
 // due is the entry's next deadline: the end of a drained response's quiet
 // period, the end of the linger after both FINs or a RST, or the idle
-// timeout.
+// timeout; never later than the end of its lifetime.
 func (s *Shim) due(ent *spliceEntry) Time {
 	when := ent.lastSeen.Add(s.cfg.IdleTimeout)
 	if ent.reset || (ent.cliFin && ent.srvFin) {
 		when = ent.lastSeen.Add(s.cfg.Linger)
 	}
+	when = min(when, ent.born.Add(s.cfg.MaxLifetime))
 	if ent.inService && ent.responding && ent.drained {
 		when = min(when, ent.drainedAt.Add(s.cfg.ResponseQuiet))
 	}
@@ -215,6 +317,9 @@ func (s *Shim) Tick(now Time, out *Output) {
 		}
 		s.finishResponse(ent, out)
 		s.stats.Expired++
+		if !now.Before(ent.born.Add(s.cfg.MaxLifetime)) {
+			s.stats.ExpiredLifetime++
+		}
 		s.remove(ent)
 	}
 }
@@ -261,6 +366,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			if ent := s.entries[key]; ent != nil && !t.Has(wire.TCPFlagSYN) {
 				s.translateReply(ent, p, vh, now, out)
 				return
+			}
+			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
+				s.noteHandshake(key, t, now)
 			}
 		} else if port == PortWire && p.IP.Dst() == s.hostIP {
 			t := p.TCP

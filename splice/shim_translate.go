@@ -72,6 +72,8 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		return
 	}
 	flags := t.Flags()
+	n := len(t.Payload())
+	s.noteHostSegment(ent, t, flags, n)
 	ent.lastSeen = now
 	if !ent.reqAcked || flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
 		s.copyHeaderToFrontEnd(p, out)
@@ -79,7 +81,6 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 			ent.reqAcked = true
 		}
 	}
-	n := len(t.Payload())
 	if n > 0 {
 		if !ent.responding {
 			ent.responding = true
@@ -97,7 +98,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		ent.srvFin = true
 	}
 	if flags&wire.TCPFlagRST != 0 {
-		ent.reset = true
+		ent.reset, ent.resetByWire = true, false // the kernel's own: final
 	}
 	// The server is done with a request once it has sent every byte its
 	// head announced: that frees its slot, whatever the client's pace.
@@ -173,22 +174,35 @@ func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
 // server: request arrivals start a service-time measurement; ACKs that
 // cover the whole response end it; FIN and RST drive the linger. A frame
 // the wire side's GRO merged counts with all its payload: the IPv4 Total
-// Length of a merged frame covers every segment in it.
+// Length of a merged frame covers every segment in it. Only segments the
+// kernel would accept count; the others pass to it, which answers them,
+// and change nothing here (acceptable, shim_guard.go).
 func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *Output) {
 	t := p.TCP
 	flags := t.Flags()
+	if !s.acceptable(ent, t, flags) {
+		return
+	}
 	ent.lastSeen = now
+	if flags&wire.TCPFlagRST != 0 {
+		if !ent.reset {
+			ent.reset, ent.resetByWire = true, true
+		}
+		s.finishResponse(ent, out)
+		s.arm(ent, now)
+		return
+	}
 	if ent.responding && !ent.respEndKnown && !ent.drained && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
 		// No length in the head: the response is over once the client
 		// has it all and the server stays quiet (see ResponseQuiet).
 		ent.drained = true
 		ent.drainedAt = now
 	}
-	if n := len(t.Payload()); n > 0 && (!ent.reqSeen || ent.reqNxt.LessThan(t.Seq()+wire.Seq(n))) {
+	if n := len(t.Payload()); n > 0 && ent.reqNxt.LessThan(t.Seq()+wire.Seq(n)) {
 		// New request bytes. A retransmission (the front-end resending
 		// the request, a client resending a segment) is neither a new
 		// request nor the end of the response in progress.
-		ent.reqSeen, ent.reqNxt = true, t.Seq()+wire.Seq(n)
+		ent.reqNxt = t.Seq() + wire.Seq(n)
 		if ent.responding {
 			// A pipelined or keep-alive request before the last
 			// response was fully acknowledged: close that one first.
@@ -205,10 +219,6 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	}
 	if flags&wire.TCPFlagFIN != 0 {
 		ent.cliFin = true
-	}
-	if flags&wire.TCPFlagRST != 0 {
-		ent.reset = true
-		s.finishResponse(ent, out)
 	}
 	s.arm(ent, now)
 }

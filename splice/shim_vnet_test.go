@@ -291,6 +291,7 @@ func TestShimAccountsForASuperFrameAsForItsSegments(t *testing.T) {
 		h, srv := sc.h, sc.srv
 		arrive := t0 + 100*ms
 		h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n")), arrive)
+		srv.rcvNxt = sc.cliSeq // the kernel acknowledges what it received
 		f := srv.reply(append(append([]byte(nil), head...), superPayload(bodyLen)...))
 		end := srv.nxt
 		vh := toPartial(t, f, superMSS)
