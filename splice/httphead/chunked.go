@@ -45,29 +45,29 @@ var (
 type chunkState uint8
 
 const (
-	csSizeFirst    chunkState = iota // first HEXDIG of a chunk-size
-	csSize                           // more HEXDIG, BWS, ';' or CR
-	csSizeBWS                        // BWS after the size: more BWS or ';'
-	csExtPreName                     // BWS then a chunk-ext-name
-	csExtName                        // in chunk-ext-name
-	csExtPostName                    // BWS after a name: '=' or ';'
-	csExtPreValue                    // BWS then token or quoted-string
-	csExtToken                       // in a token value
-	csExtQuoted                      // in a quoted-string value
-	csExtQuotedPair                  // after '\' in a quoted-string
-	csExtPostValue                   // after a value: BWS, ';' or CR
-	csExtBWS                         // BWS after a value: more BWS or ';'
-	csSizeLF                         // LF of the chunk-size line
-	csData                           // chunk-data, remain bytes left
-	csDataCR                         // CR after chunk-data
-	csDataLF                         // LF after chunk-data
-	csTrailerStart                   // start of a trailer line or the final CRLF
-	csTrailerName                    // in a trailer field name
-	csTrailerValue                   // in a trailer field value
-	csTrailerLF                      // LF of a trailer field line
-	csFinalLF                        // LF of the final CRLF
-	csDone                           // the body has ended
-	csFailed                         // an error was reported
+	csSizeFirst     chunkState = iota // first HEXDIG of a chunk-size
+	csSize                            // more HEXDIG, BWS, ';' or CR
+	csSizeBWS                         // BWS after the size: more BWS or ';'
+	csExtPreName                      // BWS then a chunk-ext-name
+	csExtName                         // in chunk-ext-name
+	csExtPostName                     // BWS after a name: '=' or ';'
+	csExtPreValue                     // BWS then token or quoted-string
+	csExtToken                        // in a token value
+	csExtQuoted                       // in a quoted-string value
+	csExtQuotedPair                   // after '\' in a quoted-string
+	csExtPostValue                    // after a value: BWS, ';' or CR
+	csExtBWS                          // BWS after a value: more BWS or ';'
+	csSizeLF                          // LF of the chunk-size line
+	csData                            // chunk-data, remain bytes left
+	csDataCR                          // CR after chunk-data
+	csDataLF                          // LF after chunk-data
+	csTrailerStart                    // start of a trailer line or the final CRLF
+	csTrailerName                     // in a trailer field name
+	csTrailerValue                    // in a trailer field value
+	csTrailerLF                       // LF of a trailer field line
+	csFinalLF                         // LF of the final CRLF
+	csDone                            // the body has ended
+	csFailed                          // an error was reported
 )
 
 // Chunked follows one chunked body. The zero value is ready for the first
