@@ -415,3 +415,58 @@ func TestAdversarialMalformedChunkedFollowUpIsAnswered400(t *testing.T) {
 		t.Errorf("unfollowable %d, refused %d", st.FollowUpsUnfollowable, st.FollowUpsRefused)
 	}
 }
+
+// TestFollowingChunkedRequestsAllocatesNothing: forwarding a chunked body
+// segment by segment, and a keep-alive cycle of chunked follow-ups (held,
+// reported, admitted, their end found), allocate nothing once warm.
+func TestFollowingChunkedRequestsAllocatesNothing(t *testing.T) {
+	sc, _ := chunkedConn(t, "7fffffff\r\n")
+	const runs = 200
+	frames := make([][]byte, runs+1)
+	for i := range frames {
+		frames[i] = sc.c.data(make([]byte, fullPayload))
+	}
+	before := sc.h.fe.Stats().ForwardedFrames
+	var out Output
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		out.Reset()
+		sc.now += ms
+		sc.h.fe.Input(frames[i], sc.now, &out)
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("forwarding a chunked body segment: %v allocations", allocs)
+	}
+	if n := sc.h.fe.Stats().ForwardedFrames - before; n != runs+1 {
+		t.Errorf("forwarded %d frames, want %d: the path measured is not forwarding", n, runs+1)
+	}
+
+	ka, _ := keepAliveConn(t)
+	req := []byte(chunkedHead + chunkedBody)
+	frames = frames[:0]
+	for range runs + 1 {
+		frames = append(frames, ka.c.data(req))
+	}
+	before = ka.h.fe.Stats().ChunkedBodies
+	i = 0
+	allocs = testing.AllocsPerRun(runs, func() {
+		out.Reset()
+		ka.now += ms
+		ka.h.fe.Input(frames[i], ka.now, &out)
+		if len(out.Events) != 1 {
+			t.Fatalf("request %d: %d events", i, len(out.Events))
+		}
+		out.Reset()
+		if err := ka.h.fe.Admit(ka.id, ka.now, &out); err != nil || len(out.Frames) != 1 {
+			t.Fatalf("request %d: Admit %v, %d frames", i, err, len(out.Frames))
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("a chunked follow-up request: %v allocations", allocs)
+	}
+	if n := ka.h.fe.Stats().ChunkedBodies - before; n != runs+1 {
+		t.Errorf("%d chunked bodies followed, want %d", n, runs+1)
+	}
+}
