@@ -317,7 +317,7 @@ func (e *FrontEnd) firstBodyBytes(f *flow, b []byte, accept int, now Time, out *
 	if f.reqSpan >= 0 {
 		return true
 	}
-	err := e.followFirstBody(f, b[:min(len(b), accept)], len(f.buf))
+	err := e.followFirstBody(f, b[:max(0, min(len(b), accept))], len(f.buf))
 	if err == nil {
 		return true
 	}
