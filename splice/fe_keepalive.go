@@ -30,7 +30,8 @@ import (
 // tracker consumes the body in sequence order as it is forwarded
 // (kaChunked, nextReq is how far it got), and where it ends the next head
 // starts. A segment beyond that point (after a loss) is not forwarded:
-// it could hold the body's end and the next request; the client resends.
+// it could hold the body's end and the next request; the client resends
+// it (a chunked upload recovers from loss without the back-end's SACK).
 // The first request's body is followed the same way while the front-end
 // still buffers it (fe_client.go), so a pipelined request behind it is
 // not handed over with it.
@@ -40,7 +41,10 @@ import (
 // (431), a partial head at the client's FIN (400), a chunked body that
 // breaks the grammar (400) -- is never forwarded: it is answered in the
 // stream once the previous response has ended (fe_refuse.go) and the
-// connection closes, as a refused follow-up is.
+// connection closes, as a refused follow-up is. A chunked body that
+// breaks after part of it was forwarded leaves its own response open:
+// unless the server answers early, the connection is reset after
+// RefuseWait.
 
 type kaState uint8
 

@@ -19,7 +19,10 @@ import (
 // (ResponseEnded). Then the front-end takes the connection back: it
 // resets C2 at the back-end's rcv_nxt, acknowledges the client's bytes
 // itself and sends the answer and its FIN with the usual retransmissions,
-// as for any answer of its own.
+// as for any answer of its own. Requests the front-end cannot follow (a
+// follow-up head that does not parse, a malformed chunked body: see
+// fe_keepalive.go) are answered the same way, 400 or 431, without asking
+// the scheduler.
 //
 // Requests handed to the back-end are counted (respPending) so that the
 // end of an older response is not taken for the end of a pipelined newer
