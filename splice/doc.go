@@ -162,11 +162,18 @@
 // own. It still watches the request stream for keep-alive follow-up
 // requests (fe_keepalive.go: bytes from the next head on are held until
 // Admit, each held segment's ACK, SACK and window sent on at once in a
-// header-only segment), and a refused follow-up takes the connection back
-// (fe_refuse.go: once the shim reported where the last response ended and
-// the client acknowledged all of it, C2 is reset and the front-end answers
-// from that point in the stream; if the end is not known within
-// RefuseWait of the client's last progress, the connection is reset).
+// header-only segment; a chunked body is followed to its end with
+// httphead.Chunked, already while the first request is buffered, so the
+// request behind it is held too), and a refused follow-up takes the
+// connection back (fe_refuse.go: once the shim reported where the last
+// response ended and the client acknowledged all of it, C2 is reset and
+// the front-end answers from that point in the stream; if the end is not
+// known within RefuseWait of the client's last progress, the connection
+// is reset). No request reaches the back-end unscheduled: what the
+// front-end cannot follow -- a follow-up head that does not parse (400)
+// or is over MaxHead (431), a partial head at the client's FIN, a
+// malformed chunked body (400) -- is never forwarded but answered the
+// same way, and the connection closes.
 //
 // answering (fe_answer.go): the front-end's own response and FIN, sent
 // reliably. linger: EvClosed has been emitted; late segments still find

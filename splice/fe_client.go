@@ -221,6 +221,9 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	room := e.cfg.RecvBuffer - len(f.buf)
 	beyond := false
+	if f.state != stReading && !e.firstBodyBytes(f, payload, room, now, out) {
+		return // a malformed chunked body, answered
+	}
 	if f.state != stReading && f.reqSpan >= 0 {
 		// Only the first request is handed over with the connection;
 		// what follows it is the next request, which must be scheduled
@@ -272,8 +275,12 @@ func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
 	err := httphead.Parse(f.buf, e.cfg.MaxHead, req)
 	switch {
 	case err == nil:
+		if err := e.firstRequestSpan(f, req); err != nil {
+			e.ackClient(f, now, out)
+			e.answer(f, 400, err.Error(), now, out)
+			return
+		}
 		f.state = stQueued
-		f.reqSpan = requestSpan(req)
 		e.trimToRequest(f)
 		e.stats.Requests++
 		e.setDeadline(f, now.Add(e.cfg.IdleTimeout))

@@ -43,7 +43,9 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		return // the flow is ours again; the segment's ACK was all it brought
 	}
 	if f.state == stSpliced && !e.followUp(f, p, o, now, out) {
-		e.armSplicedTimer(f, now)
+		if f.state == stSpliced { // not taken back to answer in the stream
+			e.armSplicedTimer(f, now)
+		}
 		return
 	}
 	// Only bytes move the back-end's rcv_nxt: a pure ACK may carry a

@@ -252,10 +252,7 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 	f.retries = 0
 	f.respPending = 1
 	e.stats.HandoffsDone++
-	if f.reqSpan >= 0 && !f.finInBuf {
-		f.kaState = kaForward
-		f.nextReq = f.syn.clientISN + 1 + wire.Seq(f.reqSpan)
-	}
+	e.trackFollowUps(f)
 	e.sendRequest(f, now, out)
 	for _, h := range f.held {
 		var p wire.Packet

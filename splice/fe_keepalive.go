@@ -26,17 +26,34 @@ import (
 // carries are forwarded at once in a header-only copy, so the response in
 // flight keeps flowing.
 //
-// Limits: a request with a chunked body ends tracking for the connection
-// (its end is unknown without decoding chunks), as does a follow-up head
-// that does not parse (the server answers it); both are counted.
+// A chunked body's end is found by following it (httphead.Chunked): the
+// tracker consumes the body in sequence order as it is forwarded
+// (kaChunked, nextReq is how far it got), and where it ends the next head
+// starts. A segment beyond that point (after a loss) is not forwarded:
+// it could hold the body's end and the next request; the client resends
+// it (a chunked upload recovers from loss without the back-end's SACK).
+// The first request's body is followed the same way while the front-end
+// still buffers it (fe_client.go), so a pipelined request behind it is
+// not handed over with it.
+//
+// No request reaches the back-end unscheduled. What the front-end cannot
+// follow -- a follow-up head that does not parse (400), one over MaxHead
+// (431), a partial head at the client's FIN (400), a chunked body that
+// breaks the grammar (400) -- is never forwarded: it is answered in the
+// stream once the previous response has ended (fe_refuse.go) and the
+// connection closes, as a refused follow-up is. A chunked body that
+// breaks after part of it was forwarded leaves its own response open:
+// unless the server answers early, the connection is reset after
+// RefuseWait.
 
 type kaState uint8
 
 const (
-	kaOff     kaState = iota // not tracking: forward everything
+	kaOff     kaState = iota // not tracking: the client's FIN is in, or the flow was taken back
 	kaForward                // inside an admitted request; next head at nextReq
 	kaCollect                // collecting the next head in kaBuf
 	kaWaiting                // head complete, EvRequest sent, waiting for Admit
+	kaChunked                // inside an admitted chunked body, followed up to nextReq
 )
 
 // ErrNotWaiting: Admit for a flow with no follow-up waiting.
@@ -55,7 +72,7 @@ func (e *FrontEnd) waitingFollowUp(id FlowID) (*flow, error) {
 }
 
 // requestSpan is the sequence space of a parsed request: head plus body,
-// or -1 when the body's length is unknown (chunked).
+// or -1 when the body is chunked (its end is found by following it).
 func requestSpan(r *httphead.Request) int64 {
 	if r.Chunked || r.BodyLen < 0 {
 		return -1
@@ -75,6 +92,11 @@ func (e *FrontEnd) followUp(f *flow, p *wire.Packet, o *wire.TCPOptions, now Tim
 	}
 	s := t.Seq()
 	end := s + wire.Seq(len(payload))
+	if f.kaState == kaChunked {
+		if forward, handled := e.followChunked(f, t, o, payload, fin, now, out); handled {
+			return forward
+		}
+	}
 	if end.LessEq(f.nextReq) && !(fin && end == f.nextReq && f.kaState != kaForward) {
 		return true // old bytes of the current request, or its retransmission
 	}
@@ -128,26 +150,83 @@ func (e *FrontEnd) parseFollowUp(f *flow, now Time, out *Output) {
 	case err == nil:
 		f.kaState = kaWaiting
 		f.kaSpan = requestSpan(req)
+		f.kaHeadLen = req.HeadLen
 		e.stats.Requests++
 		e.stats.FollowUps++
 		out.event(Event{Kind: EvRequest, Flow: f.id, Backend: f.backend.ID, FollowUp: true,
 			Request: e.requestInfo(f, req, out)})
 	case errors.Is(err, httphead.ErrIncomplete):
-		if f.kaFin {
-			e.stopFollowUps(f, out) // the client closed mid-head
+		if !f.kaFin {
+			return
 		}
+		if onlyEmptyLines(f.kaBuf) {
+			// A plain close (after CRLFs some clients send behind a
+			// body, which servers ignore): nothing to schedule.
+			e.flushHeld(f, len(f.kaBuf), true, out)
+			f.kaState = kaForward
+			return
+		}
+		e.refuseUnfollowable(f, 400, "request incomplete at end of stream", now, out)
+	case errors.Is(err, httphead.ErrTooLarge):
+		e.refuseUnfollowable(f, 431, "request head larger than the limit", now, out)
 	default:
-		// Too large or malformed: let the server answer it; we cannot
-		// speak HTTP on a spliced stream.
-		e.stats.FollowUpsUntracked++
-		e.stopFollowUps(f, out)
+		// Never forwarded: a server could read a different request in
+		// what we cannot parse.
+		e.refuseUnfollowable(f, 400, err.Error(), now, out)
 	}
 }
 
-// stopFollowUps sends whatever is held and forwards everything from now on.
-func (e *FrontEnd) stopFollowUps(f *flow, out *Output) {
-	e.flushHeld(f, len(f.kaBuf), f.kaFin, out)
-	f.kaState = kaOff
+// onlyEmptyLines reports whether b is nothing but CRLFs.
+func onlyEmptyLines(b []byte) bool {
+	for i := 0; i+1 < len(b); i += 2 {
+		if b[i] != '\r' || b[i+1] != '\n' {
+			return false
+		}
+	}
+	return len(b)%2 == 0
+}
+
+// refuseUnfollowable answers a request the front-end cannot follow inside
+// its stream after the previous response, as a refused follow-up, and
+// counts it.
+func (e *FrontEnd) refuseUnfollowable(f *flow, status int, reason string, now Time, out *Output) {
+	e.stats.FollowUpsUnfollowable++
+	e.refuseInStream(f, status, reason, 0, now, out)
+}
+
+// followChunked handles a client segment inside an admitted chunked body
+// (kaChunked). handled says whether it decided; forward whether the
+// segment goes on unchanged. Not handled: the body ended inside the
+// segment, nextReq is the next head and followUp carries on from there.
+func (e *FrontEnd) followChunked(f *flow, t wire.TCP, o *wire.TCPOptions, payload []byte, fin bool, now Time, out *Output) (forward, handled bool) {
+	s := t.Seq()
+	end := s + wire.Seq(len(payload))
+	switch {
+	case end.LessEq(f.nextReq):
+		return true, true // body bytes already followed, or a FIN right after them
+	case f.nextReq.LessThan(s):
+		// A gap: the missing bytes could end the body and this segment
+		// start the next request. The client resends; its ACK goes on.
+		e.sendC2(f, t, o, f.nextReq, nil, 0, out)
+		e.drop(dropOutOfWindow)
+		return false, true
+	}
+	fresh := payload[f.nextReq-s:]
+	n, err := f.chunk.Feed(fresh)
+	if err != nil {
+		e.sendC2(f, t, o, f.nextReq, nil, 0, out)
+		f.kaBuf = append(f.kaBuf[:0], fresh[:min(len(fresh), e.cfg.RecvBuffer)]...)
+		f.kaFin = fin && len(fresh) <= e.cfg.RecvBuffer
+		e.refuseUnfollowable(f, 400, err.Error(), now, out)
+		return false, true
+	}
+	f.nextReq += wire.Seq(n)
+	if !f.chunk.Done() {
+		return true, true
+	}
+	e.stats.ChunkedBodies++
+	f.kaState = kaForward
+	return false, false
 }
 
 // Admit releases the follow-up request waiting on a spliced flow.
@@ -157,9 +236,22 @@ func (e *FrontEnd) Admit(id FlowID, now Time, out *Output) error {
 		return err
 	}
 	if f.kaSpan < 0 {
-		e.stats.FollowUpsUntracked++
-		e.stopFollowUps(f, out)
-		return nil
+		// Chunked: the body's end among the held bytes, if it is there.
+		f.chunk.Reset()
+		n, err := f.chunk.Feed(f.kaBuf[f.kaHeadLen:])
+		switch {
+		case err != nil:
+			// Nothing of it went out: answer it like a refusal.
+			e.refuseUnfollowable(f, 400, err.Error(), now, out)
+			return nil
+		case !f.chunk.Done():
+			f.respPending++
+			e.flushHeld(f, len(f.kaBuf), f.kaFin, out)
+			f.kaState = kaChunked
+			return nil
+		}
+		e.stats.ChunkedBodies++
+		f.kaSpan = int64(f.kaHeadLen + n)
 	}
 	n := int(min(f.kaSpan, int64(len(f.kaBuf))))
 	fin := f.kaFin && n == len(f.kaBuf)
@@ -176,6 +268,69 @@ func (e *FrontEnd) Admit(id FlowID, now Time, out *Output) error {
 		e.parseFollowUp(f, now, out)
 	}
 	return nil
+}
+
+// trackFollowUps starts watching for follow-ups when the first request
+// has gone to the back-end (SpliceAcked): from the first request's end,
+// or from where its chunked body has been followed to. After the
+// client's FIN nothing can follow.
+func (e *FrontEnd) trackFollowUps(f *flow) {
+	switch {
+	case f.finInBuf:
+		f.kaState = kaOff
+	case f.reqSpan >= 0:
+		f.kaState = kaForward
+		f.nextReq = f.syn.clientISN + 1 + wire.Seq(f.reqSpan)
+	default:
+		f.kaState = kaChunked
+		f.nextReq = f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	}
+}
+
+// firstRequestSpan sets the first request's span once its head parsed
+// (fe_client.go): for a chunked body, following it through the bytes
+// already buffered after the head. An error is a malformed body.
+func (e *FrontEnd) firstRequestSpan(f *flow, req *httphead.Request) error {
+	f.reqSpan = requestSpan(req)
+	if f.reqSpan >= 0 {
+		return nil
+	}
+	f.chunk.Reset()
+	return e.followFirstBody(f, f.buf[req.HeadLen:], req.HeadLen)
+}
+
+// followFirstBody feeds the first request's chunked body bytes b, which
+// start at offset at of the request, and sets reqSpan where it ends.
+func (e *FrontEnd) followFirstBody(f *flow, b []byte, at int) error {
+	n, err := f.chunk.Feed(b)
+	if err != nil {
+		return err
+	}
+	if f.chunk.Done() {
+		e.stats.ChunkedBodies++
+		f.reqSpan = int64(at + n)
+	}
+	return nil
+}
+
+// firstBodyBytes runs for request bytes that arrive after the first head
+// while the front-end still buffers them (queued or connecting), before
+// they are appended: accept bytes of them may be. It reports false when
+// the body is malformed; the client has been answered 400 then.
+func (e *FrontEnd) firstBodyBytes(f *flow, b []byte, accept int, now Time, out *Output) bool {
+	if f.reqSpan >= 0 {
+		return true
+	}
+	err := e.followFirstBody(f, b[:max(0, min(len(b), accept))], len(f.buf))
+	if err == nil {
+		return true
+	}
+	if f.state == stQueued {
+		e.answer(f, 400, err.Error(), now, out)
+	} else {
+		e.abandonHandoff(f, 400, err.Error(), 0, now, out)
+	}
+	return false
 }
 
 // flushHeld sends the first n held bytes (and the FIN if asked) on C2,

@@ -19,7 +19,10 @@ import (
 // (ResponseEnded). Then the front-end takes the connection back: it
 // resets C2 at the back-end's rcv_nxt, acknowledges the client's bytes
 // itself and sends the answer and its FIN with the usual retransmissions,
-// as for any answer of its own.
+// as for any answer of its own. Requests the front-end cannot follow (a
+// follow-up head that does not parse, a malformed chunked body: see
+// fe_keepalive.go) are answered the same way, 400 or 431, without asking
+// the scheduler.
 //
 // Requests handed to the back-end are counted (respPending) so that the
 // end of an older response is not taken for the end of a pipelined newer
@@ -29,7 +32,7 @@ import (
 
 // kaRefused is the follow-up state after RejectFollowUp: the answer waits
 // in sendBuf for the previous response to end.
-const kaRefused kaState = kaWaiting + 1
+const kaRefused kaState = kaChunked + 1
 
 // RejectFollowUp answers the follow-up request waiting on a spliced flow
 // with status (and Retry-After when retryAfter > 0) instead of admitting
@@ -39,6 +42,16 @@ func (e *FrontEnd) RejectFollowUp(id FlowID, status int, reason string, retryAft
 	if err != nil {
 		return err
 	}
+	e.refuseInStream(f, status, reason, retryAfter, now, out)
+	return nil
+}
+
+// refuseInStream answers in f's stream from the end of the last response
+// the back-end sends, at once if that is already known and acknowledged.
+// Nothing the client sends from nextReq on reaches the back-end any more.
+// The scheduler's refusals come here, and so do requests the front-end
+// cannot follow (fe_keepalive.go).
+func (e *FrontEnd) refuseInStream(f *flow, status int, reason string, retryAfter time.Duration, now Time, out *Output) {
 	f.kaState = kaRefused
 	f.status = status
 	f.refuseReason = reason
@@ -46,10 +59,9 @@ func (e *FrontEnd) RejectFollowUp(id FlowID, status int, reason string, retryAft
 	f.refuseBy = now.Add(e.cfg.RefuseWait)
 	if f.refusalReady() {
 		e.answerInStream(f, now, out)
-		return nil
+		return
 	}
 	e.deadlineBy(f, f.refuseBy)
-	return nil
 }
 
 // ResponseEnded records that a response on a spliced flow is complete at

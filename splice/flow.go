@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -82,13 +83,17 @@ type flow struct {
 	cliTSecr       uint32 // client's last TS echo (client-facing numbers)
 
 	// Follow-up requests (fe_keepalive.go).
-	reqSpan int64 // head+body of the first request, -1 if unknown
+	reqSpan int64 // head+body of the first request, -1 while its chunked end is not found
 	kaState kaState
 	nextReq wire.Seq // where the next request head starts
 	kaBuf   []byte   // held bytes from nextReq
 	kaFin   bool     // the client's FIN follows kaBuf
 	kaSpan  int64    // head+body of the waiting follow-up, -1 if unknown
 	cliNxt  wire.Seq // end of the client's bytes forwarded on C2 (for a RST the back-end accepts)
+
+	// Chunked request bodies followed to their end (fe_keepalive.go).
+	chunk     httphead.Chunked // the body being followed: the first request's, or kaChunked's
+	kaHeadLen int              // head length of the waiting follow-up, for its chunked body
 
 	// Refused follow-ups answered in the stream (fe_refuse.go).
 	respPending  int      // requests sent to the back-end whose end is not reported yet

@@ -52,14 +52,22 @@ type FrontEndStats struct {
 	ICMPForwarded     uint64
 	AckStorms         uint64 // flows cut because of an ACK storm (trap 8)
 	FollowUps         uint64 // keep-alive requests seen on spliced flows
-	// FollowUpsUntracked counts follow-ups the front-end could not
-	// schedule (chunked body, unparsable head): forwarded unscheduled.
+	// FollowUpsUntracked counted follow-ups forwarded unscheduled. Since
+	// issue 9 nothing is (see FollowUpsUnfollowable); it stays 0.
 	FollowUpsUntracked uint64
 	// FollowUpsRefused counts refused follow-ups answered inside their
 	// stream; FollowUpsReset those that had to be reset instead (the end
 	// of the previous response never became known).
 	FollowUpsRefused, FollowUpsReset uint64
 	Flows                            uint64
+
+	// Requests the front-end follows to the end (issue 9, fe_keepalive.go).
+	// ChunkedBodies counts chunked request bodies followed to their end;
+	// FollowUpsUnfollowable follow-ups it could not follow (a head that
+	// does not parse or is over MaxHead, a partial head at the client's
+	// FIN, a malformed chunked body), answered 400 or 431 in the stream
+	// and never forwarded (also counted in FollowUpsRefused once sent).
+	ChunkedBodies, FollowUpsUnfollowable uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
