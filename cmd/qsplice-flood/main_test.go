@@ -28,6 +28,10 @@ func TestFlags(t *testing.T) {
 		o.cfg.Source.String() != "198.18.0.200" || string(o.cfg.Head) != "GET / HTTP/1.1\r\nHost: x\r\n" {
 		t.Fatalf("parsed %+v", o.cfg)
 	}
+	o, err = parseFlags([]string{"-i", "eth0", "-target", "198.18.0.100:80", "-mode", "heads", "-source", "198.18.0.200"}, io.Discard)
+	if err != nil || string(o.cfg.Head) != flood.DefaultHead {
+		t.Fatalf("default head %q (%v), want %q", o.cfg.Head, err, flood.DefaultHead)
+	}
 	for _, bad := range [][]string{
 		{"-target", "198.18.0.100:80"}, // no interface
 		{"-i", "eth0", "-target", "198.18.0.100"},
