@@ -63,6 +63,7 @@ const synFloodRate = 10000
 // load unloaded (with an absolute floor, see latencyBound), and the
 // front-end's heap stays flat (sampled every second, printed).
 func TestAdversarialLiveSynFlood(t *testing.T) {
+	requireLive(t)
 	l := extraLab(t, "f", func(cfg *lab.Config) { cfg.Clients = 2 })
 	st := rawStatus(t, l)
 	feMAC, _ := st["mac"].(string)
@@ -115,6 +116,16 @@ func TestAdversarialLiveSynFlood(t *testing.T) {
 	}
 }
 
+// requireLive fails the test, instead of letting it skip, when make
+// test-adversarial asked for the live tests (QSPLICE_ADVERSARIAL_LIVE=
+// required) and there is no lab: they must not pass by not running.
+func requireLive(t *testing.T) {
+	t.Helper()
+	if theLab == nil && os.Getenv("QSPLICE_ADVERSARIAL_LIVE") == "required" {
+		t.Fatal("QSPLICE_ADVERSARIAL_LIVE=required but there is no lab (the live adversarial tests need root)")
+	}
+}
+
 // latencyBound is the p99 the loaded run may reach: twice the unloaded
 // p99, but never less than the unloaded p99 plus 10 ms. The floor: on a
 // 2-core machine the attacker, the front-end, two shims, two test
@@ -136,6 +147,7 @@ func latencyBound(unloadedP99 float64) float64 { return max(2*unloadedP99, unloa
 // started. Expected to fail until the engine has per-source caps and
 // maps that shrink (issue 9, item 4).
 func TestAdversarialLiveStateExhaustion(t *testing.T) {
+	requireLive(t)
 	// -pprof: for POST /debug/gc, so the heap is compared after a
 	// collection at both ends rather than wherever GC pacing left it.
 	l := extraLab(t, "x", func(cfg *lab.Config) {
