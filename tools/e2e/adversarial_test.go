@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -38,6 +37,8 @@ const (
 	heapInusePath        = "heap_inuse_bytes"
 	heapAllocPath        = "heap_alloc_bytes"
 	kernelDropsPath      = "kernel_drops"
+	heapLivePath         = "heap_live_bytes"
+	gcCyclesPath         = "gc_cycles"
 )
 
 // Addresses of the attack. The heads source is in the lab's subnet but
@@ -156,21 +157,21 @@ func latencyBound(unloadedP99 float64) float64 { return max(2*unloadedP99, unloa
 // the front-end refuses the attacker's flows (counted in /status), the
 // legitimate client's requests succeed, and once the attacker's flows
 // have expired the front-end's heap is back within 10% of where it
-// started. Expected to fail until the engine has per-source caps and
+// started (what the first collection after they expired found live,
+// against the heap in use before). Expected to fail until the engine has per-source caps and
 // maps that shrink (issue 9, item 4).
 func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	requireLive(t)
-	// -pprof: for POST /debug/gc, so the heap is compared after a
-	// collection at both ends rather than wherever GC pacing left it.
-	l := extraLab(t, "x", func(cfg *lab.Config) {
-		cfg.Clients = 2
-		cfg.FrontendArgs = append(cfg.FrontendArgs, "-pprof")
-	})
+	l := extraLab(t, "x", func(cfg *lab.Config) { cfg.Clients = 2 })
 	st := rawStatus(t, l)
 	feMAC, _ := st["mac"].(string)
 	const flows = 100_000
-	heapBefore := collectHeap(t, l)
-	refusedBefore, hasCounter := lookupNumber(rawStatus(t, l), sourceCapRefusedPath)
+	// The heap in use before the attack, garbage not yet collected
+	// included: an upper bound of what is live then. After the attack
+	// the test reads what a collection found live once the attacker's
+	// flows were gone (see waitForGC), so a leftover shows in full.
+	heapBefore, _ := lookupNumber(st, heapInusePath)
+	refusedBefore, hasCounter := lookupNumber(st, sourceCapRefusedPath)
 
 	heap := startHeapSampler(t, l)
 	floodDone := startFlood(t, l, "-mode", "heads", "-target", lab.VIP+":80,8080", "-dst-mac", feMAC,
@@ -198,14 +199,15 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 		t.Logf("/status failed %d times while the attacker's flows expired", busy)
 	}
 	series := heap.stop()
-	heapAfter := collectHeap(t, l)
 	after := rawStatus(t, l)
+	flowsLeft, _ := lookupNumber(after, flowsPath)
+	heapAfter := waitForGC(t, l, after)
 	refusedAfter, _ := lookupNumber(after, sourceCapRefusedPath)
 	logLoad(t, "second source during the attack", legit)
 	t.Logf("attacker: %v", sum)
 	series.log(t)
-	t.Logf("heap in use after a GC: %d bytes before the attack, %d after its flows expired (%+.1f%%)",
-		heapBefore, heapAfter, 100*(float64(heapAfter)/float64(heapBefore)-1))
+	t.Logf("heap: %.0f bytes in use before the attack, %.0f live after its flows expired (%+.1f%%)",
+		heapBefore, heapAfter, 100*(heapAfter/heapBefore-1))
 
 	if sum.Sent != flows || sum.Answered < flows*9/10 {
 		t.Errorf("the attacker opened %d flows and got %d SYN-ACKs: the attack did not reach the front-end", sum.Sent, sum.Answered)
@@ -221,8 +223,11 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	case refusedAfter-refusedBefore < flows/2:
 		t.Errorf("%s went up by %.0f for %d flows from one source, want most of them", sourceCapRefusedPath, refusedAfter-refusedBefore, flows)
 	}
-	if float64(heapAfter) > 1.10*float64(heapBefore) {
-		t.Errorf("heap in use %d bytes after the flows expired, %d before: more than 10%% above", heapAfter, heapBefore)
+	if flowsLeft > 2 {
+		t.Errorf("%.0f flows left 90 s after the attack: the attacker's flows do not expire", flowsLeft)
+	}
+	if heapAfter > 1.10*heapBefore {
+		t.Errorf("heap live %.0f bytes after the flows expired, %.0f in use before: more than 10%% above", heapAfter, heapBefore)
 	}
 }
 
@@ -457,26 +462,34 @@ func lookupNumber(st map[string]any, path string) (float64, bool) {
 	return n, ok
 }
 
-// collectHeap has the front-end collect garbage (POST /debug/gc, served
-// with -pprof) and returns its heap in use afterwards.
-func collectHeap(t *testing.T, l *lab.Lab) uint64 {
+// waitForGC waits until the front-end has finished a collection after
+// the status st was read and returns what that collection found live.
+// An idle daemon allocates too little to start one, but the Go runtime
+// forces a collection when none ran for two minutes, so this ends within
+// about that; no endpoint to trigger one is needed (an unauthenticated
+// admin address that makes the daemon collect on demand would be a gift
+// to anyone who can reach it).
+func waitForGC(t *testing.T, l *lab.Lab, st map[string]any) float64 {
 	t.Helper()
+	start, ok := lookupNumber(st, gcCyclesPath)
+	if !ok {
+		t.Fatalf("/status has no %q", gcCyclesPath)
+	}
 	c := l.HTTPClient("c1")
-	c.Timeout = 10 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, lab.AdminURL+"/debug/gc", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("front-end GC: %v", err)
+	c.Timeout = 5 * time.Second
+	begun := time.Now()
+	for time.Since(begun) < 150*time.Second {
+		time.Sleep(time.Second)
+		now, err := fetchStatus(c)
+		if err != nil {
+			continue
+		}
+		if n, _ := lookupNumber(now, gcCyclesPath); n > start {
+			live, _ := lookupNumber(now, heapLivePath)
+			t.Logf("a collection finished %.0f s after the flows expired", time.Since(begun).Seconds())
+			return live
+		}
 	}
-	defer resp.Body.Close()
-	var h map[string]uint64
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("front-end GC: %s (is -pprof on?)", resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		t.Fatal(err)
-	}
-	return h[heapInusePath]
+	t.Fatalf("no collection in %v after the flows expired", time.Since(begun).Round(time.Second))
+	return 0
 }
