@@ -44,7 +44,7 @@ e2e: build
 # Issue 9's adversarial suite (SECURITY.md): every TestAdversarial* unit
 # test of every package (hand-built attack frames and datagrams against
 # the engines, the control protocol and the daemons), then the live ones
-# in a lab (about 3 minutes): a 30 s SYN flood from spoofed addresses
+# in a lab (about 4 minutes): a 30 s SYN flood from spoofed addresses
 # while a legitimate client is measured, and 100,000 half-open request
 # heads from one source while a second one is served. The live tests
 # print the front-end's heap once a second (-v); QSPLICE_ADVERSARIAL_LIVE
