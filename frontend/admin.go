@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"runtime/metrics"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
@@ -37,6 +38,17 @@ type Status struct {
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
+	// Heap (issue 9, the live adversarial tests): the daemon's Go heap,
+	// read by the admin handler outside the event loop. HeapAlloc is the
+	// bytes of live and not yet collected objects, HeapInuse the bytes of
+	// spans holding any (runtime.ReadMemStats); HeapLive the bytes the
+	// last collection found live (runtime/metrics /gc/heap/live:bytes),
+	// and GCCycles how many collections have finished, so a reader can
+	// wait for one that ran after a flood ended.
+	HeapAlloc uint64 `json:"heap_alloc_bytes"`
+	HeapInuse uint64 `json:"heap_inuse_bytes"`
+	HeapLive  uint64 `json:"heap_live_bytes"`
+	GCCycles  uint32 `json:"gc_cycles"`
 }
 
 // BackendStatus, CustomerStatus and LifoStatus are the controller's.
@@ -130,6 +142,7 @@ func (d *Daemon) serveAdmin() *http.Server {
 			http.Error(w, "event loop busy", http.StatusServiceUnavailable)
 			return
 		}
+		readHeap(&st)
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -156,6 +169,19 @@ func (d *Daemon) serveAdmin() *http.Server {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(d.adminLn)
 	return srv
+}
+
+// readHeap fills in the heap figures. ReadMemStats stops the world for a
+// moment, so it runs here in the admin handler, not in the event loop.
+func readHeap(st *Status) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	st.HeapAlloc, st.HeapInuse, st.GCCycles = m.HeapAlloc, m.HeapInuse, m.NumGC
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		st.HeapLive = live[0].Value.Uint64()
+	}
 }
 
 // kernelDrops accumulates the socket's drop counter (the kernel resets it

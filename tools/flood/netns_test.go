@@ -1,0 +1,259 @@
+package flood
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/link"
+	"github.com/qsplice/qsplice/splice/wire"
+	"github.com/qsplice/qsplice/tools/netns"
+)
+
+// Root-only: the generator on a real AF_PACKET socket, in a namespace
+// of its own joined by a veth to a second one where the test listens.
+
+type wirePair struct {
+	attacker, victim       *link.AFPacket
+	attackerMAC, victimMAC wire.MAC
+}
+
+// newWirePair builds two namespaces joined by qsf0 <-> qsf1, with IPv6
+// off, and opens an AF_PACKET link on each end. Everything is removed
+// when the test ends, also on failure.
+func newWirePair(t *testing.T) wirePair {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces and AF_PACKET")
+	}
+	var suffix [3]byte
+	rand.Read(suffix[:])
+	nsA, nsB := "qs-flood-a"+hex.EncodeToString(suffix[:]), "qs-flood-b"+hex.EncodeToString(suffix[:])
+	for _, ns := range []string{nsA, nsB} {
+		if err := netns.Add(ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := netns.Delete(ns); err != nil {
+				t.Error(err)
+			}
+		})
+		if err := netns.Run(ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("ip", "link", "add", "qsf0", "netns", nsA, "type", "veth", "peer", "name", "qsf1", "netns", nsB).CombinedOutput(); err != nil {
+		t.Fatalf("veth: %v: %s", err, out)
+	}
+	var w wirePair
+	for _, end := range []struct {
+		ns, dev string
+		lk      **link.AFPacket
+		mac     *wire.MAC
+	}{{nsA, "qsf0", &w.attacker, &w.attackerMAC}, {nsB, "qsf1", &w.victim, &w.victimMAC}} {
+		if err := netns.Run(end.ns, "ip", "link", "set", end.dev, "up"); err != nil {
+			t.Fatal(err)
+		}
+		err := netns.Do(end.ns, func() error {
+			ifi, err := net.InterfaceByName(end.dev)
+			if err != nil {
+				return err
+			}
+			copy(end.mac[:], ifi.HardwareAddr)
+			*end.lk, err = link.OpenAFPacket(end.dev, link.AFPacketConfig{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk := *end.lk
+		t.Cleanup(func() { lk.Close() })
+	}
+	return w
+}
+
+// TestSynFloodOnTheWire: what the generator emits on a real link parses
+// as SYNs, exact checksums, from 198.18.128.0/17 only, to the target's
+// MAC, address and ports; and the victim's SYN-ACKs and RSTs back to the
+// spoofed addresses are counted.
+func TestSynFloodOnTheWire(t *testing.T) {
+	w := newWirePair(t)
+	vip := netip.MustParseAddr("198.18.0.100")
+	target := wire.IP4From(vip)
+
+	// The victim answers every other SYN with a SYN-ACK and the rest with
+	// a RST, until the test stops it.
+	var (
+		mu                 sync.Mutex
+		syns, synAcks, rst int
+		srcs               = map[netip.Addr]bool{}
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := link.NewBatch(64, 2048)
+		out := make([]byte, MaxFrameLen)
+		var p wire.Packet
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, err := w.victim.ReadBatch(b)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			for i := range n {
+				frame := b.Frame(i)
+				if wire.Parse(frame, &p) != nil || p.Kind != wire.KindTCP {
+					continue // the kernel's own frames, if any
+				}
+				if err := synError(frame, w.attackerMAC, w.victimMAC, target); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				src := p.IP.Src()
+				srcs[src.Addr()] = true
+				syns++
+				flags := uint8(wire.TCPFlagSYN | wire.TCPFlagACK)
+				if syns%2 == 0 {
+					flags = wire.TCPFlagRST | wire.TCPFlagACK
+					rst++
+				} else {
+					synAcks++
+				}
+				mu.Unlock()
+				f := wire.TCPFrame{SrcMAC: w.victimMAC, DstMAC: w.attackerMAC, Src: target, Dst: src,
+					SrcPort: p.TCP.DstPort(), DstPort: p.TCP.SrcPort(), Seq: 77, Ack: p.TCP.Seq() + 1, Flags: flags, Window: 1000}
+				if err := w.victim.WriteFrame(out[:f.Encode(out)]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+
+	cfg := Config{Mode: ModeSYN, SrcMAC: w.attackerMAC, DstMAC: w.victimMAC, Target: vip, Ports: []uint16{80, 8080},
+		Rate: 5000, Duration: 400 * time.Millisecond, Linger: 300 * time.Millisecond, Seed: 11}
+	sum, err := Run(t.Context(), cfg, w.attacker, nil)
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary: %v; the victim saw %d SYNs from %d addresses", sum, syns, len(srcs))
+	if sum.Sent < 1000 || sum.Sent > 2500 {
+		t.Errorf("sent %d SYNs in 0.4 s at 5000/s", sum.Sent)
+	}
+	if uint64(syns) != sum.Sent {
+		t.Errorf("the victim saw %d SYNs, the generator sent %d", syns, sum.Sent)
+	}
+	for a := range srcs {
+		if !SpoofPrefix.Contains(a) {
+			t.Fatalf("a SYN came from %v, outside %v", a, SpoofPrefix)
+		}
+	}
+	if len(srcs) < syns*9/10 {
+		t.Errorf("%d SYNs from only %d addresses", syns, len(srcs))
+	}
+	if sum.Answered != uint64(synAcks) || sum.Reset != uint64(rst) {
+		t.Errorf("counted %d SYN-ACKs and %d RSTs, the victim sent %d and %d", sum.Answered, sum.Reset, synAcks, rst)
+	}
+}
+
+// TestHeadsOnTheWire: heads mode against a victim that answers every SYN
+// with a SYN-ACK and acknowledges the head: every flow completes its
+// handshake with the head, exactly once, and stays silent after.
+func TestHeadsOnTheWire(t *testing.T) {
+	w := newWirePair(t)
+	vip := netip.MustParseAddr("198.18.0.100")
+	src := netip.MustParseAddr("198.18.0.200")
+	const flows = 3000
+	var (
+		mu                  sync.Mutex
+		syns, heads, others int
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := link.NewBatch(64, 2048)
+		out := make([]byte, MaxFrameLen)
+		var p wire.Packet
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, err := w.victim.ReadBatch(b)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			for i := range n {
+				if wire.Parse(b.Frame(i), &p) != nil || p.Kind != wire.KindTCP || p.IP.Src() != wire.IP4From(src) {
+					continue
+				}
+				f := wire.TCPFrame{SrcMAC: w.victimMAC, DstMAC: w.attackerMAC, Src: wire.IP4From(vip), Dst: p.IP.Src(),
+					SrcPort: p.TCP.DstPort(), DstPort: p.TCP.SrcPort(), Window: 1000}
+				mu.Lock()
+				switch {
+				case p.TCP.Flags() == wire.TCPFlagSYN:
+					syns++
+					f.Seq, f.Ack, f.Flags = 1000, p.TCP.Seq()+1, wire.TCPFlagSYN|wire.TCPFlagACK
+				case string(p.TCP.Payload()) == DefaultHead && p.TCP.Ack() == 1001:
+					heads++
+					f.Seq, f.Ack, f.Flags = 1001, p.TCP.Seq()+wire.Seq(len(DefaultHead)), wire.TCPFlagACK
+				default:
+					others++
+					f.Flags = 0
+				}
+				mu.Unlock()
+				if f.Flags == 0 {
+					continue
+				}
+				if err := w.victim.WriteFrame(out[:f.Encode(out)]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	cfg := Config{Mode: ModeHeads, SrcMAC: w.attackerMAC, DstMAC: w.victimMAC, Target: vip, Ports: []uint16{80, 8080},
+		Source: src, Rate: 20000, Flows: flows, Linger: 500 * time.Millisecond, Seed: 5}
+	sum, err := Run(t.Context(), cfg, w.attacker, nil)
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary: %v", sum)
+	if sum.Sent != flows || syns != flows {
+		t.Errorf("sent %d SYNs, the victim saw %d, want %d", sum.Sent, syns, flows)
+	}
+	if sum.Answered != flows || sum.HeadsSent != flows || heads != flows || sum.HeadsAcked != flows {
+		t.Errorf("answered %d, heads sent %d (victim saw %d), acknowledged %d; want %d each", sum.Answered, sum.HeadsSent, heads, sum.HeadsAcked, flows)
+	}
+	if others != 0 || sum.Reset != 0 {
+		t.Errorf("the attacker sent %d other segments after its heads, saw %d resets", others, sum.Reset)
+	}
+}
