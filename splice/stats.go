@@ -14,12 +14,25 @@ const (
 	dropHoldFull                      // client frame during handoff with the hold queue full
 	dropOutOfWindow                   // client data not at rcvNxt before the handoff
 	dropUnexpected                    // a segment the state machine has no use for
+
+	// Ingress checks (ingress.go): frames refused for their headers
+	// before the engine acts on them.
+	dropBadIPChecksum  // IPv4 header checksum wrong
+	dropBadTCPChecksum // TCP checksum wrong (and not vouched for by a vnet header)
+	dropMartianSource  // source in 0/8, 127/8, 224/4 or 240/4
+	dropOwnSource      // source is a VIP or the handoff address
+	dropMulticastMAC   // broadcast or multicast source MAC
+	dropTTLZero        // TTL 0
+	dropIPOptions      // IPv4 options (a source route, ...)
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
 	"malformed", "bad-options", "not-ours", "no-flow", "bad-cookie",
 	"closed-port", "hold-full", "out-of-window", "unexpected",
+	// ingress checks
+	"bad-ip-checksum", "bad-tcp-checksum", "martian-source", "own-source",
+	"multicast-source-mac", "ttl-zero", "ip-options",
 }
 
 // DropReasonName names drop counter i, for metrics labels.
