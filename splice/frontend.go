@@ -21,7 +21,9 @@ type FrontEndConfig struct {
 	// HandoffPortFirst..HandoffPortLast is the C2 source port range
 	// (default 20000..60999).
 	HandoffPortFirst, HandoffPortLast uint16
-	CookieSecret                      [32]byte
+	// CookieSecret keys the SYN cookies: each 64-s epoch's key is derived
+	// from it and the epoch number (cookie.go).
+	CookieSecret [32]byte
 
 	MSS            uint16        // MSS we advertise to clients (1460)
 	WScale         int           // our window scale when the client offers one (7)
@@ -43,6 +45,11 @@ type FrontEndConfig struct {
 	// mean an ACK storm: both ends are reset (10000 per 1 s).
 	StormLimit  int
 	StormWindow time.Duration
+
+	// SYN cookies (cookie.go): RSTRate bounds the RSTs sent per second
+	// to segments with no connection (a bad cookie, a closed port), with
+	// bursts of a tenth of a second's worth (1000).
+	RSTRate int
 }
 
 func (c *FrontEndConfig) setDefaults() {
@@ -82,6 +89,9 @@ func (c *FrontEndConfig) setDefaults() {
 		c.StormLimit = defaultStormLimit
 	}
 	def(&c.StormWindow, defaultStormWindow)
+	if c.RSTRate == 0 {
+		c.RSTRate = 1000
+	}
 }
 
 func (c *FrontEndConfig) validate() error {
@@ -142,6 +152,11 @@ type FrontEnd struct {
 	spareBufs     [][]byte
 	spareBufBytes int // their capacity in all
 	strs          interner
+
+	// SYN cookies (cookie.go): the epoch keys, and the bound on RSTs
+	// answering segments that have no connection.
+	cookies  cookieKeys
+	rstLimit rateLimit
 }
 
 // NewFrontEnd validates cfg and returns an engine.
@@ -157,6 +172,9 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		flows:   make(map[fourTuple]*flow),
 		byID:    make(map[FlowID]*flow),
 		byPort:  make(map[uint16]*flow),
+		cookies: newCookieKeys(cfg.CookieSecret),
+		// A tenth of a second's worth at once.
+		rstLimit: newRateLimit(cfg.RSTRate, cfg.RSTRate/10),
 	}
 	// Start the handoff ports somewhere derived from the secret, so a
 	// restarted front-end does not walk straight into the tuples its

@@ -158,7 +158,7 @@ func TestAdversarialBadChecksumFinalACKMakesNoFlow(t *testing.T) {
 	h := newFE(t, nil)
 	c := newClient(41002, 0x5000, fullOffer(10))
 	sa := expectTCP(t, onlyFrame(t, h.input(c.syn(), t0)))
-	ack := c.frame(wire.TCPFlagACK, c.isn+1, sa.seq()+1, nil, nil)
+	ack := finalACK(c, sa, nil)
 	if out := h.input(withBadTCPChecksum(ack), t0+ms); len(out.Frames) != 0 || h.fe.Flows() != 0 {
 		t.Fatalf("bad-checksum final ACK: %d frames, %d flows", len(out.Frames), h.fe.Flows())
 	}

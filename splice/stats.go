@@ -73,6 +73,10 @@ type FrontEndStats struct {
 	// of the previous response never became known).
 	FollowUpsRefused, FollowUpsReset uint64
 	Flows                            uint64
+
+	// SYN cookies (cookie.go): RSTs not sent to segments without a
+	// connection because they came faster than FrontEndConfig.RSTRate.
+	RSTsSuppressed uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
