@@ -47,8 +47,8 @@ type FrontEndConfig struct {
 	StormWindow time.Duration
 
 	// SYN cookies (cookie.go): RSTRate bounds the RSTs sent per second
-	// to segments with no connection (a bad cookie, a closed port), with
-	// bursts of a tenth of a second's worth (1000).
+	// to segments with no connection (a bad cookie, a closed port), in
+	// bursts of at most a tenth of a second's worth (1000).
 	RSTRate int
 }
 
