@@ -76,19 +76,20 @@ func TestAdversarialCookieReplayIsRefusedAfterItsLifetime(t *testing.T) {
 // A forger who knows everything but the keyed bits (the epoch bit and, for
 // its own options, the option bits, from a SYN-ACK it asked for itself)
 // guesses the rest: for a spoofed source it never sees the SYN-ACK of,
-// exactly one value of the keyed bits is right. With 31 keyed bits
-// (timestamps) 2^20 guesses are expected to hit it 2^-11 times; with 23
-// (no timestamps) 2^21 guesses 0.25 times, and more than 2 hits happen
-// with probability 0.2%. The old cookie's 18 keyed bits gave 4 and 8.
+// exactly one value of the keyed bits is right, so a guess succeeds with
+// probability 2^-k. The test checks k (23 without timestamps, 31 with;
+// the old cookie had 18, found after about 185,000 guesses) and that one
+// value only verifies: the low 16 keyed bits enumerated with the others
+// given away, and each higher keyed bit flipped alone. 2^20 random
+// guesses would expect 2^-3 hits at 23 bits and 2^-11 at 31 (4 at 18).
 func TestAdversarialCookieForgeryNeedsTheWidenedMAC(t *testing.T) {
 	cases := []struct {
 		name    string
 		offer   wire.SynOptions
-		guesses int
-		max     int
+		minBits int
 	}{
-		{"no-timestamps", windowsOffer(), 1 << 21, 2},
-		{"timestamps", fullOffer(77), 1 << 20, 0},
+		{"no-timestamps", windowsOffer(), 23},
+		{"timestamps", fullOffer(77), 31},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,19 +100,23 @@ func TestAdversarialCookieForgeryNeedsTheWidenedMAC(t *testing.T) {
 			ft := fourTuple{srcIP: victim.ip, dstIP: vipA, srcPort: victim.port, dstPort: webPort}
 			tsEcr, _, hasTS := sa.ts()
 			genuine := sa.seq()
-			macMask := wire.Seq(1)<<cookieKeyedBits(hasTS) - 1
-			rng := rand.New(rand.NewPCG(1, 2))
-			hits := 0
-			for range tc.guesses {
-				guess := genuine&^macMask | wire.Seq(rng.Uint32())&macMask
-				if tryCookie(h, t0+ms, ft, guess+1, victim.isn+1, hasTS, tsEcr) {
-					hits++
+			k := cookieKeyedBits(hasTS)
+			if k < tc.minBits {
+				t.Errorf("%d keyed bits: a forger needs 2^%d guesses on average, want at least 2^%d", k, k, tc.minBits)
+			}
+			try := func(guess wire.Seq) bool { return tryCookie(h, t0+ms, ft, guess+1, victim.isn+1, hasTS, tsEcr) }
+			const low = 1<<16 - 1
+			for m := range wire.Seq(low + 1) {
+				if guess := genuine&^low | m; guess != genuine && try(guess) {
+					t.Fatalf("forged cookie %#x verifies (genuine %#x)", uint32(guess), uint32(genuine))
 				}
 			}
-			if hits > tc.max {
-				t.Errorf("%d of %d forged ACKs accepted, want at most %d", hits, tc.guesses, tc.max)
+			for bit := 16; bit < k; bit++ {
+				if try(genuine ^ 1<<bit) {
+					t.Fatalf("cookie with keyed bit %d flipped verifies", bit)
+				}
 			}
-			if !tryCookie(h, t0+ms, ft, genuine+1, victim.isn+1, hasTS, tsEcr) {
+			if !try(genuine) {
 				t.Fatalf("the genuine cookie is refused: the guesses were not tried against a valid layout")
 			}
 		})
