@@ -78,6 +78,7 @@ type EngineStatus struct {
 	FollowUpsRefused  uint64            `json:"follow_ups_refused"` // answered in their stream
 	FollowUpsReset    uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
 	AckStorms         uint64            `json:"ack_storms"`
+	RSTsSuppressed    uint64            `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
 	Answered          map[string]uint64 `json:"answered"`
 	States            map[string]int    `json:"flow_states"`
 }
@@ -98,8 +99,9 @@ func (d *Daemon) status() Status {
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			FollowUps: es.FollowUps, FollowUpsUntrack: es.FollowUpsUntracked, AckStorms: es.AckStorms,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
-			Answered: map[string]uint64{},
-			States:   d.engine.FlowStates(),
+			RSTsSuppressed: es.RSTsSuppressed,
+			Answered:       map[string]uint64{},
+			States:         d.engine.FlowStates(),
 		},
 	}
 	st.KernelDrops = d.kernelDrops()

@@ -33,9 +33,10 @@ type Daemon struct {
 	adminReq chan chan Status
 
 	out     controller.Output
-	rxBatch [][]byte      // frames of one pass, for the engine
-	inBatch []*pump.Frame // their buffers, released after the pass's writes
-	txBatch [][]byte      // frames of out being written together
+	rxBatch [][]byte       // frames of one pass, for the engine
+	rxVNet  []wire.VNetHdr // their virtio-net headers (checksum verdicts)
+	inBatch []*pump.Frame  // their buffers, released after the pass's writes
+	txBatch [][]byte       // frames of out being written together
 
 	// The loop (loop.go): it sleeps in poller until the link is readable,
 	// another goroutine hands it something (Wake), or the next deadline.
@@ -198,10 +199,10 @@ func (d *Daemon) now() splice.Time {
 // datagrams waiting on the control socket, the timers due run, and
 // everything produced goes out: one batched write on the link, one on
 // the control socket.
-func (d *Daemon) pass(frames [][]byte, control bool, now splice.Time) {
+func (d *Daemon) pass(frames [][]byte, vnet []wire.VNetHdr, control bool, now splice.Time) {
 	d.out.Reset()
-	for _, f := range frames {
-		d.engine.Input(f, now, &d.out.Engine)
+	for i, f := range frames {
+		d.engine.InputVNet(f, vnet[i], now, &d.out.Engine)
 	}
 	d.ctrl.HandleEvents(now, &d.out)
 	if control {

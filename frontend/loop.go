@@ -112,7 +112,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return nil
 		}
 		now := d.now()
-		d.rxBatch = d.rxBatch[:0]
+		d.rxBatch, d.rxVNet = d.rxBatch[:0], d.rxVNet[:0]
 		control := false
 		for _, tok := range ready[:n] {
 			switch tok {
@@ -129,7 +129,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		d.pass(d.rxBatch, control, now)
+		d.pass(d.rxBatch, d.rxVNet, control, now)
 		clear(d.rxBatch)
 		for i, f := range d.inBatch {
 			f.Release()
@@ -150,12 +150,14 @@ func (d *Daemon) timeout() time.Duration {
 	return max(time.Duration(next-d.now()), 0)
 }
 
-// readBatch reads the frames waiting on a BatchLink into the pass. Frames
-// with a virtio-net header are made plain first: a partial checksum is
-// completed and a GRO'd super-frame cut into MTU-sized segments
-// (wire.SegmentTCP4), because the engine validates and rewrites ordinary
-// segments only. The client's side carries requests and ACKs, so this is
-// rare and cheap.
+// readBatch reads the frames waiting on a BatchLink into the pass. A GRO'd
+// super-frame is cut into MTU-sized segments first (wire.SegmentTCP4),
+// because the engine validates and rewrites ordinary segments only. The
+// client's side carries requests and ACKs, so this is rare and cheap.
+// Each frame's virtio-net header goes with it (rxVNet): the engine
+// completes a partial checksum itself, and the kernel's DATA_VALID, or
+// DATA_VALID for the segments cut here (right by construction), spares it
+// verifying the TCP checksum again (splice/ingress.go).
 func (d *Daemon) readBatch(bl link.BatchLink) error {
 	n, err := bl.ReadBatch(d.rb)
 	if err != nil {
@@ -164,8 +166,8 @@ func (d *Daemon) readBatch(bl link.BatchLink) error {
 	used := 0
 	for i := 0; i < n; i++ {
 		f, h := d.rb.Frame(i), d.rb.VNet[i]
-		if h.Flags&wire.VNetFlagNeedsCsum == 0 && !h.IsGSO() {
-			d.rxBatch = append(d.rxBatch, f)
+		if !h.IsGSO() {
+			d.rxBatch, d.rxVNet = append(d.rxBatch, f), append(d.rxVNet, h)
 			continue
 		}
 		_, size, err := wire.SegmentTCP4Len(f, h)
@@ -183,6 +185,9 @@ func (d *Daemon) readBatch(bl link.BatchLink) error {
 			continue
 		}
 		used += size
+		for len(d.rxVNet) < len(d.rxBatch) {
+			d.rxVNet = append(d.rxVNet, wire.VNetHdr{Flags: wire.VNetFlagDataValid})
+		}
 	}
 	return nil
 }
@@ -199,7 +204,7 @@ func (d *Daemon) takePumped(frames *pump.Pump) error {
 				return fmt.Errorf("frontend: link %s: %w", d.link.Name(), frames.Err())
 			}
 			d.inBatch = append(d.inBatch, f)
-			d.rxBatch = append(d.rxBatch, f.Data)
+			d.rxBatch, d.rxVNet = append(d.rxBatch, f.Data), append(d.rxVNet, wire.VNetHdr{})
 		default:
 			return nil
 		}

@@ -25,6 +25,8 @@ func writeMetrics(w io.Writer, st *Status) {
 	for _, r := range reasons {
 		fmt.Fprintf(&b, "qsplice_frontend_drops_total{reason=%q} %d\n", r, st.Drops[r])
 	}
+	g("qsplice_frontend_rsts_suppressed_total", "RSTs to segments without a connection not sent: over the RST rate limit.", "counter")
+	fmt.Fprintf(&b, "qsplice_frontend_rsts_suppressed_total %d\n", st.Engine.RSTsSuppressed)
 	g("qsplice_frontend_flows", "Client connections held by the engine.", "gauge")
 	fmt.Fprintf(&b, "qsplice_frontend_flows %d\n", st.Engine.Flows)
 	g("qsplice_frontend_refunds_total", "Charged requests given back to their customers.", "counter")

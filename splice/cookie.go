@@ -9,28 +9,65 @@ import (
 
 // SYN cookies (RFC 4987 section 3.6): the front-end keeps no state for a
 // SYN. Everything it needs when the final ACK arrives is folded into the
-// ISN it sends back:
+// ISN it sends back, and, when the client offered timestamps, into the
+// low bits of our TSval, which the client echoes in every segment (as
+// Linux does):
 //
-//	bits 31-27  time slot (cookieSlot of engine time, mod 32)
-//	bits 26-24  index into cookieMSS of the client's MSS (rounded down)
-//	bits 23-20  client's window scale + 1, or 0 when it offered none
-//	bit  19     client offered SACK
-//	bit  18     client offered timestamps
-//	bits 17-0   keyed hash of the 4-tuple, client ISN, slot and bits 26-18
+//	without timestamps            with timestamps
+//	ISN bit  31    epoch parity   ISN bit  31    epoch parity
+//	ISN bits 30-23 option bits    ISN bits 30-0  MAC (31 bits)
+//	ISN bits 22-0  MAC (23 bits)  TSval bits 7-0 option bits
 //
-// The hash is SHA-256 over secret and fields on the stack, so cookies are
-// deterministic for a given secret (replays reproduce) and allocation-free.
-// A cookie is accepted for cookieSlotsValid slots after it was issued.
+// The option bits are the index into cookieMSS of the client's MSS
+// (bits 7-5), its window scale + 1, or 0 when it offered none (4-1), and
+// SACK-permitted (0). That the client offered timestamps is told by the
+// final ACK carrying them, and is part of the MAC.
+//
+// Keys. Time is cut into epochs of cookieEpoch; each epoch has its own
+// key, HMAC-SHA-256(CookieSecret, label || epoch), derived from `now` when
+// an epoch begins (sans I/O: no clock, no timer). A cookie verifies only
+// with the key of the epoch it was made in, and is accepted in that epoch
+// and the next: for 64 to 128 s. The parity bit says which of the two
+// keys to try. A cookie replayed later meets keys that never made it, so
+// it is no better than a guess however long the wait; there is no slot
+// counter to wrap into acceptance (the old 5-bit counter came round every
+// 34 minutes).
+//
+// The MAC is the first bits of SHA-256(key || 4-tuple, client ISN, epoch,
+// option bits, layout), computed on the stack: deterministic for a given
+// secret and time (tests and replays reproduce) and allocation-free. For
+// a spoofed source, which never sees the SYN-ACK, exactly one value of
+// the keyed bits is right: a forger succeeds with probability 2^-23 per
+// guess against a client without timestamps (2^-31 with them), 8 million
+// guesses on average, against 2^-18 before. Bad final ACKs are answered
+// with RSTs at a bounded rate (sendRST), so a guessing flood is not
+// reflected one for one.
+//
+// MSS. The table keeps every client MSS at or below what it said: the
+// largest entry not above it is taken, and only an MSS below the smallest
+// entry (64, what the MSS clamp elsewhere takes as the floor a segment
+// can usefully carry) is raised to it. Without an MSS option the client
+// gets 536, the RFC 9293 default.
 
 const (
-	cookieSlot       = Time(64e9) // 64 s per slot, as Linux
-	cookieSlotsValid = 2
-	cookieHashBits   = 18
+	cookieEpoch    = Time(64e9) // 64 s, as Linux's cookie slot
+	cookieOptBits  = 8
+	cookieMACBits  = 32 - 1 - cookieOptBits // without timestamps
+	cookieMACBitsT = 32 - 1                 // with timestamps
+	cookieOptMask  = 1<<cookieOptBits - 1
 )
 
-// cookieMSS lists the MSS values a cookie can name; the client's MSS is
-// rounded down to one of them (we may under-use its MSS, never exceed it).
-var cookieMSS = [8]uint16{536, 1200, 1220, 1380, 1400, 1440, 1452, 1460}
+// cookieMSS lists the MSS values a cookie can name, ascending: a tiny
+// floor, 216 and 536 for small links, then the common Internet values and
+// jumbo frames.
+var cookieMSS = [8]uint16{64, 216, 536, 1220, 1380, 1440, 1460, 8960}
+
+// cookieDefaultMSS is the client's MSS when its SYN has no MSS option.
+const cookieDefaultMSS = 536
+
+// cookieKeyLabel separates the key derivation from any other use of the
+// secret (the handoff port start is derived from it too).
+const cookieKeyLabel = "qsplice syn cookie key v2"
 
 // synInfo is what the client's SYN said, recovered from the cookie.
 type synInfo struct {
@@ -38,7 +75,7 @@ type synInfo struct {
 	wscale     int // -1: none
 	sack, ts   bool
 	clientISN  wire.Seq
-	cookieBits uint32
+	cookieBits uint32 // the option bits
 }
 
 type fourTuple struct {
@@ -46,72 +83,160 @@ type fourTuple struct {
 	srcPort, dstPort uint16
 }
 
-func cookieHash(secret *[32]byte, ft fourTuple, isn wire.Seq, slot uint32, bits uint32) uint32 {
-	var b [32 + 12 + 4 + 4 + 4]byte
-	copy(b[:32], secret[:])
+// cookieKeys holds the keys of the current and the previous epoch,
+// derived from the secret when the engine's time enters a new epoch.
+type cookieKeys struct {
+	secret    [32]byte
+	epoch     int64 // of cur; -1 before the first use
+	cur, prev [32]byte
+}
+
+func newCookieKeys(secret [32]byte) cookieKeys {
+	return cookieKeys{secret: secret, epoch: -1}
+}
+
+func cookieEpochOf(now Time) int64 { return int64(now / cookieEpoch) }
+
+// at makes cur the key of now's epoch and prev that of the one before.
+func (k *cookieKeys) at(now Time) {
+	ep := cookieEpochOf(now)
+	switch {
+	case ep == k.epoch:
+		return
+	case ep == k.epoch+1:
+		k.prev = k.cur
+	default: // the first use, a jump, or time going back (a test)
+		k.prev = deriveCookieKey(&k.secret, ep-1)
+	}
+	k.cur = deriveCookieKey(&k.secret, ep)
+	k.epoch = ep
+}
+
+// deriveCookieKey is HMAC-SHA-256(secret, label || epoch), RFC 2104 with
+// the 32-byte secret zero-padded to SHA-256's 64-byte block, written out
+// so that it allocates nothing (crypto/hmac does, each time).
+func deriveCookieKey(secret *[32]byte, epoch int64) [32]byte {
+	var inner [64 + len(cookieKeyLabel) + 8]byte
+	var outer [64 + 32]byte
+	for i := range 64 {
+		var b byte
+		if i < len(secret) {
+			b = secret[i]
+		}
+		inner[i], outer[i] = b^0x36, b^0x5c
+	}
+	copy(inner[64:], cookieKeyLabel)
+	binary.BigEndian.PutUint64(inner[64+len(cookieKeyLabel):], uint64(epoch))
+	ih := sha256.Sum256(inner[:])
+	copy(outer[64:], ih[:])
+	return sha256.Sum256(outer[:])
+}
+
+// cookieMAC returns the keyed hash, in its top bits, of what the cookie
+// vouches for.
+func cookieMAC(key *[32]byte, ft fourTuple, isn wire.Seq, epoch int64, opts uint32, ts bool) uint32 {
+	var b [32 + 12 + 4 + 8 + 1 + 1]byte
+	copy(b[:32], key[:])
 	copy(b[32:36], ft.srcIP[:])
 	copy(b[36:40], ft.dstIP[:])
 	binary.BigEndian.PutUint16(b[40:], ft.srcPort)
 	binary.BigEndian.PutUint16(b[42:], ft.dstPort)
 	binary.BigEndian.PutUint32(b[44:], uint32(isn))
-	binary.BigEndian.PutUint32(b[48:], slot)
-	binary.BigEndian.PutUint32(b[52:], bits)
+	binary.BigEndian.PutUint64(b[48:], uint64(epoch))
+	b[56] = byte(opts)
+	if ts {
+		b[57] = 1
+	}
 	sum := sha256.Sum256(b[:])
-	return binary.BigEndian.Uint32(sum[:]) & (1<<cookieHashBits - 1)
+	return binary.BigEndian.Uint32(sum[:])
 }
 
-// makeCookie returns our ISN for a SYN from ft with client ISN isn.
-func makeCookie(secret *[32]byte, now Time, ft fourTuple, isn wire.Seq, o *wire.TCPOptions) wire.Seq {
-	slot := uint32(now/cookieSlot) & 0x1f
-	mssIdx := 0
-	mss := uint16(536)
+// cookieKeyedBits is how many bits of the ISN are the MAC.
+func cookieKeyedBits(ts bool) int {
+	if ts {
+		return cookieMACBitsT
+	}
+	return cookieMACBits
+}
+
+// cookieMSSIndex picks the largest table entry not above mss (the
+// smallest when mss is below them all).
+func cookieMSSIndex(mss uint16) uint32 {
+	i := 0
+	for j, m := range cookieMSS {
+		if m <= mss {
+			i = j
+		}
+	}
+	return uint32(i)
+}
+
+// cookieOptions encodes what the client's SYN offered into option bits.
+func cookieOptions(o *wire.TCPOptions) uint32 {
+	mss := uint16(cookieDefaultMSS)
 	if o.HasMSS {
 		mss = o.MSS
 	}
-	for i, m := range cookieMSS {
-		if m <= mss {
-			mssIdx = i
-		}
-	}
-	var bits uint32 = uint32(mssIdx) << 24
+	bits := cookieMSSIndex(mss) << 5
 	if o.HasWScale {
-		bits |= uint32(o.WScale+1) << 20
+		bits |= uint32(min(o.WScale, wire.MaxWScale)+1) << 1
 	}
 	if o.SACKPermitted {
-		bits |= 1 << 19
+		bits |= 1
 	}
-	if o.HasTS {
-		bits |= 1 << 18
-	}
-	h := cookieHash(secret, ft, isn, slot, bits)
-	return wire.Seq(slot<<27 | bits | h)
+	return bits
 }
 
-// checkCookie validates the ACK number of a handshake's final ACK and
-// recovers what the SYN said.
-func checkCookie(secret *[32]byte, now Time, ft fourTuple, ack, seq wire.Seq) (synInfo, bool) {
+// make returns our ISN for a SYN from ft with client ISN isn and options
+// o, and, when o has timestamps, the TSval for the SYN-ACK: our clock
+// with the option bits in its low bits, moved back rather than forward
+// (by less than 2^cookieOptBits ms) so that the TSvals that follow never
+// go backwards.
+func (k *cookieKeys) make(now Time, ft fourTuple, isn wire.Seq, o *wire.TCPOptions) (wire.Seq, uint32) {
+	k.at(now)
+	opts := cookieOptions(o)
+	parity := uint32(k.epoch&1) << 31
+	mac := cookieMAC(&k.cur, ft, isn, k.epoch, opts, o.HasTS)
+	if !o.HasTS {
+		return wire.Seq(parity | opts<<cookieMACBits | mac>>(32-cookieMACBits)), 0
+	}
+	clock := tsClock(now)
+	tsval := clock&^cookieOptMask | opts
+	if clock&cookieOptMask < opts {
+		tsval -= 1 << cookieOptBits
+	}
+	return wire.Seq(parity | mac>>(32-cookieMACBitsT)), tsval
+}
+
+// check validates the ACK number of a handshake's final ACK (with the
+// timestamp echo tsEcr when it carries timestamps) and recovers what the
+// SYN said.
+func (k *cookieKeys) check(now Time, ft fourTuple, ack, seq wire.Seq, ts bool, tsEcr uint32) (synInfo, bool) {
+	k.at(now)
 	cookie := uint32(ack - 1)
 	isn := seq - 1
-	slot := cookie >> 27
-	bits := cookie & (0x1ff << 18)
-	nowSlot := uint32(now/cookieSlot) & 0x1f
-	age := (nowSlot - slot) & 0x1f
-	if age >= cookieSlotsValid {
+	epoch, key := k.epoch, &k.cur
+	if uint32(epoch&1) != cookie>>31 {
+		epoch, key = k.epoch-1, &k.prev
+		if epoch < 0 {
+			return synInfo{}, false
+		}
+	}
+	var opts, mac uint32
+	if ts {
+		opts, mac = tsEcr&cookieOptMask, cookie<<1>>1
+	} else {
+		opts, mac = cookie>>cookieMACBits&cookieOptMask, cookie&(1<<cookieMACBits-1)
+	}
+	if cookieMAC(key, ft, isn, epoch, opts, ts)>>(32-cookieKeyedBits(ts)) != mac {
 		return synInfo{}, false
 	}
-	if cookieHash(secret, ft, isn, slot, bits) != cookie&(1<<cookieHashBits-1) {
-		return synInfo{}, false
-	}
-	info := synInfo{
-		mss:        cookieMSS[(bits>>24)&7],
-		wscale:     int((bits>>20)&0xf) - 1,
-		sack:       bits&(1<<19) != 0,
-		ts:         bits&(1<<18) != 0,
+	return synInfo{
+		mss:        cookieMSS[opts>>5],
+		wscale:     int(opts>>1&0xf) - 1,
+		sack:       opts&1 != 0,
+		ts:         ts,
 		clientISN:  isn,
-		cookieBits: bits,
-	}
-	if info.wscale > wire.MaxWScale {
-		return synInfo{}, false
-	}
-	return info, true
+		cookieBits: opts,
+	}, true
 }

@@ -43,9 +43,13 @@
 // timestamps; tests pass what they like) and writes what it produced into
 // a caller-owned Output:
 //
-//   - FrontEnd.Input(frame, now, out): one Ethernet frame from the wire,
-//     complete (its daemon completes partial checksums and cuts GRO'd
-//     super-frames into MTU-sized segments first, frontend/loop.go).
+//   - FrontEnd.Input(frame, now, out) and FrontEnd.InputVNet(frame, vh,
+//     now, out): one Ethernet frame from the wire, with the virtio-net
+//     header it came with (its daemon cuts GRO'd super-frames into
+//     MTU-sized segments first, frontend/loop.go; a partial checksum is
+//     completed by the engine). The header's DATA_VALID spares the engine
+//     verifying a TCP checksum the kernel already verified (Ingress
+//     checks below).
 //   - Shim.Input(port, frame, now, out) and Shim.InputVNet(port, frame,
 //     vh, now, out): a frame from either side, with the virtio-net header
 //     it came with (see Super-frames below).
@@ -122,11 +126,19 @@
 // Abort, from any state but linger, resets both ends and goes to linger.
 //
 // No state before the handshake (cookie.go): a SYN is answered with a
-// SYN-ACK whose ISN is a SYN cookie carrying a time slot, the client's
-// MSS (rounded down to a table value), window scale, SACK and timestamp
-// offers, and a keyed hash; the final ACK rebuilds them. Besides our MSS, the
-// SYN-ACK answers only options the client offered. A SYN to a port nobody
-// listens on gets a RST.
+// SYN-ACK whose ISN is a SYN cookie. It carries the parity of its epoch
+// (64 s), the client's MSS (the largest table value not above it, so a
+// small MSS stays small), window scale and SACK offers, and a MAC keyed
+// with that epoch's key, HMAC-SHA-256 of CookieSecret and the epoch
+// number; the final ACK rebuilds them. When the client offers timestamps
+// the option bits ride in the low bits of our TSval instead (the client
+// echoes them; our TSval moves back, never forward, to hold them), and
+// the MAC takes 31 bits of the ISN rather than 23. A cookie verifies only
+// in its epoch and the next (64 to 128 s): a replayed final ACK meets
+// keys that never made it. Besides our MSS, the SYN-ACK answers only
+// options the client offered. A SYN to a port nobody listens on, and a
+// final ACK whose cookie does not verify, get a RST, at most RSTRate a
+// second (the rest are counted in RSTsSuppressed).
 //
 // reading (fe_client.go): in-order bytes are buffered (up to RecvBuffer,
 // the window we advertise being what is free) and acknowledged; a data
@@ -291,8 +303,23 @@
 // a complete checksum is updated field by field with RFC 1624. A reply
 // whose vnet header describes anything else is dropped and counted, never
 // passed untranslated. Copies to the front-end get full checksums and the
-// zero header. The front-end engine sees only complete frames, and a link
-// without vnet headers finishes offloaded frames in software on write.
+// zero header. The front-end engine sees no super-frames (its daemon cuts
+// them) and completes a partial checksum itself; a link without vnet
+// headers finishes offloaded frames in software on write.
+//
+// # Ingress checks
+//
+// Before either engine acts on a frame from the network (ingress.go; the
+// shim judges frames from the wire for its host, not what its host's
+// kernel sends), it drops and counts frames with a bad IPv4 header or TCP
+// checksum, a martian source (0/8, 127/8, 224/4, 240/4), its own address
+// as the source (VIPs and handoff address; the host's at the shim), a
+// broadcast or multicast source MAC, TTL 0 or IPv4 options (dropped, not
+// stripped: see ingress.go). Nothing such a frame says gets an answer, a
+// place in the scheduler, or a way to a back-end's kernel. The TCP
+// checksum is verified in software (a 64-bit one's-complement sum) unless
+// the vnet header vouches for it: DATA_VALID (the kernel verified it) or
+// NEEDS_CSUM (made on this host; the front-end completes it first).
 //
 // # Timers
 //

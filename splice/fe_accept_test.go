@@ -75,7 +75,8 @@ func TestSynAckCarriesCookieAndOnlyOptionsTheClientOffered(t *testing.T) {
 				ackIs(c.isn+1), flagsAre(wire.TCPFlagSYN|wire.TCPFlagACK), windowIs(65535))
 
 			key := fourTuple{srcIP: clientIP, dstIP: vipA, srcPort: 1234, dstPort: webPort}
-			info, ok := checkCookie(&h.cfg.CookieSecret, now, key, sa.seq()+1, c.isn+1)
+			tsVal, _, _ := sa.ts()
+			info, ok := h.fe.cookies.check(now, key, sa.seq()+1, c.isn+1, tc.offer.TS, tsVal)
 			if !ok {
 				t.Fatalf("SYN-ACK ISN %#x is not a valid cookie", sa.tcp.Seq)
 			}
@@ -99,8 +100,10 @@ func TestSynAckCarriesCookieAndOnlyOptionsTheClientOffered(t *testing.T) {
 			val, ecr, ok := sa.ts()
 			if ok != tc.offer.TS {
 				t.Errorf("timestamps present %v, offered %v", ok, tc.offer.TS)
-			} else if ok && (ecr != tc.offer.TSVal || val != tsClock(now)) {
-				t.Errorf("TSval %d TSecr %#x, want %d %#x", val, ecr, tsClock(now), tc.offer.TSVal)
+			} else if ok && (ecr != tc.offer.TSVal || tsClock(now)-val >= 1<<cookieOptBits || val&cookieOptMask != info.cookieBits) {
+				// Our clock, moved back to carry the cookie's option bits.
+				t.Errorf("TSval %d TSecr %#x, want %d or a little less, ending in %#x, and %#x", val, ecr,
+					tsClock(now), info.cookieBits, tc.offer.TSVal)
 			}
 			if h.fe.Flows() != 0 {
 				t.Errorf("a SYN left %d flows; cookies keep no state", h.fe.Flows())
@@ -123,7 +126,8 @@ func TestSynAckAndC2SynNeverReflectUnknownOptions(t *testing.T) {
 			t.Errorf("SYN-ACK reflects option %d", o.OptionType)
 		}
 	}
-	c.isnF, c.ts, c.peerTS = sa.seq(), true, tsClock(t0)
+	c.isnF = sa.seq()
+	c.peerTS, _, c.ts = sa.ts()
 	c.rcvNxt = c.isnF + 1
 	h.input(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil), t0)
 	id := c.sendRequest(t, h, []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), t0+ms)
@@ -159,16 +163,21 @@ func TestForgedCookieIsResetAndCounted(t *testing.T) {
 	h := newFE(t, nil)
 	c := newClient(4321, 0x55555555, fullOffer(10))
 	sa := expectTCP(t, onlyFrame(t, h.input(c.syn(), t0)))
+	ourTS, _, _ := sa.ts()
 	forged := []struct {
 		name     string
 		seq, ack wire.Seq
+		tsEcr    uint32
 	}{
-		{"hash bit flipped", c.isn + 1, (sa.seq() ^ 1) + 1},
-		{"options bits flipped", c.isn + 1, (sa.seq() ^ 1<<19) + 1},
-		{"other client ISN", c.isn + 2, sa.seq() + 1},
+		{"hash bit flipped", c.isn + 1, (sa.seq() ^ 1) + 1, ourTS},
+		{"top hash bit flipped", c.isn + 1, (sa.seq() ^ 1<<30) + 1, ourTS},
+		{"epoch bit flipped", c.isn + 1, (sa.seq() ^ 1<<31) + 1, ourTS},
+		{"option bits in the TS echo flipped", c.isn + 1, sa.seq() + 1, ourTS ^ 1<<5},
+		{"other client ISN", c.isn + 2, sa.seq() + 1, ourTS},
 	}
 	for i, f := range forged {
-		expectTCP(t, onlyFrame(t, h.input(c.frame(wire.TCPFlagACK, f.seq, f.ack, nil, nil), t0+ms)),
+		ack := c.frame(wire.TCPFlagACK, f.seq, f.ack, segOpts(&[2]uint32{c.tsVal, f.tsEcr}), nil)
+		expectTCP(t, onlyFrame(t, h.input(ack, t0+ms)),
 			from(vipA, webPort), to(clientIP, 4321), seqIs(f.ack), flagsAre(wire.TCPFlagRST))
 		if d := h.fe.Stats().Drops[dropBadCookie]; d != uint64(i+1) {
 			t.Errorf("%s: bad-cookie drops = %d, want %d", f.name, d, i+1)
@@ -177,8 +186,15 @@ func TestForgedCookieIsResetAndCounted(t *testing.T) {
 			t.Fatalf("%s: accepted a forged cookie", f.name)
 		}
 	}
+	// Without the timestamp the client offered, the cookie is read in
+	// the other layout, and fails.
+	noTS := c.frame(wire.TCPFlagACK, c.isn+1, sa.seq()+1, nil, nil)
+	if h.input(noTS, t0+ms); h.fe.Flows() != 0 {
+		t.Fatalf("accepted a final ACK without the timestamps its SYN offered")
+	}
 	// The genuine ACK still works: nothing was remembered in between.
-	if out := h.input(c.frame(wire.TCPFlagACK, c.isn+1, sa.seq()+1, nil, nil), t0+ms); len(out.Frames) != 0 {
+	genuine := c.frame(wire.TCPFlagACK, c.isn+1, sa.seq()+1, segOpts(&[2]uint32{c.tsVal, ourTS}), nil)
+	if out := h.input(genuine, t0+ms); len(out.Frames) != 0 {
 		t.Errorf("genuine ACK answered with %d frames", len(out.Frames))
 	}
 	if h.fe.Flows() != 1 || h.fe.Stats().Accepted != 1 {
@@ -187,26 +203,26 @@ func TestForgedCookieIsResetAndCounted(t *testing.T) {
 	h.checkCounters()
 }
 
-func TestCookieOlderThanTwoSlotsFails(t *testing.T) {
+func TestCookieOlderThanTwoEpochsFails(t *testing.T) {
 	h := newFE(t, nil)
-	issued := 10*cookieSlot + s1 // one second into slot 10
+	issued := 10*cookieEpoch + s1 // one second into epoch 10
 	young := newClient(1001, 0x100, fullOffer(1))
 	old := newClient(1002, 0x200, fullOffer(1))
 	saYoung := expectTCP(t, onlyFrame(t, h.input(young.syn(), issued)))
 	saOld := expectTCP(t, onlyFrame(t, h.input(old.syn(), issued)))
 
-	// 126 s later is still the next slot: accepted.
-	if out := h.input(young.frame(wire.TCPFlagACK, young.isn+1, saYoung.seq()+1, nil, nil), issued+126*s1); len(out.Frames) != 0 {
-		t.Errorf("cookie one slot old answered with %d frames, want acceptance", len(out.Frames))
+	// 126 s later is still the next epoch: accepted.
+	if out := h.input(finalACK(young, saYoung, nil), issued+126*s1); len(out.Frames) != 0 {
+		t.Errorf("cookie one epoch old answered with %d frames, want acceptance", len(out.Frames))
 	}
 	if h.fe.Flows() != 1 {
-		t.Fatalf("cookie one slot old not accepted")
+		t.Fatalf("cookie one epoch old not accepted")
 	}
-	// 127 s later is two slots on: rejected.
-	expectTCP(t, onlyFrame(t, h.input(old.frame(wire.TCPFlagACK, old.isn+1, saOld.seq()+1, nil, nil), issued+127*s1)),
+	// 127 s later is two epochs on: rejected.
+	expectTCP(t, onlyFrame(t, h.input(finalACK(old, saOld, nil), issued+127*s1)),
 		flagsAre(wire.TCPFlagRST), seqIs(saOld.seq()+1))
 	if h.fe.Flows() != 1 || h.fe.Stats().Drops[dropBadCookie] != 1 {
-		t.Errorf("cookie two slots old: Flows() = %d, bad-cookie drops = %d", h.fe.Flows(), h.fe.Stats().Drops[dropBadCookie])
+		t.Errorf("cookie two epochs old: Flows() = %d, bad-cookie drops = %d", h.fe.Flows(), h.fe.Stats().Drops[dropBadCookie])
 	}
 	h.checkCounters()
 }

@@ -64,7 +64,7 @@ func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Outpu
 	t := p.TCP
 	if !e.isPort(key.dstPort) {
 		e.drop(dropClosedPort)
-		e.sendRST(p, out)
+		e.limitedRST(p, now, out)
 		return
 	}
 	o := &e.opts
@@ -72,13 +72,13 @@ func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Outpu
 		e.drop(dropBadOptions)
 		return
 	}
-	isn := makeCookie(&e.cfg.CookieSecret, now, key, t.Seq(), o)
+	isn, tsval := e.cookies.make(now, key, t.Seq(), o)
 	so := wire.SynOptions{MSS: e.cfg.MSS, WScale: -1, SACKPermitted: o.SACKPermitted}
 	if o.HasWScale {
 		so.WScale = e.cfg.WScale
 	}
 	if o.HasTS {
-		so.TS, so.TSVal, so.TSEcr = true, tsClock(now), o.TSVal
+		so.TS, so.TSVal, so.TSEcr = true, tsval, o.TSVal // tsval carries the cookie's option bits
 	}
 	var ob [40]byte
 	win := min(e.cfg.RecvBuffer, 65535)
@@ -93,6 +93,19 @@ func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Outpu
 	out.send(PortWire, b)
 	e.stats.SynCookiesSent++
 	e.stats.TxFrames++
+}
+
+// limitedRST is sendRST at most FrontEndConfig.RSTRate times a second,
+// for segments that have no connection (a bad cookie, a closed port):
+// anyone can send those at any rate (a flood of guessed cookies), and a
+// RST for each would make us a reflector. What is suppressed is counted;
+// the peer of a real connection retransmits and gets its RST later.
+func (e *FrontEnd) limitedRST(p *wire.Packet, now Time, out *Output) {
+	if !e.rstLimit.allow(now) {
+		e.stats.RSTsSuppressed++
+		return
+	}
+	e.sendRST(p, out)
 }
 
 // sendRST answers an unacceptable segment as RFC 793 prescribes.
@@ -120,15 +133,17 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 		e.drop(dropNoFlow)
 		return nil
 	}
-	info, ok := checkCookie(&e.cfg.CookieSecret, now, key, t.Ack(), t.Seq())
-	if !ok {
-		e.drop(dropBadCookie)
-		e.sendRST(p, out)
-		return nil
-	}
 	o := &e.opts
 	if err := wire.ParseOptions(t, o); err != nil {
 		e.drop(dropBadOptions)
+		return nil
+	}
+	// With timestamps, the cookie's option bits come back in the echo of
+	// our TSval.
+	info, ok := e.cookies.check(now, key, t.Ack(), t.Seq(), o.HasTS, o.TSEcr)
+	if !ok {
+		e.drop(dropBadCookie)
+		e.limitedRST(p, now, out)
 		return nil
 	}
 	f := e.newFlow(key, now)

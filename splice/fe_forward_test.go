@@ -60,11 +60,11 @@ func (sc *splicedConn) forward(tb testing.TB, f []byte) *seen {
 
 func TestForwardedClientSegmentsAreTranslatedOntoC2(t *testing.T) {
 	wrap := defaultSpliceParams()
-	// Cookie slot 31 puts the front-end's ISN just below 2^32; client and
-	// back-end ISNs are chosen so every number space wraps (trap 5).
-	wrap.start = 31*cookieSlot + 10*s1
+	// A cookie secret that puts the front-end's ISN just below 2^32; client
+	// and back-end ISNs are chosen so every number space wraps (trap 5).
 	wrap.clientISN = 0xffffffe0
 	wrap.backendISN = 0xffffff00
+	wrap.mod = withCookieISNAbove(t, 0xff000000, wrap)
 
 	nearTS := defaultSpliceParams()
 	nearTS.offer.TSVal = 0xfffffff8 // the client's clock wraps (trap 2)
@@ -316,7 +316,8 @@ func reuse(t *testing.T, h *feHarness, old *testClient, now Time) {
 	if !sa.tcp.SYN || !sa.tcp.ACK || sa.ack() != c.isn+1 {
 		t.Fatalf("new SYN on a lingering tuple answered with flags %#x ack %#x", sa.flags(), uint32(sa.ack()))
 	}
-	c.isnF, c.rcvNxt, c.ts, c.peerTS = sa.seq(), sa.seq()+1, true, tsClock(now)
+	c.isnF, c.rcvNxt = sa.seq(), sa.seq()+1
+	c.peerTS, _, c.ts = sa.ts() // our clock, carrying the cookie's option bits
 	h.input(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil), now)
 	id := c.sendRequest(t, h, []byte(shortRequest), now+ms)
 	if f := h.fe.byID[id]; f == nil || f.syn.clientISN != c.isn {

@@ -44,7 +44,7 @@ func TestDispatchOpensC2WithClientISNAndOnlyTheOptionsTheClientOffered(t *testin
 		{"mss-rounded-down", wire.SynOptions{MSS: 1300, WScale: -1}, 1220},
 		{"no-mss", wire.SynOptions{WScale: -1}, 536},
 		{"sack-ws", wire.SynOptions{MSS: 1460, WScale: 3, SACKPermitted: true}, 1460},
-		{"ts-only", wire.SynOptions{MSS: 1452, WScale: -1, TS: true, TSVal: 0xfffffffe}, 1452},
+		{"ts-only", wire.SynOptions{MSS: 1452, WScale: -1, TS: true, TSVal: 0xfffffffe}, 1440},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

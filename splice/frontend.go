@@ -21,7 +21,9 @@ type FrontEndConfig struct {
 	// HandoffPortFirst..HandoffPortLast is the C2 source port range
 	// (default 20000..60999).
 	HandoffPortFirst, HandoffPortLast uint16
-	CookieSecret                      [32]byte
+	// CookieSecret keys the SYN cookies: each 64-s epoch's key is derived
+	// from it and the epoch number (cookie.go).
+	CookieSecret [32]byte
 
 	MSS            uint16        // MSS we advertise to clients (1460)
 	WScale         int           // our window scale when the client offers one (7)
@@ -43,6 +45,11 @@ type FrontEndConfig struct {
 	// mean an ACK storm: both ends are reset (10000 per 1 s).
 	StormLimit  int
 	StormWindow time.Duration
+
+	// SYN cookies (cookie.go): RSTRate bounds the RSTs sent per second
+	// to segments with no connection (a bad cookie, a closed port), in
+	// bursts of at most a tenth of a second's worth (1000).
+	RSTRate int
 }
 
 func (c *FrontEndConfig) setDefaults() {
@@ -82,6 +89,9 @@ func (c *FrontEndConfig) setDefaults() {
 		c.StormLimit = defaultStormLimit
 	}
 	def(&c.StormWindow, defaultStormWindow)
+	if c.RSTRate == 0 {
+		c.RSTRate = 1000
+	}
 }
 
 func (c *FrontEndConfig) validate() error {
@@ -142,6 +152,11 @@ type FrontEnd struct {
 	spareBufs     [][]byte
 	spareBufBytes int // their capacity in all
 	strs          interner
+
+	// SYN cookies (cookie.go): the epoch keys, and the bound on RSTs
+	// answering segments that have no connection.
+	cookies  cookieKeys
+	rstLimit rateLimit
 }
 
 // NewFrontEnd validates cfg and returns an engine.
@@ -157,6 +172,9 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		flows:   make(map[fourTuple]*flow),
 		byID:    make(map[FlowID]*flow),
 		byPort:  make(map[uint16]*flow),
+		cookies: newCookieKeys(cfg.CookieSecret),
+		// A tenth of a second's worth at once.
+		rstLimit: newRateLimit(cfg.RSTRate, cfg.RSTRate/10),
 	}
 	// Start the handoff ports somewhere derived from the secret, so a
 	// restarted front-end does not walk straight into the tuples its
@@ -206,12 +224,36 @@ func (e *FrontEnd) isPort(p uint16) bool {
 	return false
 }
 
-// Input processes one frame received at time now.
+// Input processes one frame received at time now: InputVNet for a frame
+// that came without a virtio-net header.
 func (e *FrontEnd) Input(frame []byte, now Time, out *Output) {
+	e.InputVNet(frame, wire.VNetHdr{}, now, out)
+}
+
+// InputVNet processes one frame received at time now with the virtio-net
+// header vh (the zero header on a link without them). The engine takes
+// plain segments: a super-frame (GSO) is refused as malformed, the caller
+// cuts it first (wire.SegmentTCP4) and passes the segments with
+// VNetFlagDataValid, since they are right by construction. A partial
+// checksum (NEEDS_CSUM) is completed here. VNetFlagDataValid spares the
+// engine verifying a TCP checksum the kernel already verified (ingress.go).
+func (e *FrontEnd) InputVNet(frame []byte, vh wire.VNetHdr, now Time, out *Output) {
 	e.stats.RxFrames++
 	p := &e.pkt
 	if err := wire.Parse(frame, p); err != nil {
+		if err == wire.ErrBadIPChecksum {
+			e.drop(dropBadIPChecksum)
+		} else {
+			e.drop(dropMalformed)
+		}
+		return
+	}
+	if vh.IsGSO() || vh.NeedsCsum() && !completeTCPChecksum(p, frame, vh) {
 		e.drop(dropMalformed)
+		return
+	}
+	if f := e.checkIngress(p, vh); f != ingressOK {
+		e.drop(ingressDrop[f])
 		return
 	}
 	switch p.Kind {

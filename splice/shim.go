@@ -101,6 +101,13 @@ type ShimStats struct {
 	WireOutOfWindow     uint64 // other wire segments the kernel would not accept: passed, ignored
 	ResetsCancelled     uint64 // wire RSTs after which the kernel kept sending
 	ExpiredLifetime     uint64 // entries ended by MaxLifetime (also in Expired)
+
+	// Ingress checks (ingress.go): frames from the wire for the host
+	// dropped for their headers, by reason.
+	IngressBadIPChecksum, IngressBadTCPChecksum uint64
+	IngressMartianSource, IngressOwnSource      uint64 // 0/8, 127/8, 224/4, 240/4; the host's own address
+	IngressMulticastMAC                         uint64 // broadcast or multicast source MAC
+	IngressTTLZero, IngressIPOptions            uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -353,11 +360,18 @@ func (s *Shim) Input(port Port, frame []byte, now Time, out *Output) {
 func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out *Output) {
 	p := &s.pkt
 	if err := wire.Parse(frame, p); err != nil {
+		if port == PortWire && err == wire.ErrBadIPChecksum && s.forHost(frame) {
+			s.countIngress(ingressBadIPChecksum)
+			return
+		}
 		// Not ours to judge: the shim is transparent for traffic it does
 		// not translate, and the receiver will drop what is broken.
 		s.stats.Malformed++
 		s.pass(port, frame, vh, out)
 		return
+	}
+	if port == PortWire && s.refuseFromWire(p, vh) {
+		return // odd headers from the network (ingress.go)
 	}
 	if p.Kind == wire.KindTCP {
 		if port == PortHost && p.IP.Src() == s.hostIP {

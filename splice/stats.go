@@ -14,12 +14,25 @@ const (
 	dropHoldFull                      // client frame during handoff with the hold queue full
 	dropOutOfWindow                   // client data not at rcvNxt before the handoff
 	dropUnexpected                    // a segment the state machine has no use for
+
+	// Ingress checks (ingress.go): frames refused for their headers
+	// before the engine acts on them.
+	dropBadIPChecksum  // IPv4 header checksum wrong
+	dropBadTCPChecksum // TCP checksum wrong (and not vouched for by a vnet header)
+	dropMartianSource  // source in 0/8, 127/8, 224/4 or 240/4
+	dropOwnSource      // source is a VIP or the handoff address
+	dropMulticastMAC   // broadcast or multicast source MAC
+	dropTTLZero        // TTL 0
+	dropIPOptions      // IPv4 options (a source route, ...)
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
 	"malformed", "bad-options", "not-ours", "no-flow", "bad-cookie",
 	"closed-port", "hold-full", "out-of-window", "unexpected",
+	// ingress checks
+	"bad-ip-checksum", "bad-tcp-checksum", "martian-source", "own-source",
+	"multicast-source-mac", "ttl-zero", "ip-options",
 }
 
 // DropReasonName names drop counter i, for metrics labels.
@@ -68,6 +81,10 @@ type FrontEndStats struct {
 	// FIN, a malformed chunked body), answered 400 or 431 in the stream
 	// and never forwarded (also counted in FollowUpsRefused once sent).
 	ChunkedBodies, FollowUpsUnfollowable uint64
+
+	// SYN cookies (cookie.go): RSTs not sent to segments without a
+	// connection because they came faster than FrontEndConfig.RSTRate.
+	RSTsSuppressed uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
