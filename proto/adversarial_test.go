@@ -35,7 +35,7 @@ func TestAdversarialReplayedDatagrams(t *testing.T) {
 			t.Errorf("%v replayed later: %v, want ErrReplay", m.Type(), err)
 		}
 	}
-	for _, m := range toFrontend(4) {
+	for _, m := range toFrontend(4, 2000) {
 		check(be, fe, m)
 	}
 	for _, m := range toBackend(4) {
@@ -44,9 +44,9 @@ func TestAdversarialReplayedDatagrams(t *testing.T) {
 	// Older than the window: refused though never seen.
 	old := mustAppend(t, be, &Keepalive{BackendID: 4, Incarnation: 2000, Seq: 1})
 	for range ReplayWindowSize {
-		mustAppend(t, be, &Keepalive{BackendID: 4}) // sent, lost
+		mustAppend(t, be, &Keepalive{BackendID: 4, Incarnation: 2000}) // sent, lost
 	}
-	if _, err := fe.Decode(mustAppend(t, be, &Keepalive{BackendID: 4})); err != nil {
+	if _, err := fe.Decode(mustAppend(t, be, &Keepalive{BackendID: 4, Incarnation: 2000})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fe.Decode(old); !errors.Is(err, ErrReplay) {
@@ -109,7 +109,7 @@ func TestAdversarialReflectedDatagrams(t *testing.T) {
 			t.Errorf("front-end's %v reflected: %v, want ErrDirection", m.Type(), err)
 		}
 	}
-	for _, m := range toFrontend(4) {
+	for _, m := range toFrontend(4, 2000) {
 		if _, err := be.Decode(mustAppend(t, be, m)); !errors.Is(err, ErrDirection) {
 			t.Errorf("back-end's %v reflected: %v, want ErrDirection", m.Type(), err)
 		}

@@ -278,6 +278,9 @@ func (c *Codec) Decode(b []byte) (Message, error) {
 	if id := m.backend(); id != h.Backend {
 		return nil, c.refuse(ErrMalformed, "the body names back-end %d, the header %d", uint64(id), uint64(h.Backend))
 	}
+	if inc, ok := ownIncarnation(m, h.Direction); ok && inc != h.Incarnation {
+		return nil, c.refuse(ErrMalformed, "the body names incarnation %d, the header %d", inc, h.Incarnation)
+	}
 	// Genuine and whole: only now does it count as received.
 	switch {
 	case c.sends == ToBackend && known == nil:
@@ -290,6 +293,22 @@ func (c *Codec) Decode(b []byte) (Message, error) {
 	}
 	c.hdr = h
 	return m, nil
+}
+
+// ownIncarnation is the incarnation a back-end's Register or Keepalive
+// names: its own, which must be the header's. (The front-end's
+// RegisterAck and Keepalive name the back-end's, which they echo.)
+func ownIncarnation(m body, dir Direction) (uint64, bool) {
+	if dir != ToFrontend {
+		return 0, false
+	}
+	switch m := m.(type) {
+	case *Register:
+		return m.Incarnation, true
+	case *Keepalive:
+		return m.Incarnation, true
+	}
+	return 0, false
 }
 
 // message returns the Codec's message of type t, zeroed, or nil if t is

@@ -13,12 +13,12 @@ import (
 // the wire format must not move (a change needs a Version bump). Splice's
 // tag was checked with Python's hmac (TestGoldenSplice).
 var goldenDatagrams = map[Type]string{
-	TypeRegister:    "5153030102000023a1b2c3d411223344556677880000000000000001a1b2c3d4c612030702005e1020301b590200010203040506070804005001bb1f90ffff4ecde16da8964ed1b188d89ddabbb8d6",
+	TypeRegister:    "5153030102000023a1b2c3d401020304050607080000000000000001a1b2c3d4c612030702005e1020301b590200010203040506070804005001bb1f90ffff519c75085704eb8de19996de513bb2b1",
 	TypeRegisterAck: "5153030201000014000000031122334455667788000000000000000100000003ffffffffffffffff000000000ee6b280410ba986fa403a15128040057c8467e2",
 	TypeSplice:      "515303030100003d0a0b0c0d11223344556677880000000000000001112233445566778800c0ffeec612000ac822c61201010050c61202019c41c612020b1f90fffffff08000000107070e02aabbccddee000001000a0b0c0defe507affdfbe982c1846b8e196f2ed0",
 	TypeSpliceAck:   "5153030402000024000000091122334455667788000000000000000180000000000000000000000900166e6f207375636820706f72743a203830383120e29c9797ccf976606003c504862067c661311f",
 	TypeFeedback:    "51530305020000220000000411223344556677880000000000000001000000040000deadbeefcafe0000000001316f6800000100000000000005fffffff01942d599928305d4c44232bf9fc67fd1",
-	TypeKeepalive:   "51530306020000160000004d112233445566778800000000000000010000004d0000011f71fb04cb000000000000002affff3b6825610c543041d6b39ab939a8c27d",
+	TypeKeepalive:   "51530306020000160000004d0000011f71fb04cb00000000000000010000004d0000011f71fb04cb000000000000002affffc16cbd09e58bd0588459c5b2e7332537",
 	TypeClose:       "515303070200000d0000000211223344556677880000000000000001000000000000006300000002041c4e8423fd55b94e9b7956eccaaf692f",
 }
 
@@ -68,6 +68,18 @@ func pair(t testing.TB, id uint32, feInc, beInc uint64) (fe, be *Codec) {
 	return fe, be
 }
 
+// withIncarnation sets the incarnation of a back-end's Register or
+// Keepalive (which must be its Codec's).
+func withIncarnation(m Message, inc uint64) Message {
+	switch m := m.(type) {
+	case *Register:
+		m.Incarnation = inc
+	case *Keepalive:
+		m.Incarnation = inc
+	}
+	return m
+}
+
 // withBackend returns a copy of a sample message naming back-end id.
 func withBackend(m Message, id uint32) Message {
 	switch m := m.(type) {
@@ -103,12 +115,13 @@ func withBackend(m Message, id uint32) Message {
 	panic("unknown message")
 }
 
-// toFrontend and toBackend are the sample messages each side sends.
-func toFrontend(id uint32) []Message {
+// toFrontend and toBackend are the sample messages each side sends;
+// inc is the sending back-end's incarnation.
+func toFrontend(id uint32, inc uint64) []Message {
 	var ms []Message
 	for _, m := range sampleMessages() {
 		if testHeader(m).Direction == ToFrontend {
-			ms = append(ms, withBackend(m, id))
+			ms = append(ms, withIncarnation(withBackend(m, id), inc))
 		}
 	}
 	return ms
@@ -138,7 +151,7 @@ func mustAppend(t testing.TB, c *Codec, m Message) []byte {
 // with the sender's header, sequence numbers counting from 1.
 func TestCodecsTalk(t *testing.T) {
 	fe, be := pair(t, 7, 100, 200)
-	for i, m := range toFrontend(7) {
+	for i, m := range toFrontend(7, 200) {
 		got, err := fe.Decode(mustAppend(t, be, m))
 		if err != nil {
 			t.Fatalf("front-end decoding %v: %v", m.Type(), err)
@@ -231,7 +244,7 @@ func TestCodecAllocatesNothing(t *testing.T) {
 			t.Fatalf("%v: Codec.Decode = %+v, %v; want %+v", m.Type(), dec, decErr, m)
 		}
 	}
-	for _, m := range toFrontend(9) {
+	for _, m := range toFrontend(9, 1) {
 		check(be, fe, m)
 	}
 	for _, m := range toBackend(9) {
@@ -252,16 +265,16 @@ func TestCodecMessageLifetime(t *testing.T) {
 		}
 		return got
 	}
-	withPorts := decode(&Register{BackendID: 1, IP: netip.MustParseAddr("198.18.0.21"), WebPorts: []uint16{80, 8080}}).(*Register)
+	withPorts := decode(&Register{BackendID: 1, Incarnation: 1, IP: netip.MustParseAddr("198.18.0.21"), WebPorts: []uint16{80, 8080}}).(*Register)
 	ports := withPorts.WebPorts
-	noPorts := decode(&Register{BackendID: 1, IP: netip.MustParseAddr("198.18.0.22")}).(*Register)
+	noPorts := decode(&Register{BackendID: 1, Incarnation: 1, IP: netip.MustParseAddr("198.18.0.22")}).(*Register)
 	if noPorts != withPorts {
 		t.Errorf("two Registers decoded into different messages: the Codec does not reuse them")
 	}
 	if noPorts.IP != netip.MustParseAddr("198.18.0.22") || noPorts.WebPorts != nil {
 		t.Errorf("second Register decoded as %+v: the first one's fields leaked", noPorts)
 	}
-	decode(&Register{BackendID: 1, IP: netip.MustParseAddr("198.18.0.23"), WebPorts: []uint16{443, 9}})
+	decode(&Register{BackendID: 1, Incarnation: 1, IP: netip.MustParseAddr("198.18.0.23"), WebPorts: []uint16{443, 9}})
 	if ports[0] != 443 {
 		t.Errorf("WebPorts of an earlier Register are %v: not the Codec's storage, so the documented lifetime is wrong", ports)
 	}

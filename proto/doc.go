@@ -90,7 +90,8 @@
 // ([ErrDirection]: a datagram reflected back, such as the front-end's
 // probe), and a back-end one naming another back-end ([ErrPeer]). The
 // back-end a body names (every message has a BackendID) must be the one
-// the header names ([ErrMalformed]). What the codec cannot know is the
+// the header names, and a back-end's Register and Keepalive must name
+// the incarnation of the header ([ErrMalformed]). What the codec cannot know is the
 // front-end controller's to check: that a back-end's datagram comes
 // from the address it registered, and that a SpliceAck, Feedback or
 // Close names a request of that back-end
@@ -188,7 +189,8 @@
 // byte is zero ([ErrMalformed]); freshness against the sender's window
 // ([ErrStale], [ErrReplay]); type ([ErrUnknownType]); each body field
 // ([ErrMalformed], as a [*FieldError] naming message and field); no
-// bytes left in the body, and the body's BackendID is the header's
+// bytes left in the body, the body's BackendID is the header's, and so
+// is the incarnation of a back-end's Register or Keepalive
 // ([ErrMalformed]). Only then is the datagram marked in the window.
 // [Unmarshal] makes the same checks but for freshness, and takes either
 // direction and any back-end.

@@ -100,7 +100,7 @@ func reseal(key, data []byte) []byte {
 // when it comes again.
 func FuzzCodecReceive(f *testing.F) {
 	fe, be := pair(f, 5, 10, 20)
-	for _, m := range toFrontend(5) {
+	for _, m := range toFrontend(5, 20) {
 		f.Add(mustAppend(f, be, m))
 	}
 	for _, m := range toBackend(5) {

@@ -70,7 +70,15 @@ func testHeader(m Message) Header {
 	case TypeRegisterAck, TypeSplice:
 		dir = ToBackend
 	}
-	return Header{Direction: dir, Incarnation: 0x1122334455667788, Seq: 1}
+	h := Header{Direction: dir, Incarnation: 0x1122334455667788, Seq: 1}
+	// A back-end's Register and Keepalive name its incarnation.
+	switch m := m.(type) {
+	case *Register:
+		h.Incarnation = m.Incarnation
+	case *Keepalive:
+		h.Incarnation = m.Incarnation
+	}
+	return h
 }
 
 // seal builds a datagram by hand, independently of Append, so tests can
