@@ -71,24 +71,24 @@ type delayedSplice struct {
 
 // AgentStats counts the agent's control traffic.
 type AgentStats struct {
-	Registers       uint64 `json:"registers"`        // Register messages sent
-	Registrations   uint64 `json:"registrations"`    // times a RegisterAck made us registered
-	Reregistrations uint64 `json:"reregistrations"`  // times echoes stopped and we registered again
-	Keepalives      uint64 `json:"keepalives"`       // Keepalive messages sent, probe answers included
-	Echoes          uint64 `json:"echoes"`           // Keepalives received for our incarnation
-	Probes          uint64 `json:"probes"`           // of them, probes (Seq 0) answered at once
-	Stale           uint64 `json:"stale"`            // messages for another back-end or incarnation
-	Splices         uint64 `json:"splices"`          // Splice messages received
-	SplicesRefused  uint64 `json:"splices_refused"`  // acknowledged with OK false
-	Feedbacks       uint64 `json:"feedbacks"`        // Feedback messages sent
-	BadMessages     uint64 `json:"bad_messages"`     // datagrams that failed to decode or were refused
+	Registers       uint64 `json:"registers"`       // Register messages sent
+	Registrations   uint64 `json:"registrations"`   // times a RegisterAck made us registered
+	Reregistrations uint64 `json:"reregistrations"` // times echoes stopped and we registered again
+	Keepalives      uint64 `json:"keepalives"`      // Keepalive messages sent, probe answers included
+	Echoes          uint64 `json:"echoes"`          // Keepalives received for our incarnation
+	Probes          uint64 `json:"probes"`          // of them, probes (Seq 0) answered at once
+	Stale           uint64 `json:"stale"`           // messages for another back-end or incarnation
+	Splices         uint64 `json:"splices"`         // Splice messages received
+	SplicesRefused  uint64 `json:"splices_refused"` // acknowledged with OK false
+	Feedbacks       uint64 `json:"feedbacks"`       // Feedback messages sent
+	BadMessages     uint64 `json:"bad_messages"`    // datagrams that failed to decode or were refused
 	// Refused counts them by reason (proto.RefusalReason: auth, replay,
 	// stale, direction, peer, ...): forged, replayed or reflected
 	// datagrams show here.
-	Refused map[string]uint64 `json:"refused"`
-	Unexpected      uint64 `json:"unexpected"`       // decoded messages a back-end does not handle
-	DelayedSplices  int    `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
-	KeepaliveMillis int64  `json:"keepalive_millis"` // the interval in use
+	Refused         map[string]uint64 `json:"refused"`
+	Unexpected      uint64            `json:"unexpected"`       // decoded messages a back-end does not handle
+	DelayedSplices  int               `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
+	KeepaliveMillis int64             `json:"keepalive_millis"` // the interval in use
 }
 
 // AgentOutput collects what one call into the Agent produced. The caller
