@@ -2,6 +2,7 @@ package proto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"net/netip"
@@ -294,6 +295,10 @@ func BenchmarkSplice(b *testing.B) {
 	fe, be := pair(b, 3, 1, 1)
 	m := withBackend(goldenSplice(), 3)
 	buf := make([]byte, 0, MaxDatagram)
+	// The back-end registered: the front-end keeps its prepared key.
+	if _, err := fe.Decode(mustAppend(b, be, &Keepalive{BackendID: 3, Incarnation: 1})); err != nil {
+		b.Fatal(err)
+	}
 	b.Run("Append", func(b *testing.B) {
 		for b.Loop() {
 			fe.Append(buf[:0], m)
@@ -310,6 +315,15 @@ func BenchmarkSplice(b *testing.B) {
 	b.Run("Decode forged", func(b *testing.B) {
 		for b.Loop() {
 			be.Decode(forged)
+		}
+	})
+	// The front-end refusing a forged datagram naming a back-end it does
+	// not know: it derives that back-end's key, then checks the tag.
+	unknown := mustAppend(b, be, &Keepalive{BackendID: 3, Incarnation: 1})
+	binary.BigEndian.PutUint32(unknown[8:], 77)
+	b.Run("Decode forged unknown back-end", func(b *testing.B) {
+		for b.Loop() {
+			fe.Decode(unknown)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package proto
 import (
 	"crypto/hkdf"
 	"crypto/sha256"
+	"encoding"
 	"hash"
 	"strconv"
 )
@@ -23,51 +24,79 @@ import (
 // 256 bits, SHA-256's output.
 const KeyLen = 32
 
-// macKey is a key prepared for HMAC-SHA256: the key XOR ipad and XOR
-// opad, one SHA-256 block each.
+// macKey is a key prepared for HMAC-SHA256: the SHA-256 states after
+// the block of the key XOR ipad and after the one XOR opad, as the hash
+// marshals them, so that each tag costs two compressions fewer (as
+// crypto/hmac does it).
 type macKey struct {
-	ipad, opad [sha256.BlockSize]byte
+	inner, outer [sha256StateLen]byte
+	n            int // length of each marshaled state
 }
 
+// sha256StateLen has room for a marshaled SHA-256 state (108 bytes).
+const sha256StateLen = 128
+
 // set prepares key; a key longer than a block is hashed first (RFC 2104).
-// It uses m's scratch space: a local array handed to the hash (an
-// interface) would escape to the heap.
 func (k *macKey) set(m *macer, key []byte) {
-	block := &m.block
-	*block = [sha256.BlockSize]byte{}
+	var kb [sha256.BlockSize]byte // never handed to the hash: stays on the stack
 	if len(key) > sha256.BlockSize {
 		m.h.Reset()
 		m.h.Write(key)
-		m.h.Sum(block[:0])
+		copy(kb[:], m.h.Sum(m.sum[:0]))
 	} else {
-		copy(block[:], key)
+		copy(kb[:], key)
 	}
-	for i, b := range block {
-		k.ipad[i] = b ^ 0x36
-		k.opad[i] = b ^ 0x5c
+	var pad [sha256.BlockSize]byte
+	for i, b := range kb {
+		pad[i] = b ^ 0x36
 	}
+	k.inner = m.state(&pad)
+	for i, b := range kb {
+		pad[i] = b ^ 0x5c
+	}
+	k.outer = m.state(&pad)
+	k.n = m.stateLen
+}
+
+// state returns the marshaled state of m's hash after one block.
+func (m *macer) state(block *[sha256.BlockSize]byte) (st [sha256StateLen]byte) {
+	copy(m.block[:], block[:]) // hashed from m: a local array would escape
+	m.h.Reset()
+	m.h.Write(m.block[:])
+	b, err := m.h.(encoding.BinaryAppender).AppendBinary(m.scratch[:0])
+	if err != nil || len(b) > sha256StateLen {
+		panic("proto: cannot marshal a SHA-256 state") // never: the standard library's digest
+	}
+	m.stateLen = len(b)
+	copy(st[:], b)
+	return st
 }
 
 // macer computes HMAC-SHA256 with any prepared key over one SHA-256
 // state, into sum: nothing is allocated per call.
 type macer struct {
-	h     hash.Hash
-	sum   [sha256.Size]byte
-	block [sha256.BlockSize]byte // set's
-	info  [64]byte               // derive's
+	h        hash.Hash
+	sum      [sha256.Size]byte
+	block    [sha256.BlockSize]byte // state's
+	info     [64]byte               // derive's
+	scratch  [sha256StateLen]byte   // state's
+	stateLen int
 }
 
 func newMacer() *macer { return &macer{h: sha256.New()} }
 
 // mac returns HMAC-SHA256(k, a || b) in m.sum, valid until the next call.
 func (m *macer) mac(k *macKey, a, b []byte) []byte {
-	m.h.Reset()
-	m.h.Write(k.ipad[:])
+	u := m.h.(encoding.BinaryUnmarshaler)
+	if u.UnmarshalBinary(k.inner[:k.n]) != nil {
+		panic("proto: cannot restore a SHA-256 state")
+	}
 	m.h.Write(a)
 	m.h.Write(b)
 	inner := m.h.Sum(m.sum[:0])
-	m.h.Reset()
-	m.h.Write(k.opad[:])
+	if u.UnmarshalBinary(k.outer[:k.n]) != nil {
+		panic("proto: cannot restore a SHA-256 state")
+	}
 	m.h.Write(inner)
 	return m.h.Sum(m.sum[:0])
 }
