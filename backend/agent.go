@@ -60,6 +60,8 @@ type Agent struct {
 	concurrency int         // requests in service, as the daemon last said
 	delayed     []delayedSplice
 	stats       AgentStats
+	refused     []uint64 // by the index of proto.RefusalReasons
+	reasons     []string
 }
 
 type delayedSplice struct {
@@ -69,20 +71,24 @@ type delayedSplice struct {
 
 // AgentStats counts the agent's control traffic.
 type AgentStats struct {
-	Registers       uint64 `json:"registers"`        // Register messages sent
-	Registrations   uint64 `json:"registrations"`    // times a RegisterAck made us registered
-	Reregistrations uint64 `json:"reregistrations"`  // times echoes stopped and we registered again
-	Keepalives      uint64 `json:"keepalives"`       // Keepalive messages sent, probe answers included
-	Echoes          uint64 `json:"echoes"`           // Keepalives received for our incarnation
-	Probes          uint64 `json:"probes"`           // of them, probes (Seq 0) answered at once
-	Stale           uint64 `json:"stale"`            // messages for another back-end or incarnation
-	Splices         uint64 `json:"splices"`          // Splice messages received
-	SplicesRefused  uint64 `json:"splices_refused"`  // acknowledged with OK false
-	Feedbacks       uint64 `json:"feedbacks"`        // Feedback messages sent
-	BadMessages     uint64 `json:"bad_messages"`     // datagrams that failed to decode
-	Unexpected      uint64 `json:"unexpected"`       // decoded messages a back-end does not handle
-	DelayedSplices  int    `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
-	KeepaliveMillis int64  `json:"keepalive_millis"` // the interval in use
+	Registers       uint64 `json:"registers"`       // Register messages sent
+	Registrations   uint64 `json:"registrations"`   // times a RegisterAck made us registered
+	Reregistrations uint64 `json:"reregistrations"` // times echoes stopped and we registered again
+	Keepalives      uint64 `json:"keepalives"`      // Keepalive messages sent, probe answers included
+	Echoes          uint64 `json:"echoes"`          // Keepalives received for our incarnation
+	Probes          uint64 `json:"probes"`          // of them, probes (Seq 0) answered at once
+	Stale           uint64 `json:"stale"`           // messages for another back-end or incarnation
+	Splices         uint64 `json:"splices"`         // Splice messages received
+	SplicesRefused  uint64 `json:"splices_refused"` // acknowledged with OK false
+	Feedbacks       uint64 `json:"feedbacks"`       // Feedback messages sent
+	BadMessages     uint64 `json:"bad_messages"`    // datagrams that failed to decode or were refused
+	// Refused counts them by reason (proto.RefusalReason: auth, replay,
+	// stale, direction, peer, ...): forged, replayed or reflected
+	// datagrams show here.
+	Refused         map[string]uint64 `json:"refused"`
+	Unexpected      uint64            `json:"unexpected"`       // decoded messages a back-end does not handle
+	DelayedSplices  int               `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
+	KeepaliveMillis int64             `json:"keepalive_millis"` // the interval in use
 }
 
 // AgentOutput collects what one call into the Agent produced. The caller
@@ -124,7 +130,8 @@ func NewAgent(cfg AgentConfig) *Agent {
 	if cfg.MissedEchoes <= 0 {
 		cfg.MissedEchoes = 3
 	}
-	return &Agent{cfg: cfg, keepalive: cfg.Keepalive, nextReg: 0}
+	reasons := proto.RefusalReasons()
+	return &Agent{cfg: cfg, keepalive: cfg.Keepalive, nextReg: 0, reasons: reasons, refused: make([]uint64, len(reasons))}
 }
 
 // Registered reports whether the front-end acknowledged the last Register
@@ -136,6 +143,12 @@ func (a *Agent) Stats() AgentStats {
 	st := a.stats
 	st.DelayedSplices = len(a.delayed)
 	st.KeepaliveMillis = a.keepalive.Milliseconds()
+	st.Refused = make(map[string]uint64)
+	for i, n := range a.refused {
+		if n > 0 {
+			st.Refused[a.reasons[i]] = n
+		}
+	}
 	return st
 }
 
@@ -261,11 +274,18 @@ func (a *Agent) Control(from netip.AddrPort, msg proto.Message, now splice.Time,
 	}
 }
 
-// Malformed accounts for a datagram that failed to decode (a bad tag, a
-// version mismatch, garbage), logging the first few and then every
-// thousandth.
+// Malformed accounts for a datagram that failed to decode or was refused
+// (a bad tag, a version mismatch, a replay, garbage), by reason, logging
+// the first few and then every thousandth. It allocates nothing past
+// those.
 func (a *Agent) Malformed(from netip.AddrPort, err error, out *AgentOutput) {
 	a.stats.BadMessages++
+	name := proto.RefusalReason(err)
+	for i, r := range a.reasons {
+		if r == name {
+			a.refused[i]++
+		}
+	}
 	if n := a.stats.BadMessages; n < 10 || n%1000 == 0 {
 		out.log(slog.LevelWarn, "bad control message",
 			slog.String("from", from.String()), slog.String("err", err.Error()), slog.Uint64("count", n))

@@ -333,7 +333,7 @@ func TestAgentAcknowledgesSplices(t *testing.T) {
 	r.out.Reset()
 	r.a.Installed(spliceMsg(11), errors.New(strings.Repeat("x", 400)), &r.out)
 	got = sent[*proto.SpliceAck](t, &r.out)
-	if _, err := proto.Marshal(make([]byte, 16), got); err != nil {
+	if _, err := proto.Marshal(make([]byte, 32), proto.Header{Direction: proto.ToFrontend}, got); err != nil {
 		t.Fatalf("ack with a long reason does not encode: %v", err)
 	}
 	if st := r.a.Stats(); st.SplicesRefused != 2 {

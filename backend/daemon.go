@@ -2,7 +2,6 @@ package backend
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,7 +31,7 @@ type Config struct {
 	ControlPort uint16         // UDP port we listen on (on Addr)
 	WebPorts    []uint16
 	Capacity    int
-	Key         []byte
+	Key         []byte // this back-end's control key (proto.DeriveKey of the master for ID)
 	Linger      time.Duration
 	IdleTimeout time.Duration
 	Capture     string // pcap of the wire side; "" disables
@@ -87,8 +86,8 @@ func (c *Config) validate() error {
 	if c.Workers < 0 || c.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers: %d out of 0..256", c.Workers))
 	}
-	if len(c.Key) < 16 {
-		errs = append(errs, errors.New("key: control key missing or shorter than 16 bytes (-key)"))
+	if err := proto.CheckKey(c.Key); err != nil {
+		errs = append(errs, fmt.Errorf("key: this back-end's control key: %w (-key)", err))
 	}
 	return errors.Join(errs...)
 }
@@ -109,6 +108,9 @@ type Daemon struct {
 	wires    []*link.AFPacket
 	capture  *capture
 	ctl      *link.ControlSocket // read and written by workers[0]
+	// incarnation is this run's, in the agent's messages and the
+	// control Codec's headers.
+	incarnation uint64
 	// epoch is the daemon's one clock: splice.Time is the monotonic time
 	// since it, so a wall-clock step moves no timer.
 	epoch time.Time
@@ -178,11 +180,13 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	var inc [8]byte
-	rand.Read(inc[:])
+	// One incarnation for the agent's messages and the Codec's headers:
+	// the start time, so the front-end can tell a restart from a replay
+	// of an earlier run (proto.ReplayWindow).
+	d.incarnation = proto.NewIncarnation(time.Now())
 	d.agent = NewAgent(AgentConfig{
 		ID: cfg.ID, Addr: cfg.Addr, MAC: d.mac, ControlPort: cfg.ControlPort, WebPorts: cfg.WebPorts,
-		Capacity: cfg.Capacity, Incarnation: binary.BigEndian.Uint64(inc[:]), SpliceDelay: cfg.SpliceDelay,
+		Capacity: cfg.Capacity, Incarnation: d.incarnation, SpliceDelay: cfg.SpliceDelay,
 	})
 	// Buffers: a link with vnet headers delivers super-frames; one
 	// without delivers at most the MTU behind an Ethernet and VLAN header.

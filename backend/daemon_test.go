@@ -33,10 +33,13 @@ import (
 var (
 	feAddr      = netip.MustParseAddr("198.18.99.1")
 	backendAddr = netip.MustParseAddr("198.18.99.2")
-	testKey     = []byte("0123456789abcdef0123")
+	// testMaster is the front-end's master key, testKey back-end 3's.
+	testMaster, _ = hex.DecodeString("3f9c2a51d07be48816fa3c92e5017d6bb4c8e02f9a7153dd06e1b87c4f2a9d30")
+	testKey, _    = proto.DeriveKey(testMaster, 3)
 )
 
 type daemonRig struct {
+	feCodec  *proto.Codec // the front-end's side of the control protocol
 	t        *testing.T
 	be, fe   string
 	offloads bool
@@ -80,6 +83,10 @@ func run(t *testing.T, ns string, arg ...string) {
 func newDaemonRig(t *testing.T, offloads bool, workers int) *daemonRig {
 	requireRoot(t)
 	r := &daemonRig{t: t, be: newNS(t, "qsbe"), fe: newNS(t, "qsfe"), offloads: offloads, workers: workers}
+	var err error
+	if r.feCodec, err = proto.NewFrontEndCodec(testMaster, proto.NewIncarnation(time.Now())); err != nil {
+		t.Fatal(err)
+	}
 	run(t, r.be, "ip", "link", "set", "lo", "up")
 	run(t, r.fe, "ip", "link", "set", "lo", "up")
 	run(t, r.be, "ip", "link", "add", "wire0", "type", "veth", "peer", "name", "eth0", "netns", r.fe)
@@ -97,7 +104,7 @@ func newDaemonRig(t *testing.T, offloads bool, workers int) *daemonRig {
 			t.Fatal(err)
 		}
 	}
-	err := netns.Do(r.fe, func() (err error) {
+	err = netns.Do(r.fe, func() (err error) {
 		r.ctl, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(feAddr, 7400)))
 		return err
 	})
@@ -171,9 +178,14 @@ func recv[T proto.Message](r *daemonRig, within time.Duration) (T, netip.AddrPor
 		if err != nil {
 			r.t.Fatalf("waiting for %T: %v", *new(T), err)
 		}
-		m, err := proto.Unmarshal(testKey, buf[:n])
-		if err != nil {
+		if _, err := r.feCodec.Decode(buf[:n]); err != nil {
 			r.t.Fatalf("bad control message from the shim: %v", err)
+		}
+		// The Codec's message is its own until the next Decode: the
+		// caller gets one of its own.
+		_, m, err := proto.Unmarshal(testKey, buf[:n])
+		if err != nil {
+			r.t.Fatal(err)
 		}
 		if m, ok := m.(T); ok {
 			return m, from
@@ -183,7 +195,7 @@ func recv[T proto.Message](r *daemonRig, within time.Duration) (T, netip.AddrPor
 
 func (r *daemonRig) send(to netip.AddrPort, m proto.Message) {
 	r.t.Helper()
-	b, err := proto.Marshal(testKey, m)
+	b, err := r.feCodec.Append(nil, m)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -321,7 +333,7 @@ func (r *daemonRig) controlProtocol() {
 }
 
 func testSplice(id uint64, handoffPort uint16) *proto.Splice {
-	return &proto.Splice{RequestID: id, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
+	return &proto.Splice{BackendID: 3, RequestID: id, ClientIP: netip.MustParseAddr("198.18.99.50"), ClientPort: 5555,
 		VIP: netip.MustParseAddr("198.18.99.100"), VIPPort: 80, HandoffIP: feAddr, HandoffPort: handoffPort,
 		BackendIP: backendAddr, BackendPort: 80, SeqDelta: 1000, ClientNextHopMAC: [6]byte{2, 0, 0, 0x99, 0, 0x50},
 		RequestEnd: 0}

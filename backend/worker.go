@@ -496,7 +496,11 @@ func (w *worker) attachControl(conn *net.UDPConn) error {
 	if err := w.poller.Add(s.FD(), tokControl); err != nil {
 		return err
 	}
-	w.d.ctl, w.codec = s, proto.NewCodec(w.d.cfg.Key)
+	codec, err := proto.NewBackEndCodec(w.d.cfg.ID, w.d.cfg.Key, w.d.incarnation)
+	if err != nil {
+		return err
+	}
+	w.d.ctl, w.codec = s, codec
 	w.sendBuf = make([]byte, 0, proto.MaxDatagram)
 	return nil
 }

@@ -121,7 +121,7 @@ func TestHandOverReachesTheOwningShard(t *testing.T) {
 // reports back; only then does worker 0 acknowledge it.
 func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	d := newTestWorkers(t, 2)
-	fe := d.attachTestControl(t)
+	fe, _ := d.attachTestControl(t)
 	w0, w1 := d.workers[0], d.workers[1]
 	var owner, other uint16
 	for p := uint16(40000); owner == 0 || other == 0; p++ {
@@ -191,7 +191,7 @@ func (w *worker) kernelSynAck(m *proto.Splice, now splice.Time) {
 
 // attachTestControl gives worker 0 a control socket on loopback and
 // returns the socket playing the front-end.
-func (d *Daemon) attachTestControl(t *testing.T) *net.UDPConn {
+func (d *Daemon) attachTestControl(t *testing.T) (*net.UDPConn, *proto.Codec) {
 	t.Helper()
 	lo := netip.MustParseAddrPort("127.0.0.1:0")
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(lo))
@@ -203,11 +203,16 @@ func (d *Daemon) attachTestControl(t *testing.T) *net.UDPConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(); fe.Close() })
-	d.cfg.Key, d.cfg.Frontend = testKey, fe.LocalAddr().(*net.UDPAddr).AddrPort()
+	d.cfg.ID, d.cfg.Key, d.cfg.Frontend = 3, testKey, fe.LocalAddr().(*net.UDPAddr).AddrPort()
+	d.incarnation = 5
 	if err := d.workers[0].attachControl(conn); err != nil {
 		t.Fatal(err)
 	}
-	return fe
+	codec, err := proto.NewFrontEndCodec(testMaster, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fe, codec
 }
 
 func recvMsg(t *testing.T, c *net.UDPConn) proto.Message {
@@ -218,7 +223,7 @@ func recvMsg(t *testing.T, c *net.UDPConn) proto.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := proto.Unmarshal(testKey, buf[:n])
+	_, m, err := proto.Unmarshal(testKey, buf[:n])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,11 +244,11 @@ func recvAck(t *testing.T, c *net.UDPConn) *proto.SpliceAck {
 // read by worker 0's pass when its poller reports them, good and bad.
 func TestControlSocketReadInTheLoop(t *testing.T) {
 	d := newTestWorkers(t, 1)
-	fe := d.attachTestControl(t)
+	fe, codec := d.attachTestControl(t)
 	w0 := d.workers[0]
 	to := d.ctl.LocalAddr()
 	w0.kernelSynAck(testSplice(9, 40001), ms(1))
-	b, _ := proto.Marshal(testKey, testSplice(9, 40001))
+	b, _ := codec.Append(nil, testSplice(9, 40001))
 	fe.WriteToUDPAddrPort(b, to)
 	fe.WriteToUDPAddrPort([]byte("garbage"), to)
 	var ready [4]uint32

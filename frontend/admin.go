@@ -105,6 +105,9 @@ func (d *Daemon) status() Status {
 		},
 	}
 	st.KernelDrops = d.kernelDrops()
+	for r, n := range d.ctl.controlRefusals() { // the Codec's, next to the controller's (issue 9)
+		st.ControlRefused[r] += n
+	}
 	for _, v := range d.cfg.VIPs {
 		st.VIPs = append(st.VIPs, v.String())
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -26,8 +27,10 @@ type Config struct {
 	Admin   string         // HTTP address for /status and /metrics; "" disables
 	// Pprof adds Go's profiler (/debug/pprof/) to the admin address: CPU
 	// and allocation profiles of the live daemon, for performance work.
-	Pprof   bool
-	Key     []byte // control protocol key
+	Pprof bool
+	// Key is the control protocol's master key (proto.LoadKey): each
+	// back-end's key is derived from it (proto.DeriveKey).
+	Key     []byte
 	Capture string // pcap file of everything on the link; "" disables
 	// RxRing makes an afpacket link receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.
@@ -122,8 +125,8 @@ func (c *Config) validate() error {
 	if !c.Control.IsValid() {
 		errs = append(errs, errors.New("control: no control address (-control)"))
 	}
-	if len(c.Key) < 16 {
-		errs = append(errs, errors.New("key: control key missing or shorter than 16 bytes (-key)"))
+	if err := proto.CheckKey(c.Key); err != nil {
+		errs = append(errs, fmt.Errorf("key: control master key: %w (-key)", err))
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/pump"
@@ -56,6 +58,7 @@ type Daemon struct {
 	last  splice.Time
 
 	drops, txErrors, ctlSendErrors uint64
+	requestIDPrefix                uint32 // controller.Config.RequestIDPrefix
 	reloads, reloadsFailed         uint64
 }
 
@@ -96,7 +99,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			cfg.MAC = randomMAC()
 		}
 	}
-	ctl, err := listenControl(cfg.Control, cfg.Key)
+	ctl, err := listenControl(cfg.Control, cfg.Key, proto.NewIncarnation(time.Now()))
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("frontend: %w", err)
@@ -149,6 +152,10 @@ func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Da
 	}
 	d := &Daemon{cfg: cfg, log: log, link: l, rawLink: l, engine: eng, ctl: ctl,
 		adminReq: make(chan chan Status, 4), start: time.Now(), poller: poller}
+	// RequestIDs of this run carry a prefix of their own (issue 9).
+	var prefix [4]byte
+	rand.Read(prefix[:])
+	d.requestIDPrefix = binary.BigEndian.Uint32(prefix[:])
 	ctrl, err := controller.New(d.controllerConfig(cfg), eng, d.now())
 	if err != nil {
 		poller.Close()
@@ -168,6 +175,7 @@ func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Da
 // making the log records d's logger takes.
 func (d *Daemon) controllerConfig(cfg Config) controller.Config {
 	cc := ControllerConfig(cfg)
+	cc.RequestIDPrefix = d.requestIDPrefix
 	cc.LogLevel = slog.LevelError
 	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
 		if d.log.Enabled(context.Background(), l) {

@@ -34,7 +34,7 @@ var (
 	feMAC     = wire.MAC{2, 0, 0, 0, 0, 0xfe}
 	clientMAC = wire.MAC{2, 0, 0, 0, 0, 0xc1}
 	serverMAC = wire.MAC{2, 0, 0, 0, 0, 0xb1}
-	testKey   = "00112233445566778899aabbccddeeff"
+	testKey   = "3f9c2a51d07be48816fa3c92e5017d6bb4c8e02f9a7153dd06e1b87c4f2a9d30" // the master key
 )
 
 // writeConfig writes a configuration file for the rig with customer A's
@@ -64,7 +64,8 @@ type rig struct {
 	frames chan []byte    // what the front-end sent on it
 	shim   *net.UDPConn   // the back-end's shim
 	feCtl  netip.AddrPort // the front-end's control socket
-	key    []byte
+	key    []byte         // back-end 1's, derived from the master
+	codec  *proto.Codec   // back-end 1's, incarnation 9
 }
 
 func newRig(t *testing.T, cfgPath string) *rig {
@@ -85,7 +86,7 @@ func newRig(t *testing.T, cfgPath string) *rig {
 		t.Fatal(err)
 	}
 	feLink, far := link.NewMemPair(64)
-	ctl, err := listenControl(cfg.Control, cfg.Key)
+	ctl, err := listenControl(cfg.Control, cfg.Key, proto.NewIncarnation(time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +98,16 @@ func newRig(t *testing.T, cfgPath string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key, err := proto.DeriveKey(cfg.Key, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := proto.NewBackEndCodec(1, key, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &rig{t: t, d: d, wire: far, frames: make(chan []byte, 64), shim: shim,
-		feCtl: ctl.sock.LocalAddr(), key: cfg.Key}
+		feCtl: ctl.sock.LocalAddr(), key: key, codec: codec}
 	t.Cleanup(func() { shim.Close(); far.Close() })
 	return r
 }
@@ -131,12 +140,20 @@ func (r *rig) run() (stop func()) {
 	}
 }
 
-func (r *rig) sendCtl(m proto.Message) {
+// sendCtl sends m as back-end 1's shim does, and returns the datagram.
+func (r *rig) sendCtl(m proto.Message) []byte {
 	r.t.Helper()
-	b, err := proto.Marshal(r.key, m)
+	b, err := r.codec.Append(nil, m)
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	r.sendRaw(b)
+	return b
+}
+
+// sendRaw sends datagram b from the shim's socket.
+func (r *rig) sendRaw(b []byte) {
+	r.t.Helper()
 	if _, err := r.shim.WriteToUDPAddrPort(b, r.feCtl); err != nil {
 		r.t.Fatal(err)
 	}
@@ -152,7 +169,7 @@ func recvCtl[T proto.Message](r *rig) T {
 		if err != nil {
 			r.t.Fatalf("waiting for a control message: %v", err)
 		}
-		m, err := proto.Unmarshal(r.key, buf[:n])
+		m, err := r.codec.Decode(buf[:n])
 		if err != nil {
 			r.t.Fatal(err)
 		}

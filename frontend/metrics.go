@@ -27,6 +27,15 @@ func writeMetrics(w io.Writer, st *Status) {
 	}
 	g("qsplice_frontend_rsts_suppressed_total", "RSTs to segments without a connection not sent: over the RST rate limit.", "counter")
 	fmt.Fprintf(&b, "qsplice_frontend_rsts_suppressed_total %d\n", st.Engine.RSTsSuppressed)
+	g("qsplice_frontend_control_refused_total", "Control datagrams refused, by reason (forged, replayed, reflected, from the wrong address, ...).", "counter")
+	refusals := make([]string, 0, len(st.ControlRefused))
+	for r := range st.ControlRefused {
+		refusals = append(refusals, r)
+	}
+	sort.Strings(refusals)
+	for _, r := range refusals {
+		fmt.Fprintf(&b, "qsplice_frontend_control_refused_total{reason=%q} %d\n", r, st.ControlRefused[r])
+	}
 	g("qsplice_frontend_flows", "Client connections held by the engine.", "gauge")
 	fmt.Fprintf(&b, "qsplice_frontend_flows %d\n", st.Engine.Flows)
 	g("qsplice_frontend_refunds_total", "Charged requests given back to their customers.", "counter")

@@ -17,12 +17,14 @@
 //	   Close           <------------>   Close (FIN, RST, timeout, death)
 //
 // The package holds no sockets: the daemons own the UDP sockets. Each of
-// their event loops keeps a [Codec], which encodes ([Codec.Append]) and
-// decodes ([Codec.Decode]) datagrams without allocating: it holds the
-// keyed HMAC and the decoded messages it reuses. [Marshal], [Append] and
-// [Unmarshal] do the same with a throwaway Codec, for callers that send or
-// read a message now and then. Every message travels as exactly one
-// datagram of at most [MaxDatagram] bytes.
+// their event loops keeps a [Codec] ([NewFrontEndCodec] at the front-end,
+// [NewBackEndCodec] at a shim), which numbers, seals and sends
+// ([Codec.Append]) and checks and decodes ([Codec.Decode]) datagrams
+// without allocating: it holds the keys, the replay windows and the
+// decoded messages it reuses. [Marshal], [Append] and [Unmarshal] seal
+// and open one datagram with an explicit header and key and no freshness
+// state, for tests, tools and captures. Every message travels as exactly
+// one datagram of at most [MaxDatagram] bytes.
 //
 // # Wire format
 //
@@ -31,19 +33,76 @@
 //
 //	offset size field
 //	0      2    magic "QS" (0x51 0x53)
-//	2      1    version, currently 2 (see [Version]); 2 added
-//	            Feedback.ResponseEnd
+//	2      1    version, currently 3 (see [Version]); 2 added
+//	            Feedback.ResponseEnd, 3 the sender fields below
 //	3      1    message type (see [Type])
-//	4      1    flags, must be 0
+//	4      1    direction: 1 front-end -> back-end, 2 back-end ->
+//	            front-end (see [Direction])
 //	5      1    reserved, must be 0
 //	6      2    body length N in bytes
-//	8      N    body, laid out per message type below
-//	8+N    16   tag: first 16 bytes of HMAC-SHA256(key, bytes 0 .. 8+N-1)
+//	8      4    back-end id: the sender if direction 2, the recipient
+//	            if direction 1; never 0
+//	12     8    the sender's incarnation
+//	20     8    the sender's sequence number, from 1
+//	28     N    body, laid out per message type below
+//	28+N   16   tag: first 16 bytes of HMAC-SHA256(key, bytes 0 .. 28+N-1)
 //
-// Nothing may follow the tag. The key is shared by the front-end and all
-// its back-ends; it may be empty (the tag is then computed with an empty
-// key, which detects corruption but authenticates nothing). [LoadKey]
-// reads a key file and insists on at least 16 bytes.
+// Nothing may follow the tag. The key is that of the back-end the header
+// names (see Keys), so everything in the header is authenticated along
+// with the body.
+//
+// # Keys
+//
+// The front-end holds a master key; back-end n's key is
+// HKDF-SHA256(master, no salt, info "qsplice control v3 backend n"), 32
+// bytes ([DeriveKey]). A back-end is given only its own key, so one
+// whose key leaks cannot speak for another back-end nor read what the
+// front-end tells the others. Key files hold hex and must be private and
+// random-looking ([LoadKey]); `qsplice-frontend genkey` makes a master
+// key and `qsplice-frontend derivekey` a back-end's key from it.
+//
+// # Freshness and binding
+//
+// Every sender numbers its datagrams: its incarnation, a value that
+// grows with each of its starts (the start time in Unix nanoseconds,
+// [NewIncarnation]), and a sequence number that starts at 1 and grows by
+// one per datagram it sends. The front-end numbers all it sends in one
+// sequence, whichever back-end a datagram goes to; a back-end sees the
+// gaps, which cost nothing.
+//
+// A receiver keeps a [ReplayWindow] per sender: the front-end one per
+// back-end, a back-end one for the front-end. A datagram is accepted
+// only if its sequence number was not accepted before and is less than
+// [ReplayWindowSize] (1024) behind the highest accepted, in the newest
+// incarnation seen from that sender. A datagram of an older incarnation
+// is refused whatever its number ([ErrStale]); one of a newer
+// incarnation starts a fresh window. Only a datagram that authenticated
+// and decoded moves a window, so only a holder of the key can start a
+// new incarnation, and a recorded datagram never can (its incarnation is
+// not newer). A sender whose clock went back across a restart, below
+// its previous start, is refused until its clock passes that start;
+// after the front-end restarts it knows no back-end's incarnation, so
+// until a back-end registers again a recorded Register of an earlier run
+// of that back-end could register that earlier run (its own Register,
+// newer, then replaces it).
+//
+// A receiver refuses a datagram travelling towards its sender
+// ([ErrDirection]: a datagram reflected back, such as the front-end's
+// probe), and a back-end one naming another back-end ([ErrPeer]). The
+// back-end a body names (every message has a BackendID) must be the one
+// the header names, and a back-end's Register and Keepalive must name
+// the incarnation of the header ([ErrMalformed]). What the codec cannot know is the
+// front-end controller's to check: that a back-end's datagram comes
+// from the address it registered, and that a SpliceAck, Feedback or
+// Close names a request of that back-end
+// (frontend/controller). RequestIDs carry the front-end's per-start
+// random prefix in their high 32 bits, so those of an earlier run never
+// name a request of this one.
+//
+// Refusing a datagram before its body (everything an attacker without a
+// key can send: short, bad magic, version, length, direction, back-end,
+// tag, replayed or stale) allocates nothing; the daemons count refusals
+// by reason ([RefusalReason]).
 //
 // Field types in the bodies: u8/u16/u32/u64 are unsigned integers; ipv4
 // is 4 address bytes in network order; mac is 6 bytes; dur is a u64
@@ -67,7 +126,7 @@
 //	4  u64   Incarnation  echoed from Register
 //	12 dur   KeepaliveInterval
 //
-// Splice (type 3), front-end -> back-end, 57 bytes:
+// Splice (type 3), front-end -> back-end, 61 bytes:
 //
 //	0  u64   RequestID
 //	8  u32   Customer
@@ -87,6 +146,7 @@
 //	46 u8    WScaleFrontend  0..14
 //	47 mac   ClientNextHopMAC
 //	53 u32   RequestEnd   seq just past the bytes handed over on C2
+//	57 u32   BackendID
 //
 // SpliceAck (type 4), back-end -> front-end, 14+n bytes:
 //
@@ -121,15 +181,21 @@
 //
 // # Decoding order
 //
-// [Codec.Decode] (and so [Unmarshal]) checks, in this order: the datagram
-// holds at least a header and a tag ([ErrShort]); magic ([ErrBadMagic]);
-// version ([ErrVersion]); the datagram holds the whole declared body and
-// tag ([ErrShort]); tag ([ErrAuth], constant-time); nothing follows the
-// tag and header flags and reserved are zero ([ErrMalformed]); type
-// ([ErrUnknownType]); each body field ([ErrMalformed], as a [*FieldError]
-// naming message and field); no bytes left in the body ([ErrMalformed]).
+// [Codec.Decode] checks, in this order: the datagram holds at least a
+// header and a tag ([ErrShort]); magic ([ErrBadMagic]); version
+// ([ErrVersion]); the datagram holds the whole declared body and tag
+// ([ErrShort]); direction ([ErrDirection]); back-end id ([ErrPeer]); tag
+// ([ErrAuth], constant-time); nothing follows the tag and the reserved
+// byte is zero ([ErrMalformed]); freshness against the sender's window
+// ([ErrStale], [ErrReplay]); type ([ErrUnknownType]); each body field
+// ([ErrMalformed], as a [*FieldError] naming message and field); no
+// bytes left in the body, the body's BackendID is the header's, and so
+// is the incarnation of a back-end's Register or Keepalive
+// ([ErrMalformed]). Only then is the datagram marked in the window.
+// [Unmarshal] makes the same checks but for freshness, and takes either
+// direction and any back-end.
 //
-// Only authenticated bytes are ever interpreted beyond the fixed header
-// prefix, and the encoding is canonical: every datagram that decodes
-// re-encodes, with the same key, to the same bytes.
+// Only authenticated bytes are ever interpreted beyond the fixed header,
+// and the encoding is canonical: every datagram that decodes re-encodes,
+// with the same key and header, to the same bytes.
 package proto

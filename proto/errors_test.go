@@ -23,11 +23,11 @@ func wantErr(t *testing.T, err, target error, context string) {
 func TestUnmarshalShort(t *testing.T) {
 	valid := mustMarshal(t, testKey, &Close{RequestID: 1, BackendID: 2, Reason: CloseRST})
 	for n := 0; n < headerLen+tagLen; n++ {
-		_, err := Unmarshal(testKey, valid[:n])
+		_, err := unmarshal(testKey, valid[:n])
 		wantErr(t, err, ErrShort, fmt.Sprintf("datagram of %d bytes", n))
 	}
 	// A full header whose length field promises more than the datagram has.
-	_, err := Unmarshal(testKey, valid[:len(valid)-1])
+	_, err := unmarshal(testKey, valid[:len(valid)-1])
 	wantErr(t, err, ErrShort, "datagram one byte short of its tag")
 }
 
@@ -36,15 +36,15 @@ func TestUnmarshalBadMagic(t *testing.T) {
 	for _, i := range []int{0, 1} {
 		c := bytes.Clone(b)
 		c[i] ^= 0x20
-		_, err := Unmarshal(testKey, c)
+		_, err := unmarshal(testKey, c)
 		wantErr(t, err, ErrBadMagic, "flipped magic byte")
 	}
 }
 
 func TestUnmarshalVersion(t *testing.T) {
 	other := uint8(Version + 1)
-	b := seal(testKey, other, uint8(TypeKeepalive), 0, 0, bodyOf(mustMarshal(t, testKey, &Keepalive{})))
-	_, err := Unmarshal(testKey, b)
+	b := seal(testKey, other, uint8(TypeKeepalive), uint8(ToFrontend), 0, 0, bodyOf(mustMarshal(t, testKey, &Keepalive{})))
+	_, err := unmarshal(testKey, b)
 	wantErr(t, err, ErrVersion, "a newer version")
 	theirs, ours := fmt.Sprintf("version %d", other), fmt.Sprintf("version %d", Version)
 	if err == nil || !strings.Contains(err.Error(), theirs) || !strings.Contains(err.Error(), ours) {
@@ -55,9 +55,9 @@ func TestUnmarshalVersion(t *testing.T) {
 func TestUnmarshalAuth(t *testing.T) {
 	b := mustMarshal(t, testKey, goldenSplice())
 
-	_, err := Unmarshal([]byte("another key, also 32 bytes long!"), b)
+	_, err := unmarshal([]byte("another key, also 32 bytes long!"), b)
 	wantErr(t, err, ErrAuth, "wrong key")
-	_, err = Unmarshal(nil, b)
+	_, err = unmarshal(nil, b)
 	wantErr(t, err, ErrAuth, "empty key against a keyed datagram")
 
 	// Every single-bit change past the version byte must be caught by the
@@ -65,7 +65,11 @@ func TestUnmarshalAuth(t *testing.T) {
 	for i := 3; i < len(b); i++ {
 		c := bytes.Clone(b)
 		c[i] ^= 0x01
-		_, err := Unmarshal(testKey, c)
+		_, err := unmarshal(testKey, c)
+		if i == 4 { // the direction: 0x03 is no direction at all
+			wantErr(t, err, ErrDirection, "flipped direction byte")
+			continue
+		}
 		if i == 6 || i == 7 {
 			if !errors.Is(err, ErrAuth) && !errors.Is(err, ErrShort) {
 				t.Errorf("flipped length byte %d: got %v, want ErrAuth or ErrShort", i, err)
@@ -78,20 +82,22 @@ func TestUnmarshalAuth(t *testing.T) {
 
 func TestUnmarshalUnknownType(t *testing.T) {
 	for _, typ := range []uint8{0, uint8(TypeClose) + 1, 255} {
-		_, err := Unmarshal(testKey, seal(testKey, Version, typ, 0, 0, nil))
+		_, err := unmarshal(testKey, seal(testKey, Version, typ, uint8(ToFrontend), 0, 0, nil))
 		wantErr(t, err, ErrUnknownType, fmt.Sprintf("type %d", typ))
 	}
 }
 
 func TestUnmarshalHeaderAndTrailer(t *testing.T) {
 	body := bodyOf(mustMarshal(t, testKey, &Keepalive{Seq: 3}))
-	_, err := Unmarshal(testKey, seal(testKey, Version, uint8(TypeKeepalive), 1, 0, body))
-	wantErr(t, err, ErrMalformed, "header flags 1")
-	_, err = Unmarshal(testKey, seal(testKey, Version, uint8(TypeKeepalive), 0, 0x80, body))
+	for _, dir := range []uint8{0, 3, 255} {
+		_, err := unmarshal(testKey, seal(testKey, Version, uint8(TypeKeepalive), dir, 0, 0, body))
+		wantErr(t, err, ErrDirection, fmt.Sprintf("direction %d", dir))
+	}
+	_, err := unmarshal(testKey, seal(testKey, Version, uint8(TypeKeepalive), uint8(ToFrontend), 0x80, 0, body))
 	wantErr(t, err, ErrMalformed, "reserved 0x80")
 
 	after := append(mustMarshal(t, testKey, &Keepalive{Seq: 3}), 0)
-	_, err = Unmarshal(testKey, after)
+	_, err = unmarshal(testKey, after)
 	wantErr(t, err, ErrMalformed, "byte after the tag")
 }
 
@@ -103,7 +109,7 @@ func TestUnmarshalTruncatedBody(t *testing.T) {
 		full := mustMarshal(t, testKey, m)
 		body := bodyOf(full)
 		for n := 0; n < len(body); n++ {
-			_, err := Unmarshal(testKey, seal(testKey, Version, uint8(m.Type()), 0, 0, body[:n]))
+			_, err := unmarshal(testKey, seal(testKey, Version, uint8(m.Type()), uint8(testHeader(m).Direction), 0, BackendOf(m), body[:n]))
 			var fe *FieldError
 			if !errors.As(err, &fe) || !errors.Is(err, ErrMalformed) {
 				t.Fatalf("%v body cut to %d bytes: got %v, want a FieldError", m.Type(), n, err)
@@ -115,7 +121,7 @@ func TestUnmarshalTruncatedBody(t *testing.T) {
 		// Cutting the datagram itself (keeping the header's length) must
 		// fail too, before any body parsing.
 		for n := 0; n < len(full); n++ {
-			if _, err := Unmarshal(testKey, full[:n]); err == nil {
+			if _, err := unmarshal(testKey, full[:n]); err == nil {
 				t.Fatalf("%v datagram cut to %d bytes decoded", m.Type(), n)
 			}
 		}
@@ -125,7 +131,7 @@ func TestUnmarshalTruncatedBody(t *testing.T) {
 func TestUnmarshalTrailingBody(t *testing.T) {
 	for _, m := range sampleMessages() {
 		body := append(bytes.Clone(bodyOf(mustMarshal(t, testKey, m))), 0)
-		_, err := Unmarshal(testKey, seal(testKey, Version, uint8(m.Type()), 0, 0, body))
+		_, err := unmarshal(testKey, seal(testKey, Version, uint8(m.Type()), uint8(testHeader(m).Direction), 0, BackendOf(m), body))
 		wantErr(t, err, ErrMalformed, m.Type().String()+" with a trailing byte")
 		if err != nil && !strings.Contains(err.Error(), "trailing") {
 			t.Errorf("%v: error %q does not mention trailing bytes", m.Type(), err)
@@ -139,7 +145,7 @@ func TestUnmarshalFieldValues(t *testing.T) {
 	patch := func(m Message, off int, v ...byte) []byte {
 		body := bytes.Clone(bodyOf(mustMarshal(t, testKey, m)))
 		copy(body[off:], v)
-		return seal(testKey, Version, uint8(m.Type()), 0, 0, body)
+		return seal(testKey, Version, uint8(m.Type()), uint8(testHeader(m).Direction), 0, BackendOf(m), body)
 	}
 	register := &Register{IP: netip.MustParseAddr("198.18.0.1")}
 	for _, tc := range []struct {
@@ -158,7 +164,7 @@ func TestUnmarshalFieldValues(t *testing.T) {
 		{patch(&Close{Reason: CloseFIN}, 12, 0), "proto: Close.Reason: "},
 		{patch(&Close{Reason: CloseFIN}, 12, 5), "proto: Close.Reason: "},
 	} {
-		_, err := Unmarshal(testKey, tc.datagram)
+		_, err := unmarshal(testKey, tc.datagram)
 		wantErr(t, err, ErrMalformed, tc.prefix)
 		if err != nil && !strings.HasPrefix(err.Error(), tc.prefix) {
 			t.Errorf("error %q, want prefix %q", err, tc.prefix)
@@ -192,7 +198,7 @@ func TestMarshalRejects(t *testing.T) {
 		{&Close{Reason: CloseBackendDead + 1}, "proto: Close.Reason: "},
 	} {
 		dst := []byte("keep")
-		out, err := Append(dst, testKey, tc.m)
+		out, err := Append(dst, testKey, testHeader(tc.m), tc.m)
 		wantErr(t, err, ErrMalformed, tc.prefix)
 		if err != nil && !strings.HasPrefix(err.Error(), tc.prefix) {
 			t.Errorf("error %q, want prefix %q", err, tc.prefix)
@@ -209,7 +215,7 @@ func (foreignMessage) Type() Type { return TypeClose }
 
 func TestMarshalRejectsNonMessages(t *testing.T) {
 	for _, m := range []Message{nil, (*Splice)(nil), foreignMessage{}} {
-		if b, err := Marshal(testKey, m); err == nil {
+		if b, err := Marshal(testKey, Header{Direction: ToFrontend}, m); err == nil {
 			t.Errorf("Marshal(%#v) = %x, want an error", m, b)
 		}
 	}
@@ -222,9 +228,10 @@ type oversized struct{}
 func (*oversized) Type() Type        { return TypeKeepalive }
 func (*oversized) encode(e *encoder) { e.b = append(e.b, make([]byte, MaxDatagram)...) }
 func (*oversized) decode(d *decoder) {}
+func (*oversized) backend() uint32   { return 0 }
 
 func TestMarshalMaxDatagram(t *testing.T) {
-	out, err := Append([]byte("x"), testKey, &oversized{})
+	out, err := Append([]byte("x"), testKey, Header{Direction: ToFrontend}, &oversized{})
 	if err == nil || !strings.Contains(err.Error(), "MaxDatagram") {
 		t.Fatalf("oversized message: got %v, want a MaxDatagram error", err)
 	}

@@ -70,6 +70,9 @@ type Splice struct {
 	WScaleFrontend   uint8   // window shift the front-end announced to the client, 0..14
 	ClientNextHopMAC [6]byte // source MAC of the client's frames at the front-end
 	RequestEnd       uint32  // sequence number just past the bytes handed over on C2
+	// BackendID is the back-end the Splice is for (version 3): the
+	// datagram's header names it too, and the shim checks it is itself.
+	BackendID uint32
 }
 
 // SpliceAck answers a Splice: OK means the shim now translates replies of
@@ -142,6 +145,14 @@ func (*SpliceAck) Type() Type   { return TypeSpliceAck }
 func (*Feedback) Type() Type    { return TypeFeedback }
 func (*Keepalive) Type() Type   { return TypeKeepalive }
 func (*Close) Type() Type       { return TypeClose }
+
+func (m *Register) backend() uint32    { return m.BackendID }
+func (m *RegisterAck) backend() uint32 { return m.BackendID }
+func (m *Splice) backend() uint32      { return m.BackendID }
+func (m *SpliceAck) backend() uint32   { return m.BackendID }
+func (m *Feedback) backend() uint32    { return m.BackendID }
+func (m *Keepalive) backend() uint32   { return m.BackendID }
+func (m *Close) backend() uint32       { return m.BackendID }
 
 // Each encode/decode pair below must follow the layout table in doc.go
 // field for field; the golden test pins it.
@@ -219,6 +230,7 @@ func (m *Splice) encode(e *encoder) {
 	e.u8(m.WScaleFrontend)
 	e.mac(m.ClientNextHopMAC)
 	e.u32(m.RequestEnd)
+	e.u32(m.BackendID)
 }
 
 func (m *Splice) decode(d *decoder) {
@@ -244,6 +256,7 @@ func (m *Splice) decode(d *decoder) {
 	checkWindowScale(d.fail, "WScaleFrontend", m.WScaleFrontend)
 	m.ClientNextHopMAC = d.mac("ClientNextHopMAC")
 	m.RequestEnd = d.u32("RequestEnd")
+	m.BackendID = d.u32("BackendID")
 }
 
 // checkWindowScale refuses shifts above 14: the shim would compute

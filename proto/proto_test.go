@@ -57,14 +57,39 @@ func goldenSplice() *Splice {
 		WScaleFrontend:   14,
 		ClientNextHopMAC: [6]byte{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee},
 		RequestEnd:       0x00000100,
+		BackendID:        0x0a0b0c0d,
 	}
+}
+
+// testHeader is the header tests seal sample messages with: the
+// direction each type usually travels in, a fixed incarnation, and
+// sequence number 1.
+func testHeader(m Message) Header {
+	dir := ToFrontend
+	switch m.Type() {
+	case TypeRegisterAck, TypeSplice:
+		dir = ToBackend
+	}
+	h := Header{Direction: dir, Incarnation: 0x1122334455667788, Seq: 1}
+	// A back-end's Register and Keepalive name its incarnation.
+	switch m := m.(type) {
+	case *Register:
+		h.Incarnation = m.Incarnation
+	case *Keepalive:
+		h.Incarnation = m.Incarnation
+	}
+	return h
 }
 
 // seal builds a datagram by hand, independently of Append, so tests can
 // present well-authenticated but otherwise arbitrary bodies and headers.
-func seal(key []byte, version, typ, flags, reserved uint8, body []byte) []byte {
-	b := []byte{'Q', 'S', version, typ, flags, reserved, 0, 0}
+// The header is testHeader's for typ, naming back-end be.
+func seal(key []byte, version, typ, dir, reserved uint8, be uint32, body []byte) []byte {
+	b := []byte{'Q', 'S', version, typ, dir, reserved, 0, 0}
 	binary.BigEndian.PutUint16(b[6:], uint16(len(body)))
+	b = binary.BigEndian.AppendUint32(b, be)
+	b = binary.BigEndian.AppendUint64(b, 0x1122334455667788)
+	b = binary.BigEndian.AppendUint64(b, 1)
 	b = append(b, body...)
 	mac := hmac.New(sha256.New, key)
 	mac.Write(b)
@@ -73,11 +98,17 @@ func seal(key []byte, version, typ, flags, reserved uint8, body []byte) []byte {
 
 func mustMarshal(t testing.TB, key []byte, m Message) []byte {
 	t.Helper()
-	b, err := Marshal(key, m)
+	b, err := Marshal(key, testHeader(m), m)
 	if err != nil {
 		t.Fatalf("Marshal(%T): %v", m, err)
 	}
 	return b
+}
+
+// unmarshal is Unmarshal without the header.
+func unmarshal(key, b []byte) (Message, error) {
+	_, m, err := Unmarshal(key, b)
+	return m, err
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -90,7 +121,7 @@ func TestRoundTrip(t *testing.T) {
 			if Type(b[3]) != m.Type() {
 				t.Errorf("%v: header type byte %d", m.Type(), b[3])
 			}
-			got, err := Unmarshal(key, b)
+			got, err := unmarshal(key, b)
 			if err != nil {
 				t.Fatalf("Unmarshal(%v) with key %q: %v", m.Type(), key, err)
 			}
@@ -117,7 +148,7 @@ func TestRoundTripEdgeValues(t *testing.T) {
 			HandoffIP: netip.IPv4Unspecified(), BackendIP: netip.IPv4Unspecified()},
 		&Close{Reason: CloseFIN},
 	} {
-		got, err := Unmarshal(testKey, mustMarshal(t, testKey, m))
+		got, err := unmarshal(testKey, mustMarshal(t, testKey, m))
 		if err != nil {
 			t.Fatalf("%v: %v", m.Type(), err)
 		}
@@ -130,13 +161,14 @@ func TestRoundTripEdgeValues(t *testing.T) {
 // TestGoldenSplice pins the wire format: a change here breaks every
 // deployed peer, so it must come with a Version bump.
 func TestGoldenSplice(t *testing.T) {
-	const want = "5153020300000039" + // magic, version 2, type 3, flags, reserved, length 57
+	const want = "515303030100003d" + // magic, version 3, type 3, to back-end, reserved, length 61
+		"0a0b0c0d" + "1122334455667788" + "0000000000000001" + // back-end, incarnation, seq
 		"1122334455667788" + "00c0ffee" + // RequestID, Customer
 		"c612000a" + "c822" + "c6120101" + "0050" + // client 4-tuple
 		"c6120201" + "9c41" + "c612020b" + "1f90" + // C2 4-tuple
 		"fffffff0" + "80000001" + "07" + "07" + "0e" + // deltas, flags, window scales
-		"02aabbccddee" + "00000100" + // next-hop MAC, RequestEnd
-		"343f41f592a1e31175765885acea08d6" // tag: checked with Python hmac
+		"02aabbccddee" + "00000100" + "0a0b0c0d" + // next-hop MAC, RequestEnd, BackendID
+		goldenSpliceTag
 	got := hex.EncodeToString(mustMarshal(t, testKey, goldenSplice()))
 	if got != want {
 		t.Fatalf("golden Splice encoding changed:\n got %s\nwant %s", got, want)
@@ -145,7 +177,7 @@ func TestGoldenSplice(t *testing.T) {
 
 func TestAppendKeepsPrefix(t *testing.T) {
 	prefix := []byte("prefix")
-	b, err := Append(bytes.Clone(prefix), testKey, goldenSplice())
+	b, err := Append(bytes.Clone(prefix), testKey, testHeader(goldenSplice()), goldenSplice())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +209,7 @@ func TestTypeAndReasonStrings(t *testing.T) {
 
 func TestUnmarshalDoesNotAlias(t *testing.T) {
 	b := mustMarshal(t, testKey, &SpliceAck{RequestID: 1, Reason: "busy"})
-	m, err := Unmarshal(testKey, b)
+	m, err := unmarshal(testKey, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,3 +220,8 @@ func TestUnmarshalDoesNotAlias(t *testing.T) {
 		t.Fatalf("Reason changed with the input buffer: %q", r)
 	}
 }
+
+// goldenSpliceTag is the tag of TestGoldenSplice's datagram, computed
+// with Python's hmac module from the hex bytes, independently of this
+// package.
+const goldenSpliceTag = "efe507affdfbe982c1846b8e196f2ed0"

@@ -54,7 +54,7 @@ func main() {
 		addr      = flag.String("addr", "", "the kernel's IPv4 address on the TAP (web servers listen there)")
 		fe        = flag.String("frontend", "", "front-end control address:port")
 		ports     = flag.String("web-ports", "80", "TCP ports served by this host's web server(s), comma separated")
-		keyFile   = flag.String("key", "", "file with the control-protocol key (hex, at least 16 bytes)")
+		keyFile   = flag.String("key", "", "file with this back-end's control key (hex, mode 0600): qsplice-frontend derivekey -master M -backend ID -o FILE")
 		ctlPort   = flag.Uint("control-port", 7401, "UDP port this shim listens on for Splice messages")
 		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
 		logFormat = flag.String("log-format", "text", "text or json")

@@ -31,18 +31,28 @@ const usage = `qsplice-frontend: the front-end of a TCP splicing web cluster.
 
 The front-end answers ARP for -vip and -handoff itself; neither address may be
 configured on a kernel interface. Back-ends (qsplice-backend) register over UDP
-at -control using the shared -key.
+at -control; -key is the control protocol's master key, and each back-end
+holds only the key derived from it for its id (genkey, derivekey).
 
 Usage: qsplice-frontend -config FILE              (SIGHUP reloads FILE)
        qsplice-frontend validate FILE...          (check files; warnings too)
        qsplice-frontend -link IF -vip ADDR -handoff ADDR -control ADDR:PORT -key FILE [flags]
+       qsplice-frontend genkey -o FILE            (a new master key)
+       qsplice-frontend derivekey -master FILE -backend N -o FILE   (back-end N's key)
 
 Flags:
 `
 
+// subcommands are the commands besides running the front-end, by name.
+var subcommands = map[string]func(args []string) int{
+	"validate": validate,
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "validate" {
-		os.Exit(validate(os.Args[2:]))
+	if len(os.Args) > 1 {
+		if cmd := subcommands[os.Args[1]]; cmd != nil {
+			os.Exit(cmd(os.Args[2:]))
+		}
 	}
 	var (
 		cfg       frontend.Config
@@ -50,7 +60,7 @@ func main() {
 		handoff   = flag.String("handoff", "", "IPv4 address the front-end uses as the source of handoff connections (C2)")
 		ports     = flag.String("ports", "80", "listening TCP ports on the VIPs; a request is sent to the same port on a back-end")
 		control   = flag.String("control", "", "UDP address:port for back-end control messages (a kernel address of this host)")
-		keyFile   = flag.String("key", "", "file with the control-protocol key (hex, at least 16 bytes)")
+		keyFile   = flag.String("key", "", "file with the control protocol's master key (hex, mode 0600; make one with genkey)")
 		mac       = flag.String("mac", "", "MAC address to use (default: the interface's for afpacket, random for tap)")
 		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
 		logFormat = flag.String("log-format", "text", "text or json")

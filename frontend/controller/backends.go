@@ -148,7 +148,7 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 		be.peakReported = max(be.peakReported, be.reported)
 		c.seen(be, now)
 	}
-	flow := splice.FlowID(m.RequestID)
+	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
 	rec := c.flows[flow]
 	c.noteSize(rec, m.ResponseBytes)
 	c.served(rec, m.ServiceTime, now, out)

@@ -51,6 +51,13 @@ type Config struct {
 	SpliceTries int
 	// LogLevel is the lowest level of the log records made (Info).
 	LogLevel slog.Level
+
+	// Control-protocol binding (issue 9, binding.go).
+	//
+	// RequestIDPrefix is the high 32 bits of every RequestID this
+	// controller sends: drawn at random per start of the front-end by
+	// the daemon, so that RequestIDs of different runs never meet.
+	RequestIDPrefix uint32
 }
 
 // Listener is one VIP port and its scheduling policy.
@@ -143,6 +150,11 @@ type Controller struct {
 	splices   spliceTimers
 	custs     map[string]*customerStats
 	refunds   uint64
+
+	// Control-protocol binding (binding.go): the newest flow id the
+	// engine reported, and the control messages refused by reason.
+	lastFlow splice.FlowID
+	refused  map[string]uint64
 }
 
 // New returns a controller that steers eng, starting at now.
@@ -198,6 +210,7 @@ func (c *Controller) drain(now splice.Time, out *Output) {
 }
 
 func (c *Controller) event(ev splice.Event, now splice.Time, out *Output) {
+	c.noteFlow(ev.Flow)
 	switch ev.Kind {
 	case splice.EvRequest:
 		c.request(ev, now, out)
@@ -212,9 +225,15 @@ func (c *Controller) event(ev splice.Event, now splice.Time, out *Output) {
 
 // Control handles a control message from a back-end's shim at from. The
 // controller reads msg during the call only and keeps nothing it refers
-// to, so a caller may decode every datagram into the same message.
+// to, so a caller may decode every datagram into the same message. A
+// message that does not fit the back-end it comes from (binding.go) is
+// counted and changes nothing else.
 func (c *Controller) Control(from netip.AddrPort, msg proto.Message, now splice.Time, out *Output) {
 	now = c.advance(now)
+	if reason := c.bound(from, msg); reason != "" {
+		c.refuse(reason, from, msg, out)
+		return
+	}
 	switch m := msg.(type) {
 	case *proto.Register:
 		c.register(m, now, out)

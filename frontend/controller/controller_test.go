@@ -481,8 +481,9 @@ func TestUnexpectedInputs(t *testing.T) {
 	if !hasLog(out, "follow-up on a connection the controller does not know") {
 		t.Errorf("logs %v", out.Logs)
 	}
+	h.register(1, 5, 1, t0)
 	out = h.control(&proto.RegisterAck{BackendID: 1}, t0)
-	if !hasLog(out, "unexpected control message") {
+	if !hasLog(out, "control message refused") || h.c.Status(t0).ControlRefused["unexpected-type"] != 1 {
 		t.Errorf("logs %v", out.Logs)
 	}
 	out = h.control(&proto.Close{RequestID: 1, BackendID: 1, Reason: proto.CloseFIN}, t0)

@@ -59,6 +59,17 @@
 // of a connection waiting ready; how long it may wait (Config.SlotWait) is
 // the controller's decision, enforced with Engine.Reject.
 //
+// # Binding control messages to their back-end
+//
+// The daemon's proto.Codec has authenticated a message with its
+// back-end's key and found it fresh; Control then refuses, counted by
+// reason in Status.ControlRefused, what does not fit the back-end it
+// comes from: a message from another address than the one its back-end
+// registered, a Register of an older incarnation, and a SpliceAck,
+// Feedback or Close naming a request of another back-end or of an
+// earlier run of the front-end (RequestIDs carry Config.RequestIDPrefix
+// in their high 32 bits). See binding.go.
+//
 // # Scheduling
 //
 // A request leaves its queue (Next) only when some live back-end has room

@@ -197,9 +197,19 @@ func backendIP(id uint32) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0
 
 func backendCtl(id uint32) netip.AddrPort { return netip.AddrPortFrom(backendIP(id), 7401) }
 
+// control hands the controller m as its back-end's shim sends it: from
+// the control address it registers or registered.
 func (h *harness) control(m proto.Message, now splice.Time) *Output {
+	from := backendCtl(proto.BackendOf(m))
+	if r, ok := m.(*proto.Register); ok {
+		from = netip.AddrPortFrom(r.IP, r.ControlPort)
+	}
+	return h.controlFrom(from, m, now)
+}
+
+func (h *harness) controlFrom(from netip.AddrPort, m proto.Message, now splice.Time) *Output {
 	h.out.Reset()
-	h.c.Control(shimAddr, m, now, &h.out)
+	h.c.Control(from, m, now, &h.out)
 	return &h.out
 }
 
@@ -256,11 +266,11 @@ func (h *harness) closed(flow splice.FlowID, reason splice.CloseReason, now spli
 }
 
 func (h *harness) spliceAck(flow splice.FlowID, now splice.Time) *Output {
-	return h.control(&proto.SpliceAck{RequestID: uint64(flow), BackendID: h.eng.flows[flow].backend, OK: true}, now)
+	return h.control(&proto.SpliceAck{RequestID: h.c.requestID(flow), BackendID: h.eng.flows[flow].backend, OK: true}, now)
 }
 
 func (h *harness) feedback(flow splice.FlowID, service time.Duration, now splice.Time) *Output {
-	return h.control(&proto.Feedback{BackendID: h.eng.flows[flow].backend, RequestID: uint64(flow), ServiceTime: service}, now)
+	return h.control(&proto.Feedback{BackendID: h.eng.flows[flow].backend, RequestID: h.c.requestID(flow), ServiceTime: service}, now)
 }
 
 // spliced takes flow's request, already dispatched, through C2 set-up and

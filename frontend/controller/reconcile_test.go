@@ -70,8 +70,8 @@ func TestResponsesOutsideTheNormalSizeAreCounted(t *testing.T) {
 	h.request(2, "B.example", t0)
 	h.spliced(1, t0)
 	h.spliced(2, t0)
-	h.control(&proto.Feedback{BackendID: 1, RequestID: 1, ServiceTime: 20 * time.Millisecond, ResponseBytes: 64 << 20}, t0+sec)
-	h.control(&proto.Feedback{BackendID: 1, RequestID: 2, ServiceTime: 20 * time.Millisecond, ResponseBytes: 1 << 10}, t0+sec)
+	h.control(&proto.Feedback{BackendID: 3, RequestID: 1, ServiceTime: 20 * time.Millisecond, ResponseBytes: 64 << 20}, t0+sec)
+	h.control(&proto.Feedback{BackendID: 3, RequestID: 2, ServiceTime: 20 * time.Millisecond, ResponseBytes: 1 << 10}, t0+sec)
 	if a, b := h.customer("A", t0+sec).OutsideNormal, h.customer("B", t0+sec).OutsideNormal; a != 1 || b != 0 {
 		t.Fatalf("outside normal size: A %d, B %d; want 1 and 0", a, b)
 	}

@@ -183,6 +183,7 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	}
 	rec.pending = pendingSplice{msg: ev.Splice, due: now.Add(c.cfg.SpliceRetry), tries: 1}
 	p := &rec.pending
+	p.msg.RequestID, p.msg.BackendID = c.requestID(rec.id), rec.be.id
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
 	out.sendSplice(rec.be.ctl, &p.msg)
@@ -213,7 +214,8 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 	if be := c.backends[m.BackendID]; be != nil {
 		c.seen(be, now)
 	}
-	rec := c.flows[splice.FlowID(m.RequestID)]
+	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
+	rec := c.flows[flow]
 	if rec == nil || rec.splice == nil {
 		return // a duplicate ack of a resent Splice, or a flow gone
 	}

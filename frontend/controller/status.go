@@ -116,6 +116,10 @@ type Status struct {
 	// Flows is the number of connections the controller keeps a record
 	// of (queued, being handed off or in service).
 	Flows int `json:"controller_flows"`
+	// ControlRefused counts control messages refused, by reason: those
+	// the controller refused (binding.go) and, added by the daemon,
+	// those its Codec refused (proto.RefusalReason).
+	ControlRefused map[string]uint64 `json:"control_refused"`
 }
 
 // BackendStatus is one back-end in Status.
@@ -194,7 +198,10 @@ type LifoStatus struct {
 // nothing the scheduling depends on.
 func (c *Controller) Status(now splice.Time) Status {
 	now = max(now, c.now)
-	st := Status{Refunds: c.refunds, Flows: len(c.flows), Backends: []BackendStatus{}}
+	st := Status{Refunds: c.refunds, Flows: len(c.flows), Backends: []BackendStatus{}, ControlRefused: maps.Clone(c.refused)}
+	if st.ControlRefused == nil {
+		st.ControlRefused = map[string]uint64{}
+	}
 	for _, q := range c.queues {
 		st.Queue += q.policy.Len()
 		if q.hasHead {

@@ -278,10 +278,11 @@ func (r *run) event(ev splice.Event) {
 	r.after()
 }
 
-// control hands the controller a shim's message.
+// control hands the controller a shim's message, from that shim's
+// control address (the controller checks it).
 func (r *run) control(m proto.Message) {
 	r.out.Reset()
-	r.ctrl.Control(netip.AddrPortFrom(backendIP(1), 7401), m, splice.Time(r.now), &r.out)
+	r.ctrl.Control(netip.AddrPortFrom(backendIP(int(proto.BackendOf(m))), 7401), m, splice.Time(r.now), &r.out)
 	r.after()
 }
 

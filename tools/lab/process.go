@@ -71,7 +71,7 @@ func (l *Lab) processes() []procSpec {
 	for k := 1; k <= l.cfg.Backends; k++ {
 		argv := []string{bin("qsplice-backend"), "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
 			"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
-			"-web-ports", webPorts, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", l.KeyPath(),
+			"-web-ports", webPorts, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", l.BackendKeyPath(k),
 			"-tap-mac", l.BackendMAC(k).String(), "-admin", netip.AddrPortFrom(l.BackendAddr(k), BackendAdminPort).String(),
 			"-offloads=" + strconv.FormatBool(l.cfg.Offloads), // vnet headers only where the links make super-frames
 			"-workers", strconv.Itoa(l.shimWorkers())}

@@ -1,14 +1,15 @@
 package lab
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/qsplice/qsplice/proto"
 )
 
 // Layout of the state directory. Everything the lab writes lives here, so
@@ -26,8 +27,13 @@ func (l *Lab) statePath(elem ...string) string {
 	return filepath.Join(append([]string{l.cfg.StateDir}, elem...)...)
 }
 
-// KeyPath is the file with the shared key of the control protocol.
+// KeyPath is the file with the control protocol's master key (the
+// front-end's).
 func (l *Lab) KeyPath() string { return l.statePath(keyFile) }
+
+// BackendKeyPath is the file with back-end k's control key, derived from
+// the master key.
+func (l *Lab) BackendKeyPath(k int) string { return l.statePath(keyFile + "-b" + strconv.Itoa(k)) }
 
 // LogPath is the log file (stdout and stderr) of a lab process.
 func (l *Lab) LogPath(process string) string { return l.statePath(logDir, process+".log") }
@@ -54,16 +60,36 @@ func (l *Lab) initState() error {
 	if err := os.WriteFile(l.statePath(configFile), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	// The control protocol's master key for the front-end, and for each
+	// back-end the key derived from it for its id (what `qsplice-frontend
+	// genkey` and `derivekey` make). Leftover files go first: the key
+	// files refuse to replace a file, so no stale, more permissive one
+	// can survive.
+	master := proto.GenerateKey()
+	if err := writeKey(l.KeyPath(), master); err != nil {
 		return err
 	}
-	// WriteFile's mode applies only to new files; a leftover key file
-	// might be more permissive, so set the mode explicitly too.
-	if err := os.WriteFile(l.KeyPath(), []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+	for k := 1; k <= l.cfg.Backends; k++ {
+		key, err := proto.DeriveKey(master, uint32(k))
+		if err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		if err := writeKey(l.BackendKeyPath(k), key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeKey writes a key file afresh (mode 0600).
+func writeKey(path string, key []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("lab: %w", err)
 	}
-	return os.Chmod(l.KeyPath(), 0o600)
+	if err := proto.WriteKeyFile(path, key); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	return nil
 }
 
 func readConfig(stateDir string) (Config, error) {
@@ -87,6 +113,10 @@ func isStateEntry(name string) bool {
 	switch name {
 	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir:
 		return true
+	}
+	if rest, ok := strings.CutPrefix(name, keyFile+"-b"); ok { // a back-end's key
+		_, err := strconv.Atoi(rest)
+		return err == nil
 	}
 	return strings.HasPrefix(name, "nginx-") && strings.HasSuffix(name, ".conf")
 }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/tools/netns"
 )
 
@@ -112,6 +114,20 @@ func TestTopologyOnly(t *testing.T) {
 	}
 	if key, _ := os.ReadFile(l.KeyPath()); len(strings.TrimSpace(string(key))) != 64 {
 		t.Errorf("key = %q, want 64 hex digits", key)
+	}
+	// Each back-end has its own key, derived from the master, as private.
+	master, err := proto.LoadKey(l.KeyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= cfg.Backends; k++ {
+		got, err := proto.LoadKey(l.BackendKeyPath(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := proto.DeriveKey(master, uint32(k)); !bytes.Equal(got, want) {
+			t.Errorf("back-end %d's key is not the one derived for it", k)
+		}
 	}
 }
 

@@ -123,7 +123,7 @@ func TestProcessesFollowConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(be.argv[1:], " ")
-	wantArgs := fmt.Sprintf("-id 2 -wire eth0 -tap tap0 -addr 198.18.0.22 -frontend 198.18.0.2:7400 -control-port 7401 -web-ports 80,8080 -capacity 5 -key %s/key -tap-mac 02:00:c6:12:00:16 -admin 198.18.0.22:9101 -offloads=true -workers %d -x 1", cfg.StateDir, runtime.NumCPU())
+	wantArgs := fmt.Sprintf("-id 2 -wire eth0 -tap tap0 -addr 198.18.0.22 -frontend 198.18.0.2:7400 -control-port 7401 -web-ports 80,8080 -capacity 5 -key %s/key-b2 -tap-mac 02:00:c6:12:00:16 -admin 198.18.0.22:9101 -offloads=true -workers %d -x 1", cfg.StateDir, runtime.NumCPU())
 	if got != wantArgs {
 		t.Fatalf("backend-b2 args:\n got %s\nwant %s", got, wantArgs)
 	}
@@ -138,7 +138,7 @@ func TestProcessesFollowConfig(t *testing.T) {
 
 func TestStateDirOwnership(t *testing.T) {
 	dir := t.TempDir()
-	for _, name := range []string{configFile, keyFile, "nginx-b1.conf"} {
+	for _, name := range []string{configFile, keyFile, keyFile + "-b1", "nginx-b1.conf"} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -303,10 +303,15 @@ func (r *replayer) engine(call func(out *splice.Output)) {
 	r.act()
 }
 
-// control hands the controller a message of a simulated shim's.
+// control hands the controller a message of a simulated shim's, from
+// that shim's control address (the controller checks it).
 func (r *replayer) control(m proto.Message) {
 	r.out.Reset()
-	r.ctrl.Control(netip.AddrPortFrom(r.cfg.HandoffAddr, shimPort), m, r.now, &r.out)
+	from := netip.AddrPortFrom(r.cfg.HandoffAddr, shimPort)
+	if k := int(proto.BackendOf(m)); k >= 1 && k <= len(r.backends) {
+		from = netip.AddrPortFrom(r.backends[k-1].ip.Addr(), shimPort)
+	}
+	r.ctrl.Control(from, m, r.now, &r.out)
 	r.act()
 }
 
