@@ -280,17 +280,17 @@ func (r *daemonRig) controlProtocol() {
 		reg.ControlPort != 7401 || reg.Capacity != 5 || shim != netip.AddrPortFrom(backendAddr, 7401) {
 		t.Fatalf("Register %+v from %v", reg, shim)
 	}
-	// Unacknowledged, it comes again about a second later.
-	t0 := time.Now()
-	again, _ := recv[*proto.Register](r, 3*time.Second)
+	// Unacknowledged, it comes again, from the same run. (When: the
+	// agent's interval is checked with explicit times in
+	// TestAgentRegistersUntilAcknowledged; timing two datagrams here
+	// measured when this goroutine got to read them, and on a loaded
+	// machine both were already queued.)
+	again, _ := recv[*proto.Register](r, 5*time.Second)
 	if again.Incarnation != reg.Incarnation {
 		t.Fatalf("incarnation changed from %x to %x", reg.Incarnation, again.Incarnation)
 	}
-	if waited := time.Since(t0); waited < 500*time.Millisecond {
-		t.Fatalf("Register repeated after %v, want about 1 s", waited)
-	}
 	r.send(shim, &proto.RegisterAck{BackendID: 3, Incarnation: reg.Incarnation, KeepaliveInterval: 100 * time.Millisecond})
-	ka, _ := recv[*proto.Keepalive](r, 2*time.Second)
+	ka, _ := recv[*proto.Keepalive](r, 5*time.Second)
 	if ka.Seq == 0 || ka.Incarnation != reg.Incarnation {
 		t.Fatalf("keepalive %+v", ka)
 	}
