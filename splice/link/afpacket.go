@@ -62,6 +62,11 @@ type AFPacketConfig struct {
 	// recvmmsg. RecvBuffer then bounds only the frames too long for a
 	// ring's slot, which are queued whole.
 	RxRing *RingConfig
+	// TxRing sends through a memory-mapped transmit ring instead of
+	// sendmmsg (see TxRingConfig). Nil: sendmmsg. It cannot be combined
+	// with RxRing. If the kernel refuses the ring (TxRingError says why),
+	// the socket sends with sendmmsg.
+	TxRing *TxRingConfig
 }
 
 // AFPacket is a Link over a raw AF_PACKET socket bound to one interface.
@@ -102,6 +107,11 @@ type AFPacket struct {
 	tx      txState
 	batch   batchState // WriteFrames and WriteBatch, under writeMu too
 	ring    *rxRing    // the receive ring, nil with recvmmsg; under readMu
+	txr     *txRing    // the transmit ring, nil with sendmmsg; under writeMu
+	txrErr  error      // why a transmit ring asked for is not in use
+	// side sends what the transmit ring cannot take (see txring.go):
+	// with a ring, sendmsg on the socket itself only flushes the ring.
+	side *pollFD
 }
 
 // rxState is the argument block of the prebuilt receive closure; the
@@ -150,6 +160,12 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 		raw.Close()
 		if a.ring != nil {
 			a.ring.unmap() // the mapping keeps the socket alive
+		}
+		if a.txr != nil {
+			a.txr.unmap()
+		}
+		if a.side != nil {
+			a.side.Close()
 		}
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
@@ -267,6 +283,25 @@ func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
 			return rerr
 		}
 	}
+	if cfg.TxRing != nil {
+		if cfg.RxRing != nil {
+			return errors.New("a transmit ring cannot be combined with a receive ring")
+		}
+		tc, err := resolveTxRing(*cfg.TxRing, cfg.VNetHdr, mtuFrame)
+		if err != nil {
+			return err
+		}
+		if err := raw.Control(func(fd uintptr) {
+			a.txr, a.txrErr = openTxRing(int(fd), tc, cfg.VNetHdr)
+		}); err != nil {
+			return err
+		}
+		if a.txr != nil {
+			if a.side, err = openSideSocket(a.ifindex, cfg); err != nil {
+				return fmt.Errorf("transmit ring: %w", err)
+			}
+		}
+	}
 	if cfg.Fanout != nil {
 		// Last: once in the group the socket receives its share.
 		var ferr error
@@ -366,7 +401,7 @@ func (a *AFPacket) WriteFrame(frame []byte) error {
 	defer a.writeMu.Unlock()
 	a.tx.iov[1].Base = &frame[0]
 	a.tx.iov[1].SetLen(len(frame))
-	err := a.raw.Write(a.tx.do)
+	err := a.sendFD().Write(a.tx.do)
 	a.tx.iov[1].Base = nil
 	switch {
 	case a.closed.Load():
@@ -414,6 +449,18 @@ func (a *AFPacket) Close() error {
 			err = uerr
 		}
 		a.readMu.Unlock()
+	}
+	if a.side != nil {
+		if cerr := a.side.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if a.txr != nil {
+		a.writeMu.Lock()
+		if uerr := a.txr.unmap(); err == nil {
+			err = uerr
+		}
+		a.writeMu.Unlock()
 	}
 	if err != nil {
 		return fmt.Errorf("afpacket %s: close: %w", a.name, err)
