@@ -275,6 +275,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.workers[0].attachControl(conn); err != nil {
 		return fmt.Errorf("backend: control socket: %w", err)
 	}
+	// The control socket took conn over with a descriptor of its own
+	// (link.NewControlSocket), which conn.Close does not release.
+	defer d.ctl.Close()
 	if d.cfg.Admin != "" {
 		srv, err := d.startAdmin()
 		if err != nil {

@@ -492,6 +492,7 @@ func (w *worker) attachControl(conn *net.UDPConn) error {
 		return err
 	}
 	if err := w.poller.Add(s.FD(), tokControl); err != nil {
+		s.Close()
 		return err
 	}
 	w.d.ctl, w.codec = s, proto.NewCodec(w.d.cfg.Key)
