@@ -376,7 +376,7 @@ func (s *rxState) recv(fd uintptr) (done bool) {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false // park on the poller until readable
+			return false // wait (pollFD: poll(2)) until readable
 		}
 		s.n, s.errno = int(n)-s.hlen, errno
 		return true

@@ -174,7 +174,7 @@ type tapVnetRx struct {
 	iov      [3]unix.Iovec // header, caller's buffer, overflow
 	overflow []byte
 	// ReadBatch fills batch from count on and returns on EAGAIN; with a
-	// nil batch (ReadFrame) one frame is read, parking on EAGAIN.
+	// nil batch (ReadFrame) one frame is read, waiting on EAGAIN.
 	batch     *Batch
 	count     int
 	truncated int
@@ -205,7 +205,7 @@ func (r *tapVnetRx) read(fd uintptr) (done bool) {
 	if r.batch == nil {
 		n, errno := r.readv(fd)
 		if errno == unix.EAGAIN {
-			return false // park on the poller until readable
+			return false // wait (pollFD: poll(2)) until readable
 		}
 		r.n, r.errno = n, errno
 		return true
