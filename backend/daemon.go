@@ -61,6 +61,9 @@ type Config struct {
 	// RxRing makes the wire sockets receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.
 	RxRing *link.RingConfig
+	// TxRing makes the wire sockets send through a memory-mapped
+	// transmit ring (link.TxRingConfig); nil: sendmmsg.
+	TxRing *link.TxRingConfig
 }
 
 func (c *Config) validate() error {
@@ -165,13 +168,16 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		// gets ENOBUFS whenever the veth's peer falls behind, and every
 		// super-frame refused that way is a TCP loss; the qdisc is what
 		// makes a full device wait instead.
-		acfg := link.AFPacketConfig{Promiscuous: true, VNetHdr: cfg.Offloads, RxRing: cfg.RxRing}
+		acfg := link.AFPacketConfig{Promiscuous: true, VNetHdr: cfg.Offloads, RxRing: cfg.RxRing, TxRing: cfg.TxRing}
 		if n > 1 {
 			acfg.Fanout = fanout
 		}
 		w, err := link.OpenAFPacket(cfg.Wire, acfg)
 		if err != nil {
 			return nil, fmt.Errorf("backend: %w", err)
+		}
+		if err := w.TxRingError(); err != nil {
+			log.Warn("wire: no transmit ring, sending with sendmmsg", "wire", cfg.Wire, "err", err)
 		}
 		d.wires = append(d.wires, w)
 	}
@@ -273,6 +279,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.workers[0].attachControl(conn); err != nil {
 		return fmt.Errorf("backend: control socket: %w", err)
 	}
+	// The control socket took conn over with a descriptor of its own
+	// (link.NewControlSocket), which conn.Close does not release.
+	defer d.ctl.Close()
 	if d.cfg.Admin != "" {
 		srv, err := d.startAdmin()
 		if err != nil {

@@ -37,6 +37,16 @@ const (
 	maxControlPerPass = 64
 )
 
+// yieldEvery is how often a busy loop passes through the Go scheduler.
+// A goroutine that never does is, after 10 ms, one the runtime's sysmon
+// treats as running too long: each time it then finds the loop's P in a
+// system call (epoll_wait, sendmmsg) it takes the P away, and the loop
+// must win a P back when the call returns. Measured under bulk load,
+// sysmon then woke 2000-4000 times a second (a nanosleep each) and the
+// retakes added futex wake-ups; a Gosched every few milliseconds, which
+// costs a few microseconds, resets the runtime's count.
+const yieldEvery = 5 * time.Millisecond
+
 // A worker is one packet loop on its own locked OS thread: it owns an
 // engine shard, its wire socket (a member of the wire's fanout group),
 // on the offload path its own TAP queue, and an epoll Poller that waits
@@ -82,6 +92,8 @@ type worker struct {
 	txErrors    atomic.Uint64
 	handoffs    atomic.Uint64
 	handoffLost atomic.Uint64
+
+	nextYield splice.Time // see yieldEvery
 
 	// Worker 0 only: the agent, and the Codec and buffer of the control
 	// socket (Daemon.ctl).
@@ -194,6 +206,11 @@ func (w *worker) run() error {
 			return fmt.Errorf("backend: worker %d: %w", w.id, err)
 		}
 		now := d.now()
+		if now >= w.nextYield {
+			// See yieldEvery.
+			runtime.Gosched()
+			w.nextYield = now.Add(yieldEvery)
+		}
 		w.out.Reset()
 		for _, tok := range w.ready[:n] {
 			switch tok {
@@ -494,6 +511,7 @@ func (w *worker) attachControl(conn *net.UDPConn) error {
 		return err
 	}
 	if err := w.poller.Add(s.FD(), tokControl); err != nil {
+		s.Close()
 		return err
 	}
 	codec, err := proto.NewBackEndCodec(w.d.cfg.ID, w.d.cfg.Key, w.d.incarnation)

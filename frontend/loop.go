@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -36,6 +37,12 @@ const (
 	tokLink    uint32 = iota // a BatchLink
 	tokControl               // the control socket
 )
+
+// yieldEvery is how often the busy loop passes through the Go scheduler:
+// a goroutine that never does is treated by the runtime as running too
+// long, and its P is taken away whenever it is in a system call (see
+// backend's yieldEvery).
+const yieldEvery = 5 * time.Millisecond
 
 // maxDrain bounds the frames one pass takes from the link before it
 // writes what they produced.
@@ -103,6 +110,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		"handoff", d.cfg.Handoff, "ports", d.cfg.Ports, "control", d.cfg.Control,
 		"batched", batched, "vnet", batched && bl.VNetHdr())
 	var ready [4]uint32
+	var nextYield splice.Time
 	for {
 		n, err := d.poller.Wait(d.timeout(), ready[:])
 		if err != nil {
@@ -112,6 +120,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return nil
 		}
 		now := d.now()
+		if now >= nextYield {
+			// Let the scheduler see the loop run now and then:
+			// backend.yieldEvery says why.
+			runtime.Gosched()
+			nextYield = now.Add(yieldEvery)
+		}
 		d.rxBatch, d.rxVNet = d.rxBatch[:0], d.rxVNet[:0]
 		control := false
 		for _, tok := range ready[:n] {

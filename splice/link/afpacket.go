@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/mdlayher/packet"
 	"github.com/qsplice/qsplice/splice/wire"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -63,6 +62,11 @@ type AFPacketConfig struct {
 	// recvmmsg. RecvBuffer then bounds only the frames too long for a
 	// ring's slot, which are queued whole.
 	RxRing *RingConfig
+	// TxRing sends through a memory-mapped transmit ring instead of
+	// sendmmsg (see TxRingConfig). Nil: sendmmsg. It cannot be combined
+	// with RxRing. If the kernel refuses the ring (TxRingError says why),
+	// the socket sends with sendmmsg.
+	TxRing *TxRingConfig
 }
 
 // AFPacket is a Link over a raw AF_PACKET socket bound to one interface.
@@ -71,24 +75,27 @@ type AFPacketConfig struct {
 // and WriteBatch sends with sendmmsg(2), one system call for many frames.
 //
 // ReadFrame and WriteFrame do not allocate: they run prebuilt closures
-// through the socket's syscall.RawConn, so a blocked read parks on the Go
-// poller instead of a thread. (mdlayher/packet's WriteTo allocates about
-// nine times per call.) One ReadFrame and one WriteFrame may run at once;
-// concurrent calls of the same method are serialised.
+// on the raw descriptor. (mdlayher/packet's WriteTo allocates about nine
+// times per call.) The descriptor is not registered with Go's netpoller
+// (pollFD says why): only the loop's Poller watches it, and a ReadFrame
+// that finds nothing blocks its thread in poll(2) until a frame arrives
+// or Close. One ReadFrame and one WriteFrame may run at once; concurrent
+// calls of the same method are serialised.
 //
 // Frames read between bind(2) and the PACKET_IGNORE_OUTGOING setsockopt can
 // include an outgoing frame; open the link before sending.
 //
-// The socket is opened by mdlayher/packet, which binds it in Listen; every
-// option set afterwards (PACKET_VNET_HDR, PACKET_QDISC_BYPASS,
-// PACKET_FANOUT) is accepted on a bound socket, and the vnet header is
-// built when a frame is read, not when it is queued, so no frame can
-// arrive without one.
+// The socket is created with protocol 0, which receives nothing, gets its
+// filter, and only then is bound to the interface and ETH_P_ALL, so no
+// unfiltered frame is ever queued. Every option set afterwards
+// (PACKET_VNET_HDR, PACKET_QDISC_BYPASS, PACKET_FANOUT) is accepted on a
+// bound socket, and the vnet header is built when a frame is read, not
+// when it is queued, so no frame can arrive without one.
 type AFPacket struct {
 	name    string
-	conn    *packet.Conn
-	raw     syscall.RawConn
+	raw     *pollFD
 	fd      int
+	ifindex int
 	vnet    bool
 	closed  atomic.Bool
 	ctr     counters
@@ -100,6 +107,11 @@ type AFPacket struct {
 	tx      txState
 	batch   batchState // WriteFrames and WriteBatch, under writeMu too
 	ring    *rxRing    // the receive ring, nil with recvmmsg; under readMu
+	txr     *txRing    // the transmit ring, nil with sendmmsg; under writeMu
+	txrErr  error      // why a transmit ring asked for is not in use
+	// side sends what the transmit ring cannot take (see txring.go):
+	// with a ring, sendmsg on the socket itself only flushes the ring.
+	side *pollFD
 }
 
 // rxState is the argument block of the prebuilt receive closure; the
@@ -136,18 +148,24 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
-	conn, err := packet.Listen(ifi, packet.Raw, unix.ETH_P_ALL, &packet.Config{Filter: cfg.Filter})
+	raw, err := openPacketSocket(ifi.Index, cfg.Filter)
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
-	a := &AFPacket{name: ifname, conn: conn, vnet: cfg.VNetHdr}
+	a := &AFPacket{name: ifname, raw: raw, fd: raw.fd, ifindex: ifi.Index, vnet: cfg.VNetHdr}
 	// A frame of the interface's MTU, behind an Ethernet header and a
 	// VLAN tag: what a receive ring must hold (super-frames aside).
 	mtuFrame := ifi.MTU + 18
 	if err := a.configure(cfg, mtuFrame); err != nil {
-		conn.Close()
+		raw.Close()
 		if a.ring != nil {
 			a.ring.unmap() // the mapping keeps the socket alive
+		}
+		if a.txr != nil {
+			a.txr.unmap()
+		}
+		if a.side != nil {
+			a.side.Close()
 		}
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
@@ -171,15 +189,43 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	return a, nil
 }
 
-func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
-	raw, err := a.conn.SyscallConn()
+// openPacketSocket opens a raw AF_PACKET socket bound to the interface
+// with index ifindex and ETH_P_ALL, with filter attached before the bind.
+func openPacketSocket(ifindex int, filter []bpf.RawInstruction) (*pollFD, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("socket: %w", err)
 	}
-	a.raw = raw
-	if err := raw.Control(func(fd uintptr) { a.fd = int(fd) }); err != nil {
-		return err
+	fail := func(what string, err error) (*pollFD, error) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	if len(filter) > 0 {
+		prog := make([]unix.SockFilter, len(filter))
+		for i, ins := range filter {
+			prog[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+		}
+		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+			return fail("attach filter", err)
+		}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+		return fail("bind", err)
+	}
+	p, err := newPollFD(fd)
+	if err != nil {
+		return fail("open", err)
+	}
+	return p, nil
+}
+
+// htons converts a 16-bit value to network byte order in memory, as
+// sockaddr_ll's protocol field wants it.
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
+	raw := a.raw
 	if cfg.VNetHdr {
 		if err := setsockoptInt(raw, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
 			return fmt.Errorf("set PACKET_VNET_HDR: %w", err)
@@ -212,7 +258,14 @@ func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
 		}
 	}
 	if cfg.Promiscuous {
-		if err := a.conn.SetPromiscuous(true); err != nil {
+		mreq := unix.PacketMreq{Ifindex: int32(a.ifindex), Type: unix.PACKET_MR_PROMISC}
+		var perr error
+		if err := raw.Control(func(fd uintptr) {
+			perr = unix.SetsockoptPacketMreq(int(fd), unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq)
+		}); err != nil {
+			return err
+		}
+		if err := perr; err != nil {
 			return fmt.Errorf("set promiscuous: %w", err)
 		}
 	}
@@ -230,6 +283,25 @@ func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
 			return rerr
 		}
 	}
+	if cfg.TxRing != nil {
+		if cfg.RxRing != nil {
+			return errors.New("a transmit ring cannot be combined with a receive ring")
+		}
+		tc, err := resolveTxRing(*cfg.TxRing, cfg.VNetHdr, mtuFrame)
+		if err != nil {
+			return err
+		}
+		if err := raw.Control(func(fd uintptr) {
+			a.txr, a.txrErr = openTxRing(int(fd), tc, cfg.VNetHdr)
+		}); err != nil {
+			return err
+		}
+		if a.txr != nil {
+			if a.side, err = openSideSocket(a.ifindex, cfg); err != nil {
+				return fmt.Errorf("transmit ring: %w", err)
+			}
+		}
+	}
 	if cfg.Fanout != nil {
 		// Last: once in the group the socket receives its share.
 		var ferr error
@@ -243,7 +315,7 @@ func (a *AFPacket) configure(cfg AFPacketConfig, mtuFrame int) error {
 	return nil
 }
 
-func setsockoptInt(raw syscall.RawConn, level, opt, value int) error {
+func setsockoptInt(raw *pollFD, level, opt, value int) error {
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), level, opt, value)
@@ -304,7 +376,7 @@ func (s *rxState) recv(fd uintptr) (done bool) {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false // park on the poller until readable
+			return false // wait (pollFD: poll(2)) until readable
 		}
 		s.n, s.errno = int(n)-s.hlen, errno
 		return true
@@ -329,7 +401,7 @@ func (a *AFPacket) WriteFrame(frame []byte) error {
 	defer a.writeMu.Unlock()
 	a.tx.iov[1].Base = &frame[0]
 	a.tx.iov[1].SetLen(len(frame))
-	err := a.raw.Write(a.tx.do)
+	err := a.sendFD().Write(a.tx.do)
 	a.tx.iov[1].Base = nil
 	switch {
 	case a.closed.Load():
@@ -368,7 +440,7 @@ func (a *AFPacket) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
-	err := a.conn.Close()
+	err := a.raw.Close()
 	if a.ring != nil {
 		// After the close, which wakes a ReadFrame parked with readMu
 		// held; the socket itself goes away with its mapping.
@@ -377,6 +449,18 @@ func (a *AFPacket) Close() error {
 			err = uerr
 		}
 		a.readMu.Unlock()
+	}
+	if a.side != nil {
+		if cerr := a.side.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if a.txr != nil {
+		a.writeMu.Lock()
+		if uerr := a.txr.unmap(); err == nil {
+			err = uerr
+		}
+		a.writeMu.Unlock()
 	}
 	if err != nil {
 		return fmt.Errorf("afpacket %s: close: %w", a.name, err)
@@ -400,9 +484,15 @@ func (a *AFPacket) Stats() Stats { return a.ctr.snapshot() }
 // receive buffer was full since the previous call (reading resets the
 // kernel's counter).
 func (a *AFPacket) KernelDrops() (uint64, error) {
-	st, err := a.conn.Stats()
-	if err != nil {
-		return 0, fmt.Errorf("afpacket %s: stats: %w", a.name, err)
+	var st *unix.TpacketStats
+	var serr error
+	if err := a.raw.Control(func(fd uintptr) {
+		st, serr = unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	}); err != nil {
+		serr = err
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("afpacket %s: stats: %w", a.name, serr)
 	}
 	return uint64(st.Drops), nil
 }

@@ -130,16 +130,16 @@ func (b *batchState) sendmmsg(fd uintptr) (done bool) {
 	return true
 }
 
-// flush sends the queued messages. On failure it returns the caller's
-// frame whose message was refused (every earlier frame went whole) and
-// drops the messages after it.
-func (a *AFPacket) flush() (failed int, err error) {
+// flushMsgs sends the queued messages. On failure it returns the
+// caller's frame whose message was refused (every earlier frame went
+// whole) and drops the messages after it.
+func (a *AFPacket) flushMsgs() (failed int, err error) {
 	b := &a.batch
 	if b.count == 0 {
 		return -1, nil
 	}
 	b.sent, b.errno = 0, 0
-	err = a.raw.Write(b.do)
+	err = a.sendFD().Write(b.do)
 	for m := range b.sent {
 		a.ctr.sent(int(b.iov[2*m+1].Len))
 	}
@@ -194,6 +194,10 @@ func (a *AFPacket) WriteBatch(frames [][]byte, hdrs []wire.VNetHdr) (int, error)
 	}
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
+	if a.closed.Load() { // Close may have unmapped the transmit ring
+		a.ctr.txErrors.Add(1)
+		return 0, closedError(a.name, "write")
+	}
 	b := &a.batch
 	b.count, b.used = 0, 0
 	for i, f := range frames {
@@ -206,11 +210,7 @@ func (a *AFPacket) WriteBatch(frames [][]byte, hdrs []wire.VNetHdr) (int, error)
 		case len(f) == 0:
 			err = fmt.Errorf("afpacket %s: write: empty frame", a.name)
 		case b.vnet || !h.NeedsCsum() && !h.IsGSO():
-			if b.count == maxBatch {
-				failed, err = a.flush()
-			}
-			if err == nil {
-				b.add(f, h, i)
+			if failed, err = a.queue(f, h, i); err == nil {
 				continue
 			}
 		default:
@@ -275,12 +275,9 @@ func (a *AFPacket) addInSoftware(frame []byte, h wire.VNetHdr, i int) (failed in
 		}
 	}
 	for _, s := range b.segs {
-		if b.count == maxBatch {
-			if failed, err := a.flush(); err != nil {
-				return failed, err
-			}
+		if failed, err := a.queue(s, wire.VNetHdr{}, i); err != nil {
+			return failed, err
 		}
-		b.add(s, wire.VNetHdr{}, i)
 	}
 	clear(b.segs)
 	return -1, nil

@@ -27,8 +27,7 @@ import (
 // IPv4 only, as the control protocol is. Not safe for concurrent use,
 // except Close.
 type ControlSocket struct {
-	conn  *net.UDPConn
-	raw   syscall.RawConn
+	raw   *pollFD
 	fd    int
 	local netip.AddrPort
 	max   int // longest datagram read or queued
@@ -93,7 +92,10 @@ func ListenControl(addr netip.AddrPort, cfg ControlConfig) (*ControlSocket, erro
 }
 
 // NewControlSocket drives an open IPv4 UDP socket. The ControlSocket takes
-// it over: use only the ControlSocket from now on, and its Close.
+// it over: it keeps a duplicate of the descriptor and closes conn, which
+// takes the socket out of Go's netpoller (see pollFD: only the loop's
+// Poller should wake for a datagram). Use only the ControlSocket from now
+// on, and its Close; closing conn again is harmless.
 func NewControlSocket(conn *net.UDPConn, cfg ControlConfig) (*ControlSocket, error) {
 	if cfg.MaxDatagram <= 0 {
 		cfg.MaxDatagram = 2048
@@ -105,14 +107,29 @@ func NewControlSocket(conn *net.UDPConn, cfg ControlConfig) (*ControlSocket, err
 	if !local.Addr().Unmap().Is4() {
 		return nil, fmt.Errorf("control socket %v: not an IPv4 socket", local)
 	}
-	raw, err := conn.SyscallConn()
+	rc, err := conn.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("control socket %v: %w", local, err)
 	}
-	s := &ControlSocket{conn: conn, raw: raw, local: netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), max: cfg.MaxDatagram}
-	if err := raw.Control(func(fd uintptr) { s.fd = int(fd) }); err != nil {
+	dup := -1
+	var derr error
+	if err := rc.Control(func(fd uintptr) {
+		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		derr = err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("control socket %v: dup: %w", local, derr)
+	}
+	// Closing conn deregisters the socket from the netpoller (epoll
+	// watches the open file, which the duplicate keeps open).
+	conn.Close()
+	raw, err := newPollFD(dup)
+	if err != nil {
+		unix.Close(dup)
 		return nil, fmt.Errorf("control socket %v: %w", local, err)
 	}
+	s := &ControlSocket{raw: raw, fd: dup, local: netip.AddrPortFrom(local.Addr().Unmap(), local.Port()), max: cfg.MaxDatagram}
 	n := cfg.Batch
 	r := &s.rx
 	r.bufs, r.names = make([][]byte, n), make([]unix.RawSockaddrInet4, n)
@@ -138,7 +155,7 @@ func (s *ControlSocket) FD() int { return s.fd }
 func (s *ControlSocket) LocalAddr() netip.AddrPort { return s.local }
 
 // Close closes the socket.
-func (s *ControlSocket) Close() error { return s.conn.Close() }
+func (s *ControlSocket) Close() error { return s.raw.Close() }
 
 // Recv reads the datagrams waiting now, up to the batch size, with one
 // recvmmsg(2), without blocking, and returns how many it read: 0 when

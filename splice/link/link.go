@@ -11,7 +11,8 @@
 //   - AFPacket: a raw AF_PACKET socket bound to one interface (the shim's
 //     veth, the front-end's uplink); a BatchLink with recvmmsg/sendmmsg,
 //     optional virtio-net headers, qdisc bypass and fanout (one socket per
-//     worker). Allocation-free read and write paths.
+//     worker), memory-mapped receive (ring.go) and transmit (txring.go)
+//     rings. Allocation-free read and write paths.
 //   - OffloadTAP: a TAP device with virtio-net headers and TSO/checksum
 //     offloads, one BatchLink per queue (the web server's side of a
 //     back-end, on the fast path).
@@ -20,7 +21,10 @@
 //   - Recorder: a wrapper that writes every frame to a pcap file.
 //   - Impair: a wrapper that delays, drops, reorders and rate-limits egress
 //     frames (tc netem is not available on the lab machines).
-//   - Poller: the epoll wrapper the event loops wait on.
+//   - Poller: the epoll wrapper the event loops wait on. The descriptors
+//     it watches (AF_PACKET sockets, TAP queues, the control socket) are
+//     kept out of Go's netpoller (pollfd.go), so a frame wakes the loop
+//     only, not also the runtime's netpoll thread.
 //   - ControlSocket: the daemons' control-protocol UDP socket, read and
 //     written from the same loop (recvmmsg/sendmmsg, no allocation).
 //

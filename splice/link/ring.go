@@ -607,7 +607,7 @@ func (a *AFPacket) readRingBatch(b *Batch) (int, error) {
 	return n, err
 }
 
-// readRingFrame is ReadFrame on a ring: it parks on the Go poller until
+// readRingFrame is ReadFrame on a ring: it waits in poll(2) (pollFD) until
 // the kernel retires a block, then copies one frame.
 func (a *AFPacket) readRingFrame(buf []byte) (int, error) {
 	a.readMu.Lock()

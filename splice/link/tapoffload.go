@@ -3,7 +3,6 @@ package link
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,12 +40,12 @@ import (
 // flow (and steers a flow to the queue its frames were last written on),
 // so a flow stays with one worker. ReadBatch and WriteBatch never block
 // on an empty device (ReadBatch returns 0); ReadFrame and WriteFrame
-// park on the Go poller. Nothing allocates per frame.
+// block in poll(2), as the descriptor is kept out of Go's netpoller
+// (pollFD). Nothing allocates per frame.
 type OffloadTAP struct {
 	name    string
 	queue   int
-	file    *os.File
-	raw     syscall.RawConn
+	raw     *pollFD
 	fd      int
 	closed  atomic.Bool
 	ctr     counters
@@ -130,16 +129,14 @@ func openTAPQueue(name string, flags uint16, first bool) (*OffloadTAP, error) {
 			return nil, err
 		}
 	}
-	// A non-blocking descriptor is registered with the Go poller, which
-	// ReadFrame and WriteFrame park on; the event loop's Poller can watch
-	// the same descriptor too.
-	file := os.NewFile(uintptr(fd), "/dev/net/tun")
-	raw, err := file.SyscallConn()
+	// Kept out of Go's netpoller (see pollFD): the event loop's Poller
+	// is the one watching the descriptor.
+	raw, err := newPollFD(fd)
 	if err != nil {
-		file.Close()
+		unix.Close(fd)
 		return nil, err
 	}
-	t := &OffloadTAP{name: ifr.Name(), file: file, raw: raw, fd: fd}
+	t := &OffloadTAP{name: ifr.Name(), raw: raw, fd: fd}
 	t.rx.overflow = make([]byte, MaxFrame)
 	t.rx.iov[0].Base = &t.rx.hdr[0]
 	t.rx.iov[0].SetLen(len(t.rx.hdr))
@@ -177,7 +174,7 @@ type tapVnetRx struct {
 	iov      [3]unix.Iovec // header, caller's buffer, overflow
 	overflow []byte
 	// ReadBatch fills batch from count on and returns on EAGAIN; with a
-	// nil batch (ReadFrame) one frame is read, parking on EAGAIN.
+	// nil batch (ReadFrame) one frame is read, waiting on EAGAIN.
 	batch     *Batch
 	count     int
 	truncated int
@@ -208,7 +205,7 @@ func (r *tapVnetRx) read(fd uintptr) (done bool) {
 	if r.batch == nil {
 		n, errno := r.readv(fd)
 		if errno == unix.EAGAIN {
-			return false // park on the poller until readable
+			return false // wait (pollFD: poll(2)) until readable
 		}
 		r.n, r.errno = n, errno
 		return true
@@ -445,7 +442,7 @@ func (t *OffloadTAP) Close() error {
 	if t.closed.Swap(true) {
 		return nil
 	}
-	if err := t.file.Close(); err != nil {
+	if err := t.raw.Close(); err != nil {
 		return fmt.Errorf("tap %s: close: %w", t.name, err)
 	}
 	return nil

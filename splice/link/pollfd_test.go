@@ -1,0 +1,135 @@
+package link
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/link/internal/nstest"
+	"golang.org/x/sys/unix"
+)
+
+// epollWatched returns the descriptors registered with any epoll instance
+// of this process, from /proc/self/fdinfo (a "tfd:" line per watched
+// descriptor). Go's netpoller is one of those instances.
+func epollWatched(t *testing.T) map[int]bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := make(map[int]bool)
+	for _, e := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || target != "anon_inode:[eventpoll]" {
+			continue
+		}
+		f, err := os.Open(filepath.Join("/proc/self/fdinfo", e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) >= 2 && fields[0] == "tfd:" {
+				if fd, err := strconv.Atoi(fields[1]); err == nil {
+					watched[fd] = true
+				}
+			}
+		}
+		f.Close()
+	}
+	return watched
+}
+
+// TestLinkDescriptorsStayOutOfGoNetpoller: the descriptors a daemon's
+// Poller waits on (AF_PACKET socket, TAP queue, control socket) must not
+// also be in Go's netpoller, or every frame wakes both the loop and the
+// runtime's netpoll thread (the double wake-up of issue 7). No Poller
+// exists in this test, so any epoll instance watching them is Go's.
+func TestLinkDescriptorsStayOutOfGoNetpoller(t *testing.T) {
+	// A pipe is in the netpoller: proof that the scan sees it.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	r.SetReadDeadline(time.Now().Add(time.Hour)) // pollable: registered
+
+	wire := newWire(t)
+	a := openAFPacket(t, wire.nsA, vethA, AFPacketConfig{VNetHdr: true})
+	_, taps := newOffloadTAP(t, 2)
+	var ctl *ControlSocket
+	ns := nstest.New(t, "qs-ctltest")
+	nstest.Run(t, "ip", "-n", ns, "addr", "add", "198.18.97.1/32", "dev", "lo")
+	if err := nstest.Do(ns, func() error {
+		var err error
+		ctl, err = ListenControl(netip.MustParseAddrPort("198.18.97.1:0"), ControlConfig{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+
+	watched := epollWatched(t)
+	if !watched[int(r.Fd())] {
+		t.Fatalf("the scan does not see the pipe %d in the netpoller (watched: %v)", r.Fd(), watched)
+	}
+	check := map[string]int{"afpacket": a.FD(), "tap queue 0": taps[0].FD(), "tap queue 1": taps[1].FD(), "control": ctl.FD()}
+	for name, fd := range check {
+		if watched[fd] {
+			t.Errorf("%s descriptor %d is registered with an epoll instance (Go's netpoller)", name, fd)
+		}
+	}
+}
+
+// TestPollFDCloseEndsAWaitingRead: a Read whose callback keeps asking
+// to wait (nothing to read) blocks without spinning, returns an error
+// once Close runs, and Close returns only after it did.
+func TestPollFDCloseEndsAWaitingRead(t *testing.T) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // never written: never readable
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPollFD(efd)
+	if err != nil {
+		unix.Close(efd)
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- p.Read(func(uintptr) bool { calls.Add(1); return false })
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Read returned %v with nothing to read", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Read after Close: %v, want net.ErrClosed", err)
+		}
+	default:
+		t.Fatal("Close returned while a Read was still running")
+	}
+	if n := calls.Load(); n > 2 {
+		t.Errorf("the callback ran %d times: the wait spins", n)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
