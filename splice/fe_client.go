@@ -126,6 +126,9 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 		e.sendRST(p, out)
 		return nil
 	}
+	if e.acceptOverLimits(p, key, out) {
+		return nil
+	}
 	o := &e.opts
 	if err := wire.ParseOptions(t, o); err != nil {
 		e.drop(dropBadOptions)

@@ -14,12 +14,14 @@ const (
 	dropHoldFull                      // client frame during handoff with the hold queue full
 	dropOutOfWindow                   // client data not at rcvNxt before the handoff
 	dropUnexpected                    // a segment the state machine has no use for
+	dropOverLimit                     // a SYN or cookie ACK beyond a flow limit (limits.go)
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
 	"malformed", "bad-options", "not-ours", "no-flow", "bad-cookie",
 	"closed-port", "hold-full", "out-of-window", "unexpected",
+	"over-limit",
 }
 
 // DropReasonName names drop counter i, for metrics labels.
@@ -60,6 +62,25 @@ type FrontEndStats struct {
 	// of the previous response never became known).
 	FollowUpsRefused, FollowUpsReset uint64
 	Flows                            uint64
+
+	// Bounded state (issue 9, limits.go). Refused SYNs were dropped,
+	// refused cookie ACKs reset, by the limit that bit: all flows
+	// (MaxFlows) or those of the source (MaxFlowsPerSource).
+	RefusedSYNFlows, RefusedSYNSource       uint64
+	RefusedAcceptFlows, RefusedAcceptSource uint64
+	// RefusedPortsSource counts Dispatch calls refused because the
+	// client's address held MaxPortsPerSource handoff ports.
+	RefusedPortsSource uint64
+	// HeadDeadlineFreed: clients silent since the handshake, reset at
+	// the head deadline; LifetimeExpired: flows not handed off reset at
+	// FlowLifetime; HalfClosedReleased: connections the back-end closed
+	// and the client left idle, reset and their handoff port freed.
+	HeadDeadlineFreed, LifetimeExpired, HalfClosedReleased uint64
+	// TablesRebuilt counts maps rebuilt smaller after a peak.
+	TablesRebuilt uint64
+	// Sources is the number of client addresses holding flows or ports
+	// now; HandoffPorts the handoff connections held now.
+	Sources, HandoffPorts uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
