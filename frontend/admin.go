@@ -37,6 +37,9 @@ type Status struct {
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
+	// Limits are the bounds on the engine's state, how full they are and
+	// what they refused (metrics.go).
+	Limits LimitsStatus `json:"limits"`
 }
 
 // BackendStatus, CustomerStatus and LifoStatus are the controller's.
@@ -91,6 +94,7 @@ func (d *Daemon) status() Status {
 		},
 	}
 	st.KernelDrops = d.kernelDrops()
+	st.Limits = limitsStatus(&d.cfg, &es)
 	for _, v := range d.cfg.VIPs {
 		st.VIPs = append(st.VIPs, v.String())
 	}

@@ -61,6 +61,13 @@ type FrontEndConfig struct {
 	HalfCloseTimeout time.Duration
 }
 
+// WithDefaults returns c with every zero field set to its default, as
+// NewFrontEnd runs it (for status pages that show the limits in force).
+func (c FrontEndConfig) WithDefaults() FrontEndConfig {
+	c.setDefaults()
+	return c
+}
+
 func (c *FrontEndConfig) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
