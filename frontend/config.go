@@ -45,7 +45,7 @@ type Config struct {
 
 	// Bounded state (issue 9): the engine's limits, as in
 	// splice.FrontEndConfig: 0 takes its default (200,000 flows, 2,000
-	// per source, 4,096 ports per source, 30 s, 10 s), a negative value
+	// per source, 4,096 ports per source, 30 s, 30 s), a negative value
 	// turns the limit off.
 	MaxFlows, MaxFlowsPerSource, MaxPortsPerSource int
 	FlowLifetime, HalfCloseTimeout                 time.Duration

@@ -42,7 +42,7 @@ tcp:
 		`qsplice_frontend_limit{limit="max_flows_per_source"} 0`,
 		`qsplice_frontend_limit{limit="max_ports_per_source"} 99`,
 		`qsplice_frontend_limit{limit="flow_lifetime"} 20`,
-		`qsplice_frontend_limit{limit="half_close_timeout"} 10`,
+		`qsplice_frontend_limit{limit="half_close_timeout"} 30`,
 		`qsplice_frontend_sources 3`,
 		`qsplice_frontend_handoff_ports 5`,
 		`qsplice_frontend_limit_refusals_total{limit="max_flows_per_source",what="syn"} 7`,

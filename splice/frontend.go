@@ -57,7 +57,7 @@ type FrontEndConfig struct {
 	// and linger included (30 s): then it is reset and forgotten.
 	FlowLifetime time.Duration
 	// HalfCloseTimeout: after the back-end's FIN, a client silent this
-	// long is reset on both sides and its handoff port freed (10 s).
+	// long is reset on both sides and its handoff port freed (30 s).
 	HalfCloseTimeout time.Duration
 }
 
@@ -115,7 +115,7 @@ func (c *FrontEndConfig) setDefaults() {
 		c.MaxPortsPerSource = defaultMaxPortsPerSource
 	}
 	def(&c.FlowLifetime, 30*time.Second)
-	def(&c.HalfCloseTimeout, 10*time.Second)
+	def(&c.HalfCloseTimeout, 30*time.Second)
 }
 
 func (c *FrontEndConfig) validate() error {

@@ -27,7 +27,10 @@ import (
 //     linger included: then it is reset and forgotten, whatever its state.
 //   - HalfCloseTimeout: once the back-end closed (its FIN, seen in the
 //     shim's copy) a client quiet this long is reset on both sides and
-//     the handoff port freed, instead of after IdleTimeout.
+//     the handoff port freed, instead of after IdleTimeout. A client
+//     still downloading keeps acknowledging, so only one that has
+//     everything (or stopped answering) is quiet; 30 s leaves room for
+//     the back-end's retransmissions to a lossy client.
 //
 // Why a SYN is dropped silently but a cookie ACK is reset. A SYN costs us
 // nothing to ignore: a real client retransmits it with backoff, as it
@@ -220,10 +223,12 @@ func (e *FrontEnd) limitDeadline(f *flow, when Time) Time {
 
 // halfClosed: the back-end closed a spliced connection whose client has
 // not, and the front-end owes it nothing (no request to retransmit, no
-// refusal waiting).
+// refusal waiting). A client whose last window was zero is not idle but
+// stalled: the back-end's window probes, which back off to two minutes,
+// keep it, and its silence does not count.
 func (e *FrontEnd) halfClosed(f *flow) bool {
 	return e.cfg.HalfCloseTimeout > 0 && f.state == stSpliced && f.srvFin && !f.cliFin && !f.srvRST &&
-		f.kaState != kaRefused && !f.reqUna.LessThan(f.reqEnd)
+		f.kaState != kaRefused && !f.reqUna.LessThan(f.reqEnd) && f.cliWin != 0
 }
 
 // serverClosed runs when the shim's copy shows the back-end's FIN.

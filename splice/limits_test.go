@@ -529,3 +529,21 @@ func TestHalfClosedConnectionIsResetOnBothSidesAndItsPortFreed(t *testing.T) {
 	}
 	h.checkCounters()
 }
+
+// A client whose window is closed is stalled, not idle: the back-end's
+// window probes keep it, however long they back off, and the
+// half-close timeout does not reset it.
+func TestHalfClosedClientWithAZeroWindowIsKept(t *testing.T) {
+	sc := connectSpliced(t, defaultSpliceParams())
+	h, c, srv := sc.h, sc.c, sc.srv
+	h.input(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, nil), sc.now+ms)
+	sc.now += 2 * ms
+	var ts [2]uint32 = [2]uint32{c.tsVal, c.peerTS}
+	h.input(frame(wire.TCPFrame{SrcMAC: routerMAC, DstMAC: feMAC, Src: c.ip, Dst: c.vip, SrcPort: c.port, DstPort: c.vport,
+		Seq: c.nxt, Ack: c.isnF + 1, Flags: wire.TCPFlagACK, Window: 0, Options: segOpts(&ts)}), sc.now)
+	h.tick(sc.now + Time(h.cfg.HalfCloseTimeout) + s1)
+	if h.fe.Stats().HalfClosedReleased != 0 || len(h.fe.byC2) != 1 {
+		t.Fatalf("a stalled client was reset after the half-close timeout")
+	}
+	h.checkCounters()
+}

@@ -159,7 +159,7 @@ const (
 	DefaultMaxFlowsPerSource = 2_000
 	DefaultMaxPortsPerSource = 4_096
 	DefaultFlowLifetime      = 30 * time.Second
-	DefaultHalfCloseTimeout  = 10 * time.Second
+	DefaultHalfCloseTimeout  = 30 * time.Second
 	DefaultFIFOQueueTimeout  = 10 * time.Second
 	DefaultLifoQueueTimeout  = 10 * time.Second
 	DefaultKeepaliveInterval = time.Second

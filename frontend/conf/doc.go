@@ -51,7 +51,7 @@
 //	                             #   which its requests get 503; 0: no limit
 //	  flow_lifetime: 30s         # > head_timeout; whole life of a connection not handed off
 //	                             #   (its answer and linger included), then it is reset
-//	  half_close_timeout: 10s    # > 0; after the back-end's FIN, a client silent this long
+//	  half_close_timeout: 30s    # > 0; after the back-end's FIN, a client silent this long
 //	                             #   is reset on both sides and its handoff port freed
 //	backends:
 //	  concurrency_cap: 0         # >= 0; most requests at once on one back-end; 0: as it registers
