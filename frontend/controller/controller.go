@@ -155,6 +155,9 @@ type Controller struct {
 	backends map[uint32]*backend
 	order    []*backend // by id, so that every walk is deterministic
 	flows    map[splice.FlowID]*flowRec
+	// flowsPeak is flows' largest size since it was last rebuilt
+	// (shrinkFlows).
+	flowsPeak int
 	// spareRecs are records of flows gone, for the next ones
 	// (requests.go).
 	spareRecs []*flowRec

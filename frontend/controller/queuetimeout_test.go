@@ -76,3 +76,42 @@ func TestListenerQueueTimeouts(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// After a flood of requests that then closed, the flow table is rebuilt
+// for what is left and the spare records follow it down.
+func TestFlowTableShrinksAfterAFlood(t *testing.T) {
+	h := newHarness(t, Config{Ports: []uint16{80}, QueueCapacity: 30_000})
+	const flood = 20_000
+	for id := splice.FlowID(1); id <= flood; id++ {
+		h.request(id, "a", t0)
+	}
+	if len(h.c.flows) != flood {
+		t.Fatalf("%d flows tracked", len(h.c.flows))
+	}
+	for id := splice.FlowID(1); id < flood; id++ {
+		delete(h.eng.flows, id)
+		h.event(splice.Event{Kind: splice.EvClosed, Flow: id, Reason: splice.CloseRST}, t0+1)
+	}
+	if len(h.c.flows) != 1 || h.c.flowsPeak >= shrinkMinPeak || len(h.c.spareRecs) > 2*minSpareRecs {
+		t.Errorf("after the flood: %d flows, peak %d, %d spare records", len(h.c.flows), h.c.flowsPeak, len(h.c.spareRecs))
+	}
+}
+
+// sourceCappedEngine refuses dispatches: the client's address holds its
+// limit of handoff ports.
+type sourceCappedEngine struct{ *fakeEngine }
+
+func (e *sourceCappedEngine) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
+	e.call("dispatch %d b%d", id, b.ID)
+	return splice.ErrSourcePorts
+}
+
+// A request whose client holds its address's limit of handoff ports is
+// answered 503 at once, not left to wait for the engine's timeouts.
+func TestSourcePortLimitIsAnswered503AtOnce(t *testing.T) {
+	h := newHarness(t, Config{Ports: []uint16{80}})
+	h.c.eng = &sourceCappedEngine{h.eng}
+	h.register(1, 5, 1, t0)
+	h.request(1, "a", t0+1)
+	h.wantCalls("dispatch 1 b1", "reject 1 503")
+}
