@@ -547,3 +547,20 @@ func TestHalfClosedClientWithAZeroWindowIsKept(t *testing.T) {
 	}
 	h.checkCounters()
 }
+
+// The timer heap's backing slice follows a flood down.
+func TestTimerHeapShrinksAfterAFlood(t *testing.T) {
+	var d deadlines
+	for i := 0; i < 100_000; i++ {
+		d.push(Time(i), uint64(i))
+	}
+	peak := d.h.Cap()
+	for {
+		if _, ok := d.popDue(Never - 1); !ok {
+			break
+		}
+	}
+	if d.h.Cap() >= shrinkMinCap {
+		t.Errorf("backing slice of %d entries left after popping all of %d (peak capacity %d)", d.h.Cap(), 100_000, peak)
+	}
+}
