@@ -257,3 +257,21 @@ func TestLimitsAndListenerQueueTimeouts(t *testing.T) {
 		t.Errorf("listeners %+v", f.Listeners)
 	}
 }
+
+func TestLifetimeShorterThanHeadAndQueueIsWarned(t *testing.T) {
+	text := strings.Replace(minimal, minimalListeners, "listeners:\n"+
+		"  - {vip: 198.18.0.100, port: 80, policy: fifo, queue_timeout: 25s}\n", 1)
+	f, err := Parse("front.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := f.Check()
+	if len(ws) != 1 || !strings.Contains(ws[0].String(), "tcp.flow_lifetime: 30s leaves no time") ||
+		!strings.Contains(ws[0].String(), "listeners[0]") {
+		t.Errorf("warnings %v", ws)
+	}
+	f, _ = Parse("front.yaml", []byte(minimal))
+	if ws := f.Check(); len(ws) != 0 {
+		t.Errorf("defaults warned: %v", ws)
+	}
+}
