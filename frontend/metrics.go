@@ -33,6 +33,7 @@ type LimitsStatus struct {
 	HeadDeadlineFreed   uint64 `json:"head_deadline_freed"`   // silent clients reset at the head deadline
 	LifetimeExpired     uint64 `json:"lifetime_expired"`      // flows reset at flow_lifetime
 	HalfClosedReleased  uint64 `json:"half_closed_released"`  // ports freed after the back-end's FIN
+	Evicted             uint64 `json:"evicted"`               // headless flows reset to make room at max_flows
 	TablesRebuilt       uint64 `json:"tables_rebuilt"`        // maps rebuilt smaller after a peak
 }
 
@@ -54,7 +55,7 @@ func limitsStatus(cfg *Config, es *splice.FrontEndStats) LimitsStatus {
 		RefusedSYNFlows: es.RefusedSYNFlows, RefusedSYNSource: es.RefusedSYNSource,
 		RefusedAcceptFlows: es.RefusedAcceptFlows, RefusedAcceptSource: es.RefusedAcceptSource,
 		RefusedPortsSource: es.RefusedPortsSource, HeadDeadlineFreed: es.HeadDeadlineFreed,
-		LifetimeExpired: es.LifetimeExpired, HalfClosedReleased: es.HalfClosedReleased,
+		LifetimeExpired: es.LifetimeExpired, HalfClosedReleased: es.HalfClosedReleased, Evicted: es.Evicted,
 		TablesRebuilt: es.TablesRebuilt,
 	}
 }
@@ -86,10 +87,11 @@ func writeLimitMetrics(b io.Writer, l *LimitsStatus) {
 	} {
 		fmt.Fprintf(b, "qsplice_frontend_limit_refusals_total{limit=%q,what=%q} %d\n", r.limit, r.what, r.n)
 	}
-	g("qsplice_frontend_limit_closes_total", "Connections a time limit ended: silent at the head deadline, past the flow lifetime, idle after the back-end's FIN.", "counter")
+	g("qsplice_frontend_limit_closes_total", "Connections a limit ended: silent at the head deadline, past the flow lifetime, idle after the back-end's FIN, evicted without a head when the table was full.", "counter")
 	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"head_timeout\"} %d\n", l.HeadDeadlineFreed)
 	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"flow_lifetime\"} %d\n", l.LifetimeExpired)
 	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"half_close_timeout\"} %d\n", l.HalfClosedReleased)
+	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"max_flows\"} %d\n", l.Evicted)
 	g("qsplice_frontend_tables_rebuilt_total", "Engine tables rebuilt smaller after a peak, so a flood's memory goes back.", "counter")
 	fmt.Fprintf(b, "qsplice_frontend_tables_rebuilt_total %d\n", l.TablesRebuilt)
 }

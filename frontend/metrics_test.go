@@ -32,7 +32,7 @@ tcp:
 		t.Errorf("controller queue timeouts %v, %+v", cc.QueueTimeout, cc.Listeners)
 	}
 	es := splice.FrontEndStats{Flows: 12, Sources: 3, HandoffPorts: 5, RefusedSYNSource: 7, RefusedPortsSource: 2,
-		HeadDeadlineFreed: 4, LifetimeExpired: 6, HalfClosedReleased: 8, TablesRebuilt: 1}
+		HeadDeadlineFreed: 4, LifetimeExpired: 6, HalfClosedReleased: 8, Evicted: 9, TablesRebuilt: 1}
 	st := Status{Limits: limitsStatus(&cfg, &es), Drops: map[string]uint64{}}
 	var b strings.Builder
 	writeMetrics(&b, &st)
@@ -50,6 +50,7 @@ tcp:
 		`qsplice_frontend_limit_closes_total{limit="head_timeout"} 4`,
 		`qsplice_frontend_limit_closes_total{limit="flow_lifetime"} 6`,
 		`qsplice_frontend_limit_closes_total{limit="half_close_timeout"} 8`,
+		`qsplice_frontend_limit_closes_total{limit="max_flows"} 9`,
 		`qsplice_frontend_tables_rebuilt_total 1`,
 	} {
 		if !strings.Contains(m, want) {

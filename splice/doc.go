@@ -380,6 +380,7 @@
 // Bounded state (limits.go), each shown by a TestAdversarial test:
 // TestAdversarialFloodFromOneSourceIsCappedWhileAnotherIsServed,
 // TestAdversarialCookieAckOverTheLimitIsReset,
+// TestAdversarialFullTableEvictsTheOldestHeadlessFlow,
 // TestAdversarialSilentClientIsFreedAtTheHeadDeadline,
 // TestAdversarialPartialHeadClientIsFreedAtTheFlowLifetime,
 // TestAdversarialFloodMemoryReturnsAfterExpiry,

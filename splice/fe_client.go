@@ -126,7 +126,7 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 		e.sendRST(p, out)
 		return nil
 	}
-	if e.acceptOverLimits(p, key, out) {
+	if e.acceptOverLimits(p, key, now, out) {
 		return nil
 	}
 	o := &e.opts

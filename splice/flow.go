@@ -233,6 +233,7 @@ func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 	e.peak.flows = max(e.peak.flows, len(e.flows))
 	e.peak.byID = max(e.peak.byID, len(e.byID))
 	e.holdSource(f, holdPre)
+	e.noteReading(f)
 	return f
 }
 
@@ -246,6 +247,7 @@ func (e *FrontEnd) free(f *flow) {
 	e.releasePort(f)
 	e.holdSource(f, holdNone)
 	e.shrinkTables()
+	e.pruneReading()
 	e.keepBuf(f.buf)
 	*f = flow{deadline: Never} // drop what it refers to while it waits
 	if len(e.spareFlows) < e.spareLimit() {

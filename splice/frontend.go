@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/sched/queue"
 	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
@@ -167,6 +168,7 @@ type FrontEnd struct {
 	nextPort map[c2Dest]uint16 // per back-end: where the next port search starts
 	nextID   FlowID
 	sources  map[wire.IP4]srcUse // what each client address holds (limits.go)
+	reading  queue.Ring[FlowID]  // flows reading their head, oldest first (limits.go)
 	peak     peaks
 	timers   deadlines
 	stats    FrontEndStats

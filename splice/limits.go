@@ -14,10 +14,17 @@ import (
 // holds a handoff port. Every kind of that state has a bound here, each
 // counted when it bites (FrontEndStats) and configurable (FrontEndConfig):
 //
-//   - MaxFlows, all flows: a SYN beyond it gets no SYN-ACK, and a cookie
-//     ACK (whose SYN was answered before the table filled) gets a RST.
+//   - MaxFlows, all flows. When the table is full, the flow that has had
+//     the longest time to send its head and still has not (the oldest in
+//     state reading) is evicted, reset, to make room for a new
+//     connection: honest clients send their head at once, so under a
+//     flood of handshakes it is the flood's flows that go. With nothing
+//     to evict (every flow has its request queued or handed off), a SYN
+//     gets no SYN-ACK, and a cookie ACK (whose SYN was answered before)
+//     gets a RST.
 //   - MaxFlowsPerSource, flows from one client address that have not been
-//     handed off (reading, queued, answered): the same two refusals.
+//     handed off (reading, queued, answered): the same two refusals,
+//     without eviction.
 //   - MaxPortsPerSource, handoff ports held for one client address:
 //     Dispatch fails with ErrSourcePorts and the controller answers 503.
 //   - The head deadline (HeadTimeout): a client that has sent nothing by
@@ -104,10 +111,10 @@ func limitOn(n int) bool { return n > 0 }
 // synOverLimits reports, and counts, a SYN that may not start a flow.
 func (e *FrontEnd) synOverLimits(p *wire.Packet) bool {
 	switch {
-	case limitOn(e.cfg.MaxFlows) && len(e.byID) >= e.cfg.MaxFlows:
-		e.stats.RefusedSYNFlows++
 	case limitOn(e.cfg.MaxFlowsPerSource) && int(e.sources[p.IP.Src()].pre) >= e.cfg.MaxFlowsPerSource:
 		e.stats.RefusedSYNSource++
+	case limitOn(e.cfg.MaxFlows) && len(e.byID) >= e.cfg.MaxFlows && e.oldestReading() == nil:
+		e.stats.RefusedSYNFlows++
 	default:
 		return false
 	}
@@ -116,19 +123,61 @@ func (e *FrontEnd) synOverLimits(p *wire.Packet) bool {
 }
 
 // acceptOverLimits reports a valid cookie ACK that may not make a flow,
-// and answers it with a RST.
-func (e *FrontEnd) acceptOverLimits(p *wire.Packet, key fourTuple, out *Output) bool {
+// and answers it with a RST; when the table is full it makes room by
+// evicting the oldest flow still reading its head, if there is one.
+func (e *FrontEnd) acceptOverLimits(p *wire.Packet, key fourTuple, now Time, out *Output) bool {
 	switch {
-	case limitOn(e.cfg.MaxFlows) && len(e.byID) >= e.cfg.MaxFlows:
-		e.stats.RefusedAcceptFlows++
 	case limitOn(e.cfg.MaxFlowsPerSource) && int(e.sources[key.srcIP].pre) >= e.cfg.MaxFlowsPerSource:
 		e.stats.RefusedAcceptSource++
+	case limitOn(e.cfg.MaxFlows) && len(e.byID) >= e.cfg.MaxFlows:
+		if f := e.oldestReading(); f != nil {
+			e.stats.Evicted++
+			e.resetAndFree(f, now, out)
+			return false
+		}
+		e.stats.RefusedAcceptFlows++
 	default:
 		return false
 	}
 	e.drop(dropOverLimit)
 	e.sendRST(p, out)
 	return true
+}
+
+// The flows in state reading, oldest first, for eviction: flow IDs in
+// accept order (so in order of their start), kept lazily. An entry whose
+// flow has left the state (or gone) is dropped when it reaches the front,
+// which every accept and every free looks at, so the ring holds at most
+// the accepts of about one HeadTimeout (a flow leaves reading by then).
+
+// noteReading records a new flow, reading its head.
+func (e *FrontEnd) noteReading(f *flow) {
+	e.pruneReading()
+	e.reading.PushBack(f.id)
+}
+
+// pruneReading drops the entries at the front whose flow no longer reads
+// its head, and gives a past peak's memory back.
+func (e *FrontEnd) pruneReading() {
+	for e.reading.Len() > 0 {
+		if f := e.byID[*e.reading.Front()]; f != nil && f.state == stReading {
+			break
+		}
+		e.reading.PopFront()
+	}
+	if e.reading.Cap() >= shrinkMinCap && e.reading.Len() < e.reading.Cap()/shrinkSlack {
+		e.reading.Compact()
+	}
+}
+
+// oldestReading is the flow that has been reading its head the longest,
+// or nil.
+func (e *FrontEnd) oldestReading() *flow {
+	e.pruneReading()
+	if e.reading.Len() == 0 {
+		return nil
+	}
+	return e.byID[*e.reading.Front()]
 }
 
 // holdSource counts f in its source's count of kind h (holdNone: in none).

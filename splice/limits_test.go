@@ -151,14 +151,18 @@ func TestAdversarialFloodFromOneSourceIsCappedWhileAnotherIsServed(t *testing.T)
 }
 
 func TestAdversarialCookieAckOverTheLimitIsReset(t *testing.T) {
+	// Globally, only when no flow can be evicted: here every flow has its
+	// request queued.
+	fullHead := []byte("GET / HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
 	for _, tc := range []struct {
 		name    string
 		mod     func(*FrontEndConfig)
+		head    []byte
 		counter func(FrontEndStats) uint64
 	}{
-		{"per-source", func(c *FrontEndConfig) { c.MaxFlowsPerSource = 100 },
+		{"per-source", func(c *FrontEndConfig) { c.MaxFlowsPerSource = 100 }, partialHead,
 			func(s FrontEndStats) uint64 { return s.RefusedAcceptSource }},
-		{"global", func(c *FrontEndConfig) { c.MaxFlows = 100; c.MaxFlowsPerSource = -1 },
+		{"global", func(c *FrontEndConfig) { c.MaxFlows = 100; c.MaxFlowsPerSource = -1 }, fullHead,
 			func(s FrontEndStats) uint64 { return s.RefusedAcceptFlows }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,7 +173,7 @@ func TestAdversarialCookieAckOverTheLimitIsReset(t *testing.T) {
 				t.Fatal("first SYN not answered")
 			}
 			for n := 1; n <= 100; n++ {
-				if !p.connect(n, partialHead, t0+ms) {
+				if !p.connect(n, tc.head, t0+ms) {
 					t.Fatalf("connection %d refused below the limit", n)
 				}
 			}
@@ -562,5 +566,50 @@ func TestTimerHeapShrinksAfterAFlood(t *testing.T) {
 	}
 	if d.h.Cap() >= shrinkMinCap {
 		t.Errorf("backing slice of %d entries left after popping all of %d (peak capacity %d)", d.h.Cap(), 100_000, peak)
+	}
+}
+
+// With the table full of flows that never finish their head, a new
+// client gets in: the oldest of them is evicted (reset) to make room.
+func TestAdversarialFullTableEvictsTheOldestHeadlessFlow(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.MaxFlows = 100; c.MaxFlowsPerSource = -1 })
+	attacker := newRawPeer(t, h.fe, clientIP)
+	for n := 0; n < 100; n++ {
+		if !attacker.connect(n, partialHead, t0+Time(n)*ms) {
+			t.Fatalf("connection %d refused below the limit", n)
+		}
+	}
+	c := newClient(50000, 0x5000_0000, fullOffer(77))
+	c.ip = ip4("198.19.8.8")
+	now := t0 + s1
+	sa := expectTCP(t, onlyFrame(t, h.input(c.syn(), now)), flagsAre(wire.TCPFlagSYN|wire.TCPFlagACK))
+	c.isnF, c.rcvNxt = sa.seq(), sa.seq()+1
+	c.peerTS, _, c.ts = sa.ts()
+	out := h.input(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil), now)
+	// The attacker's first connection (port 1024) is reset and reported.
+	expectTCP(t, onlyFrame(t, out), to(clientIP, 1024), flagsAre(wire.TCPFlagRST|wire.TCPFlagACK))
+	if ev := onlyEvent(t, out, EvClosed); ev.Reason != CloseTimeout {
+		t.Errorf("evicted flow closed as %v", ev.Reason)
+	}
+	id := c.sendRequest(t, h, []byte("GET / HTTP/1.1\r\nHost: www.example.test\r\n\r\n"), now+ms)
+	if f := h.fe.byID[id]; f == nil || f.state != stQueued {
+		t.Fatalf("the new client's request is not queued")
+	}
+	if st := h.fe.Stats(); st.Evicted != 1 || h.fe.Flows() != 100 {
+		t.Errorf("Evicted = %d, %d flows", st.Evicted, h.fe.Flows())
+	}
+	// The next eviction takes the next oldest, never the queued request.
+	for n := 100; n < 300; n++ {
+		attacker.connect(n, partialHead, now+2*ms)
+	}
+	if f := h.fe.byID[id]; f == nil || f.state != stQueued {
+		t.Fatalf("a queued request was evicted")
+	}
+	if st := h.fe.Stats(); st.Evicted != 201 || h.fe.Flows() != 100 {
+		t.Errorf("Evicted = %d, %d flows", st.Evicted, h.fe.Flows())
+	}
+	h.drain(now, now+60*s1)
+	if h.fe.Flows() != 0 || h.fe.reading.Len() != 0 {
+		t.Errorf("%d flows, %d reading entries left", h.fe.Flows(), h.fe.reading.Len())
 	}
 }

@@ -76,6 +76,9 @@ type FrontEndStats struct {
 	// FlowLifetime; HalfClosedReleased: connections the back-end closed
 	// and the client left idle, reset and their handoff port freed.
 	HeadDeadlineFreed, LifetimeExpired, HalfClosedReleased uint64
+	// Evicted counts flows still reading their head reset to make room
+	// for a new connection when MaxFlows was reached.
+	Evicted uint64
 	// TablesRebuilt counts maps rebuilt smaller after a peak.
 	TablesRebuilt uint64
 	// Sources is the number of client addresses holding flows or ports

@@ -43,8 +43,9 @@
 //	  head_timeout: 10s          # > 0; the request head must arrive within this (else 408)
 //	  max_head: 8K               # 512..64K; longer request heads get 431
 //	  cookie_seed: ""            # derives the SYN-cookie secret; "": random at each start
-//	  max_flows: 200000          # >= 0; flows of every state; beyond, SYNs are dropped and
-//	                             #   cookie ACKs reset; 0: no limit
+//	  max_flows: 200000          # >= 0; flows of every state; when full, the oldest without
+//	                             #   a complete head is reset for a new one, else SYNs are
+//	                             #   dropped and cookie ACKs reset; 0: no limit
 //	  max_flows_per_source: 2000 # >= 0; the same for flows from one client address not
 //	                             #   handed off yet; 0: no limit
 //	  max_ports_per_source: 4096 # >= 0; handoff ports held for one client address, beyond
