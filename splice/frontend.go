@@ -323,8 +323,11 @@ func (e *FrontEnd) deadlineBy(f *flow, when Time) {
 	}
 }
 
-// setDeadline arms f's single timer, no later than its limits allow.
+// setDeadline arms f's single timer, no later than its limits allow. Every
+// change of state arms a timer, so it is also where a closed connection
+// stops counting against its source's ports.
 func (e *FrontEnd) setDeadline(f *flow, when Time) {
+	e.uncountClosed(f)
 	when = e.limitDeadline(f, when)
 	if f.deadline == when {
 		return

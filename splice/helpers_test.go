@@ -137,6 +137,12 @@ func (h *feHarness) checkCounters() {
 	if st.Flows != uint64(h.fe.Flows()) {
 		h.tb.Errorf("Stats.Flows = %d, Flows() = %d", st.Flows, h.fe.Flows())
 	}
+	h.checkTables()
+}
+
+// checkTables asserts the engine's tables agree with each other.
+func (h *feHarness) checkTables() {
+	h.tb.Helper()
 	for k, f := range h.fe.flows {
 		if h.fe.byID[f.id] != f || f.key != k {
 			h.tb.Errorf("flow %d in the tuple table but not the ID table", f.id)

@@ -25,8 +25,14 @@ import (
 //   - MaxFlowsPerSource, flows from one client address that have not been
 //     handed off (reading, queued, answered): the same two refusals,
 //     without eviction.
-//   - MaxPortsPerSource, handoff ports held for one client address:
-//     Dispatch fails with ErrSourcePorts and the controller answers 503.
+//   - MaxPortsPerSource, handoff ports held for one client address by
+//     connections still open: Dispatch fails with ErrSourcePorts and the
+//     controller answers 503. A connection both ends closed (or a reset
+//     one) keeps its port through its linger but no longer counts: a
+//     client opening connections one after the other holds about one port
+//     per connection it has open, not per connection of the last ten
+//     seconds, and the connections that linger are bounded by what the
+//     back-ends serve.
 //   - The head deadline (HeadTimeout): a client that has sent nothing by
 //     then is reset and forgotten at once; one with a partial head gets
 //     its 408.
@@ -207,6 +213,14 @@ func (e *FrontEnd) holdSource(f *flow, h srcHold) {
 	}
 	e.sources[src] = u
 	e.peak.sources = max(e.peak.sources, len(e.sources))
+}
+
+// uncountClosed takes a closed connection out of its source's count of
+// ports (its port stays taken until the flow is freed).
+func (e *FrontEnd) uncountClosed(f *flow) {
+	if f.srcHold == holdPort && f.closed() {
+		e.holdSource(f, holdNone)
+	}
 }
 
 // sourcePortsFull: f's client address holds its limit of handoff ports.

@@ -148,6 +148,7 @@ func TestAdversarialFloodFromOneSourceIsCappedWhileAnotherIsServed(t *testing.T)
 	if fe.Flows() != 0 || len(fe.sources) != 0 {
 		t.Errorf("%d flows, %d sources left after the flood's lifetime", fe.Flows(), len(fe.sources))
 	}
+	h.checkTables()
 }
 
 func TestAdversarialCookieAckOverTheLimitIsReset(t *testing.T) {
@@ -188,6 +189,7 @@ func TestAdversarialCookieAckOverTheLimitIsReset(t *testing.T) {
 			if got := tc.counter(h.fe.Stats()); got != 1 || h.fe.Flows() != 100 {
 				t.Errorf("refusal counted %d, %d flows", got, h.fe.Flows())
 			}
+			h.checkTables()
 		})
 	}
 }
@@ -434,6 +436,7 @@ func TestAdversarialIdleKeepAliveConnectionsDoNotExhaustHandoffPorts(t *testing.
 	if rsts < 2*spliced {
 		t.Errorf("%d RSTs, want one to each client and one to the back-end per connection", rsts)
 	}
+	h.checkTables()
 	// The address may hand off again once its refused flows are gone.
 	quietTicks(fe, now+Time(h.cfg.FlowLifetime))
 	if _, _, err := spliceRaw(t, attacker, conns, testBackend, now+Time(h.cfg.FlowLifetime)); err != nil {
@@ -612,4 +615,42 @@ func TestAdversarialFullTableEvictsTheOldestHeadlessFlow(t *testing.T) {
 	if h.fe.Flows() != 0 || h.fe.reading.Len() != 0 {
 		t.Errorf("%d flows, %d reading entries left", h.fe.Flows(), h.fe.reading.Len())
 	}
+	h.checkTables()
+}
+
+// A connection both ends closed keeps its handoff port through its
+// linger, but no longer counts against its source's limit.
+func TestClosedConnectionsDoNotCountAgainstTheSourcesPorts(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.MaxPortsPerSource = 2 })
+	p := newRawPeer(t, h.fe, clientIP)
+	now := t0
+	req := len("GET / HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
+	for n := 0; n < 2; n++ {
+		_, hport, err := spliceRaw(t, p, n, testBackend, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverFIN(p, n, testBackend, hport, now)
+		if n == 0 { // the client closes too
+			vip, port, isn := p.conn(n)
+			cookie := h.fe.flows[fourTuple{clientIP, vip, port, webPort}].isnF
+			p.send(wire.TCPFrame{SrcMAC: routerMAC, DstMAC: feMAC, Src: clientIP, Dst: vip, SrcPort: port, DstPort: webPort,
+				Seq: isn + 1 + wire.Seq(req), Ack: cookie + 1 + 101 + 1, Flags: wire.TCPFlagACK | wire.TCPFlagFIN, Window: 502}, now)
+		}
+	}
+	// The closed connection stops counting when its timer next runs (at
+	// once if it was due later than its linger; here its retransmission
+	// timer, due first, is left to fire).
+	now += s1
+	h.tick(now)
+	if _, _, err := spliceRaw(t, p, 2, testBackend, now); err != nil {
+		t.Fatalf("third connection with one of two closed: %v", err)
+	}
+	if _, _, err := spliceRaw(t, p, 3, testBackend, now); err != ErrSourcePorts {
+		t.Fatalf("fourth connection: %v, want ErrSourcePorts", err)
+	}
+	if st := h.fe.Stats(); st.HandoffPorts != 3 {
+		t.Errorf("%d handoff ports held, want 3 (the closed one lingers)", st.HandoffPorts)
+	}
+	h.checkTables()
 }
