@@ -47,9 +47,11 @@ type FrontEndConfig struct {
 	// Bounded state (issue 9, limits.go). A negative count or duration
 	// turns that limit off.
 	//
-	// MaxFlows bounds the flows of every state (200,000); MaxFlowsPerSource
-	// those from one client address not handed off yet (2,000). Beyond
-	// either a SYN is dropped and a cookie ACK reset.
+	// MaxFlows bounds the flows of every state (200,000): when it is
+	// reached the oldest flow still reading its head makes room.
+	// MaxFlowsPerSource bounds those of one client address reading their
+	// head or being answered before any handoff (2,000). Beyond either a
+	// SYN is dropped and a cookie ACK reset.
 	MaxFlows, MaxFlowsPerSource int
 	// MaxPortsPerSource bounds the handoff ports held for one client
 	// address (4,096): Dispatch then fails with ErrSourcePorts.
@@ -324,10 +326,10 @@ func (e *FrontEnd) deadlineBy(f *flow, when Time) {
 }
 
 // setDeadline arms f's single timer, no later than its limits allow. Every
-// change of state arms a timer, so it is also where a closed connection
-// stops counting against its source's ports.
+// change of state arms a timer, so it is also where f moves between its
+// source's counts (recount).
 func (e *FrontEnd) setDeadline(f *flow, when Time) {
-	e.uncountClosed(f)
+	e.recount(f)
 	when = e.limitDeadline(f, when)
 	if f.deadline == when {
 		return

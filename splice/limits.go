@@ -22,9 +22,12 @@ import (
 //     to evict (every flow has its request queued or handed off), a SYN
 //     gets no SYN-ACK, and a cookie ACK (whose SYN was answered before)
 //     gets a RST.
-//   - MaxFlowsPerSource, flows from one client address that have not been
-//     handed off (reading, queued, answered): the same two refusals,
-//     without eviction.
+//   - MaxFlowsPerSource, flows from one client address still reading
+//     their head or being answered by the front-end (before any handoff):
+//     the same two refusals, without eviction. A queued request does not
+//     count: the scheduler's queues bound those (capacity, timeout), and
+//     a busy client (a NAT, a load generator) may have many waiting.
+//     Neither does a lingering flow, whose client acknowledged everything.
 //   - MaxPortsPerSource, handoff ports held for one client address by
 //     connections still open: Dispatch fails with ErrSourcePorts and the
 //     controller answers 503. A connection both ends closed (or a reset
@@ -215,12 +218,21 @@ func (e *FrontEnd) holdSource(f *flow, h srcHold) {
 	e.peak.sources = max(e.peak.sources, len(e.sources))
 }
 
-// uncountClosed takes a closed connection out of its source's count of
-// ports (its port stays taken until the flow is freed).
-func (e *FrontEnd) uncountClosed(f *flow) {
-	if f.srcHold == holdPort && f.closed() {
-		e.holdSource(f, holdNone)
+// recount puts f in the count of its source its state calls for: flows
+// reading their head or answered before any handoff count against
+// MaxFlowsPerSource, open handed-off connections against
+// MaxPortsPerSource, the rest (queued, closed, lingering) in neither. A
+// closed connection keeps its port until it is freed, but no longer
+// counts.
+func (e *FrontEnd) recount(f *flow) {
+	h := holdNone
+	switch {
+	case f.state == stReading, f.state == stAnswering && !f.handedOff():
+		h = holdPre
+	case f.handedOff() && !f.closed() && e.byC2[f.c2Key()] == f:
+		h = holdPort
 	}
+	e.holdSource(f, h)
 }
 
 // sourcePortsFull: f's client address holds its limit of handoff ports.

@@ -654,3 +654,29 @@ func TestClosedConnectionsDoNotCountAgainstTheSourcesPorts(t *testing.T) {
 	}
 	h.checkTables()
 }
+
+// Requests waiting in the scheduler's queues are bounded there, so they do
+// not count against their address's flows: a busy client may have many
+// queued. Heads still coming do.
+func TestQueuedRequestsDoNotCountAgainstTheSourcesFlows(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.MaxFlowsPerSource = 10 })
+	p := newRawPeer(t, h.fe, clientIP)
+	full := []byte("GET / HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
+	for n := 0; n < 50; n++ {
+		if !p.connect(n, full, t0) {
+			t.Fatalf("queued request %d refused", n)
+		}
+	}
+	for n := 50; n < 60; n++ {
+		if !p.connect(n, partialHead, t0) {
+			t.Fatalf("partial head %d refused below the limit", n)
+		}
+	}
+	if _, ok := p.syn(60, t0); ok {
+		t.Fatalf("SYN answered with 10 heads still coming")
+	}
+	if h.fe.Flows() != 60 {
+		t.Errorf("%d flows", h.fe.Flows())
+	}
+	h.checkTables()
+}

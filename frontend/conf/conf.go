@@ -69,7 +69,7 @@ type TCP struct {
 
 	// Bounded state (splice/limits.go); 0 turns a count limit off.
 	MaxFlows          int           // flows of every state
-	MaxFlowsPerSource int           // flows from one client address not handed off yet
+	MaxFlowsPerSource int           // flows of one client address reading their head or being answered
 	MaxPortsPerSource int           // handoff ports held for one client address
 	FlowLifetime      time.Duration // whole life of a flow not handed off (> HeadTimeout)
 	HalfCloseTimeout  time.Duration // client silence after the back-end's FIN before both are reset

@@ -46,8 +46,9 @@
 //	  max_flows: 200000          # >= 0; flows of every state; when full, the oldest without
 //	                             #   a complete head is reset for a new one, else SYNs are
 //	                             #   dropped and cookie ACKs reset; 0: no limit
-//	  max_flows_per_source: 2000 # >= 0; the same for flows from one client address not
-//	                             #   handed off yet; 0: no limit
+//	  max_flows_per_source: 2000 # >= 0; the same for one client address's connections
+//	                             #   reading their head or being answered (queued ones
+//	                             #   do not count: the queues bound them); 0: no limit
 //	  max_ports_per_source: 4096 # >= 0; handoff ports held for one client address, beyond
 //	                             #   which its requests get 503; 0: no limit
 //	  flow_lifetime: 30s         # > head_timeout; whole life of a connection not handed off
