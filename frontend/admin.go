@@ -49,6 +49,9 @@ type Status struct {
 	HeapInuse uint64 `json:"heap_inuse_bytes"`
 	HeapLive  uint64 `json:"heap_live_bytes"`
 	GCCycles  uint32 `json:"gc_cycles"`
+	// Limits are the bounds on the engine's state, how full they are and
+	// what they refused (metrics.go).
+	Limits LimitsStatus `json:"limits"`
 }
 
 // BackendStatus, CustomerStatus and LifoStatus are the controller's.
@@ -108,6 +111,7 @@ func (d *Daemon) status() Status {
 	for r, n := range d.ctl.controlRefusals() { // the Codec's, next to the controller's (issue 9)
 		st.ControlRefused[r] += n
 	}
+	st.Limits = limitsStatus(&d.cfg, &es)
 	for _, v := range d.cfg.VIPs {
 		st.VIPs = append(st.VIPs, v.String())
 	}

@@ -46,6 +46,16 @@ type Config struct {
 	MaxHead     int
 	CookieSeed  string // derives the SYN-cookie secret; random when empty
 
+	// Bounded state (issue 9): the engine's limits, as in
+	// splice.FrontEndConfig: 0 takes its default (200,000 flows, 2,000
+	// per source, 4,096 ports per source, 30 s, 30 s), a negative value
+	// turns the limit off.
+	MaxFlows, MaxFlowsPerSource, MaxPortsPerSource int
+	FlowLifetime, HalfCloseTimeout                 time.Duration
+	// QueueTimeout bounds the wait in FIFO queues, and of the other
+	// policies when theirs is 0 (10 s).
+	QueueTimeout time.Duration
+
 	// Listeners choose the scheduling policy per port ("credit", "fifo",
 	// "lifo-pri", "eight-fifo" or "single-fifo"); a port without one
 	// uses FIFO.

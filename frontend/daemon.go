@@ -136,6 +136,8 @@ func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Da
 	ecfg := splice.FrontEndConfig{
 		MAC: cfg.MAC, VIPs: cfg.VIPs, Ports: cfg.Ports, HandoffAddr: cfg.Handoff,
 		Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, HeadTimeout: cfg.HeadTimeout, MaxHead: cfg.MaxHead,
+		MaxFlows: cfg.MaxFlows, MaxFlowsPerSource: cfg.MaxFlowsPerSource, MaxPortsPerSource: cfg.MaxPortsPerSource,
+		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
 	}
 	if cfg.CookieSeed != "" {
 		ecfg.CookieSecret = sha256.Sum256([]byte(cfg.CookieSeed))

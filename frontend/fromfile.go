@@ -39,6 +39,12 @@ func fromFile(f *conf.File) Config {
 		HeadTimeout:       f.TCP.HeadTimeout,
 		MaxHead:           f.TCP.MaxHead,
 		CookieSeed:        f.TCP.CookieSeed,
+		MaxFlows:          limitFromFile(f.TCP.MaxFlows),
+		MaxFlowsPerSource: limitFromFile(f.TCP.MaxFlowsPerSource),
+		MaxPortsPerSource: limitFromFile(f.TCP.MaxPortsPerSource),
+		FlowLifetime:      f.TCP.FlowLifetime,
+		HalfCloseTimeout:  f.TCP.HalfCloseTimeout,
+		QueueTimeout:      conf.DefaultFIFOQueueTimeout,
 		RetryAfter:        f.Scheduler.RetryAfter,
 		QueueCapacity:     f.Scheduler.QueueCapacity,
 		Classify:          f.Classify,
@@ -59,7 +65,7 @@ func fromFile(f *conf.File) Config {
 			seenVIP[l.VIP.String()] = true
 			cfg.VIPs = append(cfg.VIPs, l.VIP)
 		}
-		cfg.Listeners = append(cfg.Listeners, Listener{Port: l.Port, Policy: string(l.Policy)})
+		cfg.Listeners = append(cfg.Listeners, Listener{Port: l.Port, Policy: string(l.Policy), QueueTimeout: l.QueueTimeout})
 		cfg.Ports = appendUnique(cfg.Ports, l.Port)
 	}
 	return cfg
@@ -69,7 +75,7 @@ func fromFile(f *conf.File) Config {
 // controller runs by.
 func ControllerConfig(cfg Config) controller.Config {
 	return controller.Config{
-		Ports: cfg.Ports, Listeners: cfg.Listeners, QueueCapacity: cfg.QueueCapacity,
+		Ports: cfg.Ports, Listeners: cfg.Listeners, QueueCapacity: cfg.QueueCapacity, QueueTimeout: cfg.QueueTimeout,
 		Credit: cfg.Credit, Lifo: cfg.Lifo, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
 		NormalSize: cfg.NormalSize, ConcurrencyCap: cfg.ConcurrencyCap, HandoffAhead: cfg.HandoffAhead,
 		SlotWait: cfg.SlotWait, KeepaliveInterval: cfg.KeepaliveInterval, SpliceRetry: cfg.SpliceRetry,
@@ -105,6 +111,15 @@ func CreditFromFile(f *conf.File) sched.CreditConfig {
 		})
 	}
 	return cc
+}
+
+// limitFromFile: the file's 0 means no limit, the engine's a negative
+// value.
+func limitFromFile(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func appendUnique(s []uint16, v uint16) []uint16 {

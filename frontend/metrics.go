@@ -7,7 +7,94 @@ import (
 	"strings"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/splice"
 )
+
+// LimitsStatus is what bounds the engine's state (splice/limits.go): the
+// limits in force (0: off), how much of them is in use, and what they
+// refused or ended.
+type LimitsStatus struct {
+	MaxFlows          int     `json:"max_flows"`
+	MaxFlowsPerSource int     `json:"max_flows_per_source"`
+	MaxPortsPerSource int     `json:"max_ports_per_source"`
+	FlowLifetime      float64 `json:"flow_lifetime_seconds"`
+	HalfCloseTimeout  float64 `json:"half_close_timeout_seconds"`
+	HeadTimeout       float64 `json:"head_timeout_seconds"`
+
+	Flows        uint64 `json:"flows"`
+	Sources      uint64 `json:"sources"`       // client addresses holding flows or ports
+	HandoffPorts uint64 `json:"handoff_ports"` // handoff connections held
+
+	RefusedSYNFlows     uint64 `json:"refused_syn_flows"`     // SYNs dropped: max_flows
+	RefusedSYNSource    uint64 `json:"refused_syn_source"`    // SYNs dropped: max_flows_per_source
+	RefusedAcceptFlows  uint64 `json:"refused_accept_flows"`  // cookie ACKs reset: max_flows
+	RefusedAcceptSource uint64 `json:"refused_accept_source"` // cookie ACKs reset: max_flows_per_source
+	RefusedPortsSource  uint64 `json:"refused_ports_source"`  // dispatches refused: max_ports_per_source
+	HeadDeadlineFreed   uint64 `json:"head_deadline_freed"`   // silent clients reset at the head deadline
+	LifetimeExpired     uint64 `json:"lifetime_expired"`      // flows reset at flow_lifetime
+	HalfClosedReleased  uint64 `json:"half_closed_released"`  // ports freed after the back-end's FIN
+	Evicted             uint64 `json:"evicted"`               // headless flows reset to make room at max_flows
+	TablesRebuilt       uint64 `json:"tables_rebuilt"`        // maps rebuilt smaller after a peak
+}
+
+// limitsStatus reports the engine's limits as configured in cfg (the
+// engine's defaults where cfg leaves them 0) and its counters es.
+func limitsStatus(cfg *Config, es *splice.FrontEndStats) LimitsStatus {
+	ecfg := splice.FrontEndConfig{MaxFlows: cfg.MaxFlows, MaxFlowsPerSource: cfg.MaxFlowsPerSource,
+		MaxPortsPerSource: cfg.MaxPortsPerSource, FlowLifetime: cfg.FlowLifetime,
+		HalfCloseTimeout: cfg.HalfCloseTimeout, HeadTimeout: cfg.HeadTimeout}
+	ecfg = ecfg.WithDefaults()
+	off := func(n int) int { return max(n, 0) }
+	return LimitsStatus{
+		MaxFlows: off(ecfg.MaxFlows), MaxFlowsPerSource: off(ecfg.MaxFlowsPerSource),
+		MaxPortsPerSource: off(ecfg.MaxPortsPerSource),
+		FlowLifetime:      max(ecfg.FlowLifetime, 0).Seconds(),
+		HalfCloseTimeout:  max(ecfg.HalfCloseTimeout, 0).Seconds(),
+		HeadTimeout:       ecfg.HeadTimeout.Seconds(),
+		Flows:             es.Flows, Sources: es.Sources, HandoffPorts: es.HandoffPorts,
+		RefusedSYNFlows: es.RefusedSYNFlows, RefusedSYNSource: es.RefusedSYNSource,
+		RefusedAcceptFlows: es.RefusedAcceptFlows, RefusedAcceptSource: es.RefusedAcceptSource,
+		RefusedPortsSource: es.RefusedPortsSource, HeadDeadlineFreed: es.HeadDeadlineFreed,
+		LifetimeExpired: es.LifetimeExpired, HalfClosedReleased: es.HalfClosedReleased, Evicted: es.Evicted,
+		TablesRebuilt: es.TablesRebuilt,
+	}
+}
+
+// writeLimitMetrics renders LimitsStatus.
+func writeLimitMetrics(b io.Writer, l *LimitsStatus) {
+	g := func(name, help, typ string) { fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
+	g("qsplice_frontend_limit", "Bounds on the engine's state as configured (0: off; durations in seconds).", "gauge")
+	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"max_flows\"} %d\n", l.MaxFlows)
+	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"max_flows_per_source\"} %d\n", l.MaxFlowsPerSource)
+	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"max_ports_per_source\"} %d\n", l.MaxPortsPerSource)
+	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"head_timeout\"} %g\n", l.HeadTimeout)
+	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"flow_lifetime\"} %g\n", l.FlowLifetime)
+	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"half_close_timeout\"} %g\n", l.HalfCloseTimeout)
+	g("qsplice_frontend_sources", "Client addresses holding flows not handed off or handoff ports.", "gauge")
+	fmt.Fprintf(b, "qsplice_frontend_sources %d\n", l.Sources)
+	g("qsplice_frontend_handoff_ports", "Handoff connections (C2) held.", "gauge")
+	fmt.Fprintf(b, "qsplice_frontend_handoff_ports %d\n", l.HandoffPorts)
+	g("qsplice_frontend_limit_refusals_total", "What the limits refused: SYNs dropped, handshake ACKs reset, dispatches answered 503.", "counter")
+	for _, r := range []struct {
+		limit, what string
+		n           uint64
+	}{
+		{"max_flows", "syn", l.RefusedSYNFlows},
+		{"max_flows_per_source", "syn", l.RefusedSYNSource},
+		{"max_flows", "accept", l.RefusedAcceptFlows},
+		{"max_flows_per_source", "accept", l.RefusedAcceptSource},
+		{"max_ports_per_source", "dispatch", l.RefusedPortsSource},
+	} {
+		fmt.Fprintf(b, "qsplice_frontend_limit_refusals_total{limit=%q,what=%q} %d\n", r.limit, r.what, r.n)
+	}
+	g("qsplice_frontend_limit_closes_total", "Connections a limit ended: silent at the head deadline, past the flow lifetime, idle after the back-end's FIN, evicted without a head when the table was full.", "counter")
+	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"head_timeout\"} %d\n", l.HeadDeadlineFreed)
+	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"flow_lifetime\"} %d\n", l.LifetimeExpired)
+	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"half_close_timeout\"} %d\n", l.HalfClosedReleased)
+	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"max_flows\"} %d\n", l.Evicted)
+	g("qsplice_frontend_tables_rebuilt_total", "Engine tables rebuilt smaller after a peak, so a flood's memory goes back.", "counter")
+	fmt.Fprintf(b, "qsplice_frontend_tables_rebuilt_total %d\n", l.TablesRebuilt)
+}
 
 // writeMetrics renders Status in the Prometheus text format.
 func writeMetrics(w io.Writer, st *Status) {
@@ -56,6 +143,7 @@ func writeMetrics(w io.Writer, st *Status) {
 	fmt.Fprintf(&b, "qsplice_frontend_reply_payload_bytes_total %d\n", st.Engine.ReplyPayloadBytes)
 	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")
 	fmt.Fprintf(&b, "qsplice_frontend_forwarded_bytes_total %d\n", st.Engine.ForwardedBytes)
+	writeLimitMetrics(&b, &st.Limits)
 	writeCustomerMetrics(&b, st)
 	if st.Lifo != nil {
 		g("qsplice_lifo_utilization", "Cluster utilization over the last LIFO-Pri interval (busy slot time / slot time).", "gauge")

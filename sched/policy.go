@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"time"
 
 	"github.com/qsplice/qsplice/sched/queue"
 )
@@ -38,28 +39,44 @@ type Policy interface {
 
 // FIFO serves requests in arrival order from a ring sized for its
 // capacity up front, so Enqueue and Next never allocate. It is the
-// baseline the QoS policies are measured against.
+// baseline the QoS policies are measured against. With a queue timeout
+// it expires requests like the other policies (Expire, NextExpiry): a
+// request nobody serves must not wait for ever, holding its client's
+// connection and its place in the queue.
 type FIFO struct {
-	ring     queue.Ring[Request]
+	ring     queue.Ring[fifoItem]
 	capacity int
+	timeout  int64 // ns; 0: none
+	lastNow  int64
+}
+
+type fifoItem struct {
+	r  Request
+	at int64 // Enqueue's now
 }
 
 var _ Policy = (*FIFO)(nil)
 
-// NewFIFO returns an empty FIFO holding at most capacity requests. A
-// capacity below 1 gives a queue that refuses everything.
-func NewFIFO(capacity int) *FIFO {
-	q := &FIFO{capacity: max(capacity, 0)}
+// NewFIFO returns an empty FIFO holding at most capacity requests, with
+// no queue timeout. A capacity below 1 gives a queue that refuses
+// everything.
+func NewFIFO(capacity int) *FIFO { return NewFIFOWithTimeout(capacity, 0) }
+
+// NewFIFOWithTimeout returns an empty FIFO holding at most capacity
+// requests, each for at most timeout (0: no limit).
+func NewFIFOWithTimeout(capacity int, timeout time.Duration) *FIFO {
+	q := &FIFO{capacity: max(capacity, 0), timeout: int64(max(timeout, 0))}
 	q.ring.Grow(q.capacity)
 	return q
 }
 
-// Enqueue appends r; now is not used.
+// Enqueue appends r; now starts its queue timeout.
 func (q *FIFO) Enqueue(r Request, now int64) error {
 	if q.ring.Len() >= q.capacity {
 		return ErrQueueFull
 	}
-	q.ring.PushBack(r)
+	q.lastNow = max(q.lastNow, now)
+	q.ring.PushBack(fifoItem{r, q.lastNow})
 	return nil
 }
 
@@ -68,8 +85,30 @@ func (q *FIFO) Next(now int64) (Request, bool) {
 	if q.ring.Len() == 0 {
 		return Request{}, false
 	}
-	return q.ring.PopFront(), true
+	return q.ring.PopFront().r, true
 }
 
 // Len returns the number of waiting requests.
 func (q *FIFO) Len() int { return q.ring.Len() }
+
+// Expire removes every request that at now has waited longer than the
+// queue timeout since its Enqueue, oldest first, and calls f with each
+// after it is gone. Without a timeout it does nothing.
+func (q *FIFO) Expire(now int64, f func(Request)) {
+	q.lastNow = max(q.lastNow, now)
+	if q.timeout <= 0 {
+		return
+	}
+	for q.ring.Len() > 0 && q.lastNow-q.ring.Front().at > q.timeout {
+		f(q.ring.PopFront().r)
+	}
+}
+
+// NextExpiry is the earliest time at which Expire would remove a
+// request; false when none can expire. It changes nothing.
+func (q *FIFO) NextExpiry() (int64, bool) {
+	if q.timeout <= 0 || q.ring.Len() == 0 {
+		return 0, false
+	}
+	return q.ring.Front().at + q.timeout + 1, true
+}

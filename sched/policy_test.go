@@ -66,3 +66,47 @@ func TestFIFODoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per Enqueue+Next", allocs)
 	}
 }
+
+// A FIFO with a queue timeout gives up requests that waited longer,
+// oldest first, and says when the next will; without one it keeps them.
+func TestFIFOQueueTimeoutExpiresWaitingRequests(t *testing.T) {
+	const timeout = 10_000 // ns
+	q := NewFIFOWithTimeout(8, timeout)
+	for i := range 3 {
+		if err := q.Enqueue(Request{ID: RequestID(i + 1)}, int64(i)*1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at, ok := q.NextExpiry(); !ok || at != timeout+1 {
+		t.Fatalf("NextExpiry = %d, %v, want %d", at, ok, timeout+1)
+	}
+	var expired []RequestID
+	collect := func(r Request) { expired = append(expired, r.ID) }
+	q.Expire(timeout, collect)
+	if len(expired) != 0 {
+		t.Fatalf("expired %v at exactly the timeout", expired)
+	}
+	q.Expire(timeout+1001, collect)
+	if len(expired) != 2 || expired[0] != 1 || expired[1] != 2 || q.Len() != 1 {
+		t.Fatalf("expired %v, %d left; want 1 and 2 expired, 1 left", expired, q.Len())
+	}
+	if r, ok := q.Next(0); !ok || r.ID != 3 {
+		t.Fatalf("Next = %d, %v", r.ID, ok)
+	}
+	if _, ok := q.NextExpiry(); ok {
+		t.Errorf("NextExpiry on an empty queue")
+	}
+
+	plain := NewFIFO(8)
+	plain.Enqueue(Request{ID: 1}, 0)
+	plain.Expire(1<<62, collect)
+	if plain.Len() != 1 {
+		t.Errorf("a FIFO without a timeout expired its request")
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		q.Enqueue(Request{ID: 9}, 1<<40)
+		q.Expire(1<<41, func(Request) {})
+	}); n != 0 {
+		t.Errorf("%v allocations per enqueue and expiry", n)
+	}
+}

@@ -151,8 +151,9 @@
 // once queued, request body bytes still arrive into the buffer, and a
 // frame beyond the request is kept for after the splice.
 //
-// connecting (fe_handoff.go): Dispatch takes a handoff port (a linear
-// probe from a start derived from the cookie secret, so a restarted
+// connecting (fe_handoff.go): Dispatch takes a handoff port (each
+// back-end has the whole range; a linear probe from the last port taken
+// towards it, from a start derived from the cookie secret, so a restarted
 // front-end does not walk into its predecessor's tuples) and sends the
 // C2 SYN with ISN = the client's ISN and the options the client's SYN
 // offered (its MSS as the cookie kept it), nothing else. A RST from the
@@ -332,18 +333,26 @@
 // pushes that. NextDeadline may therefore report a stale, earlier time: Tick
 // then has nothing to do. The front-end's deadlines, by state:
 //
-//	reading       HeadTimeout (10 s)             -> 408
+//	reading       HeadTimeout (10 s)             -> 408; nothing received
+//	              yet: reset and forgotten at once
 //	queued        IdleTimeout (15 min) -> 503, a backstop: the
-//	              controller's queue timeouts normally reject it first
+//	              controller's queue timeouts (10 s) reject it first
 //	connecting    HandoffTimeout (1 s), doubling, 3 retries -> 503
 //	splice-wait   3 x HandoffTimeout -> 503; held: IdleTimeout -> 503
 //	spliced       request unacknowledged: RTOMin << retries, resend
 //	              (MaxRetries, then reset both ends);
 //	              refused follow-up: RefuseWait (10 s) -> reset;
 //	              both FINs: Linger after the last client packet -> linger;
+//	              back-end's FIN only: HalfCloseTimeout (30 s) after it
+//	              -> reset both ends, handoff port freed at once;
 //	              else IdleTimeout after it -> reset both ends
 //	answering     RTOMin << retries, resend; MaxRetries -> linger
 //	linger        Linger (5 s) -> gone
+//
+// A flow that was never handed off lives at most FlowLifetime (30 s) in
+// all, whatever its state: then it is reset and forgotten. The limits on
+// flows and handoff ports, and why the tables shrink after a flood, are in
+// limits.go.
 //
 // The shim's: the end of ResponseQuiet after a drained response, Linger
 // after both FINs or a RST, IdleTimeout otherwise.
@@ -401,6 +410,16 @@
 //     TestAbortResetsBothEndsAtTheClientsNextSequence; the refund and the
 //     avoidance are the controller's (TestBackendDeathRefundsAndReregistration
 //     in frontend/controller, TestBackendDeathAndReturn in tools/e2e).
+//
+// Bounded state (limits.go), each shown by a TestAdversarial test:
+// TestAdversarialFloodFromOneSourceIsCappedWhileAnotherIsServed,
+// TestAdversarialCookieAckOverTheLimitIsReset,
+// TestAdversarialFullTableEvictsTheOldestHeadlessFlow,
+// TestAdversarialSilentClientIsFreedAtTheHeadDeadline,
+// TestAdversarialPartialHeadClientIsFreedAtTheFlowLifetime,
+// TestAdversarialFloodMemoryReturnsAfterExpiry,
+// TestAdversarialIdleKeepAliveConnectionsDoNotExhaustHandoffPorts,
+// TestAdversarialPortRangeIsReleasedAfterTheBackendsFIN.
 //
 // Beyond the list: TestSplicedFlowTimerHeapDoesNotGrowPerPacket (the lazy
 // timers), TestWholeLoopInMemory (both engines between a scripted client

@@ -146,6 +146,9 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 		e.limitedRST(p, now, out)
 		return nil
 	}
+	if e.acceptOverLimits(p, key, now, out) {
+		return nil
+	}
 	f := e.newFlow(key, now)
 	f.syn = info
 	f.cliMAC = p.Eth.Src()

@@ -308,8 +308,8 @@ func TestSynOnLingeringTupleStartsANewConnection(t *testing.T) {
 func reuse(t *testing.T, h *feHarness, old *testClient, now Time) {
 	t.Helper()
 	oldPort := map[uint16]bool{}
-	for p := range h.fe.byPort {
-		oldPort[p] = true
+	for k := range h.fe.byC2 {
+		oldPort[k.hport] = true
 	}
 	c := newClient(old.port, old.isn+0x01000000, old.offer)
 	sa := decodeTCP(t, onlyFrame(t, h.input(c.syn(), now)))

@@ -16,22 +16,10 @@ var (
 	ErrBadBackend = errors.New("splice: back-end address is not IPv4")
 )
 
-// allocPort finds a free C2 source port. A linear probe from the last
-// one handed out: ports come back in roughly the order they went.
-func (e *FrontEnd) allocPort() (uint16, bool) {
-	span := int(e.cfg.HandoffPortLast) - int(e.cfg.HandoffPortFirst) + 1
-	for i := 0; i < span; i++ {
-		p := e.nextPort
-		if e.nextPort == e.cfg.HandoffPortLast {
-			e.nextPort = e.cfg.HandoffPortFirst
-		} else {
-			e.nextPort++
-		}
-		if _, used := e.byPort[p]; !used {
-			return p, true
-		}
-	}
-	return 0, false
+// allocPort finds a free C2 source port towards b (allocPortFor in
+// limits.go: each back-end has the whole range, taken in turn).
+func (e *FrontEnd) allocPort(b Backend) (uint16, bool) {
+	return e.allocPortFor(c2Dest{wire.IP4From(b.IP), b.Port})
 }
 
 // Dispatch hands a queued request to back-end b: the engine opens C2 with
@@ -44,14 +32,18 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 	if !b.IP.Is4() {
 		return ErrBadBackend
 	}
-	port, ok := e.allocPort()
+	if e.sourcePortsFull(f) {
+		e.stats.RefusedPortsSource++
+		return ErrSourcePorts
+	}
+	port, ok := e.allocPort(b)
 	if !ok {
 		return ErrNoPorts
 	}
 	f.backend = b
 	f.bIP = b.IP.As4()
 	f.hport = port
-	e.byPort[port] = f
+	e.takePort(f)
 	f.state = stConnecting
 	f.retries = 0
 	e.stats.HandoffsStarted++
@@ -86,7 +78,7 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 // request is unacknowledged or when the server closes.
 func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 	t := p.TCP
-	f := e.byPort[t.DstPort()]
+	f := e.c2Flow(p)
 	if f == nil || p.IP.Src() != f.bIP || t.SrcPort() != f.backend.Port {
 		e.drop(dropNoFlow)
 		if !t.Has(wire.TCPFlagRST) {
@@ -128,6 +120,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 		}
 		if flags&wire.TCPFlagFIN != 0 {
 			f.srvFin = true
+			e.serverClosed(f)
 		}
 		if flags&wire.TCPFlagRST != 0 {
 			f.srvRST = true
@@ -326,7 +319,7 @@ func (e *FrontEnd) abandonHandoff(f *flow, status int, reason string, retryAfter
 	e.stats.HandoffsFailed++
 	e.abortC2(f, out)
 	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed})
-	delete(e.byPort, f.hport)
+	e.releasePort(f)
 	f.hport = 0
 	f.spliceHeld = false
 	e.answerWith(f, status, reason, answerBody(status, reason, retryAfter), now, out)

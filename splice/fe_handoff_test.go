@@ -291,7 +291,7 @@ func TestBackendRefusingC2GetsTheClientA503(t *testing.T) {
 	if !bytes.HasPrefix(body, []byte("HTTP/1.1 503 ")) || !bytes.Contains(body, []byte("Retry-After: 1\r\n")) || !fin {
 		t.Errorf("answer %q", body)
 	}
-	if len(h.fe.byPort) != 0 {
+	if len(h.fe.byC2) != 0 {
 		t.Errorf("handoff port still taken")
 	}
 }

@@ -104,6 +104,9 @@ type flow struct {
 	ansBase      wire.Seq // first sequence number of our answer
 	tsFloor      uint32   // our TSval never goes below it (when tsFloorSet)
 	tsFloorSet   bool
+
+	// Bounded state (limits.go): the count of its source f is in.
+	srcHold srcHold
 }
 
 // closed reports whether both ends are done with f: it is lingering, or
@@ -232,6 +235,10 @@ func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 	*f = flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never}
 	e.flows[key] = f
 	e.byID[f.id] = f
+	e.peak.flows = max(e.peak.flows, len(e.flows))
+	e.peak.byID = max(e.peak.byID, len(e.byID))
+	e.holdSource(f, holdPre)
+	e.noteReading(f)
 	return f
 }
 
@@ -242,14 +249,16 @@ func (e *FrontEnd) free(f *flow) {
 		delete(e.flows, f.key)
 	}
 	delete(e.byID, f.id)
-	if f.hport != 0 && e.byPort[f.hport] == f {
-		delete(e.byPort, f.hport)
-	}
+	e.releasePort(f)
+	e.holdSource(f, holdNone)
+	e.shrinkTables()
+	e.pruneReading()
 	e.keepBuf(f.buf)
 	*f = flow{deadline: Never} // drop what it refers to while it waits
 	if len(e.spareFlows) < e.spareLimit() {
 		e.spareFlows = append(e.spareFlows, f)
 	}
+	e.trimSpares()
 }
 
 // spareBuf returns an empty request buffer: a spare one, or nil (append

@@ -1,12 +1,12 @@
 package splice
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/sched/queue"
 	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
@@ -50,6 +50,32 @@ type FrontEndConfig struct {
 	// to segments with no connection (a bad cookie, a closed port), in
 	// bursts of at most a tenth of a second's worth (1000).
 	RSTRate int
+
+	// Bounded state (issue 9, limits.go). A negative count or duration
+	// turns that limit off.
+	//
+	// MaxFlows bounds the flows of every state (200,000): when it is
+	// reached the oldest flow still reading its head makes room.
+	// MaxFlowsPerSource bounds those of one client address reading their
+	// head or being answered before any handoff (2,000). Beyond either a
+	// SYN is dropped and a cookie ACK reset.
+	MaxFlows, MaxFlowsPerSource int
+	// MaxPortsPerSource bounds the handoff ports held for one client
+	// address (4,096): Dispatch then fails with ErrSourcePorts.
+	MaxPortsPerSource int
+	// FlowLifetime bounds the life of a flow not handed off, its answer
+	// and linger included (30 s): then it is reset and forgotten.
+	FlowLifetime time.Duration
+	// HalfCloseTimeout: after the back-end's FIN, a client silent this
+	// long is reset on both sides and its handoff port freed (30 s).
+	HalfCloseTimeout time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default, as
+// NewFrontEnd runs it (for status pages that show the limits in force).
+func (c FrontEndConfig) WithDefaults() FrontEndConfig {
+	c.setDefaults()
+	return c
 }
 
 func (c *FrontEndConfig) setDefaults() {
@@ -92,6 +118,17 @@ func (c *FrontEndConfig) setDefaults() {
 	if c.RSTRate == 0 {
 		c.RSTRate = 1000
 	}
+	if c.MaxFlows == 0 {
+		c.MaxFlows = defaultMaxFlows
+	}
+	if c.MaxFlowsPerSource == 0 {
+		c.MaxFlowsPerSource = defaultMaxFlowsPerSource
+	}
+	if c.MaxPortsPerSource == 0 {
+		c.MaxPortsPerSource = defaultMaxPortsPerSource
+	}
+	def(&c.FlowLifetime, 30*time.Second)
+	def(&c.HalfCloseTimeout, 30*time.Second)
 }
 
 func (c *FrontEndConfig) validate() error {
@@ -115,6 +152,9 @@ func (c *FrontEndConfig) validate() error {
 	if c.MaxHead > c.RecvBuffer {
 		return errors.New("splice: FrontEndConfig.MaxHead exceeds RecvBuffer")
 	}
+	if c.FlowLifetime > 0 && c.FlowLifetime <= c.HeadTimeout {
+		return fmt.Errorf("splice: FrontEndConfig.FlowLifetime %v must exceed HeadTimeout %v", c.FlowLifetime, c.HeadTimeout)
+	}
 	return nil
 }
 
@@ -136,9 +176,12 @@ type FrontEnd struct {
 	ports    []uint16
 	flows    map[fourTuple]*flow // by client-facing tuple (client -> VIP)
 	byID     map[FlowID]*flow
-	byPort   map[uint16]*flow // by C2 source port
+	byC2     map[c2Key]*flow   // by handoff connection (back-end, handoff port)
+	nextPort map[c2Dest]uint16 // per back-end: where the next port search starts
 	nextID   FlowID
-	nextPort uint16
+	sources  map[wire.IP4]srcUse // what each client address holds (limits.go)
+	reading  queue.Ring[FlowID]  // flows reading their head, oldest first (limits.go)
+	peak     peaks
 	timers   deadlines
 	stats    FrontEndStats
 	pkt      wire.Packet
@@ -166,21 +209,18 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		return nil, err
 	}
 	e := &FrontEnd{
-		cfg:     cfg,
-		handoff: wire.IP4From(cfg.HandoffAddr),
-		ports:   append([]uint16(nil), cfg.Ports...),
-		flows:   make(map[fourTuple]*flow),
-		byID:    make(map[FlowID]*flow),
-		byPort:  make(map[uint16]*flow),
-		cookies: newCookieKeys(cfg.CookieSecret),
+		cfg:      cfg,
+		handoff:  wire.IP4From(cfg.HandoffAddr),
+		ports:    append([]uint16(nil), cfg.Ports...),
+		flows:    make(map[fourTuple]*flow),
+		byID:     make(map[FlowID]*flow),
+		byC2:     make(map[c2Key]*flow),
+		nextPort: make(map[c2Dest]uint16),
+		sources:  make(map[wire.IP4]srcUse),
+		cookies:  newCookieKeys(cfg.CookieSecret),
 		// A tenth of a second's worth at once.
 		rstLimit: newRateLimit(cfg.RSTRate, cfg.RSTRate/10),
 	}
-	// Start the handoff ports somewhere derived from the secret, so a
-	// restarted front-end does not walk straight into the tuples its
-	// predecessor left open on the back-ends.
-	span := uint32(cfg.HandoffPortLast-cfg.HandoffPortFirst) + 1
-	e.nextPort = cfg.HandoffPortFirst + uint16(binary.BigEndian.Uint32(cfg.CookieSecret[28:])%span)
 	for _, v := range cfg.VIPs {
 		e.vips = append(e.vips, wire.IP4From(v))
 	}
@@ -191,6 +231,8 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 func (e *FrontEnd) Stats() FrontEndStats {
 	s := e.stats
 	s.Flows = uint64(len(e.byID))
+	s.Sources = uint64(len(e.sources))
+	s.HandoffPorts = uint64(len(e.byC2))
 	return s
 }
 
@@ -264,6 +306,9 @@ func (e *FrontEnd) InputVNet(frame []byte, vh wire.VNetHdr, now Time, out *Outpu
 		dst := ip.Dst()
 		switch {
 		case e.isVIP(dst):
+			if p.TCP.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN && e.synOverLimits(p) {
+				return
+			}
 			e.inputClient(p, now, out)
 		case dst == e.handoff:
 			e.inputBackend(p, now, out)
@@ -308,6 +353,9 @@ func (e *FrontEnd) Tick(now Time, out *Output) {
 		if f == nil || f.deadline != ent.when {
 			continue // stale entry
 		}
+		if e.limitTimer(f, now, out) {
+			continue
+		}
 		e.onTimer(f, now, out)
 	}
 }
@@ -319,8 +367,12 @@ func (e *FrontEnd) deadlineBy(f *flow, when Time) {
 	}
 }
 
-// setDeadline arms f's single timer.
+// setDeadline arms f's single timer, no later than its limits allow. Every
+// change of state arms a timer, so it is also where f moves between its
+// source's counts (recount).
 func (e *FrontEnd) setDeadline(f *flow, when Time) {
+	e.recount(f)
+	when = e.limitDeadline(f, when)
 	if f.deadline == when {
 		return
 	}

@@ -137,14 +137,42 @@ func (h *feHarness) checkCounters() {
 	if st.Flows != uint64(h.fe.Flows()) {
 		h.tb.Errorf("Stats.Flows = %d, Flows() = %d", st.Flows, h.fe.Flows())
 	}
+	h.checkTables()
+}
+
+// checkTables asserts the engine's tables agree with each other.
+func (h *feHarness) checkTables() {
+	h.tb.Helper()
 	for k, f := range h.fe.flows {
 		if h.fe.byID[f.id] != f || f.key != k {
 			h.tb.Errorf("flow %d in the tuple table but not the ID table", f.id)
 		}
 	}
-	for p, f := range h.fe.byPort {
-		if h.fe.byID[f.id] != f || f.hport != p {
-			h.tb.Errorf("handoff port %d names a dead flow %d", p, f.id)
+	for k, f := range h.fe.byC2 {
+		if h.fe.byID[f.id] != f || f.c2Key() != k {
+			h.tb.Errorf("handoff connection %v names a dead flow %d", k, f.id)
+		}
+	}
+	// Each source counts exactly the flows that say they are in it.
+	counted := map[wire.IP4]srcUse{}
+	for _, f := range h.fe.byID {
+		u := counted[f.key.srcIP]
+		switch f.srcHold {
+		case holdPre:
+			u.pre++
+		case holdPort:
+			u.ports++
+		}
+		if u != (srcUse{}) {
+			counted[f.key.srcIP] = u
+		}
+	}
+	if len(counted) != len(h.fe.sources) {
+		h.tb.Errorf("%d sources counted, %d hold flows", len(h.fe.sources), len(counted))
+	}
+	for src, u := range h.fe.sources {
+		if counted[src] != u {
+			h.tb.Errorf("source %v counted %+v, its flows hold %+v", src, u, counted[src])
 		}
 	}
 }

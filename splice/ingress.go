@@ -207,8 +207,8 @@ func (e *FrontEnd) fromFlowBackend(p *wire.Packet) bool {
 	if p.Kind != wire.KindTCP || p.IP.Dst() != e.handoff {
 		return false
 	}
-	f := e.byPort[p.TCP.DstPort()]
-	return f != nil && f.bIP == p.IP.Src() && f.backend.Port == p.TCP.SrcPort()
+	f := e.byC2[c2Key{bIP: p.IP.Src(), bPort: p.TCP.SrcPort(), hport: p.TCP.DstPort()}]
+	return f != nil
 }
 
 // refuseFromWire judges a parsed frame that came from the wire: it counts

@@ -24,6 +24,8 @@ const (
 	dropMulticastMAC   // broadcast or multicast source MAC
 	dropTTLZero        // TTL 0
 	dropIPOptions      // IPv4 options (a source route, ...)
+
+	dropOverLimit                     // a SYN or cookie ACK beyond a flow limit (limits.go)
 	numDropReasons
 )
 
@@ -33,6 +35,7 @@ var dropReasonNames = [numDropReasons]string{
 	// ingress checks
 	"bad-ip-checksum", "bad-tcp-checksum", "martian-source", "own-source",
 	"multicast-source-mac", "ttl-zero", "ip-options",
+	"over-limit",
 }
 
 // DropReasonName names drop counter i, for metrics labels.
@@ -85,6 +88,27 @@ type FrontEndStats struct {
 	// SYN cookies (cookie.go): RSTs not sent to segments without a
 	// connection because they came faster than FrontEndConfig.RSTRate.
 	RSTsSuppressed uint64
+	// Bounded state (issue 9, limits.go). Refused SYNs were dropped,
+	// refused cookie ACKs reset, by the limit that bit: all flows
+	// (MaxFlows) or those of the source (MaxFlowsPerSource).
+	RefusedSYNFlows, RefusedSYNSource       uint64
+	RefusedAcceptFlows, RefusedAcceptSource uint64
+	// RefusedPortsSource counts Dispatch calls refused because the
+	// client's address held MaxPortsPerSource handoff ports.
+	RefusedPortsSource uint64
+	// HeadDeadlineFreed: clients silent since the handshake, reset at
+	// the head deadline; LifetimeExpired: flows not handed off reset at
+	// FlowLifetime; HalfClosedReleased: connections the back-end closed
+	// and the client left idle, reset and their handoff port freed.
+	HeadDeadlineFreed, LifetimeExpired, HalfClosedReleased uint64
+	// Evicted counts flows still reading their head reset to make room
+	// for a new connection when MaxFlows was reached.
+	Evicted uint64
+	// TablesRebuilt counts maps rebuilt smaller after a peak.
+	TablesRebuilt uint64
+	// Sources is the number of client addresses holding flows or ports
+	// now; HandoffPorts the handoff connections held now.
+	Sources, HandoffPorts uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.

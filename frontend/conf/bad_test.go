@@ -19,7 +19,7 @@ var badFiles = []struct {
 		"control:\n  listen: 198.18.0.2:7400\n  key_file: k\n  key: abc\nlisteners: [{vip: 198.18.0.100, port: 80}]\n", want: []string{
 		`front.yaml:6: control: unknown key "key" (known: listen, key_file)`}},
 	{name: "unknown tcp key", text: "tcp: {lingr: 5s}\n", want: []string{
-		`front.yaml:5: tcp: unknown key "lingr" (known: linger, idle_timeout, head_timeout, max_head, cookie_seed)`}},
+		`front.yaml:5: tcp: unknown key "lingr" (known: linger, idle_timeout, head_timeout, max_head, cookie_seed, max_flows, max_flows_per_source, max_ports_per_source, flow_lifetime, half_close_timeout)`}},
 	{name: "unknown backends key", text: "backends:\n  expect: 5\n", want: []string{
 		`front.yaml:6: backends: unknown key "expect" (known: concurrency_cap, expected, handoff_ahead, keepalive_interval, splice_retry)`}},
 	{name: "unknown scheduler key", text: "scheduler:\n  cycle: 10ms\n  cycel: 10ms\n", want: []string{
@@ -28,7 +28,7 @@ var badFiles = []struct {
 		`front.yaml:5: scheduler.normal_size: unknown key "maxi" (known: min, max)`}},
 	{name: "unknown listener key", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners:\n  - vip: 198.18.0.100\n    port: 80\n    proto: tcp\n", want: []string{
-		`front.yaml:7: listeners[0]: unknown key "proto" (known: vip, port, policy)`}},
+		`front.yaml:7: listeners[0]: unknown key "proto" (known: vip, port, policy, queue_timeout)`}},
 	{name: "unknown customer key", text: "customers:\n  - name: A\n  - name: B\n    reservaton: 5\n", want: []string{
 		`front.yaml:8: customers[1]: unknown key "reservaton" (known: name, domains, reservation, cap, weight, queue_capacity)`}},
 	{name: "repeated key", text: "tcp:\n  linger: 1s\n  linger: 2s\n", want: []string{
@@ -153,11 +153,21 @@ var badFiles = []struct {
 		`front.yaml:12: classes[3].patterns[3]: "/d?x=1" the query string is ignored, patterns cannot contain "?"`}},
 	{name: "empty classes", text: "classes: []\n", want: []string{
 		`front.yaml:5: classes: at least one class is required (leave the section out for the default eight)`}},
+	{name: "bad limits", text: "tcp:\n  max_flows: -1\n  max_flows_per_source: x\n  head_timeout: 20s\n  flow_lifetime: 20s\n  half_close_timeout: 0s\n", want: []string{
+		`front.yaml:6: tcp.max_flows: -1 is out of range 0..10000000`,
+		`front.yaml:7: tcp.max_flows_per_source: "x" is not a whole number`,
+		`front.yaml:9: tcp.flow_lifetime: 20s must exceed head_timeout 20s: a flow lives at least until its head is due`,
+		`front.yaml:10: tcp.half_close_timeout: must be > 0`}},
+	{name: "queue timeout on a credit listener", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.101\n" +
+		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners:\n  - {vip: 198.18.0.100, port: 80, queue_timeout: 5s}\n" +
+		"  - {vip: 198.18.0.100, port: 81, policy: fifo, queue_timeout: 0s}\n", want: []string{
+		`front.yaml:5: listeners[0].queue_timeout: credit listeners share scheduler.queue_timeout; only fifo and class-based listeners have their own`,
+		`front.yaml:6: listeners[1].queue_timeout: must be > 0`}},
 	{name: "bad lifo values", text: "lifo:\n  upper: 0.8\n  lower: 0.9\n  interval: 0s\n  single_capacity: 0\n  queue_timeout: -1s\n", want: []string{
 		`front.yaml:7: lifo.lower: 0.9 is above upper 0.8`,
 		`front.yaml:8: lifo.interval: must be > 0`,
 		`front.yaml:9: lifo.single_capacity: must be >= 1`,
-		`front.yaml:10: lifo.queue_timeout: must be >= 0`}},
+		`front.yaml:10: lifo.queue_timeout: must be > 0`}},
 
 	// Durations and sizes out of range.
 	{name: "negative durations", text: "tcp: {head_timeout: -1s}\nscheduler:\n  debt_limit: 0s\n  retry_after: 1500ms\n  balance_limit: -1ms\n", want: []string{

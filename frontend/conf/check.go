@@ -52,8 +52,36 @@ func (f *File) Check() []Warning {
 		warn("scheduler.queue_timeout", "%v is shorter than typical_service_time %v: queued requests will mostly time out",
 			s.QueueTimeout, s.TypicalServiceTime)
 	}
+	f.checkLifetime(warn)
 	sort.SliceStable(ws, func(i, j int) bool { return ws[i].Line < ws[j].Line })
 	return ws
+}
+
+// checkLifetime warns when a request may still wait in a queue when its
+// connection's lifetime ends: the client then gets a reset instead of
+// the queue timeout's 503.
+func (f *File) checkLifetime(warn func(path, format string, args ...any)) {
+	if f.TCP.FlowLifetime <= 0 {
+		return
+	}
+	wait, path := f.Scheduler.QueueTimeout, "scheduler.queue_timeout"
+	for i, l := range f.Listeners {
+		t := l.QueueTimeout
+		switch {
+		case t > 0:
+		case l.Policy == PolicyFIFO:
+			t = DefaultFIFOQueueTimeout
+		case l.Policy.UsesClasses():
+			t = f.Lifo.QueueTimeout
+		}
+		if t > wait {
+			wait, path = t, index("listeners", i)
+		}
+	}
+	if f.TCP.HeadTimeout+wait >= f.TCP.FlowLifetime {
+		warn("tcp.flow_lifetime", "%v leaves no time to answer a request that took head_timeout %v to arrive and waited %v (%s): "+
+			"its client gets a reset instead of a 503", f.TCP.FlowLifetime, f.TCP.HeadTimeout, wait, path)
+	}
 }
 
 // checkCapacity compares the reservations with what the cluster can serve:

@@ -66,6 +66,13 @@ type TCP struct {
 	HeadTimeout time.Duration // the request head must arrive within this (else 408)
 	MaxHead     int           // request head limit in bytes (else 431)
 	CookieSeed  string        // derives the SYN-cookie secret; "": random per start
+
+	// Bounded state (splice/limits.go); 0 turns a count limit off.
+	MaxFlows          int           // flows of every state
+	MaxFlowsPerSource int           // flows of one client address reading their head or being answered
+	MaxPortsPerSource int           // handoff ports held for one client address
+	FlowLifetime      time.Duration // whole life of a flow not handed off (> HeadTimeout)
+	HalfCloseTimeout  time.Duration // client silence after the back-end's FIN before both are reset
 }
 
 // Backends holds how the front-end treats its back-ends.
@@ -117,6 +124,10 @@ type Listener struct {
 	VIP    netip.Addr
 	Port   uint16
 	Policy Policy
+	// QueueTimeout bounds how long this listener's requests wait (fifo and
+	// class-based policies only); 0: the policy's own
+	// (DefaultFIFOQueueTimeout, Lifo.QueueTimeout).
+	QueueTimeout time.Duration
 }
 
 // Customer is a hosted site (or group of sites) with its share of the
@@ -144,6 +155,13 @@ const (
 	DefaultIdleTimeout       = 15 * time.Minute
 	DefaultHeadTimeout       = 10 * time.Second
 	DefaultMaxHead           = 8 << 10
+	DefaultMaxFlows          = 200_000
+	DefaultMaxFlowsPerSource = 2_000
+	DefaultMaxPortsPerSource = 4_096
+	DefaultFlowLifetime      = 30 * time.Second
+	DefaultHalfCloseTimeout  = 30 * time.Second
+	DefaultFIFOQueueTimeout  = 10 * time.Second
+	DefaultLifoQueueTimeout  = 10 * time.Second
 	DefaultKeepaliveInterval = time.Second
 	DefaultSpliceRetry       = 250 * time.Millisecond
 	DefaultHandoffAhead      = 2
@@ -166,6 +184,9 @@ const (
 const (
 	minMaxHead = 512
 	maxMaxHead = 64 << 10
+	// maxCountLimit bounds tcp.max_flows and the per-source limits: ten
+	// million flows would be 6 GiB with short heads, 100 near the limit.
+	maxCountLimit = 10_000_000
 )
 
 // Error is one problem found by Parse, located by line and key path.

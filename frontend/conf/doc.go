@@ -43,6 +43,18 @@
 //	  head_timeout: 10s          # > 0; the request head must arrive within this (else 408)
 //	  max_head: 8K               # 512..64K; longer request heads get 431
 //	  cookie_seed: ""            # derives the SYN-cookie secret; "": random at each start
+//	  max_flows: 200000          # >= 0; flows of every state; when full, the oldest without
+//	                             #   a complete head is reset for a new one, else SYNs are
+//	                             #   dropped and cookie ACKs reset; 0: no limit
+//	  max_flows_per_source: 2000 # >= 0; the same for one client address's connections
+//	                             #   reading their head or being answered (queued ones
+//	                             #   do not count: the queues bound them); 0: no limit
+//	  max_ports_per_source: 4096 # >= 0; handoff ports held for one client address, beyond
+//	                             #   which its requests get 503; 0: no limit
+//	  flow_lifetime: 30s         # > head_timeout; whole life of a connection not handed off
+//	                             #   (its answer and linger included), then it is reset
+//	  half_close_timeout: 30s    # > 0; after the back-end's FIN, a client silent this long
+//	                             #   is reset on both sides and its handoff port freed
 //	backends:
 //	  concurrency_cap: 0         # >= 0; most requests at once on one back-end; 0: as it registers
 //	  expected: 0                # >= 0; back-ends normally present, for Check; 0: unknown
@@ -66,6 +78,9 @@
 //	    port: 80                 # required; 1..65535
 //	    policy: credit           # credit (reservations, caps, weights) | fifo (one queue)
 //	                             # | lifo-pri | eight-fifo | single-fifo (URL classes below)
+//	    queue_timeout: 0s        # > 0 if given; fifo and class-based listeners only: 503 to
+//	                             #   requests queued longer; default: fifo 10s, the others
+//	                             #   lifo.queue_timeout (credit: scheduler.queue_timeout)
 //	customers:                   # may be empty: everything goes to the default customer
 //	  - name: A                  # required, unique; letters, digits, '-', '_', '.'
 //	    domains: [a.example, "*.a.example"]  # none by default
@@ -84,7 +99,7 @@
 //	  lower: 0.85                # <= upper; and FIFO again below this one
 //	  interval: 1s               # > 0; utilization measurement period
 //	  single_capacity: 100       # >= 1; queue length of single-fifo listeners
-//	  queue_timeout: 0s          # >= 0; 503 to requests queued longer; 0: no limit
+//	  queue_timeout: 10s         # > 0; 503 to requests queued longer
 //
 // Listeners with policy lifo-pri, eight-fifo or single-fifo classify each
 // request by its path into classes (first exact pattern, else longest

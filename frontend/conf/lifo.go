@@ -32,8 +32,9 @@ type Lifo struct {
 	Interval     time.Duration // how often utilization is measured and fed in
 	// SingleCapacity is the queue length of single-fifo listeners.
 	SingleCapacity int
-	// QueueTimeout answers 503 to a request queued longer; 0: no limit
-	// (the published model lets clients time out by themselves).
+	// QueueTimeout answers 503 to a request queued longer. Every queue
+	// has one: a request no back-end takes must not hold its connection
+	// until the engine's idle timeout.
 	QueueTimeout time.Duration
 }
 
@@ -58,7 +59,7 @@ func (d *decoder) lifo(f *File, n *yaml.Node) {
 		Lower:          d.number(m["lower"], "lifo.lower", DefaultLifoLower, true),
 		Interval:       d.duration(m["interval"], "lifo.interval", DefaultLifoInterval, true),
 		SingleCapacity: d.integer(m["single_capacity"], "lifo.single_capacity", DefaultLifoSingleCapacity, 1, math.MaxInt),
-		QueueTimeout:   d.duration(m["queue_timeout"], "lifo.queue_timeout", 0, false),
+		QueueTimeout:   d.duration(m["queue_timeout"], "lifo.queue_timeout", DefaultLifoQueueTimeout, true),
 	}
 	if f.Lifo.Lower > f.Lifo.Upper {
 		line := n.Line

@@ -17,15 +17,16 @@ import (
 // The keys each mapping accepts, in the order the documentation lists
 // them; unknown-key errors print them in this order.
 var (
-	topKeys       = []string{"link", "handoff", "admin", "control", "capture", "tcp", "backends", "scheduler", "listeners", "customers", "classes", "lifo"}
-	linkKeys      = []string{"interface", "type", "mac"}
-	controlKeys   = []string{"listen", "key_file"}
-	tcpKeys       = []string{"linger", "idle_timeout", "head_timeout", "max_head", "cookie_seed"}
+	topKeys     = []string{"link", "handoff", "admin", "control", "capture", "tcp", "backends", "scheduler", "listeners", "customers", "classes", "lifo"}
+	linkKeys    = []string{"interface", "type", "mac"}
+	controlKeys = []string{"listen", "key_file"}
+	tcpKeys     = []string{"linger", "idle_timeout", "head_timeout", "max_head", "cookie_seed",
+		"max_flows", "max_flows_per_source", "max_ports_per_source", "flow_lifetime", "half_close_timeout"}
 	backendKeys   = []string{"concurrency_cap", "expected", "handoff_ahead", "keepalive_interval", "splice_retry"}
 	schedulerKeys = []string{"cycle", "typical_service_time", "normal_size", "balance_limit", "debt_limit",
 		"queue_timeout", "cap_window", "queue_capacity", "retry_after", "default_customer"}
 	sizeRangeKeys = []string{"min", "max"}
-	listenerKeys  = []string{"vip", "port", "policy"}
+	listenerKeys  = []string{"vip", "port", "policy", "queue_timeout"}
 	customerKeys  = []string{"name", "domains", "reservation", "cap", "weight", "queue_capacity"}
 )
 
@@ -212,6 +213,21 @@ func (d *decoder) tcp(f *File, n *yaml.Node) {
 		HeadTimeout: d.duration(m["head_timeout"], "tcp.head_timeout", DefaultHeadTimeout, true),
 		MaxHead:     d.size(m["max_head"], "tcp.max_head", DefaultMaxHead, minMaxHead, maxMaxHead),
 		CookieSeed:  d.str(m["cookie_seed"], "tcp.cookie_seed", ""),
+
+		MaxFlows:          d.integer(m["max_flows"], "tcp.max_flows", DefaultMaxFlows, 0, maxCountLimit),
+		MaxFlowsPerSource: d.integer(m["max_flows_per_source"], "tcp.max_flows_per_source", DefaultMaxFlowsPerSource, 0, maxCountLimit),
+		MaxPortsPerSource: d.integer(m["max_ports_per_source"], "tcp.max_ports_per_source", DefaultMaxPortsPerSource, 0, maxCountLimit),
+		FlowLifetime:      d.duration(m["flow_lifetime"], "tcp.flow_lifetime", DefaultFlowLifetime, true),
+		HalfCloseTimeout:  d.duration(m["half_close_timeout"], "tcp.half_close_timeout", DefaultHalfCloseTimeout, true),
+	}
+	if t := f.TCP; t.FlowLifetime <= t.HeadTimeout {
+		line := n.Line
+		if l := m["flow_lifetime"]; l != nil {
+			line = l.Line
+		} else if l := m["head_timeout"]; l != nil {
+			line = l.Line
+		}
+		d.errorf(line, "tcp.flow_lifetime", "%v must exceed head_timeout %v: a flow lives at least until its head is due", t.FlowLifetime, t.HeadTimeout)
 	}
 }
 
@@ -300,6 +316,13 @@ func (d *decoder) listeners(f *File, n *yaml.Node) {
 				l.Policy = Policy(s)
 			default:
 				d.errorf(p.Line, path+".policy", "%q is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo)", s)
+			}
+		}
+		if qt := m["queue_timeout"]; !absent(qt) {
+			l.QueueTimeout = d.duration(qt, path+".queue_timeout", 0, true)
+			if l.Policy == PolicyCredit {
+				d.errorf(qt.Line, path+".queue_timeout", "credit listeners share scheduler.queue_timeout; only fifo and class-based listeners have their own")
+				l.QueueTimeout = 0
 			}
 		}
 		f.Listeners = append(f.Listeners, l)

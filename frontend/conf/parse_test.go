@@ -38,7 +38,8 @@ func TestExampleParses(t *testing.T) {
 		Handoff: netip.MustParseAddr("198.18.0.101"),
 		Admin:   netip.MustParseAddrPort("198.18.0.2:9100"),
 		Control: Control{Listen: netip.MustParseAddrPort("198.18.0.2:7400"), KeyFile: "/run/qsplice/lab/key"},
-		TCP:     TCP{Linger: 5 * time.Second, IdleTimeout: 15 * time.Minute, HeadTimeout: 10 * time.Second, MaxHead: 8192},
+		TCP: TCP{Linger: 5 * time.Second, IdleTimeout: 15 * time.Minute, HeadTimeout: 10 * time.Second, MaxHead: 8192, MaxFlows: DefaultMaxFlows, MaxFlowsPerSource: DefaultMaxFlowsPerSource,
+			MaxPortsPerSource: DefaultMaxPortsPerSource, FlowLifetime: DefaultFlowLifetime, HalfCloseTimeout: DefaultHalfCloseTimeout},
 		Backends: Backends{ConcurrencyCap: 5, Expected: 5, KeepaliveInterval: time.Second,
 			SpliceRetry: 250 * time.Millisecond, HandoffAhead: 2},
 		Scheduler: Scheduler{Cycle: 10 * time.Millisecond, TypicalServiceTime: 20 * time.Millisecond,
@@ -46,8 +47,8 @@ func TestExampleParses(t *testing.T) {
 			QueueTimeout: 2 * time.Second, CapWindow: time.Second, QueueCapacity: 1000, RetryAfter: time.Second,
 			DefaultCustomer: "other"},
 		Listeners: []Listener{
-			{netip.MustParseAddr("198.18.0.100"), 80, PolicyCredit},
-			{netip.MustParseAddr("198.18.0.100"), 8080, PolicyCredit},
+			{VIP: netip.MustParseAddr("198.18.0.100"), Port: 80, Policy: PolicyCredit},
+			{VIP: netip.MustParseAddr("198.18.0.100"), Port: 8080, Policy: PolicyCredit},
 		},
 		Customers: []Customer{
 			{Name: "A", Domains: []string{"a.example", "*.a.example"}, Reservation: 500, Weight: 1, QueueCapacity: 1000},
@@ -82,7 +83,8 @@ func TestDefaults(t *testing.T) {
 		Link:    Link{Interface: "eth0", Type: DefaultLinkType},
 		Handoff: netip.MustParseAddr("198.18.0.101"),
 		Control: Control{Listen: netip.MustParseAddrPort("198.18.0.2:7400"), KeyFile: "key"},
-		TCP:     TCP{Linger: DefaultLinger, IdleTimeout: DefaultIdleTimeout, HeadTimeout: DefaultHeadTimeout, MaxHead: DefaultMaxHead},
+		TCP: TCP{Linger: DefaultLinger, IdleTimeout: DefaultIdleTimeout, HeadTimeout: DefaultHeadTimeout, MaxHead: DefaultMaxHead, MaxFlows: DefaultMaxFlows, MaxFlowsPerSource: DefaultMaxFlowsPerSource,
+			MaxPortsPerSource: DefaultMaxPortsPerSource, FlowLifetime: DefaultFlowLifetime, HalfCloseTimeout: DefaultHalfCloseTimeout},
 		Backends: Backends{KeepaliveInterval: DefaultKeepaliveInterval,
 			SpliceRetry: DefaultSpliceRetry, HandoffAhead: DefaultHandoffAhead},
 		Scheduler: Scheduler{Cycle: DefaultCycle, TypicalServiceTime: DefaultTypicalService,
@@ -90,7 +92,7 @@ func TestDefaults(t *testing.T) {
 			QueueTimeout: DefaultQueueTimeout, CapWindow: DefaultCapWindow, QueueCapacity: DefaultQueueCapacity,
 			RetryAfter:      DefaultRetryAfter,
 			DefaultCustomer: DefaultCustomerName},
-		Listeners: []Listener{{netip.MustParseAddr("198.18.0.100"), 80, DefaultPolicy}},
+		Listeners: []Listener{{VIP: netip.MustParseAddr("198.18.0.100"), Port: 80, Policy: DefaultPolicy}},
 		Customers: []Customer{{Name: DefaultCustomerName, Weight: 1, QueueCapacity: DefaultQueueCapacity, Implicit: true}},
 		Classes:   sched.DefaultClasses(),
 		Lifo:      defaultLifo,
@@ -190,7 +192,7 @@ func assertErrors(t *testing.T, err error, want []string) {
 }
 
 var defaultLifo = Lifo{Upper: DefaultLifoUpper, Lower: DefaultLifoLower, Interval: DefaultLifoInterval,
-	SingleCapacity: DefaultLifoSingleCapacity}
+	SingleCapacity: DefaultLifoSingleCapacity, QueueTimeout: DefaultLifoQueueTimeout}
 
 func TestClassesAndLifo(t *testing.T) {
 	text := strings.Replace(minimal, minimalListeners, "listeners:\n"+
@@ -229,5 +231,47 @@ lifo: {upper: 0.9, lower: 0.5, interval: 250ms, single_capacity: 7, queue_timeou
 	}
 	if ws := f.Check(); len(ws) != 0 {
 		t.Errorf("warnings: %v", ws)
+	}
+}
+
+func TestLimitsAndListenerQueueTimeouts(t *testing.T) {
+	text := strings.Replace(minimal, minimalListeners, "listeners:\n"+
+		"  - {vip: 198.18.0.100, port: 80, policy: fifo, queue_timeout: 3s}\n"+
+		"  - {vip: 198.18.0.100, port: 81, policy: lifo-pri}\n", 1)
+	f, err := Parse("front.yaml", []byte(text+`tcp:
+  max_flows: 0
+  max_flows_per_source: 50
+  max_ports_per_source: 60
+  flow_lifetime: 12s
+  half_close_timeout: 2s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TCP{Linger: DefaultLinger, IdleTimeout: DefaultIdleTimeout, HeadTimeout: DefaultHeadTimeout, MaxHead: DefaultMaxHead,
+		MaxFlows: 0, MaxFlowsPerSource: 50, MaxPortsPerSource: 60, FlowLifetime: 12 * time.Second, HalfCloseTimeout: 2 * time.Second}
+	if f.TCP != want {
+		t.Errorf("tcp = %+v\nwant %+v", f.TCP, want)
+	}
+	if f.Listeners[0].QueueTimeout != 3*time.Second || f.Listeners[1].QueueTimeout != 0 {
+		t.Errorf("listeners %+v", f.Listeners)
+	}
+}
+
+func TestLifetimeShorterThanHeadAndQueueIsWarned(t *testing.T) {
+	text := strings.Replace(minimal, minimalListeners, "listeners:\n"+
+		"  - {vip: 198.18.0.100, port: 80, policy: fifo, queue_timeout: 25s}\n", 1)
+	f, err := Parse("front.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := f.Check()
+	if len(ws) != 1 || !strings.Contains(ws[0].String(), "tcp.flow_lifetime: 30s leaves no time") ||
+		!strings.Contains(ws[0].String(), "listeners[0]") {
+		t.Errorf("warnings %v", ws)
+	}
+	f, _ = Parse("front.yaml", []byte(minimal))
+	if ws := f.Check(); len(ws) != 0 {
+		t.Errorf("defaults warned: %v", ws)
 	}
 }

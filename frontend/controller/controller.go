@@ -21,6 +21,12 @@ type Config struct {
 	Listeners []Listener
 	// QueueCapacity bounds the FIFO queue (1024).
 	QueueCapacity int
+	// QueueTimeout bounds how long a request waits in a FIFO queue, and
+	// is the queue timeout of the credit and class-based policies when
+	// theirs is 0 (10 s). Every queue has one: a request nobody serves
+	// gets a 503 with Retry-After instead of holding its connection (and
+	// its place) until the engine's idle timeout.
+	QueueTimeout time.Duration
 	// Credit configures the credit scheduler shared by credit listeners.
 	Credit sched.CreditConfig
 	// Lifo configures the class-based policies.
@@ -64,7 +70,16 @@ type Config struct {
 type Listener struct {
 	Port   uint16
 	Policy string
+	// QueueTimeout, for fifo and class-based listeners, bounds the wait
+	// of their requests (such listeners then get queues of their own);
+	// 0: the policy's (Config.QueueTimeout, LifoConfig.QueueTimeout).
+	// Credit listeners share one scheduler and its
+	// CreditConfig.QueueTimeout, so theirs must be 0.
+	QueueTimeout time.Duration
 }
+
+// defaultQueueTimeout is Config.QueueTimeout's default.
+const defaultQueueTimeout = 10 * time.Second
 
 // NormalSize is a range of response sizes in bytes.
 type NormalSize struct{ Min, Max uint64 }
@@ -78,6 +93,9 @@ func (c *Config) setDefaults() {
 	if c.QueueCapacity == 0 {
 		c.QueueCapacity = 1024
 	}
+	def(&c.QueueTimeout, defaultQueueTimeout)
+	def(&c.Credit.QueueTimeout, c.QueueTimeout)
+	def(&c.Lifo.QueueTimeout, c.QueueTimeout)
 	def(&c.RetryAfter, time.Second)
 	def(&c.SlotWait, 5*time.Second)
 	def(&c.KeepaliveInterval, time.Second)
@@ -144,6 +162,9 @@ type Controller struct {
 	backends map[uint32]*backend
 	order    []*backend // by id, so that every walk is deterministic
 	flows    map[splice.FlowID]*flowRec
+	// flowsPeak is flows' largest size since it was last rebuilt
+	// (shrinkFlows).
+	flowsPeak int
 	// spareRecs are records of flows gone, for the next ones
 	// (requests.go).
 	spareRecs []*flowRec

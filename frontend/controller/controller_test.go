@@ -373,7 +373,7 @@ func TestRefusals(t *testing.T) {
 func TestQueueHeadWaitsForAPortsBackend(t *testing.T) {
 	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
 	cfg.Ports = []uint16{80, 81}
-	cfg.Listeners = []Listener{{80, "credit"}, {81, "credit"}}
+	cfg.Listeners = []Listener{{Port: 80, Policy: "credit"}, {Port: 81, Policy: "credit"}}
 	cfg.Credit.QueueTimeout = 100 * time.Millisecond
 	h := newHarness(t, cfg)
 	h.control(&proto.Register{BackendID: 1, IP: backendIP(1), ControlPort: 7401, WebPorts: []uint16{81}, Capacity: 1, Incarnation: 1}, t0)
@@ -397,7 +397,7 @@ func TestQueueHeadWaitsForAPortsBackend(t *testing.T) {
 func TestRegisterKeepsNoReferenceToTheMessage(t *testing.T) {
 	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
 	cfg.Ports = []uint16{80, 81}
-	cfg.Listeners = []Listener{{80, "credit"}, {81, "credit"}}
+	cfg.Listeners = []Listener{{Port: 80, Policy: "credit"}, {Port: 81, Policy: "credit"}}
 	h := newHarness(t, cfg)
 	ports := []uint16{81}
 	h.control(&proto.Register{BackendID: 1, IP: backendIP(1), ControlPort: 7401, WebPorts: ports, Capacity: 2, Incarnation: 1}, t0)

@@ -175,7 +175,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 // classified by Host "<name>.example".
 func creditConfig(customers ...sched.CustomerSpec) Config {
 	return Config{
-		Ports: []uint16{80}, Listeners: []Listener{{80, "credit"}},
+		Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: "credit"}},
 		Credit: sched.CreditConfig{Customers: customers, Default: customers[0].Name},
 		Classify: func(host string) string {
 			name, _ := strings.CutSuffix(host, ".example")

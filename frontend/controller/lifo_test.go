@@ -11,7 +11,7 @@ import (
 
 func TestBuildQueuesOnePolicyPerKind(t *testing.T) {
 	cfg := Config{Ports: []uint16{80, 81, 82, 83, 84}, Listeners: []Listener{
-		{80, "lifo-pri"}, {81, "eight-fifo"}, {82, "single-fifo"}, {83, "lifo-pri"}, {84, "fifo"},
+		{Port: 80, Policy: "lifo-pri"}, {Port: 81, Policy: "eight-fifo"}, {Port: 82, Policy: "single-fifo"}, {Port: 83, Policy: "lifo-pri"}, {Port: 84, Policy: "fifo"},
 	}}
 	cfg.setDefaults()
 	qs, err := buildQueues(&cfg, 0)
@@ -24,19 +24,19 @@ func TestBuildQueuesOnePolicyPerKind(t *testing.T) {
 	if qs.byPort[80] != qs.byPort[83] || qs.byPort[80] == qs.byPort[81] || qs.byPort[80].lifo == nil || qs.byPort[84].lifo != nil {
 		t.Errorf("ports do not share policies by kind: %+v", qs.byPort)
 	}
-	if _, err := New(Config{Listeners: []Listener{{80, "lifo"}}}, newFakeEngine(), 0); err == nil ||
+	if _, err := New(Config{Listeners: []Listener{{Port: 80, Policy: "lifo"}}}, newFakeEngine(), 0); err == nil ||
 		!strings.Contains(err.Error(), "lifo-pri") {
 		t.Errorf("unknown policy: %v", err)
 	}
-	bad := Config{Listeners: []Listener{{80, "lifo-pri"}}, Lifo: LifoConfig{Fallback: "nowhere"}}
+	bad := Config{Listeners: []Listener{{Port: 80, Policy: "lifo-pri"}}, Lifo: LifoConfig{Fallback: "nowhere"}}
 	if _, err := buildQueues(&bad, 0); err == nil {
 		t.Error("a fallback class that does not exist was accepted")
 	}
-	bad = Config{Listeners: []Listener{{80, "lifo-pri"}}, Lifo: LifoConfig{Upper: 0.5, Lower: 0.9}}
+	bad = Config{Listeners: []Listener{{Port: 80, Policy: "lifo-pri"}}, Lifo: LifoConfig{Upper: 0.5, Lower: 0.9}}
 	if _, err := buildQueues(&bad, 0); err == nil {
 		t.Error("a lower bound above the upper one was accepted")
 	}
-	bad = Config{Listeners: []Listener{{80, "credit"}}, Credit: sched.CreditConfig{Cycle: -1}}
+	bad = Config{Listeners: []Listener{{Port: 80, Policy: "credit"}}, Credit: sched.CreditConfig{Cycle: -1}}
 	if _, err := buildQueues(&bad, 0); err == nil {
 		t.Error("a negative credit cycle was accepted")
 	}
@@ -49,7 +49,7 @@ func TestLifoListenerClassifiesByPath(t *testing.T) {
 	classes := sched.DefaultClasses()
 	classes[7].QueueCap = 2 // confirm
 	h := newHarness(t, Config{Ports: []uint16{80, 81},
-		Listeners: []Listener{{80, "lifo-pri"}, {81, "fifo"}}, Lifo: LifoConfig{Classes: classes}})
+		Listeners: []Listener{{Port: 80, Policy: "lifo-pri"}, {Port: 81, Policy: "fifo"}}, Lifo: LifoConfig{Classes: classes}})
 	now := t0 + sec
 	h.requestOn(1, 80, "shop.example", "/search?q=x", now)
 	h.requestOn(2, 80, "shop.example", "/nowhere", now)
@@ -88,7 +88,7 @@ func TestLifoListenerClassifiesByPath(t *testing.T) {
 // interval the utilization turns lifo-pri's browsing queues LIFO above
 // Upper and FIFO again below Lower.
 func TestUtilizationDrivesLifo(t *testing.T) {
-	cfg := Config{Ports: []uint16{80}, Listeners: []Listener{{80, "lifo-pri"}},
+	cfg := Config{Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: "lifo-pri"}},
 		Lifo: LifoConfig{Interval: time.Second}, KeepaliveInterval: time.Hour}
 	h := newHarness(t, cfg)
 	h.register(1, 2, 1, t0)
@@ -125,7 +125,7 @@ func TestUtilizationDrivesLifo(t *testing.T) {
 
 // Queued requests of a class-based policy expire with 503 like credit ones.
 func TestLifoQueueTimeout(t *testing.T) {
-	h := newHarness(t, Config{Ports: []uint16{80}, Listeners: []Listener{{80, "single-fifo"}},
+	h := newHarness(t, Config{Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: "single-fifo"}},
 		Lifo: LifoConfig{QueueTimeout: time.Second, Interval: time.Hour}})
 	h.requestOn(1, 80, "", "/login", t0)
 	if got := h.c.NextDeadline(); got != t0+sec+1 {

@@ -23,14 +23,14 @@ type queueSet struct {
 	// credit: policy is the credit scheduler, which corrects charges
 	// from Feedback and takes refunds.
 	credit bool
-	// timeout, when > 0, also expires head, which the policy no longer
-	// holds.
+	// timeout is the policy's queue timeout; it also expires head, which
+	// the policy no longer holds.
 	timeout time.Duration
 	// ports are the listener ports whose requests it queues.
 	ports []uint16
 }
 
-// expirer is a policy with a queue timeout (Credit, LifoPri).
+// expirer is a policy with a queue timeout (Credit, LifoPri, FIFO).
 type expirer interface {
 	Expire(now int64, f func(sched.Request))
 	NextExpiry() (int64, bool)
@@ -65,11 +65,21 @@ type queues struct {
 // for the rest. now starts the meter's first interval.
 func buildQueues(cfg *Config, now int64) (queues, error) {
 	qs := queues{byPort: make(map[uint16]*queueSet)}
-	var credit, fifo *queueSet
-	byMode := map[sched.Mode]*queueSet{}
-	get := func(policy string) (*queueSet, error) {
+	var credit *queueSet
+	// FIFO and class-based queues are shared by the listeners of the same
+	// policy and queue timeout.
+	type policyKey struct {
+		policy  string
+		timeout time.Duration
+	}
+	shared := map[policyKey]*queueSet{}
+	get := func(policy string, timeout time.Duration) (*queueSet, error) {
 		if mode, ok := lifoPolicies[policy]; ok {
-			if q := byMode[mode]; q != nil {
+			if timeout <= 0 {
+				timeout = cfg.Lifo.QueueTimeout
+			}
+			k := policyKey{policy, timeout}
+			if q := shared[k]; q != nil {
 				return q, nil
 			}
 			if qs.lifo == nil {
@@ -79,17 +89,22 @@ func buildQueues(cfg *Config, now int64) (queues, error) {
 				}
 				qs.lifo = lc
 			}
-			p, err := qs.lifo.newPolicy(cfg.Lifo, mode)
+			lcfg := cfg.Lifo
+			lcfg.QueueTimeout = timeout
+			p, err := qs.lifo.newPolicy(lcfg, mode)
 			if err != nil {
 				return nil, err
 			}
-			q := &queueSet{name: policy, policy: p, lifo: p, timeout: cfg.Lifo.QueueTimeout}
-			byMode[mode] = q
+			q := &queueSet{name: policy, policy: p, lifo: p, timeout: timeout}
+			shared[k] = q
 			qs.list = append(qs.list, q)
 			return q, nil
 		}
 		switch policy {
 		case "credit":
+			if timeout > 0 && timeout != cfg.Credit.QueueTimeout {
+				return nil, fmt.Errorf("credit listeners share the credit scheduler's queue timeout (%v), not %v", cfg.Credit.QueueTimeout, timeout)
+			}
 			if credit == nil {
 				c, err := sched.NewCredit(cfg.Credit)
 				if err != nil {
@@ -101,25 +116,31 @@ func buildQueues(cfg *Config, now int64) (queues, error) {
 			}
 			return credit, nil
 		case "fifo", "":
-			if fifo == nil {
-				fifo = &queueSet{name: "fifo", policy: sched.NewFIFO(cfg.QueueCapacity)}
-				qs.list = append(qs.list, fifo)
+			if timeout <= 0 {
+				timeout = cfg.QueueTimeout
 			}
-			return fifo, nil
+			k := policyKey{"fifo", timeout}
+			if q := shared[k]; q != nil {
+				return q, nil
+			}
+			q := &queueSet{name: "fifo", policy: sched.NewFIFOWithTimeout(cfg.QueueCapacity, timeout), timeout: timeout}
+			shared[k] = q
+			qs.list = append(qs.list, q)
+			return q, nil
 		}
 		return nil, fmt.Errorf("listener policy %q is not credit, fifo, lifo-pri, eight-fifo or single-fifo", policy)
 	}
 	for _, l := range cfg.Listeners {
-		q, err := get(l.Policy)
+		q, err := get(l.Policy, l.QueueTimeout)
 		if err != nil {
-			return qs, err
+			return qs, fmt.Errorf("listener %d: %w", l.Port, err)
 		}
 		qs.byPort[l.Port] = q
 		q.ports = append(q.ports, l.Port)
 	}
 	for _, p := range cfg.Ports {
 		if qs.byPort[p] == nil {
-			q, _ := get("fifo")
+			q, _ := get("fifo", 0)
 			qs.byPort[p] = q
 			q.ports = append(q.ports, p)
 		}

@@ -55,7 +55,7 @@ func TestReload(t *testing.T) {
 	}
 	// Listener and timing changes need a restart.
 	restart := next
-	restart.Listeners = []Listener{{80, "fifo"}}
+	restart.Listeners = []Listener{{Port: 80, Policy: "fifo"}}
 	restart.SlotWait = time.Minute
 	h.out.Reset()
 	if err := h.c.Reload(restart, t0+4*sec, &h.out); err != nil {

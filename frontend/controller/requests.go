@@ -102,6 +102,7 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 	if rec == nil {
 		rec = c.newRec(ev.Flow)
 		c.flows[ev.Flow] = rec
+		c.flowsPeak = max(c.flowsPeak, len(c.flows))
 	}
 	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
 	if c.logs(slog.LevelDebug) {
@@ -361,6 +362,7 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 		return // never queued, or a second report (a failed handoff, then the answer)
 	}
 	delete(c.flows, ev.Flow)
+	c.shrinkFlows()
 	defer c.keepRec(rec)
 	be := rec.be
 	if be == nil {
@@ -418,7 +420,32 @@ func (c *Controller) newRec(id splice.FlowID) *flowRec {
 func (c *Controller) keepRec(rec *flowRec) {
 	clear(rec.serving)
 	*rec = flowRec{serving: rec.serving[:0]}
-	if len(c.spareRecs) < min(maxSpareRecs, max(minSpareRecs, len(c.flows))) {
+	lim := min(maxSpareRecs, max(minSpareRecs, len(c.flows)))
+	if len(c.spareRecs) < lim {
 		c.spareRecs = append(c.spareRecs, rec)
 	}
+	if len(c.spareRecs) > 2*lim { // the flows went down: so do the spares
+		c.spareRecs = append([]*flowRec(nil), c.spareRecs[:lim]...)
+	}
+}
+
+// A map's buckets are never freed by deleting: after a flood of requests
+// the flow table is rebuilt for what is left once that is less than
+// 1/shrinkSlack of its peak (and the peak was at least shrinkMinPeak),
+// at an amortised O(1) per close.
+const (
+	shrinkMinPeak = 4096
+	shrinkSlack   = 8
+)
+
+// shrinkFlows rebuilds c.flows smaller after a peak.
+func (c *Controller) shrinkFlows() {
+	if c.flowsPeak < shrinkMinPeak || len(c.flows) >= c.flowsPeak/shrinkSlack {
+		return
+	}
+	m := make(map[splice.FlowID]*flowRec, len(c.flows))
+	for id, rec := range c.flows {
+		m[id] = rec
+	}
+	c.flows, c.flowsPeak = m, len(m)
 }

@@ -103,3 +103,15 @@ func (h *Heap[K, V]) down(i int) {
 		i = smallest
 	}
 }
+
+// Cap is the capacity of the heap's backing slice.
+func (h *Heap[K, V]) Cap() int { return cap(h.items) }
+
+// Compact moves the values into a backing slice of their own size, so
+// the memory of a peak that has passed goes back to the garbage
+// collector (a slice never shrinks by itself). It costs a copy of the
+// values; callers do it when the heap is far below its capacity, which
+// keeps the cost amortised over the pops that emptied it.
+func (h *Heap[K, V]) Compact() {
+	h.items = append([]heapItem[K, V](nil), h.items...)
+}

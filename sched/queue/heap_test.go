@@ -176,3 +176,29 @@ func BenchmarkHeap(b *testing.B) {
 		})
 	}
 }
+
+// Compact gives the memory of a past peak back and keeps the order.
+func TestHeapCompact(t *testing.T) {
+	var h Heap[int, int]
+	for i := 10_000; i > 0; i-- {
+		h.Push(i%100, i)
+	}
+	for h.Len() > 100 {
+		h.Pop()
+	}
+	if h.Cap() < 10_000 {
+		t.Fatalf("Cap %d before Compact", h.Cap())
+	}
+	h.Compact()
+	if h.Cap() >= 200 || h.Len() != 100 {
+		t.Fatalf("Cap %d, Len %d after Compact", h.Cap(), h.Len())
+	}
+	prev := -1
+	for h.Len() > 0 {
+		k, _ := h.Pop()
+		if k < prev {
+			t.Fatalf("key %d after %d", k, prev)
+		}
+		prev = k
+	}
+}

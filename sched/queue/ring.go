@@ -98,3 +98,18 @@ func (r *Ring[T]) PopBack() T {
 	r.n--
 	return x
 }
+
+// Cap is the number of values the ring holds without growing.
+func (r *Ring[T]) Cap() int { return len(r.buf) }
+
+// Compact moves the values into the smallest storage that holds them, so
+// the memory of a past peak goes back to the garbage collector.
+func (r *Ring[T]) Compact() {
+	size := minRing
+	for size < r.n {
+		size *= 2
+	}
+	if size < len(r.buf) {
+		r.resize(size)
+	}
+}

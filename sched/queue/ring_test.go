@@ -198,3 +198,23 @@ func BenchmarkRing(b *testing.B) {
 		}
 	}
 }
+
+// Compact gives the memory of a past peak back and keeps the order.
+func TestRingCompact(t *testing.T) {
+	var r Ring[int]
+	for i := range 10_000 {
+		r.PushBack(i)
+	}
+	for range 9_990 {
+		r.PopFront()
+	}
+	r.Compact()
+	if r.Cap() > 16 || r.Len() != 10 {
+		t.Fatalf("Cap %d, Len %d after Compact", r.Cap(), r.Len())
+	}
+	for i := 9_990; i < 10_000; i++ {
+		if v := r.PopFront(); v != i {
+			t.Fatalf("got %d, want %d", v, i)
+		}
+	}
+}
