@@ -99,6 +99,9 @@ type flow struct {
 	ansBase      wire.Seq // first sequence number of our answer
 	tsFloor      uint32   // our TSval never goes below it (when tsFloorSet)
 	tsFloorSet   bool
+
+	// TCP validation (fe_validate.go).
+	ck segCheck
 }
 
 // closed reports whether both ends are done with f: it is lingering, or

@@ -43,6 +43,12 @@ type FrontEndConfig struct {
 	// mean an ACK storm: both ends are reset (10000 per 1 s).
 	StormLimit  int
 	StormWindow time.Duration
+
+	// TCP validation (fe_validate.go): ChallengeACKLimit bounds the
+	// challenge ACKs (and resets of stale C2 tuples) the engine sends a
+	// second across all flows, each second's budget drawn between half and
+	// one and a half times it (1000; negative: none at all).
+	ChallengeACKLimit int
 }
 
 func (c *FrontEndConfig) setDefaults() {
@@ -82,6 +88,9 @@ func (c *FrontEndConfig) setDefaults() {
 		c.StormLimit = defaultStormLimit
 	}
 	def(&c.StormWindow, defaultStormWindow)
+	if c.ChallengeACKLimit == 0 {
+		c.ChallengeACKLimit = defaultChallengeACKLimit
+	}
 }
 
 func (c *FrontEndConfig) validate() error {
@@ -142,6 +151,8 @@ type FrontEnd struct {
 	spareBufs     [][]byte
 	spareBufBytes int // their capacity in all
 	strs          interner
+
+	answers answerLimit // the budget of challenge ACKs (fe_validate.go)
 }
 
 // NewFrontEnd validates cfg and returns an engine.

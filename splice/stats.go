@@ -14,12 +14,21 @@ const (
 	dropHoldFull                      // client frame during handoff with the hold queue full
 	dropOutOfWindow                   // client data not at rcvNxt before the handoff
 	dropUnexpected                    // a segment the state machine has no use for
+
+	// TCP validation (RFC 5961, fe_validate.go).
+	dropRSTInWindow    // RST in the window but not at the exact sequence: challenged
+	dropRSTOutOfWindow // RST outside the window: dropped silently
+	dropSynInFlow      // SYN on a live connection: challenged
+	dropAckOutOfRange  // ACK of bytes never sent, or far below what was acknowledged: challenged
+	dropNoAck          // a synchronized connection's segment without ACK
+	dropC2Spoofed      // a C2 segment from another address, port or MAC than the back-end's
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
 	"malformed", "bad-options", "not-ours", "no-flow", "bad-cookie",
 	"closed-port", "hold-full", "out-of-window", "unexpected",
+	"rst-in-window", "rst-out-of-window", "syn-in-flow", "ack-out-of-range", "no-ack", "c2-spoofed",
 }
 
 // DropReasonName names drop counter i, for metrics labels.
@@ -60,6 +69,10 @@ type FrontEndStats struct {
 	// of the previous response never became known).
 	FollowUpsRefused, FollowUpsReset uint64
 	Flows                            uint64
+
+	// TCP validation (RFC 5961, fe_validate.go): challenge ACKs sent, and
+	// those the rate limit held back.
+	ChallengeAcks, ChallengeAcksLimited uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
