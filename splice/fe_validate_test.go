@@ -211,3 +211,52 @@ func FuzzC2SynAckMSS(f *testing.F) {
 		}
 	})
 }
+
+// TestRefusingForgedSegmentsAllocatesNothing: a flood of forged segments
+// costs no allocation, whether dropped silently, challenged, or held back
+// by the rate limit; the counters prove each run took the refusing path.
+func TestRefusingForgedSegmentsAllocatesNothing(t *testing.T) {
+	p := defaultSpliceParams()
+	p.mod = func(cfg *FrontEndConfig) { cfg.ChallengeACKLimit = 100 }
+	sc := connectSpliced(t, p)
+	c := sc.c
+	hp := sc.sp.HandoffPort
+	cases := []struct {
+		name   string
+		tmpl   []byte
+		reason dropReason
+	}{
+		{"blind RST", c.seg(wire.TCPFlagRST, c.nxt+1<<31, 0, nil), dropRSTOutOfWindow},
+		{"in-window RST", c.seg(wire.TCPFlagRST, c.nxt+100, 0, nil), dropRSTInWindow},
+		{"made-up ACK", c.seg(wire.TCPFlagACK, c.nxt, c.isnF+0x40000000, nil), dropAckOutOfRange},
+		{"SYN", c.syn(), dropSynInFlow},
+		{"spoofed C2 RST", backendFrame(backendMAC, hp, wire.TCPFlagRST, sc.srv.nxt+1<<31, 0, nil), dropRSTOutOfWindow},
+		{"C2 RST in window", backendFrame(backendMAC, hp, wire.TCPFlagRST, sc.srv.nxt+100, 0, nil), dropRSTInWindow},
+		{"unused handoff port", backendFrame(backendMAC, hp+1, wire.TCPFlagACK, 1, 2, nil), dropNoFlow},
+	}
+	fe := sc.h.fe
+	now := sc.now
+	var out Output
+	for _, tc := range cases {
+		frame := make([]byte, len(tc.tmpl))
+		before := fe.Stats().Drops[tc.reason]
+		allocs := testing.AllocsPerRun(200, func() {
+			copy(frame, tc.tmpl)
+			out.Reset()
+			now += ms
+			fe.Input(frame, now, &out)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations", tc.name, allocs)
+		}
+		if n := fe.Stats().Drops[tc.reason] - before; n != 201 {
+			t.Errorf("%s: %d %s drops, want 201: the path measured is not the refusing one", tc.name, n, DropReasonName(int(tc.reason)))
+		}
+	}
+	if st := fe.Stats(); st.ChallengeAcks == 0 || st.ChallengeAcksLimited == 0 {
+		t.Errorf("ChallengeAcks %d, limited %d: both paths should have run", st.ChallengeAcks, st.ChallengeAcksLimited)
+	}
+	if f := fe.byID[sc.id]; f == nil || f.state != stSpliced {
+		t.Fatalf("flow gone or moved on")
+	}
+}
