@@ -192,7 +192,7 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	f.wsB = -1
 	if o.HasWScale && f.syn.wscale >= 0 {
-		f.wsB = int(o.WScale)
+		f.wsB = min(int(o.WScale), wire.MaxWScale) // RFC 7323: a larger shift means 14
 	}
 	f.tsB = o.HasTS && f.syn.ts
 	if f.tsB {

@@ -112,18 +112,22 @@ func (e *FrontEnd) validClient(f *flow, t wire.TCP, now Time, out *Output) bool 
 	flags := t.Flags()
 	seq := t.Seq()
 	end := seq + wire.Seq(t.SegLen())
-	// expected is where the client's next byte goes; the window around it
-	// is [lo, hi]; acks must lie in [ackLo, ackHi].
-	var expected, lo, hi, ackLo, ackHi wire.Seq
+	// expected is where the client's next byte goes. Segments must touch
+	// [lo, hi] (old ones are acknowledged again further on), a RST that is
+	// not exact lie in [rstLo, hi] to be challenged, and ACK numbers in
+	// [ackLo, ackHi].
+	var expected, lo, hi, rstLo, ackLo, ackHi wire.Seq
 	if f.forwarded() {
+		// expected is only the end of what the client sent as far as we
+		// saw: its RST may lie before it, at what reached the back-end.
 		w := wire.Seq(e.backendWindow(f))
 		expected = ck.cliEnd
-		lo, hi = expected-w, expected+w
+		lo, hi, rstLo = expected-w, expected+w, expected-w
 		ackLo, ackHi = f.cliAck-wire.Seq(ck.cliMaxWin), ck.replyEdge
 	} else {
 		w := wire.Seq(e.cfg.RecvBuffer)
 		expected = f.rcvNxt
-		lo, hi = expected-w, expected+w
+		lo, hi, rstLo = expected-w, expected+w, expected
 		ackLo, ackHi = f.sndUna-wire.Seq(ck.cliMaxWin), f.sndNxt
 	}
 	switch {
@@ -131,7 +135,7 @@ func (e *FrontEnd) validClient(f *flow, t wire.TCP, now Time, out *Output) bool 
 		if seq == expected {
 			return true
 		}
-		if f.forwarded() && seq.InRange(lo, hi+1) || !f.forwarded() && seq.InRange(expected, hi+1) {
+		if seq.InRange(rstLo, hi+1) {
 			e.drop(dropRSTInWindow)
 			e.challengeClient(f, now, out)
 		} else {
