@@ -141,7 +141,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 			switch seq := t.Seq(); {
 			case seq == f.isnB+1:
 				e.handoffFailed(f, "back-end reset the connection", now, out)
-			case seq.InRange(f.isnB+1, f.isnB+1+wire.Seq(e.backendWindow(f))):
+			case seq.InRange(f.isnB+1, f.ck.replyEdge-wire.Seq(f.seqDelta)+1): // our window on C2
 				e.drop(dropRSTInWindow)
 				e.challengeBackend(f, now, out)
 			default:
@@ -151,7 +151,11 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 			e.drop(dropUnexpected)
 		}
 	case stSpliced, stLinger:
-		if !f.c2Up || !e.validBackend(f, t, now, out) {
+		if !f.c2Up {
+			e.drop(dropUnexpected) // aborted while connecting: nothing to learn
+			return
+		}
+		if !e.validBackend(f, t, now, out) {
 			return
 		}
 		e.stats.ReplyPayloadBytes += uint64(len(t.Payload()))
