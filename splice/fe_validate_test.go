@@ -85,24 +85,27 @@ func TestValidClientSegmentsKeepFlowingAfterTheWindowGrows(t *testing.T) {
 
 // FuzzFrontEndValidation sends one segment on a spliced connection, from
 // the client or as the back-end, with numbers at fuzzed offsets from the
-// ones the peer would use. Whatever it is: every frame out parses with
+// ones the peer would use (and fuzzed options and payload, so accepted
+// segments exercise the translation too). Whatever it is: every frame out parses with
 // exact checksums, only a RST at exactly the expected number closes the
 // flow, a segment with an ACK out of range moves no record, nothing goes
 // to the back-end for a segment that failed the checks, and the flow
 // ends once its timers ran.
 func FuzzFrontEndValidation(f *testing.F) {
 	for _, fromBackend := range []bool{false, true} {
-		f.Add(uint8(wire.TCPFlagRST), int32(0), int32(0), uint16(502), fromBackend)
-		f.Add(uint8(wire.TCPFlagRST), int32(1), int32(0), uint16(502), fromBackend)
-		f.Add(uint8(wire.TCPFlagRST|wire.TCPFlagACK), int32(-1), int32(0), uint16(0), fromBackend)
-		f.Add(uint8(wire.TCPFlagRST), int32(1<<31-1), int32(0), uint16(502), fromBackend)
-		f.Add(uint8(wire.TCPFlagACK), int32(0), int32(64256), uint16(502), fromBackend)
-		f.Add(uint8(wire.TCPFlagACK), int32(0), int32(64258), uint16(502), fromBackend)
-		f.Add(uint8(wire.TCPFlagACK|wire.TCPFlagFIN), int32(0), int32(-70000), uint16(65535), fromBackend)
-		f.Add(uint8(wire.TCPFlagSYN), int32(0), int32(0), uint16(1), fromBackend)
-		f.Add(uint8(wire.TCPFlagPSH), int32(0), int32(0), uint16(1), fromBackend)
+		f.Add(uint8(wire.TCPFlagRST), int32(0), int32(0), uint16(502), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagRST), int32(1), int32(0), uint16(502), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagRST|wire.TCPFlagACK), int32(-1), int32(0), uint16(0), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagRST), int32(1<<31-1), int32(0), uint16(502), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagACK), int32(0), int32(64256), uint16(502), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagACK), int32(0), int32(64258), uint16(502), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagACK|wire.TCPFlagFIN), int32(0), int32(-70000), uint16(65535), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagSYN), int32(0), int32(0), uint16(1), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagPSH), int32(0), int32(0), uint16(1), []byte(nil), []byte(nil), fromBackend)
+		f.Add(uint8(wire.TCPFlagACK|wire.TCPFlagPSH), int32(-3), int32(100), uint16(502),
+			segOpts(&[2]uint32{9, 7}, wire.SACKBlock{Left: 5, Right: 9}), []byte("body"), fromBackend)
 	}
-	f.Fuzz(func(t *testing.T, flags uint8, seqOff, ackOff int32, window uint16, fromBackend bool) {
+	f.Fuzz(func(t *testing.T, flags uint8, seqOff, ackOff int32, window uint16, opts, payload []byte, fromBackend bool) {
 		sc := connectSpliced(t, defaultSpliceParams())
 		h, c, srv := sc.h, sc.c, sc.srv
 		fl := onlyFlow(t, h)
@@ -116,6 +119,7 @@ func FuzzFrontEndValidation(f *testing.F) {
 				SrcPort: webPort, DstPort: sc.sp.HandoffPort, Ack: c.nxt}
 		}
 		tf.Seq, tf.Ack, tf.Flags, tf.Window = expected+wire.Seq(seqOff), tf.Ack+wire.Seq(ackOff), flags, window
+		tf.Options, tf.Payload = fuzzOptions(opts), payload[:min(len(payload), 1400)]
 		ackInRange := tf.Ack.InRange(cliAck-wire.Seq(fl.ck.cliMaxWin), fl.ck.replyEdge+1)
 		drops := func() (n uint64) {
 			for _, d := range h.fe.Stats().Drops {
