@@ -200,7 +200,10 @@
 // free ones. Challenge ACKs are rate-limited per engine (ChallengeACKLimit,
 // each second's budget drawn from a keyed hash). The MSS either side
 // announced is raised to at least minMSS (64) before segmenting, and the
-// ACK-storm detector sees only accepted segments.
+// ACK-storm detector sees only accepted segments. Abort resets a spliced
+// client at its latest ACK; if the client had more than it acknowledged,
+// it answers with a challenge ACK, which the lingering flow answers with
+// a RST at exactly its ACK number (TestAbortedFlowResetsTheClientAtItsOwnAck).
 //
 // # Sequence spaces: who owns which number
 //

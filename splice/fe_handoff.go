@@ -409,6 +409,7 @@ func (e *FrontEnd) Abort(id FlowID, now Time, out *Output) error {
 		seq = f.cliAck
 	}
 	e.toClient(f, now, seq, f.rcvNxt, wire.TCPFlagRST|wire.TCPFlagACK, nil, out)
+	f.ck.aborted = true
 	e.linger(f, now, CloseAborted, out)
 	return nil
 }

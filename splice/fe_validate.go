@@ -75,6 +75,11 @@ type segCheck struct {
 	// back-end's) can lie beyond the right edge of a window the client
 	// offered.
 	replyEdge wire.Seq
+	// aborted: Abort reset both ends. Its RST reached a spliced client at
+	// its latest ACK, which misses if the client had more than it
+	// acknowledged; the client then answers with a challenge ACK, and a
+	// RST at that ACK number lands exactly (resetAborted).
+	aborted bool
 }
 
 // forwarded reports whether f's client segments go on to the back-end:
@@ -287,4 +292,19 @@ func answerBudget(secret *[32]byte, sec int64, limit int) int {
 	copy(b[40:], "challenge")
 	sum := sha256.Sum256(b[:])
 	return (limit+1)/2 + int(binary.BigEndian.Uint32(sum[:])%uint32(limit))
+}
+
+// resetAborted answers a late segment of a spliced client whose flow was
+// aborted (a challenge ACK to Abort's RST, or anything the client still
+// sends) with a RST at the segment's ACK number: the client's rcv_nxt,
+// so the client takes it, even when the back-end and its shim are gone.
+// It reports whether it took the segment.
+func (e *FrontEnd) resetAborted(f *flow, t wire.TCP, now Time, out *Output) bool {
+	if f.state != stLinger || !f.ck.aborted {
+		return false
+	}
+	if t.Flags()&(wire.TCPFlagRST|wire.TCPFlagACK) == wire.TCPFlagACK && e.answerAllowed(now) {
+		e.toClient(f, now, t.Ack(), 0, wire.TCPFlagRST, nil, out)
+	}
+	return true
 }

@@ -286,3 +286,34 @@ func TestStaleC2ResetsAreRateLimited(t *testing.T) {
 	}
 	h.checkCounters()
 }
+
+// TestAbortedFlowResetsTheClientAtItsOwnAck: Abort's RST goes to a
+// spliced client at its latest ACK; a client that had received more than
+// it acknowledged finds it in the window but not exact and answers with
+// a challenge ACK (RFC 5961). The front-end answers that with a RST at
+// its ACK number, which the client takes, even with the back-end gone.
+func TestAbortedFlowResetsTheClientAtItsOwnAck(t *testing.T) {
+	sc := connectSpliced(t, defaultSpliceParams())
+	h, c := sc.h, sc.c
+	acked := c.isnF + 1 + 2000
+	sc.now += ms
+	sc.forward(t, c.seg(wire.TCPFlagACK, c.nxt, acked, nil))
+	out := h.call(func(out *Output) {
+		if err := h.fe.Abort(sc.id, sc.now, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	expectTCP(t, copyFrames(out)[1], to(clientIP, c.port), flagsAre(wire.TCPFlagRST|wire.TCPFlagACK), seqIs(acked))
+	// The client had 1000 bytes more than it acknowledged: its challenge.
+	out = h.input(c.seg(wire.TCPFlagACK, c.nxt, acked+1000, nil), sc.now+ms)
+	expectTCP(t, onlyFrame(t, out), to(clientIP, c.port), ethTo(routerMAC), flagsAre(wire.TCPFlagRST), seqIs(acked+1000))
+	if len(out.Events) != 0 {
+		t.Errorf("events %+v", out.Events)
+	}
+	// A segment that fails the checks gets no RST, only the usual
+	// challenge.
+	for _, f := range copyFrames(h.input(c.seg(wire.TCPFlagACK, c.nxt+1<<31, acked+1000, nil), sc.now+ms)) {
+		expectTCP(t, f, flagsAre(wire.TCPFlagACK))
+	}
+	h.checkCounters()
+}
