@@ -164,7 +164,7 @@ func TestAdversarialSynOnAnEstablishedFlowGetsAChallengeAck(t *testing.T) {
 			h, c, now := st.setup(t)
 			f := onlyFlow(t, h)
 			for _, seq := range []wire.Seq{c.isn, c.nxt, c.nxt + 12345, c.nxt + 1<<31} {
-				now += ms
+				now += challengeGap // one challenge per flow per gap
 				attacker := *c
 				attacker.isn = seq
 				expectChallengeToClient(t, h.input(attacker.syn(), now), c, c.nxt)
@@ -181,32 +181,55 @@ func TestAdversarialSynOnAnEstablishedFlowGetsAChallengeAck(t *testing.T) {
 }
 
 // TestAdversarialChallengeAcksAreRateLimited: challenge ACKs are an answer
-// an attacker can provoke, so the engine sends at most about
-// ChallengeACKLimit of them a second across all flows (RFC 5961 section
-// 7), with a budget that varies from second to second so that counting
-// them tells an attacker nothing about other flows.
+// an attacker can provoke (RFC 5961 section 7). A flow answers at most
+// once per challengeGap, however many segments provoke it; and the engine
+// sends at most about ChallengeACKLimit a second across all flows, with a
+// budget that varies from second to second so that counting them tells an
+// attacker little about other flows. Before, no challenge ACK was sent
+// and the first in-window RST closed the flow.
 func TestAdversarialChallengeAcksAreRateLimited(t *testing.T) {
 	sc := connectSpliced(t, defaultSpliceParams())
 	h, c := sc.h, sc.c
-	const limit, sent = 1000, 5000
 	now := sc.now + s1
 	challenges := 0
+	const sent = 5000
 	for i := 0; i < sent; i++ {
-		challenges += len(h.input(c.seg(wire.TCPFlagRST, c.nxt+wire.Seq(1+i%1000), 0, nil), now+Time(i)).Frames)
+		challenges += len(h.input(c.seg(wire.TCPFlagRST, c.nxt+wire.Seq(1+i%1000), 0, nil), now+Time(i)*Time(time.Microsecond)).Frames)
 	}
-	if challenges < limit/2 || challenges >= limit*3/2 {
-		t.Errorf("%d challenge ACKs for %d in-window RSTs within a second, want about %d", challenges, sent, limit)
-	}
-	st := h.fe.Stats()
-	if st.ChallengeAcks != uint64(challenges) || st.ChallengeAcksLimited != uint64(sent-challenges) {
-		t.Errorf("ChallengeAcks %d, ChallengeAcksLimited %d; sent %d of %d", st.ChallengeAcks, st.ChallengeAcksLimited, challenges, sent)
+	if challenges != 1 {
+		t.Errorf("%d challenge ACKs for %d in-window RSTs on one flow within %v, want 1", challenges, sent, Time(sent)*Time(time.Microsecond))
 	}
 	if f := onlyFlow(t, h); f.state != stSpliced {
 		t.Fatalf("flow %v, want spliced", f.state)
 	}
-	// The next second brings a new budget.
-	expectChallengeToClient(t, h.input(c.seg(wire.TCPFlagRST, c.nxt+7, 0, nil), now+s1), c, c.nxt)
+	expectChallengeToClient(t, h.input(c.seg(wire.TCPFlagRST, c.nxt+7, 0, nil), now+challengeGap), c, c.nxt)
+	if st := h.fe.Stats(); st.ChallengeAcks != 2 || st.ChallengeAcksLimited != sent-1 {
+		t.Errorf("ChallengeAcks %d, ChallengeAcksLimited %d", st.ChallengeAcks, st.ChallengeAcksLimited)
+	}
 	h.checkCounters()
+
+	// Many flows, one in-window RST each, within a second.
+	const limit, flows = 1000, 3000
+	h2 := newFE(t, nil)
+	var cs []*testClient
+	for i := 0; i < flows; i++ {
+		c := newClient(uint16(10000+i), wire.Seq(0x1000000*i), fullOffer(9))
+		c.handshake(t, h2, t0)
+		cs = append(cs, c)
+	}
+	challenges = 0
+	for i, c := range cs {
+		challenges += len(h2.input(c.seg(wire.TCPFlagRST, c.nxt+5, 0, nil), t0+s1+Time(i)*Time(100*time.Microsecond)).Frames)
+	}
+	if challenges < limit/2 || challenges >= limit*3/2 {
+		t.Errorf("%d challenge ACKs for in-window RSTs on %d flows within a second, want about %d", challenges, flows, limit)
+	}
+	if st := h2.fe.Stats(); st.ChallengeAcks != uint64(challenges) || st.ChallengeAcksLimited != uint64(flows-challenges) {
+		t.Errorf("ChallengeAcks %d, ChallengeAcksLimited %d; sent %d of %d", st.ChallengeAcks, st.ChallengeAcksLimited, challenges, flows)
+	}
+	// The next second brings a new budget.
+	expectChallengeToClient(t, h2.input(cs[flows-1].seg(wire.TCPFlagRST, cs[flows-1].nxt+9, 0, nil), t0+2*s1), cs[flows-1], cs[flows-1].nxt)
+	h2.checkCounters()
 }
 
 // TestAdversarialAckForDataNeverSentMovesNothing: an ACK for reply bytes
@@ -222,7 +245,7 @@ func TestAdversarialAckForDataNeverSentMovesNothing(t *testing.T) {
 	sc.now += ms
 	sc.forward(t, c.seg(wire.TCPFlagACK, c.nxt, real, nil))
 	for _, ack := range []wire.Seq{real + 0x10000000, real + 1<<31 - 1, real - 0x10000000} {
-		sc.now += ms
+		sc.now += challengeGap
 		ch := expectChallengeToClient(t, h.input(c.seg(wire.TCPFlagACK|wire.TCPFlagPSH, c.nxt, ack, []byte("body")), sc.now), c, c.nxt)
 		// The spliced challenge must not pass for an ACK of the back-end:
 		// its sequence number is just below the client's window.

@@ -197,8 +197,9 @@
 // rcv_nxt in back-end numbers (in the window: a challenge ACK on C2), a
 // SYN-ACK that acknowledges ISN+1. Anything else to a handoff port, live
 // or not, is dropped without an answer, so live ports cannot be told from
-// free ones. Challenge ACKs are rate-limited per engine (ChallengeACKLimit,
-// each second's budget drawn from a keyed hash). The MSS either side
+// free ones. Challenge ACKs are rate-limited per flow (one per 500 ms, as
+// Linux's tcp_invalid_ratelimit) and per engine (ChallengeACKLimit, each
+// second's budget drawn from a keyed hash). The MSS either side
 // announced is raised to at least minMSS (64) before segmenting, and the
 // ACK-storm detector sees only accepted segments. Abort resets a spliced
 // client at its latest ACK; if the client had more than it acknowledged,

@@ -117,7 +117,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 			// front-end restart. A RST at its ACK number clears it; then
 			// our SYN can go again. Anyone can provoke this answer, so it
 			// is rate-limited like a challenge ACK.
-			if !e.answerAllowed(now) {
+			if !e.flowAnswerAllowed(f, now) {
 				return
 			}
 			e.sendRST(p, out)

@@ -3,6 +3,7 @@ package splice
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"time"
 
 	"github.com/qsplice/qsplice/splice/wire"
 )
@@ -46,12 +47,14 @@ import (
 // told from a free one.
 //
 // Challenge ACKs, and the resets of stale C2 tuples, are answers an
-// attacker can provoke, so the engine sends at most about
-// ChallengeACKLimit of them a second in all (RFC 5961 section 7). The
-// budget of each second is drawn between half and one and a half times
-// the limit from a keyed hash, as Linux did after CVE-2016-5696: an
-// attacker who counts the challenges it gets learns nothing about the
-// ones other flows provoked.
+// attacker can provoke (RFC 5961 section 7), so they are limited twice.
+// Each flow answers at most once per challengeGap, as Linux limits each
+// socket (tcp_invalid_ratelimit): an attack on one flow cannot spend the
+// answers other flows need. And the engine sends at most about
+// ChallengeACKLimit of them a second in all, each second's budget drawn
+// between half and one and a half times the limit from a keyed hash, as
+// Linux did after CVE-2016-5696: an attacker who counts the challenges it
+// gets learns little about the ones other flows provoked.
 
 // minMSS is the smallest MSS the front-end segments with, whatever a
 // client or back-end announced: below the options a segment carries, a
@@ -61,6 +64,10 @@ const minMSS = 64
 
 // defaultChallengeACKLimit is Linux's tcp_challenge_ack_limit of old.
 const defaultChallengeACKLimit = 1000
+
+// challengeGap is the least time between two answers of one flow: Linux's
+// tcp_invalid_ratelimit.
+const challengeGap = Time(500 * time.Millisecond)
 
 // segCheck is what a flow knows of the numbers its peers may use, in
 // client-facing numbers.
@@ -80,6 +87,10 @@ type segCheck struct {
 	// acknowledged; the client then answers with a challenge ACK, and a
 	// RST at that ACK number lands exactly (resetAborted).
 	aborted bool
+	// challenged: the flow sent a challenge ACK (or a stale-C2 reset) at
+	// lastChallenge.
+	challenged    bool
+	lastChallenge Time
 }
 
 // forwarded reports whether f's client segments go on to the back-end:
@@ -175,7 +186,7 @@ func (e *FrontEnd) validClient(f *flow, t wire.TCP, now Time, out *Output) bool 
 // below its window (see the top of the file) with the next sequence
 // number we expect as the ACK.
 func (e *FrontEnd) challengeClient(f *flow, now Time, out *Output) {
-	if !e.answerAllowed(now) {
+	if !e.flowAnswerAllowed(f, now) {
 		return
 	}
 	e.stats.ChallengeAcks++
@@ -234,7 +245,7 @@ func (e *FrontEnd) validBackend(f *flow, t wire.TCP, now Time, out *Output) bool
 // what the client acknowledged, with the client's window and clock, so
 // that a live back-end learns nothing new from it.
 func (e *FrontEnd) challengeBackend(f *flow, now Time, out *Output) {
-	if !e.answerAllowed(now) {
+	if !e.flowAnswerAllowed(f, now) {
 		return
 	}
 	e.stats.ChallengeAcks++
@@ -260,6 +271,21 @@ type answerLimit struct {
 	started bool
 	second  int64
 	left    int
+}
+
+// flowAnswerAllowed lets f answer a provoking segment if it did not
+// within challengeGap and the engine's budget allows; it counts the
+// answer as held back otherwise.
+func (e *FrontEnd) flowAnswerAllowed(f *flow, now Time) bool {
+	if f.ck.challenged && now-f.ck.lastChallenge < challengeGap {
+		e.stats.ChallengeAcksLimited++
+		return false
+	}
+	if !e.answerAllowed(now) {
+		return false
+	}
+	f.ck.challenged, f.ck.lastChallenge = true, now
+	return true
 }
 
 // answerAllowed takes one answer from the budget of now's second, and

@@ -268,21 +268,25 @@ func TestRefusingForgedSegmentsAllocatesNothing(t *testing.T) {
 // TestStaleC2ResetsAreRateLimited: a bare ACK to a connecting handoff
 // port is taken for an old connection's challenge ACK and answered with a
 // RST and the SYN again; anyone who knows the port can provoke that, so
-// it draws on the same budget as challenge ACKs.
+// it is limited like a challenge ACK: once per flow per challengeGap.
 func TestStaleC2ResetsAreRateLimited(t *testing.T) {
-	h := newFE(t, func(cfg *FrontEndConfig) { cfg.ChallengeACKLimit = 10 })
+	h := newFE(t, nil)
 	c := newClient(40500, 0x49000000, fullOffer(9))
 	syn := dispatch(t, h, queuedRequest(t, h, c, shortRequest), t0+2*ms)
 	hp := uint16(syn.tcp.SrcPort)
 	frames := 0
 	for i := 0; i < 100; i++ {
-		frames += len(h.input(backendFrame(backendMAC, hp, wire.TCPFlagACK, wire.Seq(i), wire.Seq(7*i), nil), t0+3*ms).Frames)
+		frames += len(h.input(backendFrame(backendMAC, hp, wire.TCPFlagACK, wire.Seq(i), wire.Seq(7*i), nil), t0+3*ms+Time(i)*ms).Frames)
 	}
-	if frames == 0 || frames > 2*15 {
-		t.Errorf("%d frames for 100 bare ACKs with a budget of 5 to 14 answers", frames)
+	// 100 ms: one answer (a RST and the SYN); then one per gap.
+	if frames != 2 {
+		t.Errorf("%d frames for 100 bare ACKs within 100 ms, want a RST and a SYN", frames)
 	}
-	if st := h.fe.Stats(); st.ChallengeAcksLimited != uint64(100-frames/2) {
-		t.Errorf("ChallengeAcksLimited %d, want %d", st.ChallengeAcksLimited, 100-frames/2)
+	if n := len(h.input(backendFrame(backendMAC, hp, wire.TCPFlagACK, 1, 2, nil), t0+3*ms+challengeGap).Frames); n != 2 {
+		t.Errorf("%d frames a gap later, want a RST and a SYN", n)
+	}
+	if st := h.fe.Stats(); st.ChallengeAcksLimited != 99 {
+		t.Errorf("ChallengeAcksLimited %d, want 99", st.ChallengeAcksLimited)
 	}
 	h.checkCounters()
 }

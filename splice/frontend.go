@@ -47,7 +47,8 @@ type FrontEndConfig struct {
 	// TCP validation (fe_validate.go): ChallengeACKLimit bounds the
 	// challenge ACKs (and resets of stale C2 tuples) the engine sends a
 	// second across all flows, each second's budget drawn between half and
-	// one and a half times it (1000; negative: none at all).
+	// one and a half times it (1000; negative: none at all). Each flow
+	// also answers at most once per 500 ms.
 	ChallengeACKLimit int
 }
 
