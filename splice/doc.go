@@ -157,9 +157,10 @@
 // front-end does not walk into its predecessor's tuples) and sends the
 // C2 SYN with ISN = the client's ISN and the options the client's SYN
 // offered (its MSS as the cookie kept it), nothing else. A RST from the
-// back-end, or no SYN-ACK after three retransmissions, answers the
-// client 503; a challenge ACK (an old connection still holds the tuple)
-// is reset and the SYN sent again.
+// back-end that acknowledges the SYN, or no SYN-ACK after three
+// retransmissions, answers the client 503; a challenge ACK (an old
+// connection still holds the tuple) is reset and the SYN sent again,
+// within the rate limit of challenge ACKs.
 //
 // splice-wait: the SYN-ACK gives the back-end's ISN, MSS, window scale and
 // timestamps; the engine computes the translation numbers, acknowledges
@@ -195,6 +196,35 @@
 // and the flow is freed (its record and request buffer are kept, up to a
 // bound, for the next connections). A new SYN on a lingering tuple frees
 // it at once and starts a new connection.
+//
+// # Validation
+//
+// Anyone on the segment can claim a client's tuple or a back-end's address,
+// so every segment is checked before it changes a flow (fe_validate.go,
+// RFC 5961). A client's RST counts only at exactly the next sequence number
+// (rcvNxt while the front-end is the client's peer, the end of everything
+// the client sent once spliced); in the window it gets a challenge ACK,
+// outside it nothing. A SYN on a live flow gets a challenge ACK. Other
+// segments need ACK, a sequence number in the window and an ACK number
+// between what the client acknowledged less the largest window it offered
+// and the end of what can have been sent (our own numbers, or once
+// spliced the right edge of the client's windows, which the back-end
+// cannot pass); refused ones are challenged. A spliced client's challenge
+// carries a sequence number just below its window, so a live client
+// ignores its ACK number and the front-end never acknowledges request
+// bytes for the back-end. On C2 only the back-end's address, port and MAC,
+// with numbers in its space, count: its RST at exactly the client's
+// rcv_nxt in back-end numbers (in the window: a challenge ACK on C2), a
+// SYN-ACK that acknowledges ISN+1. Anything else to a handoff port, live
+// or not, is dropped without an answer, so live ports cannot be told from
+// free ones. Challenge ACKs are rate-limited per flow (one per 500 ms, as
+// Linux's tcp_invalid_ratelimit) and per engine (ChallengeACKLimit, each
+// second's budget drawn from a keyed hash). The MSS either side
+// announced is raised to at least minMSS (64) before segmenting, and the
+// ACK-storm detector sees only accepted segments. Abort resets a spliced
+// client at its latest ACK; if the client had more than it acknowledged,
+// it answers with a challenge ACK, which the lingering flow answers with
+// a RST at exactly its ACK number (TestAbortedFlowResetsTheClientAtItsOwnAck).
 //
 // # Sequence spaces: who owns which number
 //
@@ -410,6 +440,11 @@
 //     TestAbortResetsBothEndsAtTheClientsNextSequence; the refund and the
 //     avoidance are the controller's (TestBackendDeathRefundsAndReregistration
 //     in frontend/controller, TestBackendDeathAndReturn in tools/e2e).
+//  14. Blind and spoofed segments (RFC 5961, see Validation): the
+//     TestAdversarial* tests of adversarial_tcp_test.go, one per attack
+//     (blind RSTs in every state, SYNs, ACKs of data never sent, made-up
+//     duplicate ACKs, spoofed C2 RSTs, the handoff-port oracle, a foreign
+//     MAC, a tiny MSS), FuzzFrontEndValidation and FuzzC2SynAckMSS.
 //
 // Bounded state (limits.go), each shown by a TestAdversarial test:
 // TestAdversarialFloodFromOneSourceIsCappedWhileAnotherIsServed,

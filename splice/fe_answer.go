@@ -80,7 +80,7 @@ func (e *FrontEnd) sendAnswer(f *flow, now Time, out *Output) {
 	if off > len(f.sendBuf) {
 		off = len(f.sendBuf)
 	}
-	mss := int(f.syn.mss)
+	mss := int(max(f.syn.mss, minMSS))
 	if f.syn.ts {
 		mss -= wire.TSOptionLen
 	}

@@ -47,6 +47,10 @@ func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
 		}
 		// Answered or aborted before any handoff: consume a FIN at
 		// rcvNxt so the client's close completes, acknowledge the rest.
+		// A RST, even an exact one, finds nothing left to reset.
+		if !e.validClient(f, t, now, out) {
+			return
+		}
 		if flags&wire.TCPFlagRST == 0 && t.SegLen() > 0 {
 			if t.Seq() == f.rcvNxt && flags&wire.TCPFlagFIN != 0 {
 				f.rcvNxt += wire.Seq(t.SegLen())
@@ -175,17 +179,13 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 	t := p.TCP
 	flags := t.Flags()
 	seq := t.Seq()
-	if flags&wire.TCPFlagRST != 0 {
-		if seq.InRange(f.rcvNxt, f.rcvNxt+wire.Seq(e.cfg.RecvBuffer)+1) {
-			e.abortC2(f, out)
-			e.linger(f, now, CloseRST, out)
-		} else {
-			e.drop(dropOutOfWindow)
-		}
+	// RST only at rcvNxt, SYN challenged, numbers in range (fe_validate.go).
+	if !e.validClient(f, t, now, out) {
 		return
 	}
-	if flags&wire.TCPFlagSYN != 0 {
-		e.drop(dropUnexpected) // a SYN on a live pre-splice flow
+	if flags&wire.TCPFlagRST != 0 {
+		e.abortC2(f, out)
+		e.linger(f, now, CloseRST, out)
 		return
 	}
 	o := &e.opts

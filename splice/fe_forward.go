@@ -21,8 +21,9 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		return
 	}
 	flags := t.Flags()
-	if flags&wire.TCPFlagSYN != 0 {
-		e.drop(dropUnexpected)
+	// Only a segment the client could have sent moves anything, the
+	// storm detector included (fe_validate.go).
+	if !e.validClient(f, t, now, out) || e.resetAborted(f, t, now, out) {
 		return
 	}
 	if f.state == stSpliced && f.storm.noProgress(t, o.NumSACK, now, e.cfg.StormLimit, e.cfg.StormWindow) {

@@ -75,46 +75,82 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 
 // inputBackend handles segments a back-end sent to our handoff address:
 // its SYN-ACK, and the header-only copies its shim sends while the
-// request is unacknowledged or when the server closes.
+// request is unacknowledged or when the server closes. Only the back-end
+// of the flow holding the port, from its address, port and MAC, with
+// numbers in its sequence space, moves anything; every other segment is
+// dropped without an answer, so a port in use looks like a free one
+// (fe_validate.go).
 func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 	t := p.TCP
 	f := e.c2Flow(p)
-	if f == nil || p.IP.Src() != f.bIP || t.SrcPort() != f.backend.Port {
+	if f == nil {
 		e.drop(dropNoFlow)
-		if !t.Has(wire.TCPFlagRST) {
-			e.sendRST(p, out) // a stale C2: make the back-end let go
-		}
 		return
 	}
-	e.stats.ReplyPayloadBytes += uint64(len(t.Payload()))
+	if p.IP.Src() != f.bIP || t.SrcPort() != f.backend.Port || p.Eth.Src() != f.backend.MAC {
+		e.drop(dropC2Spoofed)
+		return
+	}
 	flags := t.Flags()
 	switch f.state {
 	case stConnecting:
-		if flags&wire.TCPFlagRST != 0 {
+		ackOK := flags&wire.TCPFlagACK != 0 && t.Ack() == f.syn.clientISN+1
+		switch {
+		case flags&wire.TCPFlagRST != 0:
+			// In SYN-SENT a RST counts only if it acknowledges our SYN.
+			if !ackOK {
+				e.drop(dropRSTOutOfWindow)
+				return
+			}
 			e.handoffFailed(f, "back-end refused the connection", now, out)
-			return
-		}
-		if flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK {
+		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK:
 			// A challenge ACK (RFC 5961 section 4): the back-end still
 			// holds an old connection on this tuple, say from before a
 			// front-end restart. A RST at its ACK number clears it; then
-			// our SYN can go again.
+			// our SYN can go again. Anyone can provoke this answer, so it
+			// is rate-limited like a challenge ACK.
+			if !e.flowAnswerAllowed(f, now) {
+				return
+			}
 			e.sendRST(p, out)
 			e.sendC2SYN(f, now, out)
-			return
-		}
-		if flags&(wire.TCPFlagSYN|wire.TCPFlagACK) != wire.TCPFlagSYN|wire.TCPFlagACK || t.Ack() != f.syn.clientISN+1 {
+		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN|wire.TCPFlagACK && ackOK:
+			e.c2Established(f, p, now, out)
+		default:
 			e.drop(dropUnexpected)
-			return
 		}
-		e.c2Established(f, p, now, out)
 	case stSpliceWait:
-		if flags&wire.TCPFlagSYN != 0 {
+		switch {
+		case flags&wire.TCPFlagSYN != 0:
+			if flags&wire.TCPFlagACK == 0 || t.Seq() != f.isnB || t.Ack() != f.syn.clientISN+1 {
+				e.drop(dropUnexpected)
+				return
+			}
 			e.sendC2Ack(f, out) // our ACK was lost
-		} else if flags&wire.TCPFlagRST != 0 {
-			e.handoffFailed(f, "back-end reset the connection", now, out)
+		case flags&wire.TCPFlagRST != 0:
+			// Nothing was sent yet either way: the back-end's next
+			// sequence number is its ISN+1.
+			switch seq := t.Seq(); {
+			case seq == f.isnB+1:
+				e.handoffFailed(f, "back-end reset the connection", now, out)
+			case seq.InRange(f.isnB+1, f.ck.replyEdge-wire.Seq(f.seqDelta)+1): // our window on C2
+				e.drop(dropRSTInWindow)
+				e.challengeBackend(f, now, out)
+			default:
+				e.drop(dropRSTOutOfWindow)
+			}
+		default:
+			e.drop(dropUnexpected)
 		}
 	case stSpliced, stLinger:
+		if !f.c2Up {
+			e.drop(dropUnexpected) // aborted while connecting: nothing to learn
+			return
+		}
+		if !e.validBackend(f, t, now, out) {
+			return
+		}
+		e.stats.ReplyPayloadBytes += uint64(len(t.Payload()))
 		if flags&wire.TCPFlagACK != 0 && f.reqUna.LessThan(t.Ack()) {
 			f.reqUna = t.Ack()
 		}
@@ -149,11 +185,11 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	f.c2Up = true
 	f.mssB = 536
 	if o.HasMSS {
-		f.mssB = o.MSS
+		f.mssB = max(o.MSS, minMSS) // a tiny MSS would leave no room for payload
 	}
 	f.wsB = -1
 	if o.HasWScale && f.syn.wscale >= 0 {
-		f.wsB = int(o.WScale)
+		f.wsB = min(int(o.WScale), wire.MaxWScale) // RFC 7323: a larger shift means 14
 	}
 	f.tsB = o.HasTS && f.syn.ts
 	if f.tsB {
@@ -172,6 +208,9 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	f.reqUna = f.syn.clientISN + 1
 	f.reqNxt = f.reqUna
 	f.cliNxt = f.reqEnd
+	// The back-end may send up to the window of our SYN before it sees the
+	// client's: the bound the client's ACKs are checked against.
+	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + 65535)
 	f.state = stSpliceWait
 	e.sendC2Ack(f, out)
 	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
@@ -262,7 +301,7 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 // we acknowledged to the client ourselves: they must reach the back-end
 // exactly once, and only we still have them.
 func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
-	mss := int(min(f.mssB, f.syn.mss))
+	mss := f.c2MSS()
 	var ob [wire.TSOptionLen]byte
 	opts := f.c2TSOption(&ob)
 	mss -= len(opts)
@@ -360,6 +399,7 @@ func (e *FrontEnd) Abort(id FlowID, now Time, out *Output) error {
 		seq = f.cliAck
 	}
 	e.toClient(f, now, seq, f.rcvNxt, wire.TCPFlagRST|wire.TCPFlagACK, nil, out)
+	f.ck.aborted = true
 	e.linger(f, now, CloseAborted, out)
 	return nil
 }

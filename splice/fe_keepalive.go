@@ -336,7 +336,7 @@ func (e *FrontEnd) firstBodyBytes(f *flow, b []byte, accept int, now Time, out *
 // flushHeld sends the first n held bytes (and the FIN if asked) on C2,
 // advancing nextReq past them.
 func (e *FrontEnd) flushHeld(f *flow, n int, fin bool, out *Output) {
-	mss := int(min(f.mssB, f.syn.mss)) - wire.TSOptionLen
+	mss := f.c2MSS() - wire.TSOptionLen
 	for off := 0; off < n || (fin && off == n); {
 		k := min(mss, n-off)
 		var flags uint8

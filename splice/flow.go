@@ -107,6 +107,9 @@ type flow struct {
 
 	// Bounded state (limits.go): the count of its source f is in.
 	srcHold srcHold
+
+	// TCP validation (fe_validate.go).
+	ck segCheck
 }
 
 // closed reports whether both ends are done with f: it is lingering, or

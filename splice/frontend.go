@@ -69,6 +69,13 @@ type FrontEndConfig struct {
 	// HalfCloseTimeout: after the back-end's FIN, a client silent this
 	// long is reset on both sides and its handoff port freed (30 s).
 	HalfCloseTimeout time.Duration
+
+	// TCP validation (fe_validate.go): ChallengeACKLimit bounds the
+	// challenge ACKs (and resets of stale C2 tuples) the engine sends a
+	// second across all flows, each second's budget drawn between half and
+	// one and a half times it (1000; negative: none at all). Each flow
+	// also answers at most once per 500 ms.
+	ChallengeACKLimit int
 }
 
 // WithDefaults returns c with every zero field set to its default, as
@@ -129,6 +136,9 @@ func (c *FrontEndConfig) setDefaults() {
 	}
 	def(&c.FlowLifetime, 30*time.Second)
 	def(&c.HalfCloseTimeout, 30*time.Second)
+	if c.ChallengeACKLimit == 0 {
+		c.ChallengeACKLimit = defaultChallengeACKLimit
+	}
 }
 
 func (c *FrontEndConfig) validate() error {
@@ -200,6 +210,7 @@ type FrontEnd struct {
 	// answering segments that have no connection.
 	cookies  cookieKeys
 	rstLimit rateLimit
+	answers  answerLimit // the budget of challenge ACKs (fe_validate.go)
 }
 
 // NewFrontEnd validates cfg and returns an engine.

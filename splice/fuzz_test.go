@@ -174,7 +174,7 @@ func FuzzFrontEndInputSpliced(f *testing.F) {
 		tf := wire.TCPFrame{SrcMAC: routerMAC, DstMAC: feMAC, Src: clientIP, Dst: vipA,
 			SrcPort: sc.c.port, DstPort: webPort}
 		if fromBackend {
-			tf = wire.TCPFrame{SrcMAC: hostMAC, DstMAC: feMAC, Src: backendIP, Dst: handoffIP,
+			tf = wire.TCPFrame{SrcMAC: testBackend.MAC, DstMAC: feMAC, Src: backendIP, Dst: handoffIP,
 				SrcPort: webPort, DstPort: sc.sp.HandoffPort}
 		}
 		tf.Seq, tf.Ack, tf.Flags, tf.Window, tf.Options, tf.Payload = wire.Seq(seq), wire.Seq(ack), flags, window, o, payload

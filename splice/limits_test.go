@@ -330,7 +330,7 @@ func spliceRaw(t *testing.T, p *rawPeer, n int, b Backend, now Time) (FlowID, ui
 	bISN := wire.Seq(0x7000_0000 + uint32(n))
 	bIP := wire.IP4From(b.IP)
 	srv := func(flags uint8, seq, ack wire.Seq) *Output {
-		return p.send(wire.TCPFrame{SrcMAC: hostMAC, DstMAC: feMAC, Src: bIP, Dst: handoffIP,
+		return p.send(wire.TCPFrame{SrcMAC: b.MAC, DstMAC: feMAC, Src: bIP, Dst: handoffIP,
 			SrcPort: b.Port, DstPort: hport, Seq: seq, Ack: ack, Flags: flags, Window: 1000,
 			Options: []byte{wire.OptMSS, 4, 0x05, 0xb4}}, now)
 	}
@@ -354,7 +354,7 @@ func serverFIN(p *rawPeer, n int, b Backend, hport uint16, now Time) {
 	_, _, isn := p.conn(n)
 	bISN := wire.Seq(0x7000_0000 + uint32(n))
 	req := len("GET / HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
-	p.send(wire.TCPFrame{SrcMAC: hostMAC, DstMAC: feMAC, Src: wire.IP4From(b.IP), Dst: handoffIP,
+	p.send(wire.TCPFrame{SrcMAC: b.MAC, DstMAC: feMAC, Src: wire.IP4From(b.IP), Dst: handoffIP,
 		SrcPort: b.Port, DstPort: hport, Seq: bISN + 101, Ack: isn + 1 + wire.Seq(req),
 		Flags: wire.TCPFlagACK | wire.TCPFlagFIN, Window: 1000}, now)
 }

@@ -30,6 +30,7 @@ type testClient struct {
 	peerTS uint32 // last TSval received, echoed in TSecr
 	nxt    wire.Seq
 	rcvNxt wire.Seq
+	window uint16 // the window it offers (502 when zero)
 }
 
 func newClient(port uint16, isn wire.Seq, offer wire.SynOptions) *testClient {
@@ -43,10 +44,14 @@ func fullOffer(tsVal uint32) wire.SynOptions {
 }
 
 func (c *testClient) frame(flags uint8, seq, ack wire.Seq, opts, payload []byte) []byte {
+	win := c.window
+	if win == 0 {
+		win = 502
+	}
 	return frame(wire.TCPFrame{
 		SrcMAC: routerMAC, DstMAC: feMAC,
 		Src: c.ip, Dst: c.vip, SrcPort: c.port, DstPort: c.vport,
-		Seq: seq, Ack: ack, Flags: flags, Window: 502,
+		Seq: seq, Ack: ack, Flags: flags, Window: win,
 		Options: opts, Payload: payload,
 	})
 }
@@ -107,8 +112,10 @@ func (c *testClient) sendRequest(tb testing.TB, h *feHarness, req []byte, now Ti
 	return onlyEvent(tb, out, EvRequest).Flow
 }
 
-// testServer is the back-end kernel's end of C2. Its frames leave the
-// back-end's TAP (hostMAC) addressed to the front-end's MAC.
+// testServer is the back-end kernel's end of C2. Its frames come from the
+// back-end's MAC (the one the front-end was given at Dispatch: in the
+// daemons, the TAP's, which the shim's wire side carries unchanged)
+// addressed to the front-end's MAC.
 type testServer struct {
 	ip       wire.IP4
 	port     uint16
@@ -130,7 +137,7 @@ func newServer(isn wire.Seq, answer wire.SynOptions) *testServer {
 
 func (s *testServer) frame(flags uint8, seq, ack wire.Seq, opts, payload []byte) []byte {
 	return frame(wire.TCPFrame{
-		SrcMAC: hostMAC, DstMAC: feMAC,
+		SrcMAC: testBackend.MAC, DstMAC: feMAC,
 		Src: s.ip, Dst: s.peer, SrcPort: s.port, DstPort: s.peerPort,
 		Seq: seq, Ack: ack, Flags: flags, Window: 1000,
 		Options: opts, Payload: payload,

@@ -25,7 +25,14 @@ const (
 	dropTTLZero        // TTL 0
 	dropIPOptions      // IPv4 options (a source route, ...)
 
-	dropOverLimit                     // a SYN or cookie ACK beyond a flow limit (limits.go)
+	dropOverLimit // a SYN or cookie ACK beyond a flow limit (limits.go)
+	// TCP validation (RFC 5961, fe_validate.go).
+	dropRSTInWindow    // RST in the window but not at the exact sequence: challenged
+	dropRSTOutOfWindow // RST outside the window: dropped silently
+	dropSynInFlow      // SYN on a live connection: challenged
+	dropAckOutOfRange  // ACK of bytes never sent, or far below what was acknowledged: challenged
+	dropNoAck          // a synchronized connection's segment without ACK
+	dropC2Spoofed      // a C2 segment from another address, port or MAC than the back-end's
 	numDropReasons
 )
 
@@ -36,6 +43,7 @@ var dropReasonNames = [numDropReasons]string{
 	"bad-ip-checksum", "bad-tcp-checksum", "martian-source", "own-source",
 	"multicast-source-mac", "ttl-zero", "ip-options",
 	"over-limit",
+	"rst-in-window", "rst-out-of-window", "syn-in-flow", "ack-out-of-range", "no-ack", "c2-spoofed",
 }
 
 // DropReasonName names drop counter i, for metrics labels.
@@ -109,6 +117,9 @@ type FrontEndStats struct {
 	// Sources is the number of client addresses holding flows or ports
 	// now; HandoffPorts the handoff connections held now.
 	Sources, HandoffPorts uint64
+	// TCP validation (RFC 5961, fe_validate.go): challenge ACKs sent, and
+	// those the rate limit held back.
+	ChallengeAcks, ChallengeAcksLimited uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.

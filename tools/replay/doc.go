@@ -83,7 +83,11 @@
 // milliseconds). The client's ACKs after the splice acknowledge the
 // response bytes the captured back-end sent; the simulated back-ends send
 // no response body, so the engine forwards ACKs for bytes the simulated
-// back-end never sent, which it ignores.
+// back-end never sent, which it ignores. (Once spliced the engine checks
+// only that an ACK lies within the client's windows; before the splice it
+// knows such an ACK is impossible and drops it, so the simulated handoff
+// must finish before the captured client acknowledges its response: keep
+// the delays short when replaying a capture of a fast server.)
 //
 // # Simulated back-ends
 //
