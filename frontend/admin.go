@@ -63,27 +63,35 @@ type (
 
 // EngineStatus is the engine's counters.
 type EngineStatus struct {
-	Flows             uint64            `json:"flows"`
-	RxFrames          uint64            `json:"rx_frames"`
-	TxFrames          uint64            `json:"tx_frames"`
-	Accepted          uint64            `json:"accepted"`
-	Requests          uint64            `json:"requests"`
-	HandoffsStarted   uint64            `json:"handoffs_started"`
-	HandoffsDone      uint64            `json:"handoffs_done"`
-	HandoffsFailed    uint64            `json:"handoffs_failed"`
-	Retransmits       uint64            `json:"retransmits"`
-	ForwardedFrames   uint64            `json:"forwarded_frames"`
-	ForwardedBytes    uint64            `json:"forwarded_bytes"`
-	HandedOffBytes    uint64            `json:"handed_off_bytes"`
-	ReplyPayloadBytes uint64            `json:"reply_payload_bytes"`
-	FollowUps         uint64            `json:"follow_ups"`
-	FollowUpsUntrack  uint64            `json:"follow_ups_untracked"`
-	FollowUpsRefused  uint64            `json:"follow_ups_refused"` // answered in their stream
-	FollowUpsReset    uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
-	AckStorms         uint64            `json:"ack_storms"`
-	RSTsSuppressed    uint64            `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
-	Answered          map[string]uint64 `json:"answered"`
-	States            map[string]int    `json:"flow_states"`
+	Flows             uint64 `json:"flows"`
+	RxFrames          uint64 `json:"rx_frames"`
+	TxFrames          uint64 `json:"tx_frames"`
+	Accepted          uint64 `json:"accepted"`
+	Requests          uint64 `json:"requests"`
+	HandoffsStarted   uint64 `json:"handoffs_started"`
+	HandoffsDone      uint64 `json:"handoffs_done"`
+	HandoffsFailed    uint64 `json:"handoffs_failed"`
+	Retransmits       uint64 `json:"retransmits"`
+	ForwardedFrames   uint64 `json:"forwarded_frames"`
+	ForwardedBytes    uint64 `json:"forwarded_bytes"`
+	HandedOffBytes    uint64 `json:"handed_off_bytes"`
+	ReplyPayloadBytes uint64 `json:"reply_payload_bytes"`
+	FollowUps         uint64 `json:"follow_ups"`
+	// Follow-ups the front-end could not follow (a head that does not
+	// parse or is too long, a malformed chunked body): answered 400 or
+	// 431 in their stream and closed, never forwarded (issue 9).
+	FollowUpsUnfollowable uint64 `json:"follow_ups_unfollowable"`
+	ChunkedBodies         uint64 `json:"chunked_bodies"` // chunked request bodies followed to their end
+	// Challenge ACKs sent to segments RFC 5961 does not accept, and
+	// those the rate limit held back (splice/fe_validate.go).
+	ChallengeAcks        uint64            `json:"challenge_acks"`
+	ChallengeAcksLimited uint64            `json:"challenge_acks_limited"`
+	FollowUpsRefused     uint64            `json:"follow_ups_refused"` // answered in their stream
+	FollowUpsReset       uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
+	AckStorms            uint64            `json:"ack_storms"`
+	RSTsSuppressed       uint64            `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
+	Answered             map[string]uint64 `json:"answered"`
+	States               map[string]int    `json:"flow_states"`
 }
 
 func (d *Daemon) status() Status {
@@ -100,7 +108,9 @@ func (d *Daemon) status() Status {
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
-			FollowUps: es.FollowUps, FollowUpsUntrack: es.FollowUpsUntracked, AckStorms: es.AckStorms,
+			FollowUps: es.FollowUps, AckStorms: es.AckStorms,
+			FollowUpsUnfollowable: es.FollowUpsUnfollowable, ChunkedBodies: es.ChunkedBodies,
+			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed,
 			Answered:       map[string]uint64{},

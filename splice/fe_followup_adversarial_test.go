@@ -104,8 +104,8 @@ func TestAdversarialChunkedRequestDoesNotEndScheduling(t *testing.T) {
 	if got := toBackendPayload(t, next, admit(t, sc)); string(got) != victimReq {
 		t.Fatalf("admitted %q", got)
 	}
-	if st := sc.h.fe.Stats(); st.FollowUpsUntracked != 0 || st.FollowUps != 1 {
-		t.Errorf("FollowUps %d, untracked %d", st.FollowUps, st.FollowUpsUntracked)
+	if st := sc.h.fe.Stats(); st.FollowUps != 1 || st.ChunkedBodies != 1 {
+		t.Errorf("FollowUps %d, ChunkedBodies %d", st.FollowUps, st.ChunkedBodies)
 	}
 	sc.h.checkCounters()
 }

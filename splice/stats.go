@@ -76,9 +76,6 @@ type FrontEndStats struct {
 	ICMPForwarded     uint64
 	AckStorms         uint64 // flows cut because of an ACK storm (trap 8)
 	FollowUps         uint64 // keep-alive requests seen on spliced flows
-	// FollowUpsUntracked counted follow-ups forwarded unscheduled. Since
-	// issue 9 nothing is (see FollowUpsUnfollowable); it stays 0.
-	FollowUpsUntracked uint64
 	// FollowUpsRefused counts refused follow-ups answered inside their
 	// stream; FollowUpsReset those that had to be reset instead (the end
 	// of the previous response never became known).

@@ -76,8 +76,8 @@ func TestGoClient200Connections(t *testing.T) {
 	}
 	if n > 0 {
 		st := frontendStatus(t, l)
-		t.Logf("front-end: queue %d, flows %v, follow-ups %d untracked %d, backends %+v",
-			st.Queue, st.Engine.States, st.Engine.FollowUps, st.Engine.FollowUpsUntrack, st.Backends)
+		t.Logf("front-end: queue %d, flows %v, follow-ups %d unfollowable %d, backends %+v",
+			st.Queue, st.Engine.States, st.Engine.FollowUps, st.Engine.FollowUpsUnfollowable, st.Backends)
 		for k := 1; k <= backends; k++ {
 			b := backendStatus(t, l, k)
 			t.Logf("shim %d: entries %v active %v shim %v", k, b["entries"], b["active"], b["shim"])
