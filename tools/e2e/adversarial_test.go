@@ -28,17 +28,18 @@ import (
 // Names in the front-end's /status JSON that these tests read, in one
 // place so they can be aligned with the engine's counters at merge.
 const (
-	// sourceCapRefusedPath counts flows (final ACKs with a valid cookie)
-	// refused because their source address already had its per-source
-	// cap of flows (issue 9, "Bounded state"). <!-- verify: the bounds
-	// work names this counter; align the path at merge -->
-	sourceCapRefusedPath = "engine.flows_refused_source_cap"
-	flowsPath            = "engine.flows"
-	heapInusePath        = "heap_inuse_bytes"
-	heapAllocPath        = "heap_alloc_bytes"
-	kernelDropsPath      = "kernel_drops"
-	heapLivePath         = "heap_live_bytes"
-	gcCyclesPath         = "gc_cycles"
+	// The per-source flow cap's refusals (issue 9, "Bounded state",
+	// splice/limits.go): SYNs past the cap are dropped without an
+	// answer, handshake ACKs past it (their SYN came while there was
+	// room) are reset.
+	refusedSYNSourcePath    = "limits.refused_syn_source"
+	refusedAcceptSourcePath = "limits.refused_accept_source"
+	flowsPath               = "engine.flows"
+	heapInusePath           = "heap_inuse_bytes"
+	heapAllocPath           = "heap_alloc_bytes"
+	kernelDropsPath         = "kernel_drops"
+	heapLivePath            = "heap_live_bytes"
+	gcCyclesPath            = "gc_cycles"
 )
 
 // Addresses of the attack. The heads source is in the lab's subnet but
@@ -158,8 +159,7 @@ func latencyBound(unloadedP99 float64) float64 { return max(2*unloadedP99, unloa
 // legitimate client's requests succeed, and once the attacker's flows
 // have expired the front-end's heap is back within 10% of where it
 // started (what the first collection after they expired found live,
-// against the heap in use before). Expected to fail until the engine has per-source caps and
-// maps that shrink (issue 9, item 4).
+// against the heap in use before).
 func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	requireLive(t)
 	l := extraLab(t, "x", func(cfg *lab.Config) { cfg.Clients = 2 })
@@ -171,7 +171,8 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	// the test reads what a collection found live once the attacker's
 	// flows were gone (see waitForGC), so a leftover shows in full.
 	heapBefore, _ := lookupNumber(st, heapInusePath)
-	refusedBefore, hasCounter := lookupNumber(st, sourceCapRefusedPath)
+	refusedSYNBefore, hasCounter := lookupNumber(st, refusedSYNSourcePath)
+	refusedAcceptBefore, _ := lookupNumber(st, refusedAcceptSourcePath)
 
 	heap := startHeapSampler(t, l)
 	floodDone := startFlood(t, l, "-mode", "heads", "-target", lab.VIP+":80,8080", "-dst-mac", feMAC,
@@ -202,15 +203,20 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	after := rawStatus(t, l)
 	flowsLeft, _ := lookupNumber(after, flowsPath)
 	heapAfter := waitForGC(t, l, after)
-	refusedAfter, _ := lookupNumber(after, sourceCapRefusedPath)
+	refusedSYNAfter, _ := lookupNumber(after, refusedSYNSourcePath)
+	refusedAcceptAfter, _ := lookupNumber(after, refusedAcceptSourcePath)
+	refusedSYN := refusedSYNAfter - refusedSYNBefore
+	refused := refusedSYN + refusedAcceptAfter - refusedAcceptBefore
 	logLoad(t, "second source during the attack", legit)
 	t.Logf("attacker: %v", sum)
 	series.log(t)
 	t.Logf("heap: %.0f bytes in use before the attack, %.0f live after its flows expired (%+.1f%%)",
 		heapBefore, heapAfter, 100*(heapAfter/heapBefore-1))
 
-	if sum.Sent != flows || sum.Answered < flows*9/10 {
-		t.Errorf("the attacker opened %d flows and got %d SYN-ACKs: the attack did not reach the front-end", sum.Sent, sum.Answered)
+	// Every SYN reached the front-end: answered, or dropped by the cap.
+	if sum.Sent != flows || float64(sum.Answered)+refusedSYN < flows*9/10 {
+		t.Errorf("the attacker sent %d SYNs, %d were answered and %.0f refused by the per-source cap: the attack did not reach the front-end",
+			sum.Sent, sum.Answered, refusedSYN)
 	}
 	checkSuccess(t, "second source", legit, 0.99)
 	peak := series.peakFlows()
@@ -219,10 +225,11 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	}
 	switch {
 	case !hasCounter:
-		t.Errorf("/status has no %q: the per-source cap's refusals are not counted (or the name in adversarial_test.go needs aligning)", sourceCapRefusedPath)
-	case refusedAfter-refusedBefore < flows/2:
-		t.Errorf("%s went up by %.0f for %d flows from one source, want most of them", sourceCapRefusedPath, refusedAfter-refusedBefore, flows)
+		t.Errorf("/status has no %q: the per-source cap's refusals are not counted", refusedSYNSourcePath)
+	case refused < flows/2:
+		t.Errorf("the per-source cap refused %.0f of %d flows from one source, want most of them", refused, flows)
 	}
+	t.Logf("per-source cap: %.0f SYNs dropped, %.0f handshake ACKs reset", refusedSYN, refused-refusedSYN)
 	if flowsLeft > 2 {
 		t.Errorf("%.0f flows left 90 s after the attack: the attacker's flows do not expire", flowsLeft)
 	}
