@@ -35,6 +35,11 @@ const (
 	plainTAPBufs = 256
 	// maxControlPerPass bounds the control datagrams one pass reads.
 	maxControlPerPass = 64
+	// passFrames is the output a pass starts with room for: a batch from
+	// each link and every buffer the plain TAP's reader can have in
+	// flight. The slices would grow to it anyway, an allocation each
+	// time a pass is busier than all before.
+	passFrames = 2*batchFrames + plainTAPBufs
 )
 
 // yieldEvery is how often a busy loop passes through the Go scheduler.
@@ -145,6 +150,9 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	}
 	w := &worker{d: d, id: id, shim: shim, poller: p, wire: d.wires[id],
 		wb: link.NewBatch(batchFrames, wireBuf), free: make(chan *handoff, handoffBufs)}
+	w.out.Frames = make([]splice.OutFrame, 0, passFrames)
+	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
+	w.wireHdrs, w.tapHdrs = make([]wire.VNetHdr, 0, passFrames), make([]wire.VNetHdr, 0, passFrames)
 	if err := p.Add(w.wire.FD(), tokWire); err != nil {
 		p.Close()
 		return nil, err
