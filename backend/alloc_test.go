@@ -226,3 +226,46 @@ func TestAgentTimersAllocateNothing(t *testing.T) {
 		t.Errorf("a keepalive period allocates %.2f times, want 0", allocs)
 	}
 }
+
+// TestRefusedControlDatagramsAllocateNothing: anyone on the segment can
+// send the control socket datagrams; refusing them (garbage, a forged
+// tag, a replay) costs a count, and past the first few log lines nothing
+// else.
+func TestRefusedControlDatagramsAllocateNothing(t *testing.T) {
+	d := newTestWorkers(t, 1)
+	fe, feCodec := d.attachTestControl(t)
+	w0 := d.workers[0]
+	to := d.ctl.LocalAddr()
+	good, err := feCodec.Append(nil, &proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := append([]byte(nil), good...)
+	forged[len(forged)-1] ^= 1
+	bad := [][]byte{[]byte("garbage"), forged, good} // good: accepted once, then a replay
+	i := 0
+	refuse := func() {
+		if _, err := fe.WriteToUDPAddrPort(bad[i%len(bad)], to); err != nil {
+			t.Error(err)
+		}
+		i++
+		w0.readControl(ms(1))
+	}
+	for range 30 { // the first refusals are logged
+		refuse()
+	}
+	before := d.agent.Stats()
+	allocs := testing.AllocsPerRun(300, refuse)
+	after := d.agent.Stats()
+	if got := after.BadMessages - before.BadMessages; got != 301 {
+		t.Fatalf("%d datagrams refused, want 301", got)
+	}
+	for _, reason := range []string{"auth", "replay"} {
+		if after.Refused[reason] <= before.Refused[reason] {
+			t.Errorf("no datagram refused for %q: %v", reason, after.Refused)
+		}
+	}
+	if allocs != 0 {
+		t.Errorf("a refused control datagram allocates %.2f times, want 0", allocs)
+	}
+}
