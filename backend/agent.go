@@ -321,9 +321,9 @@ func (a *Agent) Malformed(from netip.AddrPort, err error, out *AgentOutput) {
 
 // Installed reports the engine's answer to installing m (an Install of an
 // earlier output, or a copy of it) and acknowledges it; it keeps no
-// reference to m. The front-end sends the request
-// only after an OK ack, so no reply can reach the shim before it knows
-// how to translate it (handoff step 6).
+// reference to m. The front-end sends the request only after an OK ack,
+// so no reply can reach the shim before it knows how to translate it
+// (handoff step 6).
 func (a *Agent) Installed(m *proto.Splice, err error, out *AgentOutput) {
 	ack := slot(&out.acks)
 	*ack = proto.SpliceAck{RequestID: m.RequestID, BackendID: a.cfg.ID, OK: err == nil}
