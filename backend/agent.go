@@ -64,8 +64,11 @@ type Agent struct {
 	reasons     []string
 }
 
+// delayedSplice is a Splice held for SpliceDelay, by value: the Codec
+// reuses the message it decoded, and a pointer kept here would cost an
+// allocation per request.
 type delayedSplice struct {
-	msg *proto.Splice
+	msg proto.Splice
 	due splice.Time
 }
 
@@ -95,10 +98,30 @@ type AgentStats struct {
 // Resets it, makes the call, then: installs each of Install in order in
 // the engine and reports the result with Installed, sends Send to the
 // front-end in order, and logs Logs.
+//
+// The messages in Send and the Splices in Install belong to the output
+// and are valid until its next Reset: a request passes through the agent
+// as a Splice in, a SpliceAck and a Feedback out, and fresh messages for
+// each would be allocations per request. The output keeps them in slices
+// it reuses instead (once warm, an output allocates nothing).
 type AgentOutput struct {
 	Send    []proto.Message
-	Install []*proto.Splice
+	Install []proto.Splice
 	Logs    []LogRecord
+
+	// The storage of Send's messages. A slice that grows leaves the
+	// messages Send already points to in the old array, unchanged.
+	acks       []proto.SpliceAck
+	feedbacks  []proto.Feedback
+	keepalives []proto.Keepalive
+	registers  []proto.Register
+}
+
+// slot appends a zero T to *s and returns it.
+func slot[T any](s *[]T) *T {
+	var zero T
+	*s = append(*s, zero)
+	return &(*s)[len(*s)-1]
 }
 
 // LogRecord is a log line the daemon writes for the agent.
@@ -111,8 +134,10 @@ type LogRecord struct {
 // Reset empties o for the next call.
 func (o *AgentOutput) Reset() {
 	clear(o.Send)
-	clear(o.Install)
+	clear(o.Logs)
 	o.Send, o.Install, o.Logs = o.Send[:0], o.Install[:0], o.Logs[:0]
+	o.acks, o.feedbacks = o.acks[:0], o.feedbacks[:0]
+	o.keepalives, o.registers = o.keepalives[:0], o.registers[:0]
 }
 
 func (o *AgentOutput) log(level slog.Level, msg string, attrs ...slog.Attr) {
@@ -188,10 +213,12 @@ func (a *Agent) Tick(now splice.Time, out *AgentOutput) {
 	case !a.registered && !now.Before(a.nextReg):
 		a.nextReg = now.Add(a.cfg.RegisterInterval)
 		a.stats.Registers++
-		out.Send = append(out.Send, &proto.Register{
+		m := slot(&out.registers)
+		*m = proto.Register{
 			BackendID: a.cfg.ID, IP: a.cfg.Addr, MAC: a.cfg.MAC, ControlPort: a.cfg.ControlPort,
 			WebPorts: a.cfg.WebPorts, Capacity: uint16(a.cfg.Capacity), Incarnation: a.cfg.Incarnation,
-		})
+		}
+		out.Send = append(out.Send, m)
 	case a.registered && !now.Before(a.nextKA):
 		a.sendKeepalive(now, out)
 	}
@@ -209,9 +236,9 @@ func (a *Agent) sendKeepalive(now splice.Time, out *AgentOutput) {
 	a.seq++
 	a.nextKA = now.Add(a.keepalive)
 	a.stats.Keepalives++
-	out.Send = append(out.Send, &proto.Keepalive{
-		BackendID: a.cfg.ID, Incarnation: a.cfg.Incarnation, Seq: a.seq, Concurrency: a.load(),
-	})
+	m := slot(&out.keepalives)
+	*m = proto.Keepalive{BackendID: a.cfg.ID, Incarnation: a.cfg.Incarnation, Seq: a.seq, Concurrency: a.load()}
+	out.Send = append(out.Send, m)
 }
 
 func (a *Agent) load() uint16 { return uint16(min(max(a.concurrency, 0), 65535)) }
@@ -263,10 +290,10 @@ func (a *Agent) Control(from netip.AddrPort, msg proto.Message, now splice.Time,
 	case *proto.Splice:
 		a.stats.Splices++
 		if a.cfg.SpliceDelay > 0 {
-			a.delayed = append(a.delayed, delayedSplice{m, now.Add(a.cfg.SpliceDelay)})
+			a.delayed = append(a.delayed, delayedSplice{*m, now.Add(a.cfg.SpliceDelay)})
 			return
 		}
-		out.Install = append(out.Install, m)
+		out.Install = append(out.Install, *m)
 	default:
 		a.stats.Unexpected++
 		out.log(slog.LevelWarn, "unexpected control message",
@@ -293,11 +320,13 @@ func (a *Agent) Malformed(from netip.AddrPort, err error, out *AgentOutput) {
 }
 
 // Installed reports the engine's answer to installing m (an Install of an
-// earlier output) and acknowledges it. The front-end sends the request
-// only after an OK ack, so no reply can reach the shim before it knows
-// how to translate it (handoff step 6).
+// earlier output, or a copy of it) and acknowledges it; it keeps no
+// reference to m. The front-end sends the request only after an OK ack,
+// so no reply can reach the shim before it knows how to translate it
+// (handoff step 6).
 func (a *Agent) Installed(m *proto.Splice, err error, out *AgentOutput) {
-	ack := &proto.SpliceAck{RequestID: m.RequestID, BackendID: a.cfg.ID, OK: err == nil}
+	ack := slot(&out.acks)
+	*ack = proto.SpliceAck{RequestID: m.RequestID, BackendID: a.cfg.ID, OK: err == nil}
 	if err != nil {
 		a.stats.SplicesRefused++
 		ack.Reason = err.Error()
@@ -317,8 +346,10 @@ func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
 		return
 	}
 	a.stats.Feedbacks++
-	out.Send = append(out.Send, &proto.Feedback{
+	fb := slot(&out.feedbacks)
+	*fb = proto.Feedback{
 		BackendID: a.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
 		ResponseBytes: ev.Bytes, Concurrency: a.load(), ResponseEnd: ev.ResponseEnd,
-	})
+	}
+	out.Send = append(out.Send, fb)
 }

@@ -272,7 +272,9 @@ func TestAgentInstallsSpliceAtOnceWithoutDelay(t *testing.T) {
 	r := newAgentRig(t, 0)
 	m := spliceMsg(1)
 	out := r.control(m, ms(5))
-	if len(out.Install) != 1 || out.Install[0] != m || len(out.Send) != 0 {
+	want := *m
+	m.RequestID = 99 // the Codec reuses its messages: the output holds a copy
+	if len(out.Install) != 1 || out.Install[0] != want || len(out.Send) != 0 {
 		t.Fatalf("install %v send %v, want the splice installed and nothing sent before", out.Install, types(out.Send))
 	}
 	// Not registered: a Splice is still honoured (the front-end knows us).
@@ -288,6 +290,10 @@ func TestAgentDelaysSplicesInOrder(t *testing.T) {
 	quiet(t, r.control(a, ms(10)))
 	quiet(t, r.control(b, ms(20)))
 	quiet(t, r.control(c, ms(20)))
+	// The agent keeps copies: the Codec's messages are reused.
+	want := [3]proto.Splice{*a, *b, *c}
+	a.RequestID, b.RequestID, c.RequestID = 0, 0, 0
+	a, b, c = &want[0], &want[1], &want[2]
 	if d := r.a.NextDeadline(); d != ms(60) {
 		t.Fatalf("next deadline %v, want 60 ms", d)
 	}
@@ -295,14 +301,14 @@ func TestAgentDelaysSplicesInOrder(t *testing.T) {
 		t.Fatalf("delayed %d", r.a.Stats().DelayedSplices)
 	}
 	quiet(t, r.tick(ms(59)))
-	if out := r.tick(ms(60)); len(out.Install) != 1 || out.Install[0] != a {
+	if out := r.tick(ms(60)); len(out.Install) != 1 || out.Install[0] != *a {
 		t.Fatalf("at 60 ms installed %v, want the first", out.Install)
 	}
 	if d := r.a.NextDeadline(); d != ms(70) {
 		t.Fatalf("next deadline %v, want 70 ms", d)
 	}
 	// A late tick installs everything due, in arrival order.
-	if out := r.tick(ms(500)); len(out.Install) != 2 || out.Install[0] != b || out.Install[1] != c {
+	if out := r.tick(ms(500)); len(out.Install) != 2 || out.Install[0] != *b || out.Install[1] != *c {
 		t.Fatalf("at 500 ms installed %v, want the other two in order", out.Install)
 	}
 	if d := r.a.NextDeadline(); d != ms(1000) {
@@ -387,9 +393,46 @@ func TestAgentUnexpectedAndMalformed(t *testing.T) {
 func TestAgentOutputResetDropsReferences(t *testing.T) {
 	var out AgentOutput
 	out.Send = append(out.Send, &proto.Keepalive{})
-	out.Install = append(out.Install, spliceMsg(1))
+	out.log(slog.LevelInfo, "x", slog.String("a", "b"))
+	out.Install = append(out.Install, *spliceMsg(1))
 	out.Reset()
-	if len(out.Send) != 0 || out.Send[:1][0] != nil || out.Install[:1][0] != nil {
-		t.Fatal("Reset kept references to sent messages")
+	if len(out.Send)+len(out.Install)+len(out.Logs) != 0 || out.Send[:1][0] != nil || out.Logs[:1][0].Attrs != nil {
+		t.Fatal("Reset kept references to sent messages or logged attributes")
+	}
+}
+
+// TestAgentOutputMessagesStayDistinct: the output reuses its messages'
+// storage; each message of one output is its own, also when the storage
+// grows under the ones already in Send, and the next output reuses it.
+func TestAgentOutputMessagesStayDistinct(t *testing.T) {
+	r := newAgentRig(t, 0)
+	r.out.Reset()
+	for id := range uint64(20) {
+		r.a.Installed(spliceMsg(id), nil, &r.out)
+		r.a.Event(splice.Event{Kind: splice.EvResponseDone, RequestID: id}, ms(1), &r.out)
+	}
+	if len(r.out.Send) != 40 {
+		t.Fatalf("sent %d messages, want 40", len(r.out.Send))
+	}
+	for i, m := range r.out.Send {
+		id := uint64(i / 2)
+		switch m := m.(type) {
+		case *proto.SpliceAck:
+			if i%2 != 0 || m.RequestID != id || !m.OK {
+				t.Fatalf("message %d: %+v", i, m)
+			}
+		case *proto.Feedback:
+			if i%2 != 1 || m.RequestID != id {
+				t.Fatalf("message %d: %+v", i, m)
+			}
+		}
+	}
+	r.out.Reset()
+	r.a.Installed(spliceMsg(77), nil, &r.out)
+	first := sent[*proto.SpliceAck](t, &r.out)
+	r.out.Reset()
+	r.a.Installed(spliceMsg(78), errors.New("no"), &r.out)
+	if a := sent[*proto.SpliceAck](t, &r.out); a != first || a.RequestID != 78 || a.OK || a.Reason != "no" {
+		t.Fatalf("ack %+v, want request 78 refused, in the storage reused", a)
 	}
 }

@@ -35,6 +35,11 @@ const (
 	plainTAPBufs = 256
 	// maxControlPerPass bounds the control datagrams one pass reads.
 	maxControlPerPass = 64
+	// passFrames is the output a pass starts with room for: a batch from
+	// each link and every buffer the plain TAP's reader can have in
+	// flight. The slices would grow to it anyway, an allocation each
+	// time a pass is busier than all before.
+	passFrames = 2*batchFrames + plainTAPBufs
 )
 
 // yieldEvery is how often a busy loop passes through the Go scheduler.
@@ -125,7 +130,7 @@ const (
 type mail struct {
 	kind   mailKind
 	frame  *handoff
-	splice *proto.Splice
+	splice proto.Splice // a copy: the agent's output is reused
 	err    error
 	ev     splice.Event
 	status chan<- shardStatus
@@ -145,6 +150,9 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	}
 	w := &worker{d: d, id: id, shim: shim, poller: p, wire: d.wires[id],
 		wb: link.NewBatch(batchFrames, wireBuf), free: make(chan *handoff, handoffBufs)}
+	w.out.Frames = make([]splice.OutFrame, 0, passFrames)
+	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
+	w.wireHdrs, w.tapHdrs = make([]wire.VNetHdr, 0, passFrames), make([]wire.VNetHdr, 0, passFrames)
 	if err := p.Add(w.wire.FD(), tokWire); err != nil {
 		p.Close()
 		return nil, err
@@ -345,10 +353,10 @@ func (w *worker) readMail(now splice.Time) {
 			w.held = append(w.held, h)
 			w.shim.InputVNet(splice.PortHost, h.buf[:h.n], h.vnet, now, &w.out)
 		case mailInstall:
-			w.d.workers[0].post(mail{kind: mailInstalled, splice: m.splice, err: w.shim.AddSplice(m.splice, now)})
+			w.d.workers[0].post(mail{kind: mailInstalled, splice: m.splice, err: w.shim.AddSplice(&m.splice, now)})
 		case mailInstalled:
 			w.aout.Reset()
-			w.agent.Installed(m.splice, m.err, &w.aout)
+			w.agent.Installed(&m.splice, m.err, &w.aout)
 			w.carryOut(now)
 		case mailEvent:
 			w.aout.Reset()
@@ -407,6 +415,12 @@ func (w *worker) flush(now splice.Time) {
 	}
 	w.held = w.held[:0]
 	w.publishActive()
+	w.passEvents(now)
+}
+
+// passEvents hands the pass's engine events to the agent: worker 0's
+// directly, the others' through worker 0's mailbox.
+func (w *worker) passEvents(now splice.Time) {
 	for _, ev := range w.out.Events {
 		if w.agent == nil {
 			w.d.workers[0].post(mail{kind: mailEvent, ev: ev})
@@ -478,9 +492,9 @@ func (w *worker) checkDrops(now splice.Time) {
 // worker reports back), sends control messages, writes log lines.
 func (w *worker) carryOut(now splice.Time) {
 	for i := 0; i < len(w.aout.Install); i++ { // Installed appends to Send and Logs only
-		m := w.aout.Install[i]
+		m := &w.aout.Install[i]
 		if k := shardOf(m, len(w.d.workers)); k != w.id {
-			w.d.workers[k].post(mail{kind: mailInstall, splice: m})
+			w.d.workers[k].post(mail{kind: mailInstall, splice: *m})
 			continue
 		}
 		w.agent.Installed(m, w.shim.AddSplice(m, now), &w.aout)
@@ -541,12 +555,8 @@ func (w *worker) readControl(now splice.Time) {
 		if err != nil {
 			w.agent.Malformed(from, err, &w.aout)
 		} else {
-			if s, ok := m.(*proto.Splice); ok {
-				// The agent keeps a Splice (delayed, or installed by
-				// another worker): give it its own copy of the Codec's.
-				own := *s
-				m = &own
-			}
+			// m is the Codec's, reused by the next Decode; the agent
+			// copies what it keeps (a Splice, into its output).
 			w.agent.SetConcurrency(w.d.concurrency())
 			w.agent.Control(from, m, now, &w.aout)
 		}

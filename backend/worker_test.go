@@ -133,7 +133,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	}
 	w0.aout.Reset()
 	w1.kernelSynAck(testSplice(7, owner), ms(1))
-	w0.aout.Install = append(w0.aout.Install, testSplice(7, owner))
+	w0.aout.Install = append(w0.aout.Install, *testSplice(7, owner))
 	w0.carryOut(ms(1))
 	if len(w0.aout.Send) != 0 || w0.shim.Entries() != 0 {
 		t.Fatalf("worker 0 acknowledged (%d) or installed (%d) a splice it does not own", len(w0.aout.Send), w0.shim.Entries())
@@ -152,7 +152,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	// the same pass.
 	w0.aout.Reset()
 	w0.kernelSynAck(testSplice(8, other), ms(4))
-	w0.aout.Install = append(w0.aout.Install, testSplice(8, other))
+	w0.aout.Install = append(w0.aout.Install, *testSplice(8, other))
 	w0.carryOut(ms(4))
 	if w0.shim.Entries() != 1 {
 		t.Fatal("worker 0 did not install the splice of its own shard")

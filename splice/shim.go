@@ -69,7 +69,15 @@ type Shim struct {
 	pkt        wire.Packet
 	opts       wire.TCPOptions
 	active     int
+
+	// Allocation per request (issue 7): entries removed, kept for the
+	// next Splices instead of a new one each (see remove).
+	spareEntries []*spliceEntry
 }
+
+// maxSpareEntries bounds the removed entries a shim keeps for reuse: the
+// turnover of a busy shim between two Ticks, not its peak.
+const maxSpareEntries = 256
 
 // ShimStats are the shim's counters.
 type ShimStats struct {
@@ -239,7 +247,8 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		s.stats.SplicesReplaced++
 		s.remove(old)
 	}
-	ent := &spliceEntry{
+	ent := s.newEntry()
+	*ent = spliceEntry{
 		key: key, requestID: m.RequestID,
 		client: m.ClientIP.As4(), vip: m.VIP.As4(), cport: m.ClientPort, vport: m.VIPPort,
 		cliMAC: m.ClientNextHopMAC, seqDelta: m.SeqDelta, tsOffset: m.TSOffset,
@@ -341,6 +350,23 @@ func (s *Shim) remove(ent *spliceEntry) {
 		delete(s.byReq, ent.requestID)
 	}
 	ent.deadline = Never
+	// Nothing refers to ent now (the maps dropped it, and its timers
+	// find it only through byReq): the next Splice may reuse it.
+	if len(s.spareEntries) < maxSpareEntries {
+		s.spareEntries = append(s.spareEntries, ent)
+	}
+}
+
+// newEntry returns a removed entry to reuse, or a new one; AddSplice
+// overwrites all of it.
+func (s *Shim) newEntry() *spliceEntry {
+	if n := len(s.spareEntries); n > 0 {
+		ent := s.spareEntries[n-1]
+		s.spareEntries[n-1] = nil
+		s.spareEntries = s.spareEntries[:n-1]
+		return ent
+	}
+	return new(spliceEntry)
 }
 
 // Input processes a frame from port at time now: InputVNet for a frame

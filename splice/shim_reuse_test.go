@@ -1,0 +1,104 @@
+package splice
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// The shim keeps removed entries for the next Splices (issue 7: an entry
+// per request was the back-end's last allocation per request). A reused
+// entry must start as a new one would.
+
+// turnover is a connection to splice and reset, its frames built ahead.
+type turnover struct {
+	sp          proto.Splice
+	synAck, rst []byte
+}
+
+func newTurnover(sp proto.Splice) turnover {
+	return turnover{sp: sp, synAck: kernelSynAck(&sp, 0x500, wire.Seq(sp.RequestEnd)-1),
+		rst: c2FromHost(&sp, wire.TCPFlagRST|wire.TCPFlagACK, 0x501, wire.Seq(sp.RequestEnd), nil)}
+}
+
+// run installs c's Splice on h's shim (after its kernel SYN-ACK) and
+// resets the connection from the host, which starts its linger.
+func (c *turnover) run(tb testing.TB, h *shimHarness, frame []byte, now Time) {
+	feed := func(f []byte) {
+		n := copy(frame, f)
+		h.out.Reset()
+		h.sh.Input(PortHost, frame[:n], now, &h.out)
+	}
+	feed(c.synAck)
+	if err := h.sh.AddSplice(&c.sp, now); err != nil {
+		tb.Fatal(err)
+	}
+	feed(c.rst)
+}
+
+func TestShimReusedEntryStartsAfresh(t *testing.T) {
+	cfg := ShimConfig{Linger: 10 * time.Millisecond}
+	used, fresh := newShim(t, cfg), newShim(t, cfg)
+	frame := make([]byte, 2048)
+
+	old := guardSplice(1, 30001, 0x100)
+	old.Flags |= proto.SpliceWindowScale
+	old.WScaleBackend, old.WScaleFrontend = 7, 2
+	c := newTurnover(old)
+	c.run(t, used, frame, t0)
+	used.tick(t0 + s1)
+	if used.sh.Entries() != 0 || len(used.sh.spareEntries) != 1 {
+		t.Fatalf("%d entries, %d spare after the linger; want 0 and 1", used.sh.Entries(), len(used.sh.spareEntries))
+	}
+	spare := used.sh.spareEntries[0]
+
+	// The same new connection on both shims: the one with a spare entry
+	// must end up with the same entry as the one without.
+	sp := guardSplice(2, 30002, 0x200)
+	for _, h := range []*shimHarness{used, fresh} {
+		h.input(PortHost, kernelSynAck(&sp, 0x900, 0x200), t0+2*s1)
+		if err := h.sh.AddSplice(&sp, t0+2*s1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, want := used.sh.byReq[2], fresh.sh.byReq[2]
+	if got != spare || len(used.sh.spareEntries) != 0 {
+		t.Fatal("the spare entry was not reused")
+	}
+	if !reflect.DeepEqual(*got, *want) {
+		t.Fatalf("reused entry\n%+v\nwant\n%+v", *got, *want)
+	}
+}
+
+func TestShimSpliceTurnoverAllocatesNothing(t *testing.T) {
+	const n = 512
+	h := newShim(t, ShimConfig{Linger: 10 * time.Millisecond, MaxHandshakes: 64})
+	cs := make([]turnover, n)
+	for i := range cs {
+		cs[i] = newTurnover(guardSplice(uint64(100+i), uint16(30000+i), wire.Seq(0x1000*i)))
+	}
+	frame := make([]byte, 2048)
+	now, i := t0, 0
+	turn := func() {
+		now += 100 * ms
+		cs[i%n].run(t, h, frame, now)
+		i++
+		h.out.Reset()
+		h.sh.Tick(now+50*ms, &h.out)
+	}
+	for range n { // maps and heaps reach their working size
+		turn()
+	}
+	before := h.sh.Stats()
+	allocs := testing.AllocsPerRun(200, turn)
+	after := h.sh.Stats()
+	if after.Splices-before.Splices != 201 || after.Expired-before.Expired != 201 || h.sh.Entries() != 0 {
+		t.Fatalf("stats %+v -> %+v, %d entries: want 201 splices installed and expired", before, after, h.sh.Entries())
+	}
+	if allocs != 0 {
+		t.Errorf("a Splice installed and expired: %v allocations", allocs)
+	}
+}
