@@ -310,6 +310,16 @@
 // Client segments towards the host on a spliced tuple are watched on
 // their way.
 //
+// What the shim believes is guarded (shim_guard.go). AddSplice takes a
+// Splice only for a C2 handshake whose SYN-ACK it saw leave the kernel
+// within HandshakeWindow, on one of the web ports, with numbers that
+// agree with it, and once; the table of handshakes and of entries is
+// bounded. Wire segments of a spliced connection are judged as the kernel
+// will judge them (RFC 5961): a RST ends the entry only at exactly the
+// sequence the kernel expects, other segments count only inside the
+// window it announced; the rest still goes to the kernel, which answers
+// it, but changes nothing here. The kernel's own RST or FIN is final.
+//
 // Service time, one request at a time: it starts when new request bytes
 // arrive (a retransmission is not a new request) and runs to the last
 // response byte the server sent. The response is over when the server has
