@@ -240,6 +240,14 @@ func (w *worker) run() error {
 		if w.shim.NextDeadline() <= now {
 			w.shim.Tick(now, &w.out)
 		}
+		if w.agent != nil {
+			// A SpliceAck queued by this pass goes before its frames:
+			// the front-end waits on it to send the request, while a
+			// write on the TAP runs the kernel's TCP stack inside the
+			// call (the C2 handshake's ACK usually arrives with the
+			// Splice). What the frames' events queue goes at the end.
+			w.flushControl()
+		}
 		w.flush(now)
 		if w.agent != nil && w.agent.NextDeadline() <= now {
 			w.aout.Reset()
@@ -516,7 +524,8 @@ func (w *worker) carryOut(now splice.Time) {
 // socket and the agent; here a Splice is installed and acknowledged in
 // the same pass that read it, and there is no goroutine to stop. What the
 // agent sends during a pass is queued and goes out with one sendmmsg(2)
-// at its end (flushControl).
+// before the pass's frames (a SpliceAck), and one at its end (what the
+// frames' events and the agent's timers queued).
 
 // attachControl gives worker 0 the control socket.
 func (w *worker) attachControl(conn *net.UDPConn) error {

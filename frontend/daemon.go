@@ -233,9 +233,23 @@ func (d *Daemon) finish(now splice.Time) {
 	d.flush()
 }
 
-// flush writes the frames, sends the datagrams and logs the records of
+// flush sends the datagrams, writes the frames and logs the records of
 // the output.
 func (d *Daemon) flush() {
+	// The datagrams go first: a Splice is the next step of a handoff
+	// and the shim's answer to it is, while the frames of the same pass
+	// (the C2 handshake's ACK, forwarded client ACKs) are not waited
+	// on. A sendmmsg(2) on the link costs tens of microseconds (the
+	// kernel delivers the frames through the bridge in this call), so
+	// sending the datagrams after it delayed every handoff by as much.
+	for _, dg := range d.out.Datagrams {
+		if err := d.ctl.queue(dg.To, dg.Msg); err != nil {
+			d.controlSendFailed(1, fmt.Errorf("%v to %v: %w", dg.Msg.Type(), dg.To, err))
+		}
+	}
+	if failed, err := d.ctl.sock.Flush(); failed > 0 || err != nil {
+		d.controlSendFailed(failed, err)
+	}
 	d.txBatch = d.txBatch[:0]
 	for _, f := range d.out.Engine.Frames {
 		d.txBatch = append(d.txBatch, f.Data)
@@ -248,14 +262,6 @@ func (d *Daemon) flush() {
 			}
 		}
 		clear(d.txBatch)
-	}
-	for _, dg := range d.out.Datagrams {
-		if err := d.ctl.queue(dg.To, dg.Msg); err != nil {
-			d.controlSendFailed(1, fmt.Errorf("%v to %v: %w", dg.Msg.Type(), dg.To, err))
-		}
-	}
-	if failed, err := d.ctl.sock.Flush(); failed > 0 || err != nil {
-		d.controlSendFailed(failed, err)
 	}
 	for _, r := range d.out.Logs {
 		d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)

@@ -366,11 +366,11 @@
 //
 // Each flow (and each shim entry) has one current deadline, and each
 // engine one heap of them (timers.go, a queue.Heap with lazy deletion):
-// moving a deadline pushes a new entry and leaves the old one, which Tick
-// skips because it no longer matches the owner's deadline. A deadline that
-// only moves later (the idle timer every packet refreshes) is not pushed
-// at all; when the earlier entry fires, the owner finds the later time and
-// pushes that. NextDeadline may therefore report a stale, earlier time: Tick
+// moving a deadline earlier pushes a new entry and leaves the old one,
+// which Tick skips because it no longer matches the owner's armed entry.
+// A deadline that moves later (the idle timer every packet refreshes, a
+// flow's next state) is not pushed at all; when the earlier entry fires,
+// the owner finds the later time and pushes that. NextDeadline may therefore report a stale, earlier time: Tick
 // then has nothing to do. The front-end's deadlines, by state:
 //
 //	reading       HeadTimeout (10 s)             -> 408; nothing received

@@ -36,6 +36,12 @@ type flow struct {
 	isnF     wire.Seq
 	wsF      int // our window scale towards the client, -1 if none
 	deadline Time
+	// armed is the time of deadline's live heap entry (Never: none).
+	// A deadline later than it is not pushed: the entry at armed fires
+	// first and Tick pushes the later time then (issue 7: a flow's
+	// deadlines go 10 s, 30 s, 1 s, 3 s, 0.2 s, 5 s..., and pushing
+	// each left stale entries that made the heap ~150k deep under load).
+	armed Time
 
 	// Request direction before the handoff.
 	rcvNxt   wire.Seq
@@ -235,7 +241,7 @@ func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 	} else {
 		f = new(flow)
 	}
-	*f = flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never}
+	*f = flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never, armed: Never}
 	e.flows[key] = f
 	e.byID[f.id] = f
 	e.peak.flows = max(e.peak.flows, len(e.flows))

@@ -361,8 +361,14 @@ func (e *FrontEnd) Tick(now Time, out *Output) {
 			return
 		}
 		f := e.byID[FlowID(ent.key)]
-		if f == nil || f.deadline != ent.when {
+		if f == nil || f.armed != ent.when {
 			continue // stale entry
+		}
+		f.armed = Never
+		if f.deadline > now {
+			// Moved later since it was armed (or to Never): arm that.
+			e.arm(f, f.deadline)
+			continue
 		}
 		if e.limitTimer(f, now, out) {
 			continue
@@ -388,5 +394,17 @@ func (e *FrontEnd) setDeadline(f *flow, when Time) {
 		return
 	}
 	f.deadline = when
+	if when < f.armed {
+		e.arm(f, when)
+	}
+}
+
+// arm pushes f's timer entry for when, which is earlier than any it has
+// in the heap; Never pushes nothing.
+func (e *FrontEnd) arm(f *flow, when Time) {
+	if when == Never {
+		return
+	}
+	f.armed = when
 	e.timers.push(when, uint64(f.id))
 }
