@@ -105,13 +105,20 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 			e.handoffFailed(f, "back-end refused the connection", now, out)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK:
 			// A challenge ACK (RFC 5961 section 4): the back-end still
-			// holds an old connection on this tuple, say from before a
-			// front-end restart. A RST at its ACK number clears it; then
-			// our SYN can go again. Anyone can provoke this answer, so it
-			// is rate-limited like a challenge ACK.
-			if !e.flowAnswerAllowed(f, now) {
+			// holds an old connection on this tuple: its TIME_WAIT once
+			// the handoff ports wrap (at a few thousand connections a
+			// second, within seconds), or one from before a front-end
+			// restart. A RST at its ACK number clears it; then our SYN
+			// can go again. Waiting for the SYN timer instead stalls the
+			// request a second, so this is bounded per handoff (a few
+			// tries, like the SYN's), not per second; a spoofer gains two
+			// frames to the back-end per frame it sends, only while this
+			// flow is connecting.
+			if int(f.ck.c2Resets) >= e.cfg.MaxRetries {
+				e.drop(dropUnexpected)
 				return
 			}
+			f.ck.c2Resets++
 			e.sendRST(p, out)
 			e.sendC2SYN(f, now, out)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN|wire.TCPFlagACK && ackOK:

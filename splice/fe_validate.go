@@ -73,6 +73,11 @@ const challengeGap = Time(500 * time.Millisecond)
 // client-facing numbers.
 type segCheck struct {
 	started bool
+	// c2Resets counts the RSTs this flow sent to clear an old connection
+	// the back-end still held on its C2 tuple (see inputBackend): bounded
+	// per handoff, not by time, because under load it is the normal way
+	// a reused handoff port meets the back-end's TIME_WAIT.
+	c2Resets uint8
 	// cliEnd is the end (seq + SegLen) of the client's accepted
 	// segments: once spliced, the sequence number the client uses next.
 	cliEnd wire.Seq
