@@ -36,7 +36,8 @@ const picture = `qsplice-lab builds a test network out of network namespaces (ne
                        | :9100/status     |   |   :8080 on the back-end kernel    |
                        +------------------+   +-----------------------------------+
 
-Offloads (tx csum, TSO, GSO, GRO) and IPv6 are off on every lab link.
+Offloads (tx csum, TSO, GSO, GRO) stay on, as on real links (up -offloads=false
+turns them off on every lab link); IPv6 is off.
 State (key, pidfiles, logs, nginx config and files, lab.json) is kept in
 -state-dir, so down, status, capture and exec need only -name.
 

@@ -15,10 +15,12 @@
 //	.10           .2 (+VIP .100 and          tap0 .21 ... .(20+K), bridged to
 //	              handoff .101 in userspace) eth0 by the back-end shim
 //
-// All addresses are in 198.18.0.0/24. Offloads are off on every lab link so
-// that AF_PACKET sockets see complete checksums and no super-frames (see
-// design.md section 7). The state directory records what Up did, so Down,
-// Open and the CLI work from the lab's name alone.
+// All addresses are in 198.18.0.0/24. Offloads (checksum, TSO, GSO, GRO)
+// stay on by default, as on real links, so both daemons see super-frames
+// and partial checksums in virtio-net headers; Config.Offloads = false turns
+// them off on every lab link (complete checksums, MTU-sized frames only;
+// see design.md section 7). IPv6 is off. The state directory records what
+// Up did, so Down, Open and the CLI work from the lab's name alone.
 package lab
 
 import (
