@@ -83,29 +83,7 @@ func TestReplayRealKeepAliveCapture(t *testing.T) {
 // TestReplayRealConcurrentCapture: four connections open at once, each
 // with its GET in flight before any answer.
 func TestReplayRealConcurrentCapture(t *testing.T) {
-	in := realCapture(t, 4, func(nsC string) {
-		var conns []net.Conn
-		for range 4 {
-			conns = append(conns, dialIn(t, nsC))
-		}
-		for i, c := range conns {
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			fmt.Fprintf(c, "GET /c%d HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n", i)
-		}
-		var wg sync.WaitGroup
-		for i, c := range conns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := io.ReadAll(c)
-				if err != nil || !bytes.Contains(resp, []byte(fmt.Sprintf("hello /c%d", i))) {
-					t.Errorf("connection %d: %q, %v", i, resp, err)
-				}
-				c.Close()
-			}()
-		}
-		wg.Wait()
-	})
+	in := realCapture(t, 4, func(nsC string) { fourConcurrentGETs(t, nsC, "c") })
 	out, s := replayReal(t, in)
 	if s.Requests != 4 || s.HandedOver != 4 || s.HandoffsDone != 4 || s.ClientUnmapped != 0 || s.Closed["fin"] != 4 {
 		t.Errorf("want 4 requests spliced and closed by FIN; got\n%s", summaryText(s))
@@ -187,6 +165,33 @@ func dialIn(t *testing.T, ns string) net.Conn {
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// fourConcurrentGETs opens four connections to the VIP from nsC, sends a
+// GET /<prefix><i> on each before reading any answer, and checks each
+// answer names its own path.
+func fourConcurrentGETs(t *testing.T, nsC, prefix string) {
+	var conns []net.Conn
+	for range 4 {
+		conns = append(conns, dialIn(t, nsC))
+	}
+	for i, c := range conns {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET /%s%d HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n", prefix, i)
+	}
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := io.ReadAll(c)
+			if err != nil || !bytes.Contains(resp, fmt.Appendf(nil, "hello /%s%d", prefix, i)) {
+				t.Errorf("connection %d: %q, %v", i, resp, err)
+			}
+			c.Close()
+		}()
+	}
+	wg.Wait()
 }
 
 // replayReal replays a real capture twice (the outputs must be

@@ -3,13 +3,11 @@ package replay
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -139,29 +137,7 @@ func TestReplayRealNginxCaptures(t *testing.T) {
 		}
 	})
 	t.Run("four concurrent connections", func(t *testing.T) {
-		in := realCaptureFrom(t, serveNginx, 4, func(nsC string) {
-			var conns []net.Conn
-			for range 4 {
-				conns = append(conns, dialIn(t, nsC))
-			}
-			for i, c := range conns {
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				fmt.Fprintf(c, "GET /n%d HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n", i)
-			}
-			var wg sync.WaitGroup
-			for i, c := range conns {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					resp, err := io.ReadAll(c)
-					if err != nil || !bytes.Contains(resp, fmt.Appendf(nil, "hello /n%d", i)) {
-						t.Errorf("connection %d: %q, %v", i, resp, err)
-					}
-					c.Close()
-				}()
-			}
-			wg.Wait()
-		})
+		in := realCaptureFrom(t, serveNginx, 4, func(nsC string) { fourConcurrentGETs(t, nsC, "n") })
 		out, s := replayReal(t, in)
 		if s.Requests != 4 || s.HandedOver != 4 || s.HandoffsDone != 4 || s.ClientUnmapped != 0 {
 			t.Errorf("want 4 requests spliced; got\n%s", summaryText(s))
