@@ -94,64 +94,30 @@ func TestSynFloodOnTheWire(t *testing.T) {
 		syns, synAcks, rst int
 		srcs               = map[netip.Addr]bool{}
 	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b := link.NewBatch(64, 2048)
-		out := make([]byte, MaxFrameLen)
-		var p wire.Packet
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n, err := w.victim.ReadBatch(b)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if n == 0 {
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			for i := range n {
-				frame := b.Frame(i)
-				if wire.Parse(frame, &p) != nil || p.Kind != wire.KindTCP {
-					continue // the kernel's own frames, if any
-				}
-				if err := synError(frame, w.attackerMAC, w.victimMAC, target); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				src := p.IP.Src()
-				srcs[src.Addr()] = true
-				syns++
-				flags := uint8(wire.TCPFlagSYN | wire.TCPFlagACK)
-				if syns%2 == 0 {
-					flags = wire.TCPFlagRST | wire.TCPFlagACK
-					rst++
-				} else {
-					synAcks++
-				}
-				mu.Unlock()
-				f := wire.TCPFrame{SrcMAC: w.victimMAC, DstMAC: w.attackerMAC, Src: target, Dst: src,
-					SrcPort: p.TCP.DstPort(), DstPort: p.TCP.SrcPort(), Seq: 77, Ack: p.TCP.Seq() + 1, Flags: flags, Window: 1000}
-				if err := w.victim.WriteFrame(out[:f.Encode(out)]); err != nil {
-					t.Error(err)
-					return
-				}
-			}
+	stopVictim := runVictim(t, &w, func(frame []byte, p *wire.Packet) (wire.TCPFrame, bool, error) {
+		if err := synError(frame, w.attackerMAC, w.victimMAC, target); err != nil {
+			return wire.TCPFrame{}, false, err
 		}
-	}()
+		mu.Lock()
+		defer mu.Unlock()
+		src := p.IP.Src()
+		srcs[src.Addr()] = true
+		syns++
+		flags := uint8(wire.TCPFlagSYN | wire.TCPFlagACK)
+		if syns%2 == 0 {
+			flags = wire.TCPFlagRST | wire.TCPFlagACK
+			rst++
+		} else {
+			synAcks++
+		}
+		return wire.TCPFrame{SrcMAC: w.victimMAC, DstMAC: w.attackerMAC, Src: target, Dst: src,
+			SrcPort: p.TCP.DstPort(), DstPort: p.TCP.SrcPort(), Seq: 77, Ack: p.TCP.Seq() + 1, Flags: flags, Window: 1000}, true, nil
+	})
 
 	cfg := Config{Mode: ModeSYN, SrcMAC: w.attackerMAC, DstMAC: w.victimMAC, Target: vip, Ports: []uint16{80, 8080},
 		Rate: 5000, Duration: 400 * time.Millisecond, Linger: 300 * time.Millisecond, Seed: 11}
 	sum, err := Run(t.Context(), cfg, w.attacker, nil)
-	close(stop)
-	<-done
+	stopVictim()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,62 +153,31 @@ func TestHeadsOnTheWire(t *testing.T) {
 		mu                  sync.Mutex
 		syns, heads, others int
 	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b := link.NewBatch(64, 2048)
-		out := make([]byte, MaxFrameLen)
-		var p wire.Packet
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			n, err := w.victim.ReadBatch(b)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if n == 0 {
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			for i := range n {
-				if wire.Parse(b.Frame(i), &p) != nil || p.Kind != wire.KindTCP || p.IP.Src() != wire.IP4From(src) {
-					continue
-				}
-				f := wire.TCPFrame{SrcMAC: w.victimMAC, DstMAC: w.attackerMAC, Src: wire.IP4From(vip), Dst: p.IP.Src(),
-					SrcPort: p.TCP.DstPort(), DstPort: p.TCP.SrcPort(), Window: 1000}
-				mu.Lock()
-				switch {
-				case p.TCP.Flags() == wire.TCPFlagSYN:
-					syns++
-					f.Seq, f.Ack, f.Flags = 1000, p.TCP.Seq()+1, wire.TCPFlagSYN|wire.TCPFlagACK
-				case string(p.TCP.Payload()) == DefaultHead && p.TCP.Ack() == 1001:
-					heads++
-					f.Seq, f.Ack, f.Flags = 1001, p.TCP.Seq()+wire.Seq(len(DefaultHead)), wire.TCPFlagACK
-				default:
-					others++
-					f.Flags = 0
-				}
-				mu.Unlock()
-				if f.Flags == 0 {
-					continue
-				}
-				if err := w.victim.WriteFrame(out[:f.Encode(out)]); err != nil {
-					t.Error(err)
-					return
-				}
-			}
+	stopVictim := runVictim(t, &w, func(_ []byte, p *wire.Packet) (wire.TCPFrame, bool, error) {
+		if p.IP.Src() != wire.IP4From(src) {
+			return wire.TCPFrame{}, false, nil
 		}
-	}()
+		f := wire.TCPFrame{SrcMAC: w.victimMAC, DstMAC: w.attackerMAC, Src: wire.IP4From(vip), Dst: p.IP.Src(),
+			SrcPort: p.TCP.DstPort(), DstPort: p.TCP.SrcPort(), Window: 1000}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case p.TCP.Flags() == wire.TCPFlagSYN:
+			syns++
+			f.Seq, f.Ack, f.Flags = 1000, p.TCP.Seq()+1, wire.TCPFlagSYN|wire.TCPFlagACK
+		case string(p.TCP.Payload()) == DefaultHead && p.TCP.Ack() == 1001:
+			heads++
+			f.Seq, f.Ack, f.Flags = 1001, p.TCP.Seq()+wire.Seq(len(DefaultHead)), wire.TCPFlagACK
+		default:
+			others++
+			return f, false, nil
+		}
+		return f, true, nil
+	})
 	cfg := Config{Mode: ModeHeads, SrcMAC: w.attackerMAC, DstMAC: w.victimMAC, Target: vip, Ports: []uint16{80, 8080},
 		Source: src, Rate: 20000, Flows: flows, Linger: 500 * time.Millisecond, Seed: 5}
 	sum, err := Run(t.Context(), cfg, w.attacker, nil)
-	close(stop)
-	<-done
+	stopVictim()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,5 +190,58 @@ func TestHeadsOnTheWire(t *testing.T) {
 	}
 	if others != 0 || sum.Reset != 0 {
 		t.Errorf("the attacker sent %d other segments after its heads, saw %d resets", others, sum.Reset)
+	}
+}
+
+// runVictim plays the victim on w until the returned stop is called: it
+// reads what reaches the victim in batches and, for each TCP frame,
+// sends the reply answer returns (when it says to); an error from answer
+// fails the test and ends the victim.
+func runVictim(t *testing.T, w *wirePair, answer func(frame []byte, p *wire.Packet) (reply wire.TCPFrame, send bool, err error)) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := link.NewBatch(64, 2048)
+		out := make([]byte, MaxFrameLen)
+		var p wire.Packet
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			n, err := w.victim.ReadBatch(b)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n == 0 {
+				time.Sleep(time.Millisecond) // nothing waiting: the link does not block
+				continue
+			}
+			for i := range n {
+				frame := b.Frame(i)
+				if wire.Parse(frame, &p) != nil || p.Kind != wire.KindTCP {
+					continue // the kernel's own frames, if any
+				}
+				f, send, err := answer(frame, &p)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !send {
+					continue
+				}
+				if err := w.victim.WriteFrame(out[:f.Encode(out)]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
 	}
 }
