@@ -16,9 +16,10 @@ import (
 // TestLifoPriSweep runs the lab mode of the LIFO-Pri experiment briefly:
 // single-fifo and lifo-pri at load 1.4, the model at a fifth of its
 // times. It checks what holds on any run, however short: every request
-// is accounted for, requests were served, the overload is real (the
-// front-end refuses some), and the front-end served what the clients
-// received. Which policy does better is for the long runs to say.
+// is accounted for, requests were served, the overload is real
+// (requests wait in the front-end's queues), and the front-end served what the clients
+// received; and LIFO-Pri puts its transactional classes first. Which
+// policy does better for the shop is for the long runs to say.
 //
 // No warm-up and no drain: then every request the front-end saw came
 // from a counted session, and its counters can be held against the load
@@ -55,39 +56,63 @@ func TestLifoPriSweep(t *testing.T) {
 		if l.Requests.Completed < 1000 {
 			t.Errorf("%s: %d requests completed, want the cluster busy", l.Policy, l.Requests.Completed)
 		}
-		checkOverload(t, cfg.Base, r)
+		checkOverload(t, r)
+		if l.Policy == sched.ModeLifoPri.String() {
+			checkPriority(t, r)
+		}
 		checkFrontendAgrees(t, r)
 	}
 }
 
-// checkOverload: requests queued. Without queueing a request times out
-// only when the client's patience (exponential, mean P) is shorter than
-// its service (exponential, mean S_j), which happens with probability
-// S_j/(S_j+P): 2.7% of requests over the model's mix, give or take 0.2%
-// over the 10000 or so requests of this run. Waiting in an overloaded
-// front-end's queues raises both the timeouts and the mean response
-// time well above what service alone gives, however the noise falls.
-func checkOverload(t *testing.T, model experiment.Config, r experiment.LabResult) {
+// checkOverload: requests queued. The front-end's queue-wait histogram
+// says so directly: at load 1.4 the back-ends' slots are full most of
+// the time, so a good share of requests (a quarter under single-fifo, an
+// eighth under LIFO-Pri, whose priority classes wait for nothing) waits
+// longer than 20 ms, about half a mean service at this time scale. On an
+// idle cluster none would.
+//
+// Neither the clients' timeouts nor their mean response time make a
+// test: a client that gives up closes its connection with a FIN, which
+// HTTP allows as a half-close, so its request still runs; and under
+// LIFO-Pri the completed requests are mostly those that waited little.
+// CI run 14 saw LIFO-Pri's mean response at 1.18 mean services, and its
+// timeouts at 1.37 times what service alone gives, under real overload.
+func checkOverload(t *testing.T, r experiment.LabResult) {
 	t.Helper()
-	p := model.Model.TimeoutMean.Seconds()
-	var noQueue float64
-	tot := r.Loadgen.Total
-	for j, c := range r.Loadgen.Classes[:session.NumPages] {
-		s := model.ServiceMean[j].Seconds()
-		noQueue += float64(c.Requested) * s / (s + p)
+	var waits, long int64
+	for _, c := range r.Frontend {
+		waits += c.Waits
+		long += c.WaitedOver20ms
 	}
-	noQueue /= float64(tot.Requested)
-	timedOut := float64(tot.TimedOut) / float64(tot.Requested)
-	if timedOut < 1.3*noQueue {
-		t.Errorf("%s: %.2f%% of requests timed out, %.2f%% would without queueing: no sign of overload",
-			r.Lab.Policy, 100*timedOut, 100*noQueue)
+	t.Logf("%s: %d of %d dispatched requests waited over 20 ms", r.Lab.Policy, long, waits)
+	if waits == 0 || float64(long) < 0.04*float64(waits) {
+		t.Errorf("%s: %d of %d dispatched requests waited over 20 ms: no sign of overload",
+			r.Lab.Policy, long, waits)
 	}
-	if mean := model.MeanService().Seconds(); r.Lab.MeanRTSeconds < 1.2*mean {
-		t.Errorf("%s: mean response time %.3fs against a mean service time of %.3fs: no queueing",
-			r.Lab.Policy, r.Lab.MeanRTSeconds, mean)
+}
+
+// checkPriority: under LIFO-Pri the four transactional classes go before
+// the four browsing ones, so their requests wait, on average, well under
+// half as long (measured: about 1 ms against 40).
+func checkPriority(t *testing.T, r experiment.LabResult) {
+	t.Helper()
+	var meanWait [2]float64
+	for group, classes := range [2][]experiment.FrontendClass{
+		r.Frontend[session.Main:session.Login], r.Frontend[session.Login:session.NumPages]} {
+		var sum float64
+		var n int64
+		for _, c := range classes {
+			sum += c.WaitSum
+			n += c.Waits
+		}
+		if n == 0 {
+			t.Fatalf("%s: no %s requests dispatched", r.Lab.Policy, [2]string{"browsing", "transactional"}[group])
+		}
+		meanWait[group] = sum / float64(n)
 	}
-	if tot.TimedOut+tot.Refused == 0 {
-		t.Errorf("%s: nothing timed out or dropped at load 1.4", r.Lab.Policy)
+	if meanWait[1] >= meanWait[0]/2 {
+		t.Errorf("%s: transactional requests waited %.1f ms on average, browsing ones %.1f ms: no priority",
+			r.Lab.Policy, 1e3*meanWait[1], 1e3*meanWait[0])
 	}
 }
 

@@ -108,6 +108,7 @@ qsplice_customer_served_total{customer="confirm"} 3
 qsplice_customer_offered_total{customer="main"} 45
 qsplice_customer_admitted_total{customer="main"} 44
 qsplice_customer_rejected_total{customer="main",reason="queue-full"} 1
+qsplice_customer_abandoned_total{customer="main"} 6
 qsplice_customer_response_seconds_sum{customer="main"} 12.5
 qsplice_customer_response_seconds_count{customer="main"} 40
 qsplice_frontend_queue_length 2
@@ -128,7 +129,7 @@ func TestParseMetricsAndDelta(t *testing.T) {
 		`qsplice_customer_response_seconds_sum{customer="main"}`:   2.5,
 		`qsplice_customer_response_seconds_count{customer="main"}`: 10}
 	d := frontendDelta(before, after)
-	want := FrontendClass{Offered: 45, Admitted: 44, Served: 30, QueueFull: 1, ResponseSum: 10, Responses: 30}
+	want := FrontendClass{Offered: 45, Admitted: 44, Served: 30, QueueFull: 1, Abandoned: 6, ResponseSum: 10, Responses: 30}
 	if d[session.Main] != want || d[session.Confirm].Served != 3 || d[session.Browse] != (FrontendClass{}) {
 		t.Fatalf("delta %+v", d)
 	}

@@ -71,6 +71,12 @@ type FrontendClass struct {
 	Admitted  int64 `json:"admitted"`   // dispatched to a back-end
 	Served    int64 `json:"served"`     // answered by a back-end in full
 	QueueFull int64 `json:"queue_full"` // refused with 503
+	Abandoned int64 `json:"abandoned"`  // gone when its turn came (client reset)
+	// Waits counts dispatched requests, WaitSum their time in the queue
+	// (seconds, real time), WaitedOver20ms those that waited longer.
+	Waits          int64   `json:"waits"`
+	WaitSum        float64 `json:"wait_s_sum"`
+	WaitedOver20ms int64   `json:"waited_over_20ms"`
 	// ResponseSum and Responses give the front-end's mean response
 	// time (queue wait plus measured service) over served requests.
 	ResponseSum float64 `json:"response_s_sum"`
@@ -86,10 +92,15 @@ func frontendDelta(before, after metrics) [session.NumPages]FrontendClass {
 	for p := range session.NumPages {
 		page := session.Stage(p)
 		out[p] = FrontendClass{
-			Offered:     int64(d("qsplice_customer_offered_total", page)),
-			Admitted:    int64(d("qsplice_customer_admitted_total", page)),
-			Served:      int64(d("qsplice_customer_served_total", page)),
-			QueueFull:   int64(d("qsplice_customer_rejected_total", page, `reason="queue-full"`)),
+			Offered:   int64(d("qsplice_customer_offered_total", page)),
+			Admitted:  int64(d("qsplice_customer_admitted_total", page)),
+			Served:    int64(d("qsplice_customer_served_total", page)),
+			QueueFull: int64(d("qsplice_customer_rejected_total", page, `reason="queue-full"`)),
+			Abandoned: int64(d("qsplice_customer_abandoned_total", page)),
+			Waits:     int64(d("qsplice_customer_queue_wait_seconds_count", page)),
+			WaitSum:   d("qsplice_customer_queue_wait_seconds_sum", page),
+			WaitedOver20ms: int64(d("qsplice_customer_queue_wait_seconds_count", page) -
+				d("qsplice_customer_queue_wait_seconds_bucket", page, `le="0.02"`)),
 			ResponseSum: d("qsplice_customer_response_seconds_sum", page),
 			Responses:   int64(d("qsplice_customer_response_seconds_count", page)),
 		}
