@@ -301,7 +301,13 @@ func (r *daemonRig) controlProtocol() {
 	// engine's reason.
 	ln := r.listenWeb(80)
 	defer ln.Close()
-	for _, port := range []uint16{40001, 40002} {
+	// Two handoff ports whose connections the fanout puts on different
+	// workers (of two).
+	second := uint16(40002)
+	for wire.PortsHash(second, 80)%2 == wire.PortsHash(40001, 80)%2 {
+		second++
+	}
+	for _, port := range []uint16{40001, second} {
 		conn, sp := r.dialC2(uint64(port), port)
 		defer conn.Close()
 		r.send(shim, sp)
@@ -501,7 +507,13 @@ func TestDaemonTranslatesSplicedReplies(t *testing.T) {
 
 			stop := r.start(r.config())
 			_, shim := recv[*proto.Register](r, 10*time.Second)
-			for _, port := range []uint16{40001, 40002} {
+			// Two handoff ports whose connections the fanout puts on different
+			// workers (of two).
+			second := uint16(40002)
+			for wire.PortsHash(second, 80)%2 == wire.PortsHash(40001, 80)%2 {
+				second++
+			}
+			for _, port := range []uint16{40001, second} {
 				// C2 first, then its Splice, then the request: the
 				// handoff's order.
 				conn, sp := r.dialC2(uint64(port), port)

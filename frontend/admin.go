@@ -23,6 +23,12 @@ type Status struct {
 	VIPs    []string `json:"vips"`
 	Handoff string   `json:"handoff"`
 	Ports   []uint16 `json:"ports"`
+	// Workers is the number of shards (-workers): the engine and link
+	// figures are their sums.
+	Workers int `json:"workers"`
+	// Shards are each shard's own figures, to see how the fanout spread
+	// the load.
+	Shards []ShardStatus `json:"shards"`
 	controller.Status
 	Reloads       uint64            `json:"reloads"`
 	ReloadsFailed uint64            `json:"reloads_failed"`
@@ -52,6 +58,17 @@ type Status struct {
 	// Limits are the bounds on the engine's state, how full they are and
 	// what they refused (metrics.go).
 	Limits LimitsStatus `json:"limits"`
+}
+
+// ShardStatus is one shard's share of the engine figures.
+type ShardStatus struct {
+	Flows           uint64 `json:"flows"`
+	RxFrames        uint64 `json:"rx_frames"`
+	TxFrames        uint64 `json:"tx_frames"`
+	Requests        uint64 `json:"requests"`
+	HandoffsDone    uint64 `json:"handoffs_done"`
+	HandoffsFailed  uint64 `json:"handoffs_failed"`
+	ForwardedFrames uint64 `json:"forwarded_frames"`
 }
 
 // BackendStatus, CustomerStatus and LifoStatus are the controller's.
@@ -95,13 +112,39 @@ type EngineStatus struct {
 }
 
 func (d *Daemon) status() Status {
-	es := d.engine.Stats()
-	now := d.now()
+	// The controller first, then each shard's engine: the lock order of
+	// shard.go.
+	d.ctrlMu.Lock()
+	now := d.ctrlStamp()
+	cst := d.ctrl.Status(now)
+	reloads, reloadsFailed := d.reloads, d.reloadsFailed
+	d.ctrlMu.Unlock()
+	var es splice.FrontEndStats
+	var ls link.Stats
+	var vnetRefused, kernelDrops uint64
+	states := map[string]int{}
+	shards := make([]ShardStatus, 0, len(d.shards))
+	for _, s := range d.shards {
+		s.mu.Lock()
+		one := s.engine.Stats()
+		for k, n := range s.engine.FlowStates() {
+			states[k] += n
+		}
+		vnetRefused += s.vnetRefused
+		kernelDrops += s.kernelDrops()
+		s.mu.Unlock()
+		es.Add(&one)
+		ls.Add(s.link.Stats())
+		shards = append(shards, ShardStatus{Flows: one.Flows, RxFrames: one.RxFrames, TxFrames: one.TxFrames,
+			Requests: one.Requests, HandoffsDone: one.HandoffsDone, HandoffsFailed: one.HandoffsFailed,
+			ForwardedFrames: one.ForwardedFrames})
+	}
 	st := Status{
 		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,
-		Status:   d.ctrl.Status(now),
-		LinkStat: d.link.Stats(), Uptime: time.Duration(now).Seconds(), BadCtl: d.ctl.bad,
-		Reloads: d.reloads, ReloadsFailed: d.reloadsFailed, VNetRefused: d.vnetRefused,
+		Workers: len(d.shards), Shards: shards,
+		Status:   cst,
+		LinkStat: ls, Uptime: time.Duration(now).Seconds(), BadCtl: d.ctl.bad,
+		Reloads: reloads, ReloadsFailed: reloadsFailed, VNetRefused: vnetRefused,
 		Drops: map[string]uint64{},
 		Engine: EngineStatus{
 			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
@@ -114,10 +157,10 @@ func (d *Daemon) status() Status {
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed,
 			Answered:       map[string]uint64{},
-			States:         d.engine.FlowStates(),
+			States:         states,
 		},
 	}
-	st.KernelDrops = d.kernelDrops()
+	st.KernelDrops = kernelDrops
 	for r, n := range d.ctl.controlRefusals() { // the Codec's, next to the controller's (issue 9)
 		st.ControlRefused[r] += n
 	}
@@ -139,7 +182,7 @@ func (d *Daemon) Snapshot() (Status, bool) {
 	reply := make(chan Status, 1)
 	select {
 	case d.adminReq <- reply:
-		d.poller.Wake()
+		d.shards[0].poller.Wake()
 	case <-time.After(2 * time.Second):
 		return Status{}, false
 	}
@@ -201,15 +244,4 @@ func readHeap(st *Status) {
 	if live[0].Value.Kind() == metrics.KindUint64 {
 		st.HeapLive = live[0].Value.Uint64()
 	}
-}
-
-// kernelDrops accumulates the socket's drop counter (the kernel resets it
-// on every read).
-func (d *Daemon) kernelDrops() uint64 {
-	if kd, ok := d.rawLink.(interface{ KernelDrops() (uint64, error) }); ok {
-		if n, err := kd.KernelDrops(); err == nil {
-			d.drops += n
-		}
-	}
-	return d.drops
 }

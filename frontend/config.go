@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
@@ -35,6 +36,11 @@ type Config struct {
 	// RxRing makes an afpacket link receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.
 	RxRing *link.RingConfig
+	// Workers is the number of shards (issue 7, shard.go): each an engine
+	// on an AF_PACKET socket of its own in one fanout group, on a
+	// goroutine of its own. 0: one per CPU (runtime.NumCPU); a TAP link
+	// takes one.
+	Workers int
 
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
@@ -92,9 +98,19 @@ type Listener = controller.Listener
 // LifoConfig configures the class-based listener policies.
 type LifoConfig = controller.LifoConfig
 
+// maxWorkers bounds -workers: a shard's fanout member index and its
+// share of the handoff ports (splice/shard.go) stay meaningful.
+const maxWorkers = 256
+
 func (c *Config) setDefaults() {
 	if c.LinkType == "" {
 		c.LinkType = "afpacket"
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+		if c.LinkType == "afpacket" {
+			c.Workers = runtime.NumCPU()
+		}
 	}
 	if c.QueueCapacity == 0 {
 		c.QueueCapacity = 1024
@@ -117,6 +133,11 @@ func (c *Config) validate() error {
 	}
 	if c.LinkType != "afpacket" && c.LinkType != "tap" {
 		errs = append(errs, fmt.Errorf("link-type: %q is neither afpacket nor tap", c.LinkType))
+	}
+	if c.Workers < 1 || c.Workers > maxWorkers {
+		errs = append(errs, fmt.Errorf("workers: %d is not in 1..%d (-workers)", c.Workers, maxWorkers))
+	} else if c.Workers > 1 && c.LinkType != "afpacket" {
+		errs = append(errs, fmt.Errorf("workers: %d workers need -link-type afpacket (a TAP link has one queue here)", c.Workers))
 	}
 	if len(c.VIPs) == 0 {
 		errs = append(errs, errors.New("vip: no VIP given (-vip)"))

@@ -3,6 +3,7 @@ package frontend
 import (
 	"net/netip"
 
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
@@ -62,7 +63,7 @@ func (c *controlConn) queue(to netip.AddrPort, m proto.Message) error {
 // in the same batch are handled as if the flood were not there. Each
 // decoded message is the Codec's and is handled before the next is
 // decoded.
-func (d *Daemon) readControl(now splice.Time) {
+func (d *Daemon) readControl(now splice.Time, out *controller.Output) {
 	c := d.ctl
 	n, err := c.sock.Recv()
 	if err != nil {
@@ -71,13 +72,13 @@ func (d *Daemon) readControl(now splice.Time) {
 	}
 	for i := range n {
 		b, from, err := c.sock.Datagram(i)
-		d.controlDatagram(b, from, err, now)
+		d.controlDatagram(b, from, err, now, out)
 	}
 }
 
 // controlDatagram checks one datagram from `from` (err: it could not be
 // read) and hands what passes to the controller.
-func (d *Daemon) controlDatagram(b []byte, from netip.AddrPort, err error, now splice.Time) {
+func (d *Daemon) controlDatagram(b []byte, from netip.AddrPort, err error, now splice.Time, out *controller.Output) {
 	var m proto.Message
 	if err == nil {
 		m, err = d.ctl.codec.Decode(b)
@@ -86,7 +87,7 @@ func (d *Daemon) controlDatagram(b []byte, from netip.AddrPort, err error, now s
 		d.badControl(from, err)
 		return
 	}
-	d.ctrl.Control(from, m, now, &d.out)
+	d.ctrl.Control(from, m, now, out)
 }
 
 // badControl counts a datagram that could not be read or was refused,

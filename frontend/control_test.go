@@ -37,9 +37,10 @@ func (r *rig) deliver(b []byte, now splice.Time) []controller.Datagram {
 }
 
 func (r *rig) deliverFrom(from netip.AddrPort, b []byte, now splice.Time) []controller.Datagram {
-	r.d.out.Reset()
-	r.d.controlDatagram(b, from, nil, now)
-	return r.d.out.Datagrams
+	out := &r.d.shards[0].out
+	out.Reset()
+	r.d.controlDatagram(b, from, nil, now, out)
+	return out.Datagrams
 }
 
 // encode seals m as the rig's back-end 1 does, without sending it.
@@ -58,9 +59,10 @@ func (r *rig) register(inc uint64) *proto.Register {
 
 // tick runs the controller's timers at now.
 func (r *rig) tick(now splice.Time) []controller.Datagram {
-	r.d.out.Reset()
-	r.d.ctrl.Tick(now, &r.d.out)
-	return r.d.out.Datagrams
+	out := &r.d.shards[0].out
+	out.Reset()
+	r.d.ctrl.Tick(now, out)
+	return out.Datagrams
 }
 
 func (r *rig) alive() bool {
@@ -235,8 +237,9 @@ func TestAdversarialRefusedControlCostsNothing(t *testing.T) {
 		before := r.refusals()[tc.reason]
 		i := 0
 		n := testing.AllocsPerRun(runs, func() {
-			r.d.out.Reset()
-			r.d.controlDatagram(dgs[i], tc.from, nil, 2*second)
+			out := &r.d.shards[0].out
+			out.Reset()
+			r.d.controlDatagram(dgs[i], tc.from, nil, 2*second, out)
 			i++
 		})
 		if n != 0 {

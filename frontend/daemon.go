@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,50 +17,40 @@ import (
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
-	"github.com/qsplice/qsplice/splice/pump"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
-// Daemon is a running front-end: the engine and the controller, and the
-// I/O around them.
+// Daemon is a running front-end: its shards (each an engine and its
+// link, shard.go), the controller, and the I/O around them.
 type Daemon struct {
-	cfg  Config
-	log  *slog.Logger
-	link link.Link
-	// rawLink is the device under any capture wrapper.
-	rawLink  link.Link
-	engine   *splice.FrontEnd
-	ctrl     *controller.Controller
+	cfg      Config
+	log      *slog.Logger
+	shards   []*shard
 	ctl      *controlConn
 	adminLn  net.Listener // nil without an admin address
 	adminReq chan chan Status
+	hup      atomic.Bool // SIGHUP seen, reload pending
 
-	out     controller.Output
-	rxBatch [][]byte       // frames of one pass, for the engine
-	rxVNet  []wire.VNetHdr // their virtio-net headers (checksum verdicts)
-	inBatch []*pump.Frame  // their buffers, released after the pass's writes
-	txBatch [][]byte       // frames of out being written together
-
-	// The loop (loop.go): it sleeps in poller until the link is readable,
-	// another goroutine hands it something (Wake), or the next deadline.
-	poller *link.Poller
-	rb     *link.Batch // a BatchLink's frames of one pass
-	// scratch holds the segments of the pass's super-frames (GRO'd
-	// client data) cut to MTU size for the engine; vnetRefused counts
-	// frames whose virtio-net header could not be honoured.
-	scratch     []byte
-	vnetRefused uint64
-	hup         atomic.Bool // SIGHUP seen, reload pending
+	// The controller and what only it touches, under ctrlMu (shard.go):
+	// engines is its view of the shards' engines, ctrlLast the latest
+	// time it was given. ctrlDeadline is its next deadline, published
+	// for shard 0's loop, which runs its timers.
+	ctrlMu       sync.Mutex
+	ctrl         *controller.Controller
+	engines      *shardedEngine
+	ctrlLast     splice.Time
+	ctrlDeadline atomic.Int64
+	// Written under ctrlMu: datagrams that could not be sent, and the
+	// reloads (shard 0's goroutine, under ctrlMu).
+	ctlSendErrors          uint64
+	reloads, reloadsFailed uint64
 
 	// start is the epoch of engine time: splice.Time is the monotonic
 	// time since then, so a step of the wall clock moves no timer,
-	// cookie slot or timestamp clock. last is the latest time handed out.
+	// cookie slot or timestamp clock.
 	start time.Time
-	last  splice.Time
 
-	drops, txErrors, ctlSendErrors uint64
-	requestIDPrefix                uint32 // controller.Config.RequestIDPrefix
-	reloads, reloadsFailed         uint64
+	requestIDPrefix uint32 // controller.Config.RequestIDPrefix
 }
 
 // New opens the link, the control socket and the admin listener; Run
@@ -69,7 +60,54 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
-	var l link.Link
+	links, err := openLinks(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	closeAll := func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}
+	ctl, err := listenControl(cfg.Control, cfg.Key, proto.NewIncarnation(time.Now()))
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("frontend: %w", err)
+	}
+	raw := append([]link.Link(nil), links...)
+	if cfg.Capture != "" {
+		f, err := os.Create(cfg.Capture)
+		if err != nil {
+			closeAll()
+			ctl.Close()
+			return nil, fmt.Errorf("frontend: capture: %w", err)
+		}
+		pw, err := link.NewPcapWriter(f)
+		if err != nil {
+			closeAll()
+			ctl.Close()
+			return nil, err
+		}
+		for i, l := range links {
+			links[i] = link.NewRecorder(l, pw, time.Now)
+		}
+	}
+	d, err := newDaemon(cfg, log, links, ctl)
+	if err != nil {
+		closeAll()
+		ctl.Close()
+		return nil, err
+	}
+	for i, s := range d.shards {
+		s.rawLink = raw[i]
+	}
+	return d, nil
+}
+
+// openLinks opens the link of each worker: an AF_PACKET socket per
+// worker, members of one fanout group when there are several (shard.go),
+// or the TAP device.
+func openLinks(cfg *Config) ([]link.Link, error) {
 	switch cfg.LinkType {
 	case "afpacket":
 		if cfg.MAC == (wire.MAC{}) {
@@ -84,93 +122,111 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		// frames arrive with partial checksums and GRO'd super-frames
 		// that only the header describes; with offloads off the header
 		// is all zero and costs nothing.
-		a, err := link.OpenAFPacket(cfg.Link, link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing})
-		if err != nil {
-			return nil, fmt.Errorf("frontend: %w", err)
+		acfg := link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing}
+		if cfg.Workers > 1 {
+			acfg.Fanout = &link.Fanout{Group: uint16(os.Getpid()), Mode: link.FanoutPorts}
 		}
-		l = a
-	case "tap":
+		var links []link.Link
+		for range cfg.Workers {
+			a, err := link.OpenAFPacket(cfg.Link, acfg)
+			if err != nil {
+				for _, l := range links {
+					l.Close()
+				}
+				return nil, fmt.Errorf("frontend: %w", err)
+			}
+			links = append(links, a)
+		}
+		return links, nil
+	default: // "tap"; validate allows one worker only
 		t, err := link.OpenTAP(cfg.Link)
 		if err != nil {
 			return nil, fmt.Errorf("frontend: %w", err)
 		}
-		l = t
 		if cfg.MAC == (wire.MAC{}) {
 			cfg.MAC = randomMAC()
 		}
+		return []link.Link{t}, nil
 	}
-	ctl, err := listenControl(cfg.Control, cfg.Key, proto.NewIncarnation(time.Now()))
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("frontend: %w", err)
-	}
-	raw := l
-	if cfg.Capture != "" {
-		f, err := os.Create(cfg.Capture)
-		if err != nil {
-			l.Close()
-			ctl.Close()
-			return nil, fmt.Errorf("frontend: capture: %w", err)
-		}
-		pw, err := link.NewPcapWriter(f)
-		if err != nil {
-			l.Close()
-			ctl.Close()
-			return nil, err
-		}
-		l = link.NewRecorder(l, pw, time.Now)
-	}
-	d, err := newDaemon(cfg, log, l, ctl)
-	if err != nil {
-		l.Close()
-		ctl.Close()
-		return nil, err
-	}
-	d.rawLink = raw
-	return d, nil
 }
 
-// newDaemon builds the engine and the controller around an open link and
-// control socket.
-func newDaemon(cfg Config, log *slog.Logger, l link.Link, ctl *controlConn) (*Daemon, error) {
-	ecfg := splice.FrontEndConfig{
-		MAC: cfg.MAC, VIPs: cfg.VIPs, Ports: cfg.Ports, HandoffAddr: cfg.Handoff,
-		Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, HeadTimeout: cfg.HeadTimeout, MaxHead: cfg.MaxHead,
-		MaxFlows: cfg.MaxFlows, MaxFlowsPerSource: cfg.MaxFlowsPerSource, MaxPortsPerSource: cfg.MaxPortsPerSource,
-		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
-	}
+// newDaemon builds a shard around each open link, and the controller.
+func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn) (*Daemon, error) {
+	var secret [32]byte
 	if cfg.CookieSeed != "" {
-		ecfg.CookieSecret = sha256.Sum256([]byte(cfg.CookieSeed))
-	} else if _, err := rand.Read(ecfg.CookieSecret[:]); err != nil {
+		secret = sha256.Sum256([]byte(cfg.CookieSeed))
+	} else if _, err := rand.Read(secret[:]); err != nil {
 		return nil, err
 	}
-	eng, err := splice.NewFrontEnd(ecfg)
-	if err != nil {
-		return nil, fmt.Errorf("frontend: %w", err)
+	d := &Daemon{cfg: cfg, log: log, ctl: ctl, adminReq: make(chan chan Status, 4), start: time.Now()}
+	fail := func(err error) (*Daemon, error) {
+		for _, s := range d.shards {
+			s.poller.Close()
+		}
+		return nil, err
 	}
-	poller, err := link.NewPoller()
-	if err != nil {
-		return nil, fmt.Errorf("frontend: %w", err)
+	for i, l := range links {
+		ecfg := engineConfig(&cfg, i, len(links))
+		ecfg.CookieSecret = secret
+		eng, err := splice.NewFrontEnd(ecfg)
+		if err != nil {
+			return fail(fmt.Errorf("frontend: %w", err))
+		}
+		poller, err := link.NewPoller()
+		if err != nil {
+			return fail(fmt.Errorf("frontend: %w", err))
+		}
+		d.shards = append(d.shards, &shard{d: d, idx: i, link: l, rawLink: l, poller: poller, engine: eng})
 	}
-	d := &Daemon{cfg: cfg, log: log, link: l, rawLink: l, engine: eng, ctl: ctl,
-		adminReq: make(chan chan Status, 4), start: time.Now(), poller: poller}
+	d.engines = &shardedEngine{shards: d.shards, touched: make([]bool, len(d.shards))}
 	// RequestIDs of this run carry a prefix of their own (issue 9).
 	var prefix [4]byte
 	rand.Read(prefix[:])
 	d.requestIDPrefix = binary.BigEndian.Uint32(prefix[:])
-	ctrl, err := controller.New(d.controllerConfig(cfg), eng, d.now())
+	ctrl, err := controller.New(d.controllerConfig(cfg), d.engines, d.clock())
 	if err != nil {
-		poller.Close()
-		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
+		return fail(fmt.Errorf("frontend: bad configuration: %w", err))
 	}
 	d.ctrl = ctrl
+	d.ctrlDeadline.Store(int64(ctrl.NextDeadline()))
 	if cfg.Admin != "" {
 		if d.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
-			poller.Close()
-			return nil, fmt.Errorf("frontend: admin %s: %w", cfg.Admin, err)
+			return fail(fmt.Errorf("frontend: admin %s: %w", cfg.Admin, err))
 		}
 	}
 	return d, nil
+}
+
+// engineConfig is the configuration of shard i of n. The limits on
+// state are the whole front-end's: each shard takes its share (rounded
+// up), the port hash spreading every source's connections over the
+// shards.
+func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
+	share := func(v int) int {
+		if v <= 0 {
+			return v // a default (0) or no limit (< 0)
+		}
+		return (v + n - 1) / n
+	}
+	maxFlows := cfg.MaxFlows
+	if maxFlows == 0 && n > 1 {
+		maxFlows = splice.FrontEndConfig{}.WithDefaults().MaxFlows
+	}
+	perSource := cfg.MaxFlowsPerSource
+	if perSource == 0 && n > 1 {
+		perSource = splice.FrontEndConfig{}.WithDefaults().MaxFlowsPerSource
+	}
+	ports := cfg.MaxPortsPerSource
+	if ports == 0 && n > 1 {
+		ports = splice.FrontEndConfig{}.WithDefaults().MaxPortsPerSource
+	}
+	return splice.FrontEndConfig{
+		MAC: cfg.MAC, VIPs: cfg.VIPs, Ports: cfg.Ports, HandoffAddr: cfg.Handoff,
+		Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, HeadTimeout: cfg.HeadTimeout, MaxHead: cfg.MaxHead,
+		MaxFlows: share(maxFlows), MaxFlowsPerSource: share(perSource), MaxPortsPerSource: share(ports),
+		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
+		Shard: i, Shards: n,
+	}
 }
 
 // controllerConfig is the scheduling part of cfg, with the controller
@@ -195,76 +251,73 @@ func randomMAC() wire.MAC {
 	return m
 }
 
-// now is the current engine time: monotonic, and never earlier than a
-// time handed out before. Each pass of the loop stamps its inputs once.
-func (d *Daemon) now() splice.Time {
-	if t := splice.Time(time.Since(d.start)); t > d.last {
-		d.last = t
-	}
-	return d.last
+// clock is the time since start on the monotonic clock, the time every
+// input is stamped with (shard.stamp, ctrlStamp).
+func (d *Daemon) clock() splice.Time { return splice.Time(time.Since(d.start)) }
+
+// ctrlStamp is the controller's time for an entry now: never earlier than
+// a time it was given before. Called with ctrlMu held.
+func (d *Daemon) ctrlStamp() splice.Time {
+	d.ctrlLast = max(d.ctrlLast, d.clock())
+	return d.ctrlLast
 }
 
-// pass is one turn of the loop at now: frames go to the engine, the
-// controller handles what the engine reported, then (control) the
-// datagrams waiting on the control socket, the timers due run, and
-// everything produced goes out: one batched write on the link, one on
-// the control socket.
-func (d *Daemon) pass(frames [][]byte, vnet []wire.VNetHdr, control bool, now splice.Time) {
-	d.out.Reset()
-	for i, f := range frames {
-		d.engine.InputVNet(f, vnet[i], now, &d.out.Engine)
-	}
-	d.ctrl.HandleEvents(now, &d.out)
-	if control {
-		d.readControl(now)
-	}
-	d.finish(now)
+// ctrlDue: the controller's timers are due at now.
+func (d *Daemon) ctrlDue(now splice.Time) bool {
+	return splice.Time(d.ctrlDeadline.Load()) <= now
 }
 
-// finish runs the timers due at now and acts on the output.
-func (d *Daemon) finish(now splice.Time) {
-	if d.engine.NextDeadline() <= now {
-		d.engine.Tick(now, &d.out.Engine)
-		d.ctrl.HandleEvents(now, &d.out)
-	}
+// runController runs the controller for shard s under ctrlMu: f hands it
+// its input at the controller's time, then its timers due run and the
+// control datagrams it produced are sent, before the pass's frames (see
+// sendDatagrams). Afterwards the shards whose engines it changed are
+// woken to recompute their deadlines, and shard 0, which runs the
+// controller's timers, if their deadline moved earlier.
+func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
+	d.ctrlMu.Lock()
+	now := d.ctrlStamp()
+	before := splice.Time(d.ctrlDeadline.Load())
+	f(now)
 	if d.ctrl.NextDeadline() <= now {
-		d.ctrl.Tick(now, &d.out)
+		d.ctrl.Tick(now, &s.out)
 	}
-	d.flush()
+	d.sendDatagrams(&s.out)
+	next := d.ctrl.NextDeadline()
+	d.ctrlDeadline.Store(int64(next))
+	touched := d.engines.touched
+	var wake [8]int
+	woken := wake[:0]
+	for i, t := range touched {
+		if t && i != s.idx {
+			woken = append(woken, i)
+		}
+		touched[i] = false
+	}
+	d.ctrlMu.Unlock()
+	for _, i := range woken {
+		d.shards[i].poller.Wake()
+	}
+	if s.idx != 0 && next < before {
+		d.shards[0].poller.Wake()
+	}
 }
 
-// flush sends the datagrams, writes the frames and logs the records of
-// the output.
-func (d *Daemon) flush() {
-	// The datagrams go first: a Splice is the next step of a handoff
-	// and the shim's answer to it is, while the frames of the same pass
-	// (the C2 handshake's ACK, forwarded client ACKs) are not waited
-	// on. A sendmmsg(2) on the link costs tens of microseconds (the
-	// kernel delivers the frames through the bridge in this call), so
-	// sending the datagrams after it delayed every handoff by as much.
-	for _, dg := range d.out.Datagrams {
+// sendDatagrams sends the control datagrams of out. They go before the
+// pass's frames: a Splice is the next step of a handoff and the shim's
+// answer to it is, while the frames of the same pass (the C2
+// handshake's ACK, forwarded client ACKs) are not waited on. A
+// sendmmsg(2) on the link costs tens of microseconds (the kernel
+// delivers the frames through the bridge in this call), so sending the
+// datagrams after it delayed every handoff by as much. Called with
+// ctrlMu held: the Codec numbers what it seals.
+func (d *Daemon) sendDatagrams(out *controller.Output) {
+	for _, dg := range out.Datagrams {
 		if err := d.ctl.queue(dg.To, dg.Msg); err != nil {
 			d.controlSendFailed(1, fmt.Errorf("%v to %v: %w", dg.Msg.Type(), dg.To, err))
 		}
 	}
 	if failed, err := d.ctl.sock.Flush(); failed > 0 || err != nil {
 		d.controlSendFailed(failed, err)
-	}
-	d.txBatch = d.txBatch[:0]
-	for _, f := range d.out.Engine.Frames {
-		d.txBatch = append(d.txBatch, f.Data)
-	}
-	if len(d.txBatch) > 0 {
-		if n, err := link.WriteFrames(d.link, d.txBatch); err != nil {
-			d.txErrors += uint64(len(d.txBatch) - n)
-			if d.txErrors < 10 || d.txErrors%1000 == 0 {
-				d.log.Warn("link write failed", "err", err, "count", d.txErrors)
-			}
-		}
-		clear(d.txBatch)
-	}
-	for _, r := range d.out.Logs {
-		d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)
 	}
 }
 

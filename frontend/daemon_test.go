@@ -90,7 +90,7 @@ func newRig(t *testing.T, cfgPath string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), feLink, ctl)
+	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), []link.Link{feLink}, ctl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,12 +399,24 @@ func TestDaemonReload(t *testing.T) {
 	r.d.adminLn.Close()
 }
 
-// Engine time is monotonic since the start and never goes back.
-func TestDaemonClock(t *testing.T) {
+// Engine and controller time never go back, whichever goroutine enters
+// them: a shard's pass stamps its engine later than the controller may
+// call it with (shard.go), and the engine is then given the later.
+func TestDaemonClockNeverGoesBack(t *testing.T) {
 	d := &Daemon{start: time.Now()}
-	a := d.now()
-	d.last += 1e12 // as if a later time had been handed out
-	if b := d.now(); b < a || b != d.last {
-		t.Fatalf("now went from %v to %v, last %v", a, b, d.last)
+	s := &shard{d: d}
+	a := s.stamp(d.clock())
+	s.last += 1e12 // as if the shard's pass had stamped a later time
+	if b := s.stamp(d.clock()); b < a || b != s.last {
+		t.Fatalf("engine time went from %v to %v, last %v", a, b, s.last)
+	}
+	// The controller calls the engine with its own, earlier, time.
+	if got := s.stamp(a); got != s.last {
+		t.Fatalf("the engine was given %v after %v", got, s.last)
+	}
+	c := d.ctrlStamp()
+	d.ctrlLast += 1e12
+	if got := d.ctrlStamp(); got < c || got != d.ctrlLast {
+		t.Fatalf("controller time went from %v to %v", c, got)
 	}
 }

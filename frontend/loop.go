@@ -7,28 +7,30 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/pump"
-	"github.com/qsplice/qsplice/splice/wire"
 )
 
-// The event loop. One goroutine owns the engine and the controller and
-// sleeps in a link.Poller until
+// The event loops. Each shard (shard.go) has a goroutine that owns its
+// engine's input and sleeps in its link.Poller until
 //
-//   - the link is readable: a BatchLink (AF_PACKET) is drained by the
+//   - its link is readable: a BatchLink (AF_PACKET) is drained by the
 //     loop itself, one recvmmsg(2) per pass, with no goroutine hand-off;
-//   - the control socket is readable: the loop reads the datagrams
-//     waiting with one recvmmsg(2) and hands them to the controller in
-//     the same pass (control.go);
-//   - another goroutine woke it (Poller.Wake): an admin request, SIGHUP,
-//     the end of ctx, or a frame from the pump that reads a link which is
+//   - (shard 0) the control socket is readable: the loop reads the
+//     datagrams waiting with one recvmmsg(2) and hands them to the
+//     controller in the same pass (control.go);
+//   - another goroutine woke it (Poller.Wake): the controller changed its
+//     engine from another shard; (shard 0) an admin request, SIGHUP, the
+//     end of ctx, or a frame from the pump that reads a link which is
 //     not a BatchLink (water's TAP, a capture Recorder, the in-memory
 //     link of tests);
-//   - the earliest deadline of the engine and the controller passed.
+//   - the earliest deadline of its engine, and for shard 0 of the
+//     controller, passed.
 //
 // There is no fixed ticker: an idle front-end does not wake.
 
@@ -54,25 +56,27 @@ const maxDrain = 64
 // counted (the client retransmits it).
 const scratchSize = 1 << 20
 
-// Run serves until ctx ends or the link fails.
+// Run serves until ctx ends or a link fails.
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.poller.Close()
-	defer d.link.Close()
+	defer func() {
+		for _, s := range d.shards {
+			s.poller.Close()
+			s.link.Close()
+		}
+	}()
 	defer d.ctl.Close()
 	if d.adminLn != nil {
 		defer d.serveAdmin().Close() // closes the listener too
 	}
-	done := make(chan struct{})
-	defer close(done)
-	wake := func() { d.poller.Wake() }
-	if err := d.poller.Add(d.ctl.sock.FD(), tokControl); err != nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := d.shards[0].poller.Add(d.ctl.sock.FD(), tokControl); err != nil {
 		return fmt.Errorf("frontend: %w", err)
 	}
 	go func() {
-		select {
-		case <-ctx.Done():
-			wake()
-		case <-done:
+		<-ctx.Done()
+		for _, s := range d.shards {
+			s.poller.Wake()
 		}
 	}()
 	if d.cfg.ConfigPath != "" {
@@ -84,150 +88,127 @@ func (d *Daemon) Run(ctx context.Context) error {
 				select {
 				case <-hup:
 					d.hup.Store(true)
-					wake()
-				case <-done:
+					d.shards[0].poller.Wake()
+				case <-ctx.Done():
 					return
 				}
 			}
 		}()
 	}
-	var frames *pump.Pump
-	bl, batched := d.link.(link.BatchLink)
-	if batched {
-		size := 2048
-		if bl.VNetHdr() {
-			size = link.MaxFrame
-			d.scratch = make([]byte, scratchSize)
+	for _, s := range d.shards {
+		if err := s.open(); err != nil {
+			return err
 		}
-		d.rb = link.NewBatch(maxDrain, size)
-		if err := d.poller.Add(bl.FD(), tokLink); err != nil {
-			return fmt.Errorf("frontend: %w", err)
-		}
-	} else {
-		frames = pump.Start(d.link, 0, 256, 2048, wake)
 	}
+	s0 := d.shards[0]
+	bl, batched := s0.link.(link.BatchLink)
 	d.log.Info("front-end up", "link", d.cfg.Link, "mac", d.cfg.MAC.String(), "vips", d.cfg.VIPs,
 		"handoff", d.cfg.Handoff, "ports", d.cfg.Ports, "control", d.cfg.Control,
-		"batched", batched, "vnet", batched && bl.VNetHdr())
+		"workers", len(d.shards), "batched", batched, "vnet", batched && bl.VNetHdr())
+	// Shards 1..n-1 on goroutines of their own, shard 0 here; the first
+	// to fail ends them all.
+	errs := make(chan error, len(d.shards))
+	var wg sync.WaitGroup
+	for _, s := range d.shards[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.run(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	err := s0.run(ctx)
+	cancel()
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// open prepares the shard's loop: its link's descriptor in its poller,
+// or a pump for a link that is not a BatchLink.
+func (s *shard) open() error {
+	bl, batched := s.link.(link.BatchLink)
+	if !batched {
+		s.frames = pump.Start(s.link, 0, 256, 2048, func() { s.poller.Wake() })
+		return nil
+	}
+	size := 2048
+	if bl.VNetHdr() {
+		size = link.MaxFrame
+		s.scratch = make([]byte, scratchSize)
+	}
+	s.rb = link.NewBatch(maxDrain, size)
+	if err := s.poller.Add(bl.FD(), tokLink); err != nil {
+		return fmt.Errorf("frontend: %w", err)
+	}
+	return nil
+}
+
+// run is a shard's loop.
+func (s *shard) run(ctx context.Context) error {
+	d := s.d
+	bl, _ := s.link.(link.BatchLink)
 	var ready [4]uint32
 	var nextYield splice.Time
 	for {
-		n, err := d.poller.Wait(d.timeout(), ready[:])
+		n, err := s.poller.Wait(s.timeout(), ready[:])
 		if err != nil {
 			return fmt.Errorf("frontend: %w", err)
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		now := d.now()
-		if now >= nextYield {
+		if now := d.clock(); now >= nextYield {
 			// Let the scheduler see the loop run now and then:
 			// backend.yieldEvery says why.
 			runtime.Gosched()
 			nextYield = now.Add(yieldEvery)
 		}
-		d.rxBatch, d.rxVNet = d.rxBatch[:0], d.rxVNet[:0]
 		control := false
 		for _, tok := range ready[:n] {
 			switch tok {
 			case tokLink:
-				if err := d.readBatch(bl); err != nil {
+				if err := s.readBatch(bl); err != nil {
 					return err
 				}
 			case tokControl:
 				control = true
 			}
 		}
-		if frames != nil {
-			if err := d.takePumped(frames); err != nil {
+		if s.frames != nil {
+			if err := s.takePumped(); err != nil {
 				return err
 			}
 		}
-		d.pass(d.rxBatch, d.rxVNet, control, now)
-		clear(d.rxBatch)
-		for i, f := range d.inBatch {
-			f.Release()
-			d.inBatch[i] = nil
+		s.pass(control)
+		s.releasePass()
+		if s.idx == 0 {
+			d.mail()
 		}
-		d.inBatch = d.inBatch[:0]
-		d.mail()
 	}
 }
 
-// timeout is how long the loop may sleep: until the earlier of the
-// engine's and the controller's deadlines, or for ever.
-func (d *Daemon) timeout() time.Duration {
-	next := min(d.engine.NextDeadline(), d.ctrl.NextDeadline())
+// timeout is how long the shard's loop may sleep: until its engine's
+// deadline, for shard 0 also the controller's, or for ever.
+func (s *shard) timeout() time.Duration {
+	next := s.deadline()
+	if s.idx == 0 {
+		next = min(next, splice.Time(s.d.ctrlDeadline.Load()))
+	}
 	if next == splice.Never {
 		return -1
 	}
-	return max(time.Duration(next-d.now()), 0)
-}
-
-// readBatch reads the frames waiting on a BatchLink into the pass. A GRO'd
-// super-frame is cut into MTU-sized segments first (wire.SegmentTCP4),
-// because the engine validates and rewrites ordinary segments only. The
-// client's side carries requests and ACKs, so this is rare and cheap.
-// Each frame's virtio-net header goes with it (rxVNet): the engine
-// completes a partial checksum itself, and the kernel's DATA_VALID, or
-// DATA_VALID for the segments cut here (right by construction), spares it
-// verifying the TCP checksum again (splice/ingress.go).
-func (d *Daemon) readBatch(bl link.BatchLink) error {
-	n, err := bl.ReadBatch(d.rb)
-	if err != nil {
-		return fmt.Errorf("frontend: link %s: %w", bl.Name(), err)
-	}
-	used := 0
-	for i := 0; i < n; i++ {
-		f, h := d.rb.Frame(i), d.rb.VNet[i]
-		if !h.IsGSO() {
-			d.rxBatch, d.rxVNet = append(d.rxBatch, f), append(d.rxVNet, h)
-			continue
-		}
-		_, size, err := wire.SegmentTCP4Len(f, h)
-		if err == nil && used+size > len(d.scratch) {
-			err = errScratchFull
-		}
-		if err == nil {
-			d.rxBatch, err = wire.SegmentTCP4(f, h, d.scratch[used:used+size], d.rxBatch)
-		}
-		if err != nil {
-			d.vnetRefused++
-			if d.vnetRefused < 10 || d.vnetRefused%1000 == 0 {
-				d.log.Warn("frame with a virtio-net header dropped", "err", err, "len", len(f), "gso_type", h.GSOType, "count", d.vnetRefused)
-			}
-			continue
-		}
-		used += size
-		for len(d.rxVNet) < len(d.rxBatch) {
-			d.rxVNet = append(d.rxVNet, wire.VNetHdr{Flags: wire.VNetFlagDataValid})
-		}
-	}
-	return nil
+	return max(time.Duration(next-s.d.clock()), 0)
 }
 
 var errScratchFull = errors.New("no room left this pass for the segments of a super-frame")
-
-// takePumped takes what the pump has read into the pass (the fallback for
-// links that are not a BatchLink).
-func (d *Daemon) takePumped(frames *pump.Pump) error {
-	for len(d.inBatch) < maxDrain {
-		select {
-		case f, ok := <-frames.C:
-			if !ok {
-				return fmt.Errorf("frontend: link %s: %w", d.link.Name(), frames.Err())
-			}
-			d.inBatch = append(d.inBatch, f)
-			d.rxBatch, d.rxVNet = append(d.rxBatch, f.Data), append(d.rxVNet, wire.VNetHdr{})
-		default:
-			return nil
-		}
-	}
-	if len(frames.C) > 0 {
-		d.poller.Wake() // more than one pass's worth: come back at once
-	}
-	return nil
-}
 
 // mail handles what other goroutines handed the loop: admin requests and
 // a pending reload.

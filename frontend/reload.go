@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/qsplice/qsplice/frontend/conf"
+	"github.com/qsplice/qsplice/splice"
 )
 
 // reload re-reads the configuration file on SIGHUP. A file that does not
@@ -18,22 +19,30 @@ func (d *Daemon) reload() {
 	f, err := conf.Load(d.cfg.ConfigPath)
 	if err != nil {
 		d.log.Error("reload refused: the configuration file is bad; still running the previous one", "file", d.cfg.ConfigPath, "err", err)
-		d.reloadsFailed++
+		d.countReloadFailed()
 		return
 	}
 	next, err := FromFile(f)
 	if err != nil {
 		d.log.Error("reload refused; still running the previous configuration", "err", err)
-		d.reloadsFailed++
+		d.countReloadFailed()
 		return
 	}
 	next.setDefaults()
-	now := d.now()
-	d.out.Reset()
-	if err := d.ctrl.Reload(d.controllerConfig(next), now, &d.out); err != nil {
-		d.log.Error("reload refused by the scheduler; still running the previous configuration", "err", err)
-		d.reloadsFailed++
-		d.finish(now)
+	s0 := d.shards[0]
+	s0.out.Reset()
+	refused := false
+	d.runController(s0, func(now splice.Time) {
+		if err := d.ctrl.Reload(d.controllerConfig(next), now, &s0.out); err != nil {
+			d.log.Error("reload refused by the scheduler; still running the previous configuration", "err", err)
+			d.reloadsFailed++
+			refused = true
+			return
+		}
+		d.reloads++
+	})
+	s0.flushFrames()
+	if refused {
 		return
 	}
 	if next.Link != d.cfg.Link || next.Handoff != d.cfg.Handoff || next.Control != d.cfg.Control ||
@@ -46,10 +55,17 @@ func (d *Daemon) reload() {
 	d.cfg.NormalSize = next.NormalSize
 	d.cfg.ConcurrencyCap = next.ConcurrencyCap
 	d.cfg.HandoffAhead = next.HandoffAhead
-	d.reloads++
 	for _, w := range f.Check() {
 		d.log.Warn("configuration warning", "warning", w.String())
 	}
 	d.log.Info("configuration reloaded", "file", d.cfg.ConfigPath, "customers", len(next.Credit.Customers))
-	d.finish(now)
+}
+
+// countReloadFailed counts a reload refused before it reached the
+// controller (reloads are counted under ctrlMu, which status reads them
+// under).
+func (d *Daemon) countReloadFailed() {
+	d.ctrlMu.Lock()
+	d.reloadsFailed++
+	d.ctrlMu.Unlock()
 }

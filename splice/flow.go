@@ -232,7 +232,7 @@ func (e *FrontEnd) spareLimit() int { return min(maxSpare, max(minSpare, len(e.b
 
 // newFlow registers a flow for key.
 func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
-	e.nextID++
+	e.nextID += FlowID(e.shards()) // congruent to the shard (shard.go)
 	var f *flow
 	if n := len(e.spareFlows); n > 0 {
 		f = e.spareFlows[n-1]

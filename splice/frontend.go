@@ -76,6 +76,12 @@ type FrontEndConfig struct {
 	// one and a half times it (1000; negative: none at all). Each flow
 	// also answers at most once per 500 ms.
 	ChallengeACKLimit int
+
+	// Sharding (issue 7, shard.go): this engine is shard Shard of Shards
+	// (0 or 1: not sharded). It picks only handoff ports whose C2 replies
+	// the fanout group hands its own socket, and FlowIDs congruent to
+	// Shard modulo Shards.
+	Shard, Shards int
 }
 
 // WithDefaults returns c with every zero field set to its default, as
@@ -165,7 +171,7 @@ func (c *FrontEndConfig) validate() error {
 	if c.FlowLifetime > 0 && c.FlowLifetime <= c.HeadTimeout {
 		return fmt.Errorf("splice: FrontEndConfig.FlowLifetime %v must exceed HeadTimeout %v", c.FlowLifetime, c.HeadTimeout)
 	}
-	return nil
+	return c.validateShard()
 }
 
 // Backend is where Dispatch sends a request.
@@ -231,6 +237,7 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		cookies:  newCookieKeys(cfg.CookieSecret),
 		// A tenth of a second's worth at once.
 		rstLimit: newRateLimit(cfg.RSTRate, cfg.RSTRate/10),
+		nextID:   FlowID(cfg.Shard),
 	}
 	for _, v := range cfg.VIPs {
 		e.vips = append(e.vips, wire.IP4From(v))

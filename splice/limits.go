@@ -419,6 +419,9 @@ func (e *FrontEnd) allocPortFor(dest c2Dest) (uint16, bool) {
 		} else {
 			next++
 		}
+		if !e.ownsPort(dest.port, p) {
+			continue // another shard's (shard.go)
+		}
 		if _, used := e.byC2[c2Key{dest.ip, dest.port, p}]; !used {
 			e.nextPort[dest] = next
 			return p, true

@@ -19,9 +19,15 @@ var configFlags = map[string]bool{
 	"linger": true, "idle-timeout": true, "head-timeout": true, "cookie-seed": true, "handoff-ahead": true,
 }
 
-// pprof (-pprof) is a debugging switch and rxRing (-rx-ring) a tuning
-// one, not configuration: they combine with -config.
-func runFromFile(path string, pprof bool, rxRing *link.RingConfig, log *slog.Logger, fail func(string, ...any)) {
+// tuning holds the flags that are not configuration but combine with
+// -config: a debugging switch (-pprof) and tuning (-rx-ring, -workers).
+type tuning struct {
+	pprof   bool
+	rxRing  *link.RingConfig
+	workers int
+}
+
+func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, ...any)) {
 	flag.Visit(func(f *flag.Flag) {
 		if configFlags[f.Name] {
 			fail("-%s cannot be combined with -config: set it in %s", f.Name, path)
@@ -38,8 +44,9 @@ func runFromFile(path string, pprof bool, rxRing *link.RingConfig, log *slog.Log
 	if err != nil {
 		fail("%v", err)
 	}
-	cfg.Pprof = pprof
-	cfg.RxRing = rxRing
+	cfg.Pprof = tune.pprof
+	cfg.RxRing = tune.rxRing
+	cfg.Workers = tune.workers
 	serve(cfg, log, fail)
 }
 

@@ -80,6 +80,9 @@ func main() {
 	// that does not fill a block waits the retire timeout: the 1K time
 	// to first byte grows from about 0.9 to 4 ms at 1ms, 8 ms at 2ms.
 	rxRing := flag.String("rx-ring", "slots", "afpacket link: "+link.RingFlagUsage)
+	// -workers: shards, each an engine on its own AF_PACKET fanout member
+	// and goroutine (frontend/shard.go); the scheduler stays global.
+	flag.IntVar(&cfg.Workers, "workers", 0, "afpacket link: packet engines, each on its own core and socket of one fanout group (0: one per CPU)")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
@@ -110,7 +113,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, cfg.Pprof, cfg.RxRing, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

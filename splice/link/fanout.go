@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/qsplice/qsplice/splice/wire"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -22,12 +23,13 @@ type Fanout struct {
 type FanoutMode uint8
 
 const (
-	// FanoutPorts sends a TCP segment to member (sport ^ dport) % n of the
-	// n members, with a classic BPF program (PACKET_FANOUT_CBPF), so both
-	// directions of a connection land on the same member and FanoutShard
-	// computes the member in userspace. Addresses are left out so that a
-	// translation that rewrites them keeps a flow on its member. Anything
-	// else (ARP, non-TCP, IPv4 fragments, IPv6) goes to member 0.
+	// FanoutPorts sends a TCP segment to member wire.PortsHash(sport, dport) % n
+	// of the n members, with a classic BPF program (PACKET_FANOUT_CBPF),
+	// so both directions of a connection land on the same member and
+	// FanoutShard computes the member in userspace. Addresses are left
+	// out so that a translation that rewrites them keeps a flow on its
+	// member. Anything else (ARP, non-TCP, IPv4 fragments, IPv6) goes to
+	// member 0.
 	FanoutPorts FanoutMode = iota
 	// FanoutHash uses the kernel's flow hash (PACKET_FANOUT_HASH). It is
 	// symmetric too, but seeded per boot, so userspace cannot reproduce it.
@@ -48,17 +50,19 @@ const skfNetOff = -0x100000
 // its return value modulo the number of members.
 var fanoutPortsProgram = mustAssemble([]bpf.Instruction{
 	bpf.LoadExtension{Num: bpf.ExtProto}, // skb->protocol, VLAN tag already removed
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: etherTypeIP4, SkipTrue: 11},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: etherTypeIP4, SkipTrue: 13},
 	bpf.LoadAbsolute{Off: netOff(9), Size: 1}, // IPv4 protocol
-	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_TCP, SkipTrue: 9},
+	bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_TCP, SkipTrue: 11},
 	bpf.LoadAbsolute{Off: netOff(6), Size: 2},                   // flags and fragment offset
-	bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x3fff, SkipTrue: 7}, // MF or an offset: no ports in every fragment
+	bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x3fff, SkipTrue: 9}, // MF or an offset: no ports in every fragment
 	bpf.LoadMemShift{Off: netOff(0)},                            // X = IPv4 header length
 	bpf.LoadIndirect{Off: netOff(0), Size: 2},                   // source port
 	bpf.StoreScratch{Src: bpf.RegA, N: 0},
 	bpf.LoadIndirect{Off: netOff(2), Size: 2}, // destination port
 	bpf.LoadScratch{Dst: bpf.RegX, N: 0},
 	bpf.ALUOpX{Op: bpf.ALUOpXor},
+	bpf.ALUOpConstant{Op: bpf.ALUOpMul, Val: wire.PortsHashMul}, // wire.PortsHash
+	bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 16},
 	bpf.RetA{},
 	bpf.RetConstant{Val: 0}, // a failed load also ends the program with 0
 })
@@ -81,8 +85,8 @@ func mustAssemble(prog []bpf.Instruction) []unix.SockFilter {
 
 // FanoutShard returns the member of an n-member FanoutPorts group that
 // receives frame, an Ethernet frame as AF_PACKET delivers it (no VLAN
-// tag): (sport ^ dport) % n for an unfragmented IPv4 TCP segment, 0 for
-// anything else. A worker uses it to tell which worker owns a flow.
+// tag): wire.PortsHash(sport, dport) % n for an unfragmented IPv4 TCP segment,
+// 0 for anything else. A worker uses it to tell which worker owns a flow.
 func FanoutShard(frame []byte, n int) int {
 	if n <= 1 || len(frame) < 14+20 || binary.BigEndian.Uint16(frame[offEtherType:]) != etherTypeIP4 {
 		return 0
@@ -95,8 +99,7 @@ func FanoutShard(frame []byte, n int) int {
 	if len(ip) < ihl+4 {
 		return 0 // the kernel's load fails the same way
 	}
-	ports := binary.BigEndian.Uint16(ip[ihl:]) ^ binary.BigEndian.Uint16(ip[ihl+2:])
-	return int(uint32(ports) % uint32(n))
+	return int(wire.PortsHash(binary.BigEndian.Uint16(ip[ihl:]), binary.BigEndian.Uint16(ip[ihl+2:])) % uint32(n))
 }
 
 // joinFanout makes the socket a member of f's group. ignoreOutgoing

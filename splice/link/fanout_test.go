@@ -26,7 +26,9 @@ func tcpFrame(sport, dport uint16, fragField uint16) []byte {
 
 func TestFanoutShard(t *testing.T) {
 	f := tcpFrame(40001, 80, 0x4000) // DF set: not a fragment
-	if got, want := FanoutShard(f, 7), int((40001^80)%7); got != want {
+	// 40001 ^ 80 = 0x9c11; 0x9c11 * 0x9e3779b1 = 0x6074_4fd6_f0c1, whose
+	// low 32 bits shifted right 16 are 0x4fd6 = 20438, and 20438 % 7 = 5.
+	if got, want := FanoutShard(f, 7), 5; got != want {
 		t.Errorf("shard %d, want %d", got, want)
 	}
 	if FanoutShard(tcpFrame(80, 40001, 0), 7) != FanoutShard(f, 7) {
@@ -44,6 +46,26 @@ func TestFanoutShard(t *testing.T) {
 	} {
 		if got := FanoutShard(frame, 7); got != 0 {
 			t.Errorf("%s: shard %d, want 0", name, got)
+		}
+	}
+}
+
+// TestFanoutShardSpreadsEvenPorts: Linux gives connect(2) even ports
+// first, so the connections of Linux clients to port 80 differ only in
+// bits above the lowest. They must still spread over two or three
+// members about evenly (plain sport ^ dport put every one on member 0
+// of two).
+func TestFanoutShardSpreadsEvenPorts(t *testing.T) {
+	for _, n := range []int{2, 3, 4} {
+		count := make([]int, n)
+		const conns = 2000
+		for i := range conns {
+			count[FanoutShard(tcpFrame(uint16(32768+2*i), 80, 0), n)]++
+		}
+		for m, c := range count {
+			if share := float64(c) / conns; share < 0.8/float64(n) || share > 1.2/float64(n) {
+				t.Errorf("%d members: member %d got %d of %d even-port connections", n, m, c, conns)
+			}
 		}
 	}
 }

@@ -90,6 +90,17 @@ type Stats struct {
 	TxDropped uint64
 }
 
+// Add adds o's counts to s (the links of a sharded daemon).
+func (s *Stats) Add(o Stats) {
+	s.RxFrames += o.RxFrames
+	s.RxBytes += o.RxBytes
+	s.TxFrames += o.TxFrames
+	s.TxBytes += o.TxBytes
+	s.RxTruncated += o.RxTruncated
+	s.TxErrors += o.TxErrors
+	s.TxDropped += o.TxDropped
+}
+
 // counters is the atomically updated form of Stats shared by the adapters.
 type counters struct {
 	rxFrames, rxBytes   atomic.Uint64

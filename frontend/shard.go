@@ -1,0 +1,282 @@
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/link"
+	"github.com/qsplice/qsplice/splice/pump"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// A front-end with -workers N runs N shards (issue 7): each is a
+// goroutine with its own AF_PACKET socket, a member of one fanout group
+// (link.FanoutPorts), its own engine (splice.FrontEnd, configured as
+// shard i of N: splice/shard.go says how the back-end's replies come
+// back to the shard that handed the connection off) and its own
+// poller. The packet path of a shard touches nothing another shard
+// touches.
+//
+// The controller is global: one scheduler, one back-end table. Whichever
+// shard has something for it (engine events, control datagrams, a due
+// timer) runs it under ctrlMu, and the controller reaches the engines
+// through shardedEngine, which locks the engine that owns the flow. The
+// lock order is always ctrlMu, then one engine's mu; a shard's pass takes
+// its own mu alone while it feeds frames in, once per batch, and gives
+// it up before it takes ctrlMu. So an engine lock is only ever contended
+// by the controller acting on one of that shard's flows: per request,
+// not per frame.
+//
+// Time: each engine and the controller keep the latest time they were
+// given (shard.last, Daemon.ctrlLast) and take the later of it and the
+// clock when they are entered, under their lock, so neither ever sees
+// time go backwards, whichever goroutine calls.
+
+// shard is one worker's engine and I/O.
+type shard struct {
+	d    *Daemon
+	idx  int
+	link link.Link
+	// rawLink is the device under any capture wrapper.
+	rawLink link.Link
+	poller  *link.Poller
+
+	mu     sync.Mutex // guards engine and last
+	engine *splice.FrontEnd
+	last   splice.Time
+
+	// The pass's buffers; only the shard's goroutine touches them.
+	out     controller.Output
+	rxBatch [][]byte       // frames of one pass, for the engine
+	rxVNet  []wire.VNetHdr // their virtio-net headers (checksum verdicts)
+	inBatch []*pump.Frame  // their buffers, released after the pass's writes
+	txBatch [][]byte       // frames of out being written together
+	rb      *link.Batch    // a BatchLink's frames of one pass
+	// scratch holds the segments of the pass's super-frames (GRO'd
+	// client data) cut to MTU size for the engine.
+	scratch []byte
+
+	// Counters the shard's goroutine writes; status() reads them from
+	// shard 0's goroutine, hence under mu.
+	vnetRefused, txErrors, drops uint64
+	// frames is the pump of a link that is not a BatchLink (shard 0 of a
+	// one-shard daemon only).
+	frames *pump.Pump
+}
+
+// stamp is the engine's time for an entry at clock time now: never
+// earlier than a time it was given before. Called with mu held.
+func (s *shard) stamp(now splice.Time) splice.Time {
+	s.last = max(s.last, now)
+	return s.last
+}
+
+// deadline is when the engine next needs a Tick.
+func (s *shard) deadline() splice.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.engine.NextDeadline()
+}
+
+// pass is one turn of a shard's loop: the frames read go to the engine
+// and its due timers run; if that produced events, or control datagrams
+// wait (control, shard 0), or the controller's timers are due (shard 0),
+// the controller runs; then everything produced goes out, the control
+// datagrams first (Daemon.runController), then one batched write of
+// frames on the shard's link.
+func (s *shard) pass(control bool) {
+	d := s.d
+	s.out.Reset()
+	s.mu.Lock()
+	now := s.stamp(d.clock())
+	for i, f := range s.rxBatch {
+		s.engine.InputVNet(f, s.rxVNet[i], now, &s.out.Engine)
+	}
+	if s.engine.NextDeadline() <= now {
+		s.engine.Tick(now, &s.out.Engine)
+	}
+	s.mu.Unlock()
+	if len(s.out.Engine.Events) > 0 || control || (s.idx == 0 && d.ctrlDue(now)) {
+		d.runController(s, func(cnow splice.Time) {
+			d.ctrl.HandleEvents(cnow, &s.out)
+			if control {
+				d.readControl(cnow, &s.out)
+			}
+		})
+	}
+	s.flushFrames()
+}
+
+// flushFrames writes the frames of the pass's output and logs its
+// records.
+func (s *shard) flushFrames() {
+	s.txBatch = s.txBatch[:0]
+	for _, f := range s.out.Engine.Frames {
+		s.txBatch = append(s.txBatch, f.Data)
+	}
+	if len(s.txBatch) > 0 {
+		if n, err := link.WriteFrames(s.link, s.txBatch); err != nil {
+			s.txErrors += uint64(len(s.txBatch) - n)
+			if s.txErrors < 10 || s.txErrors%1000 == 0 {
+				s.d.log.Warn("link write failed", "shard", s.idx, "err", err, "count", s.txErrors)
+			}
+		}
+		clear(s.txBatch)
+	}
+	for _, r := range s.out.Logs {
+		s.d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)
+	}
+}
+
+// readBatch reads the frames waiting on a BatchLink into the pass. A GRO'd
+// super-frame is cut into MTU-sized segments first (wire.SegmentTCP4),
+// because the engine validates and rewrites ordinary segments only. The
+// client's side carries requests and ACKs, so this is rare and cheap.
+// Each frame's virtio-net header goes with it (rxVNet): the engine
+// completes a partial checksum itself, and the kernel's DATA_VALID, or
+// DATA_VALID for the segments cut here (right by construction), spares it
+// verifying the TCP checksum again (splice/ingress.go).
+func (s *shard) readBatch(bl link.BatchLink) error {
+	n, err := bl.ReadBatch(s.rb)
+	if err != nil {
+		return fmt.Errorf("frontend: link %s: %w", bl.Name(), err)
+	}
+	used := 0
+	for i := 0; i < n; i++ {
+		f, h := s.rb.Frame(i), s.rb.VNet[i]
+		if !h.IsGSO() {
+			s.rxBatch, s.rxVNet = append(s.rxBatch, f), append(s.rxVNet, h)
+			continue
+		}
+		_, size, err := wire.SegmentTCP4Len(f, h)
+		if err == nil && used+size > len(s.scratch) {
+			err = errScratchFull
+		}
+		if err == nil {
+			s.rxBatch, err = wire.SegmentTCP4(f, h, s.scratch[used:used+size], s.rxBatch)
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.vnetRefused++
+			s.mu.Unlock()
+			if s.vnetRefused < 10 || s.vnetRefused%1000 == 0 {
+				s.d.log.Warn("frame with a virtio-net header dropped", "err", err, "len", len(f), "gso_type", h.GSOType, "count", s.vnetRefused)
+			}
+			continue
+		}
+		used += size
+		for len(s.rxVNet) < len(s.rxBatch) {
+			s.rxVNet = append(s.rxVNet, wire.VNetHdr{Flags: wire.VNetFlagDataValid})
+		}
+	}
+	return nil
+}
+
+// takePumped takes what the pump has read into the pass (the fallback for
+// links that are not a BatchLink).
+func (s *shard) takePumped() error {
+	for len(s.inBatch) < maxDrain {
+		select {
+		case f, ok := <-s.frames.C:
+			if !ok {
+				return fmt.Errorf("frontend: link %s: %w", s.link.Name(), s.frames.Err())
+			}
+			s.inBatch = append(s.inBatch, f)
+			s.rxBatch, s.rxVNet = append(s.rxBatch, f.Data), append(s.rxVNet, wire.VNetHdr{})
+		default:
+			return nil
+		}
+	}
+	if len(s.frames.C) > 0 {
+		s.poller.Wake() // more than one pass's worth: come back at once
+	}
+	return nil
+}
+
+// releasePass empties the pass's inputs once its writes are done.
+func (s *shard) releasePass() {
+	clear(s.rxBatch)
+	s.rxBatch, s.rxVNet = s.rxBatch[:0], s.rxVNet[:0]
+	for i, f := range s.inBatch {
+		f.Release()
+		s.inBatch[i] = nil
+	}
+	s.inBatch = s.inBatch[:0]
+}
+
+// kernelDrops accumulates the socket's drop counter (the kernel resets it
+// on every read). Called with mu held.
+func (s *shard) kernelDrops() uint64 {
+	if kd, ok := s.rawLink.(interface{ KernelDrops() (uint64, error) }); ok {
+		if n, err := kd.KernelDrops(); err == nil {
+			s.drops += n
+		}
+	}
+	return s.drops
+}
+
+// shardedEngine is the controller's view of the shards' engines
+// (controller.Engine): each call goes to the engine that owns the flow,
+// under that engine's lock, at the later of the controller's time and
+// the engine's own. It is used under ctrlMu only; touched records the
+// shards whose engine it changed, whose loops must recompute their
+// deadline (Daemon.runController wakes them).
+type shardedEngine struct {
+	shards  []*shard
+	touched []bool
+}
+
+var _ controller.Engine = (*shardedEngine)(nil)
+
+// on runs f on the engine that owns id.
+func (e *shardedEngine) on(id splice.FlowID, now splice.Time, f func(eng *splice.FrontEnd, now splice.Time) error) error {
+	i := splice.FlowShard(id, len(e.shards))
+	s := e.shards[i]
+	s.mu.Lock()
+	err := f(s.engine, s.stamp(now))
+	s.mu.Unlock()
+	e.touched[i] = true
+	return err
+}
+
+func (e *shardedEngine) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.Dispatch(id, b, now, out) })
+}
+
+func (e *shardedEngine) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error {
+		return eng.Reject(id, status, reason, retryAfter, now, out)
+	})
+}
+
+func (e *shardedEngine) RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error {
+		return eng.RejectFollowUp(id, status, reason, retryAfter, now, out)
+	})
+}
+
+func (e *shardedEngine) HoldSplice(id splice.FlowID, now splice.Time) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.HoldSplice(id, now) })
+}
+
+func (e *shardedEngine) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.SpliceAcked(id, now, out) })
+}
+
+func (e *shardedEngine) Admit(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.Admit(id, now, out) })
+}
+
+func (e *shardedEngine) Abort(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.Abort(id, now, out) })
+}
+
+func (e *shardedEngine) ResponseEnded(id splice.FlowID, backendSeq uint32, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error {
+		return eng.ResponseEnded(id, backendSeq, now, out)
+	})
+}

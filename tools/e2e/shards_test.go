@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/qsplice/qsplice/tools/content"
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// TestShardedFrontEnd runs a front-end with three shards (-workers 3,
+// more than this machine's cores, so that the shards interleave on every
+// lock they share), built with the race detector, under 200 concurrent
+// clients: half open a connection per request, half keep theirs for
+// several. Every body must be exact; every shard must have served a fair
+// part of the clients (the fanout hash spreads the even ports Linux
+// clients connect from); no handoff may fail, which it would if a
+// back-end's C2 reply reached a shard other than the one that chose its
+// handoff port; and the race detector must stay silent while the
+// controller, run by whichever shard has events, calls into the other
+// shards' engines.
+func TestShardedFrontEnd(t *testing.T) {
+	base := needLab(t)
+	bin := raceFrontend(t, base.Config().BinDir)
+	l := extraLab(t, "w", func(cfg *lab.Config) {
+		cfg.BinDir = bin
+		cfg.Backends = 2
+		cfg.FrontendArgs = []string{"-workers", "3", "-linger", "1s"}
+	})
+	const conns, perConn, size = 200, 3, 64 << 10
+	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
+	var wg sync.WaitGroup
+	errs := make(chan error, conns*perConn)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perConn {
+				c := oneConnClient(l)
+				err := getAndCheck(c.Client, url, size)
+				if i%2 == 0 {
+					c.CloseIdleConnections() // a connection per request
+				} else {
+					err = errorsJoin(err, getAndCheck(c.Client, url, size))
+					c.CloseIdleConnections()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if failed < 5 {
+			t.Error(err)
+		}
+		failed++
+	}
+	st := frontendStatus(t, l)
+	t.Logf("shards: %+v", st.Shards)
+	if failed > 0 {
+		t.Fatalf("%d clients failed", failed)
+	}
+	if st.Workers != 3 || len(st.Shards) != 3 {
+		t.Fatalf("status reports %d workers, %d shards; want 3", st.Workers, len(st.Shards))
+	}
+	var requests uint64
+	for _, s := range st.Shards {
+		requests += s.Requests
+	}
+	if want := uint64(conns * perConn * 3 / 2); requests < want {
+		t.Errorf("shards parsed %d requests, want at least %d", requests, want)
+	}
+	for i, s := range st.Shards {
+		if s.Requests < requests/6 {
+			t.Errorf("shard %d parsed %d of %d requests: the fanout did not spread the clients", i, s.Requests, requests)
+		}
+		if s.HandoffsFailed != 0 {
+			t.Errorf("shard %d: %d handoffs failed", i, s.HandoffsFailed)
+		}
+	}
+	log, err := os.ReadFile(l.LogPath("frontend"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(log), "DATA RACE") {
+		t.Fatalf("the race detector found a race in the sharded front-end:\n%s", log)
+	}
+}
+
+// raceFrontend returns a directory with the binaries of dir and
+// qsplice-frontend built with the race detector in its place.
+func raceFrontend(t *testing.T, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() == "qsplice-frontend" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(out, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(out, "qsplice-frontend"), "github.com/qsplice/qsplice/cmd/qsplice-frontend")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building a race-enabled front-end: %v\n%s", err, b)
+	}
+	return out
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
