@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/exposition"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 )
@@ -121,7 +122,8 @@ func addCounters[T any](a *T, b T) {
 	}
 }
 
-// startAdmin serves /status; the workers answer it from their loops.
+// startAdmin serves /status and /metrics; the workers answer both from
+// their loops.
 func (d *Daemon) startAdmin() (*http.Server, error) {
 	ln, err := net.Listen("tcp", d.cfg.Admin)
 	if err != nil {
@@ -139,6 +141,8 @@ func (d *Daemon) startAdmin() (*http.Server, error) {
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
 	})
+	collector := shimCollector{status: func() (Status, error) { return d.collectStatus(2 * time.Second) }}
+	mux.Handle("/metrics", exposition.Handler(exposition.NewRegistry(collector)))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil

@@ -38,7 +38,7 @@ type Config struct {
 	// SetupTAP configures the TAP after opening it: TAPMAC (if set), the
 	// address Addr/Prefix, link up. Off when something else owns that.
 	SetupTAP bool
-	Admin    string // HTTP address for /status (on Addr); "" disables
+	Admin    string // HTTP address for /status and /metrics (on Addr); "" disables
 	// SpliceDelay holds every Splice message this long before installing
 	// and acknowledging it: a research and test knob that widens the
 	// window between the front-end's Splice and the back-end's first

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/exposition"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -119,7 +120,7 @@ func (r *daemonRig) config() Config {
 	return Config{
 		ID: 3, Wire: "wire0", TAP: "tap0", Addr: backendAddr, Frontend: netip.AddrPortFrom(feAddr, 7400),
 		ControlPort: 7401, WebPorts: []uint16{80}, Capacity: 5, Key: testKey, SetupTAP: true, Prefix: 24,
-		TAPMAC: wire.MAC{2, 0, 0, 0x99, 0, 2}, Admin: netip.AddrPortFrom(backendAddr, 9100).String(),
+		TAPMAC: wire.MAC{2, 0, 0, 0x99, 0, 2}, Admin: netip.AddrPortFrom(backendAddr, exposition.DefaultAdminPort).String(),
 		Offloads: r.offloads, Workers: r.workers,
 	}
 }
@@ -209,7 +210,7 @@ func (r *daemonRig) status() Status {
 	r.t.Helper()
 	var st Status
 	err := netns.Do(r.fe, func() error {
-		conn, err := net.DialTimeout("tcp4", netip.AddrPortFrom(backendAddr, 9100).String(), 5*time.Second)
+		conn, err := net.DialTimeout("tcp4", netip.AddrPortFrom(backendAddr, exposition.DefaultAdminPort).String(), 5*time.Second)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/internal/exposition"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 )
@@ -107,6 +108,7 @@ type EngineStatus struct {
 	FollowUpsReset       uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
 	AckStorms            uint64            `json:"ack_storms"`
 	RSTsSuppressed       uint64            `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
+	SynCookiesSent       uint64            `json:"syn_cookies_sent"`
 	Answered             map[string]uint64 `json:"answered"`
 	States               map[string]int    `json:"flow_states"`
 }
@@ -155,9 +157,9 @@ func (d *Daemon) status() Status {
 			FollowUpsUnfollowable: es.FollowUpsUnfollowable, ChunkedBodies: es.ChunkedBodies,
 			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
-			RSTsSuppressed: es.RSTsSuppressed,
-			Answered:       map[string]uint64{},
-			States:         states,
+			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
+			Answered: map[string]uint64{},
+			States:   states,
 		},
 	}
 	st.KernelDrops = kernelDrops
@@ -210,15 +212,7 @@ func (d *Daemon) serveAdmin() *http.Server {
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
 	})
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		st, ok := d.Snapshot()
-		if !ok {
-			http.Error(w, "event loop busy", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		writeMetrics(w, &st)
-	})
+	mux.Handle("/metrics", exposition.Handler(exposition.NewRegistry(statusCollector{snapshot: d.Snapshot})))
 	if d.cfg.Pprof {
 		// Sample every allocation: the packet path should make none, and
 		// the default rate (one per 512 KiB) would not show the few it

@@ -249,11 +249,9 @@ func TestAdversarialRefusedControlCostsNothing(t *testing.T) {
 			t.Errorf("%s: %d refusals counted, want %d", tc.reason, got, runs+1)
 		}
 	}
-	var m strings.Builder
 	st := r.d.status()
-	writeMetrics(&m, &st)
-	if !strings.Contains(m.String(), `qsplice_frontend_control_refused_total{reason="replay"} 101`) {
-		t.Errorf("metrics lack the replay refusals:\n%s", m.String())
+	if m := renderMetrics(t, &st); !strings.Contains(m, `qsplice_frontend_control_refused_total{reason="replay"} 101`) {
+		t.Errorf("metrics lack the replay refusals:\n%s", m)
 	}
 }
 

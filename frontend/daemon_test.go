@@ -324,16 +324,7 @@ func TestDaemonHandsOffAConnection(t *testing.T) {
 	if len(fromHTTP.Backends) != 1 || fromHTTP.Backends[0].Served != 1 || fromHTTP.Engine.HandoffsDone != 1 {
 		t.Errorf("/status: back-ends %+v, engine %+v", fromHTTP.Backends, fromHTTP.Engine)
 	}
-	m, err := getText(admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`qsplice_customer_served_total{customer="A"} 1`, `qsplice_backend_served_total{backend="1"} 1`,
-		`qsplice_customer_response_seconds_count{customer="A"} 1`, "qsplice_frontend_refunds_total 0"} {
-		if !strings.Contains(m, want) {
-			t.Errorf("metrics lack %q:\n%s", want, m)
-		}
-	}
+	checkHandoffMetrics(t, admin) // metrics_scrape_test.go
 	stop()
 	r.shim.Close()
 	waitGoroutines(t, before)
@@ -346,16 +337,6 @@ func getJSON(url string, v any) error {
 	}
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-func getText(url string) (string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
 }
 
 // Missing settings are each named.

@@ -1,12 +1,13 @@
 package frontend
 
 import (
-	"fmt"
-	"io"
-	"sort"
-	"strings"
+	"errors"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/internal/exposition"
 	"github.com/qsplice/qsplice/splice"
 )
 
@@ -60,194 +61,246 @@ func limitsStatus(cfg *Config, es *splice.FrontEndStats) LimitsStatus {
 	}
 }
 
-// writeLimitMetrics renders LimitsStatus.
-func writeLimitMetrics(b io.Writer, l *LimitsStatus) {
-	g := func(name, help, typ string) { fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
-	g("qsplice_frontend_limit", "Bounds on the engine's state as configured (0: off; durations in seconds).", "gauge")
-	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"max_flows\"} %d\n", l.MaxFlows)
-	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"max_flows_per_source\"} %d\n", l.MaxFlowsPerSource)
-	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"max_ports_per_source\"} %d\n", l.MaxPortsPerSource)
-	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"head_timeout\"} %g\n", l.HeadTimeout)
-	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"flow_lifetime\"} %g\n", l.FlowLifetime)
-	fmt.Fprintf(b, "qsplice_frontend_limit{limit=\"half_close_timeout\"} %g\n", l.HalfCloseTimeout)
-	g("qsplice_frontend_sources", "Client addresses holding flows not handed off or handoff ports.", "gauge")
-	fmt.Fprintf(b, "qsplice_frontend_sources %d\n", l.Sources)
-	g("qsplice_frontend_handoff_ports", "Handoff connections (C2) held.", "gauge")
-	fmt.Fprintf(b, "qsplice_frontend_handoff_ports %d\n", l.HandoffPorts)
-	g("qsplice_frontend_limit_refusals_total", "What the limits refused: SYNs dropped, handshake ACKs reset, dispatches answered 503.", "counter")
-	for _, r := range []struct {
-		limit, what string
-		n           uint64
-	}{
-		{"max_flows", "syn", l.RefusedSYNFlows},
-		{"max_flows_per_source", "syn", l.RefusedSYNSource},
-		{"max_flows", "accept", l.RefusedAcceptFlows},
-		{"max_flows_per_source", "accept", l.RefusedAcceptSource},
-		{"max_ports_per_source", "dispatch", l.RefusedPortsSource},
-	} {
-		fmt.Fprintf(b, "qsplice_frontend_limit_refusals_total{limit=%q,what=%q} %d\n", r.limit, r.what, r.n)
-	}
-	g("qsplice_frontend_limit_closes_total", "Connections a limit ended: silent at the head deadline, past the flow lifetime, idle after the back-end's FIN, evicted without a head when the table was full.", "counter")
-	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"head_timeout\"} %d\n", l.HeadDeadlineFreed)
-	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"flow_lifetime\"} %d\n", l.LifetimeExpired)
-	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"half_close_timeout\"} %d\n", l.HalfClosedReleased)
-	fmt.Fprintf(b, "qsplice_frontend_limit_closes_total{limit=\"max_flows\"} %d\n", l.Evicted)
-	g("qsplice_frontend_tables_rebuilt_total", "Engine tables rebuilt smaller after a peak, so a flood's memory goes back.", "counter")
-	fmt.Fprintf(b, "qsplice_frontend_tables_rebuilt_total %d\n", l.TablesRebuilt)
+// statusCollector turns a Status snapshot into the front-end's metrics
+// at scrape time. It reads the Status, never the engine or controller
+// directly: the event loop builds the snapshot when the admin channel
+// asks for it, so counting stays plain increments on the packet path,
+// and a Status merged from several engine shards exports the same way.
+type statusCollector struct {
+	snapshot func() (Status, bool)
 }
 
-// writeMetrics renders Status in the Prometheus text format.
-func writeMetrics(w io.Writer, st *Status) {
-	var b strings.Builder
-	g := func(name, help, typ string) { fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
-	g("qsplice_frontend_frames_total", "Frames through the front-end link by direction.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_frames_total{dir=\"rx\"} %d\n", st.Engine.RxFrames)
-	fmt.Fprintf(&b, "qsplice_frontend_frames_total{dir=\"tx\"} %d\n", st.Engine.TxFrames)
-	g("qsplice_frontend_drops_total", "Frames dropped by the engine, by reason.", "counter")
-	reasons := make([]string, 0, len(st.Drops))
-	for r := range st.Drops {
-		reasons = append(reasons, r)
+// Metric families of the front-end. The names, labels and meanings that
+// existed when /metrics was hand-written are kept as they were: the
+// experiments and tests read them by name.
+var (
+	isCounter, isGauge = prometheus.CounterValue, prometheus.GaugeValue
+	isHistogram        = prometheus.UntypedValue // unused: MustNewConstHistogram types its metrics
+	fam                = exposition.NewFamily
+
+	feFrames        = fam("qsplice_frontend_frames_total", "Frames through the front-end link by direction.", isCounter, "dir")
+	feDrops         = fam("qsplice_frontend_drops_total", "Frames dropped by the engine, by reason.", isCounter, "reason")
+	feRSTsSup       = fam("qsplice_frontend_rsts_suppressed_total", "RSTs to segments without a connection not sent: over the RST rate limit.", isCounter)
+	feCtlRefused    = fam("qsplice_frontend_control_refused_total", "Control datagrams refused, by reason (forged, replayed, reflected, from the wrong address, ...).", isCounter, "reason")
+	feFlows         = fam("qsplice_frontend_flows", "Client connections held by the engine.", isGauge)
+	feRefunds       = fam("qsplice_frontend_refunds_total", "Charged requests given back to their customers.", isCounter)
+	feQueue         = fam("qsplice_frontend_queue_length", "Requests waiting for a back-end.", isGauge)
+	feRequests      = fam("qsplice_frontend_requests_total", "Request heads parsed.", isCounter)
+	feHandoffs      = fam("qsplice_frontend_handoffs_total", "Handoffs by outcome.", isCounter, "outcome")
+	feFollowUps     = fam("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", isCounter, "outcome")
+	feChunked       = fam("qsplice_frontend_chunked_bodies_total", "Chunked request bodies followed to their end.", isCounter)
+	feChallenge     = fam("qsplice_frontend_challenge_acks_total", "Challenge ACKs (RFC 5961) to segments not accepted, sent or held back by the rate limit.", isCounter, "outcome")
+	feReplyBytes    = fam("qsplice_frontend_reply_payload_bytes_total", "Back-end reply payload bytes that reached the front-end (0 with one-way splicing).", isCounter)
+	feFwdBytes      = fam("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", isCounter)
+	feKernelDrops   = fam("qsplice_frontend_link_kernel_drops_total", "Frames the kernel dropped because the front-end's socket buffer was full.", isCounter)
+	feLimit         = fam("qsplice_frontend_limit", "Bounds on the engine's state as configured (0: off; durations in seconds).", isGauge, "limit")
+	feSources       = fam("qsplice_frontend_sources", "Client addresses holding flows not handed off or handoff ports.", isGauge)
+	feHandoffPorts  = fam("qsplice_frontend_handoff_ports", "Handoff connections (C2) held.", isGauge)
+	feLimitRefusals = fam("qsplice_frontend_limit_refusals_total", "What the limits refused: SYNs dropped, handshake ACKs reset, dispatches answered 503.", isCounter, "limit", "what")
+	feLimitCloses   = fam("qsplice_frontend_limit_closes_total", "Connections a limit ended: silent at the head deadline, past the flow lifetime, idle after the back-end's FIN, evicted without a head when the table was full.", isCounter, "limit")
+	feRebuilt       = fam("qsplice_frontend_tables_rebuilt_total", "Engine tables rebuilt smaller after a peak, so a flood's memory goes back.", isCounter)
+
+	custOffered   = fam("qsplice_customer_offered_total", "Requests that arrived.", isCounter, "customer")
+	custAdmitted  = fam("qsplice_customer_admitted_total", "Requests dispatched to a back-end.", isCounter, "customer")
+	custServed    = fam("qsplice_customer_served_total", "Requests the back-ends reported served.", isCounter, "customer")
+	custOutside   = fam("qsplice_customer_outside_normal_size_total", "Responses whose size fell outside the normal-size range the reservations assume.", isCounter, "customer")
+	custRefunded  = fam("qsplice_customer_refunded_total", "Charged requests given back: never reached a back-end, or their back-end died.", isCounter, "customer")
+	custAbandoned = fam("qsplice_customer_abandoned_total", "Requests whose client left while they waited.", isCounter, "customer")
+	custRejected  = fam("qsplice_customer_rejected_total", "Requests answered by the front-end instead of served, by reason.", isCounter, "customer", "reason")
+	custCharged   = fam("qsplice_customer_charged_credits_total", "Credits charged, corrected by measured service time.", isCounter, "customer")
+	custBalance   = fam("qsplice_customer_balance_credits", "Current credit balance.", isGauge, "customer")
+	custWait      = fam("qsplice_customer_queue_wait_seconds", "Time from arrival to dispatch.", isHistogram, "customer")
+	custResponse  = fam("qsplice_customer_response_seconds", "Queue wait plus the service time the back-end measured.", isHistogram, "customer")
+
+	lifoUtil = fam("qsplice_lifo_utilization", "Cluster utilization over the last LIFO-Pri interval (busy slot time / slot time).", isGauge)
+	lifoLIFO = fam("qsplice_lifo_browsing_lifo", "1 while lifo-pri serves browsing requests newest first.", isGauge)
+
+	beAlive      = fam("qsplice_backend_alive", "1 while the back-end answers keepalives.", isGauge, "backend")
+	beActive     = fam("qsplice_backend_active", "Requests dispatched to the back-end and not closed.", isGauge, "backend")
+	beServed     = fam("qsplice_backend_served_total", "Responses the back-end reported.", isCounter, "backend")
+	beServiceSum = fam("qsplice_backend_service_seconds_total", "Sum of the service times the back-end reported (divide by served for the mean).", isCounter, "backend")
+	beReported   = fam("qsplice_backend_reported_concurrency", "Requests in service as the back-end's shim last reported.", isGauge, "backend")
+	beRespBytes  = fam("qsplice_backend_response_bytes_total", "Response bytes the back-end reported sending straight to clients.", isCounter, "backend")
+
+	// Added with client_golang (issue 12).
+	feReloads    = fam("qsplice_frontend_reloads_total", "Configuration reloads (SIGHUP), by outcome.", isCounter, "outcome")
+	feCtlBad     = fam("qsplice_frontend_control_bad_messages_total", "Control datagrams that could not be read or that the codec refused (their reasons are in qsplice_frontend_control_refused_total).", isCounter)
+	feCookies    = fam("qsplice_frontend_syn_cookies_total", "SYN cookies: sent in SYN-ACKs, accepted in the handshake's ACK, or failed to verify (that ACK dropped).", isCounter, "outcome")
+	feAnswered   = fam("qsplice_frontend_answered_total", "Requests the front-end answered itself, by HTTP status.", isCounter, "status")
+	feRetrans    = fam("qsplice_frontend_retransmits_total", "Segments the front-end retransmitted.", isCounter)
+	feAckStorms  = fam("qsplice_frontend_ack_storms_total", "Flows cut because of an ACK storm.", isCounter)
+	feVNet       = fam("qsplice_frontend_vnet_refused_total", "Frames whose virtio-net header could not be honoured, dropped.", isCounter)
+	feLinkBytes  = fam("qsplice_frontend_link_bytes_total", "Bytes through the front-end link by direction.", isCounter, "dir")
+	feLinkErrors = fam("qsplice_frontend_link_tx_errors_total", "Frame writes the link refused with an error.", isCounter)
+	custQueued   = fam("qsplice_customer_queued", "Requests of the customer waiting now.", isGauge, "customer")
+	beCapacity   = fam("qsplice_backend_capacity", "Requests the back-end registered it can serve at once.", isGauge, "backend")
+	beDeaths     = fam("qsplice_backend_deaths_total", "Times the back-end stopped answering keepalives and was declared dead.", isCounter, "backend")
+	beDispatched = fam("qsplice_backend_dispatched_total", "Requests dispatched to the back-end.", isCounter, "backend")
+	beInService  = fam("qsplice_backend_in_service", "Requests on C2 to the back-end not yet reported done: its slots in use.", isGauge, "backend")
+	beHandoff    = fam("qsplice_backend_handoff_seconds", "Time from dispatch to the shim's SpliceAck (C2 handshake and Splice round trip).", isHistogram, "backend")
+	beSlot       = fam("qsplice_backend_slot_seconds", "Time served requests held a slot of the back-end (request sent on C2 to its Feedback).", isHistogram, "backend")
+	beService    = fam("qsplice_backend_service_seconds", "Service times the back-end measured and reported.", isHistogram, "backend")
+
+	// feScrapeError stands for a snapshot the event loop did not give.
+	feScrapeError = fam("qsplice_frontend_scrape_error", "The event loop did not answer the snapshot request.", isGauge)
+
+	frontendFamilies = []*exposition.Family{
+		&feFrames, &feDrops, &feRSTsSup, &feCtlRefused, &feFlows, &feRefunds, &feQueue, &feRequests,
+		&feHandoffs, &feFollowUps, &feChunked, &feChallenge, &feReplyBytes, &feFwdBytes, &feKernelDrops,
+		&feLimit, &feSources, &feHandoffPorts, &feLimitRefusals, &feLimitCloses, &feRebuilt,
+		&custOffered, &custAdmitted, &custServed, &custOutside, &custRefunded, &custAbandoned, &custRejected,
+		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
+		&beAlive, &beActive, &beServed, &beServiceSum, &beReported, &beRespBytes,
+		&feReloads, &feCtlBad, &feCookies, &feAnswered, &feRetrans, &feAckStorms, &feVNet, &feLinkBytes,
+		&feLinkErrors, &custQueued, &beCapacity, &beDeaths, &beDispatched, &beInService,
+		&beHandoff, &beSlot, &beService, &feScrapeError,
 	}
-	sort.Strings(reasons)
-	for _, r := range reasons {
-		fmt.Fprintf(&b, "qsplice_frontend_drops_total{reason=%q} %d\n", r, st.Drops[r])
+)
+
+func (sc statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	exposition.Describe(ch, frontendFamilies...)
+}
+
+func (sc statusCollector) Collect(ch chan<- prometheus.Metric) {
+	st, ok := sc.snapshot()
+	if !ok {
+		ch <- prometheus.NewInvalidMetric(feScrapeError.Desc, errors.New("event loop busy: no status snapshot"))
+		return
 	}
-	g("qsplice_frontend_rsts_suppressed_total", "RSTs to segments without a connection not sent: over the RST rate limit.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_rsts_suppressed_total %d\n", st.Engine.RSTsSuppressed)
-	g("qsplice_frontend_control_refused_total", "Control datagrams refused, by reason (forged, replayed, reflected, from the wrong address, ...).", "counter")
-	refusals := make([]string, 0, len(st.ControlRefused))
-	for r := range st.ControlRefused {
-		refusals = append(refusals, r)
+	collectStatus(ch, &st)
+}
+
+// collectStatus emits every front-end family from st.
+func collectStatus(ch chan<- prometheus.Metric, st *Status) {
+	n := func(v uint64) float64 { return float64(v) }
+	e := &st.Engine
+	feFrames.Emit(ch, n(e.RxFrames), "rx")
+	feFrames.Emit(ch, n(e.TxFrames), "tx")
+	for r, v := range st.Drops {
+		feDrops.Emit(ch, n(v), r)
 	}
-	sort.Strings(refusals)
-	for _, r := range refusals {
-		fmt.Fprintf(&b, "qsplice_frontend_control_refused_total{reason=%q} %d\n", r, st.ControlRefused[r])
+	feRSTsSup.Emit(ch, n(e.RSTsSuppressed))
+	for r, v := range st.ControlRefused {
+		feCtlRefused.Emit(ch, n(v), r)
 	}
-	g("qsplice_frontend_flows", "Client connections held by the engine.", "gauge")
-	fmt.Fprintf(&b, "qsplice_frontend_flows %d\n", st.Engine.Flows)
-	g("qsplice_frontend_refunds_total", "Charged requests given back to their customers.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_refunds_total %d\n", st.Refunds)
-	g("qsplice_frontend_queue_length", "Requests waiting for a back-end.", "gauge")
-	fmt.Fprintf(&b, "qsplice_frontend_queue_length %d\n", st.Queue)
-	g("qsplice_frontend_requests_total", "Request heads parsed.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_requests_total %d\n", st.Engine.Requests)
-	g("qsplice_frontend_handoffs_total", "Handoffs by outcome.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"done\"} %d\n", st.Engine.HandoffsDone)
-	fmt.Fprintf(&b, "qsplice_frontend_handoffs_total{outcome=\"failed\"} %d\n", st.Engine.HandoffsFailed)
-	g("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"seen\"} %d\n", st.Engine.FollowUps)
-	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"unfollowable\"} %d\n", st.Engine.FollowUpsUnfollowable)
-	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"refused_in_stream\"} %d\n", st.Engine.FollowUpsRefused)
-	fmt.Fprintf(&b, "qsplice_frontend_follow_ups_total{outcome=\"refused_reset\"} %d\n", st.Engine.FollowUpsReset)
-	g("qsplice_frontend_chunked_bodies_total", "Chunked request bodies followed to their end.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_chunked_bodies_total %d\n", st.Engine.ChunkedBodies)
-	g("qsplice_frontend_challenge_acks_total", "Challenge ACKs (RFC 5961) to segments not accepted, sent or held back by the rate limit.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_challenge_acks_total{outcome=\"sent\"} %d\n", st.Engine.ChallengeAcks)
-	fmt.Fprintf(&b, "qsplice_frontend_challenge_acks_total{outcome=\"limited\"} %d\n", st.Engine.ChallengeAcksLimited)
-	g("qsplice_frontend_reply_payload_bytes_total", "Back-end reply payload bytes that reached the front-end (0 with one-way splicing).", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_reply_payload_bytes_total %d\n", st.Engine.ReplyPayloadBytes)
-	g("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_forwarded_bytes_total %d\n", st.Engine.ForwardedBytes)
-	writeLimitMetrics(&b, &st.Limits)
-	writeCustomerMetrics(&b, st)
+	feFlows.Emit(ch, n(e.Flows))
+	feRefunds.Emit(ch, n(st.Refunds))
+	feQueue.Emit(ch, float64(st.Queue))
+	feRequests.Emit(ch, n(e.Requests))
+	feHandoffs.Emit(ch, n(e.HandoffsDone), "done")
+	feHandoffs.Emit(ch, n(e.HandoffsFailed), "failed")
+	feFollowUps.Emit(ch, n(e.FollowUps), "seen")
+	feFollowUps.Emit(ch, n(e.FollowUpsUnfollowable), "unfollowable")
+	feFollowUps.Emit(ch, n(e.FollowUpsRefused), "refused_in_stream")
+	feFollowUps.Emit(ch, n(e.FollowUpsReset), "refused_reset")
+	feChunked.Emit(ch, n(e.ChunkedBodies))
+	feChallenge.Emit(ch, n(e.ChallengeAcks), "sent")
+	feChallenge.Emit(ch, n(e.ChallengeAcksLimited), "limited")
+	feReplyBytes.Emit(ch, n(e.ReplyPayloadBytes))
+	feFwdBytes.Emit(ch, n(e.ForwardedBytes))
+	feKernelDrops.Emit(ch, n(st.KernelDrops))
+	collectLimits(ch, &st.Limits)
+
+	feReloads.Emit(ch, n(st.Reloads), "ok")
+	feReloads.Emit(ch, n(st.ReloadsFailed), "failed")
+	feCtlBad.Emit(ch, n(st.BadCtl))
+	feCookies.Emit(ch, n(e.SynCookiesSent), "sent")
+	feCookies.Emit(ch, n(e.Accepted), "accepted")
+	feCookies.Emit(ch, n(st.Drops["bad-cookie"]), "invalid") // splice.DropReasonName of the bad-cookie drop
+	for s, v := range e.Answered {
+		feAnswered.Emit(ch, n(v), s)
+	}
+	feRetrans.Emit(ch, n(e.Retransmits))
+	feAckStorms.Emit(ch, n(e.AckStorms))
+	feVNet.Emit(ch, n(st.VNetRefused))
+	feLinkBytes.Emit(ch, n(st.LinkStat.RxBytes), "rx")
+	feLinkBytes.Emit(ch, n(st.LinkStat.TxBytes), "tx")
+	feLinkErrors.Emit(ch, n(st.LinkStat.TxErrors))
+
+	for i := range st.Customers {
+		collectCustomer(ch, &st.Customers[i])
+	}
 	if st.Lifo != nil {
-		g("qsplice_lifo_utilization", "Cluster utilization over the last LIFO-Pri interval (busy slot time / slot time).", "gauge")
-		fmt.Fprintf(&b, "qsplice_lifo_utilization %g\n", st.Lifo.Utilization)
-		g("qsplice_lifo_browsing_lifo", "1 while lifo-pri serves browsing requests newest first.", "gauge")
-		lifo := 0
+		lifoUtil.Emit(ch, st.Lifo.Utilization)
+		lifo := 0.0
 		if st.Lifo.LIFO {
 			lifo = 1
 		}
-		fmt.Fprintf(&b, "qsplice_lifo_browsing_lifo %d\n", lifo)
+		lifoLIFO.Emit(ch, lifo)
 	}
-	g("qsplice_backend_alive", "1 while the back-end answers keepalives.", "gauge")
-	for _, be := range st.Backends {
-		alive := 0
-		if be.Alive {
-			alive = 1
-		}
-		fmt.Fprintf(&b, "qsplice_backend_alive{backend=\"%d\"} %d\n", be.ID, alive)
-	}
-	g("qsplice_backend_active", "Requests dispatched to the back-end and not closed.", "gauge")
-	for _, be := range st.Backends {
-		fmt.Fprintf(&b, "qsplice_backend_active{backend=\"%d\"} %d\n", be.ID, be.Active)
-	}
-	g("qsplice_backend_served_total", "Responses the back-end reported.", "counter")
-	for _, be := range st.Backends {
-		fmt.Fprintf(&b, "qsplice_backend_served_total{backend=\"%d\"} %d\n", be.ID, be.Served)
-	}
-	g("qsplice_backend_service_seconds_total", "Sum of the service times the back-end reported (divide by served for the mean).", "counter")
-	for _, be := range st.Backends {
-		fmt.Fprintf(&b, "qsplice_backend_service_seconds_total{backend=\"%d\"} %g\n", be.ID, be.MeanServiceMs*float64(be.Served)/1e3)
-	}
-	g("qsplice_backend_reported_concurrency", "Requests in service as the back-end's shim last reported.", "gauge")
-	for _, be := range st.Backends {
-		fmt.Fprintf(&b, "qsplice_backend_reported_concurrency{backend=\"%d\"} %d\n", be.ID, be.Reported)
-	}
-	g("qsplice_frontend_link_kernel_drops_total", "Frames the kernel dropped because the front-end's socket buffer was full.", "counter")
-	fmt.Fprintf(&b, "qsplice_frontend_link_kernel_drops_total %d\n", st.KernelDrops)
-	g("qsplice_backend_response_bytes_total", "Response bytes the back-end reported sending straight to clients.", "counter")
-	for _, be := range st.Backends {
-		fmt.Fprintf(&b, "qsplice_backend_response_bytes_total{backend=\"%d\"} %d\n", be.ID, be.ResponseBytes)
-	}
-	w.Write([]byte(b.String()))
-}
-
-// writeCustomerMetrics renders the per-customer series.
-func writeCustomerMetrics(b io.Writer, st *Status) {
-	g := func(name, help, typ string) { fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ) }
-	counter := func(name, help string, v func(c *CustomerStatus) uint64) {
-		g(name, help, "counter")
-		for i := range st.Customers {
-			fmt.Fprintf(b, "%s{customer=%q} %d\n", name, st.Customers[i].Name, v(&st.Customers[i]))
-		}
-	}
-	counter("qsplice_customer_offered_total", "Requests that arrived.", func(c *CustomerStatus) uint64 { return c.Offered })
-	counter("qsplice_customer_admitted_total", "Requests dispatched to a back-end.", func(c *CustomerStatus) uint64 { return c.Admitted })
-	counter("qsplice_customer_served_total", "Requests the back-ends reported served.", func(c *CustomerStatus) uint64 { return c.Served })
-	counter("qsplice_customer_outside_normal_size_total", "Responses whose size fell outside the normal-size range the reservations assume.", func(c *CustomerStatus) uint64 { return c.OutsideNormal })
-	counter("qsplice_customer_refunded_total", "Charged requests given back: never reached a back-end, or their back-end died.", func(c *CustomerStatus) uint64 { return c.Refunded })
-	counter("qsplice_customer_abandoned_total", "Requests whose client left while they waited.", func(c *CustomerStatus) uint64 { return c.Abandoned })
-	g("qsplice_customer_rejected_total", "Requests answered by the front-end instead of served, by reason.", "counter")
-	for _, c := range st.Customers {
-		reasons := make([]string, 0, len(c.Rejected))
-		for r := range c.Rejected {
-			reasons = append(reasons, r)
-		}
-		sort.Strings(reasons)
-		for _, r := range reasons {
-			fmt.Fprintf(b, "qsplice_customer_rejected_total{customer=%q,reason=%q} %d\n", c.Name, r, c.Rejected[r])
-		}
-	}
-	g("qsplice_customer_charged_credits_total", "Credits charged, corrected by measured service time.", "counter")
-	for _, c := range st.Customers {
-		fmt.Fprintf(b, "qsplice_customer_charged_credits_total{customer=%q} %g\n", c.Name, c.Charged)
-	}
-	g("qsplice_customer_balance_credits", "Current credit balance.", "gauge")
-	for _, c := range st.Customers {
-		fmt.Fprintf(b, "qsplice_customer_balance_credits{customer=%q} %g\n", c.Name, c.Balance)
-	}
-	g("qsplice_customer_queue_wait_seconds", "Time from arrival to dispatch.", "histogram")
-	for i := range st.Customers {
-		c := &st.Customers[i]
-		writeHistogram(b, &c.Wait, "qsplice_customer_queue_wait_seconds", fmt.Sprintf("customer=%q", c.Name))
-	}
-	g("qsplice_customer_response_seconds", "Queue wait plus the service time the back-end measured.", "histogram")
-	for i := range st.Customers {
-		c := &st.Customers[i]
-		writeHistogram(b, &c.Response, "qsplice_customer_response_seconds", fmt.Sprintf("customer=%q", c.Name))
+	for i := range st.Backends {
+		collectBackend(ch, &st.Backends[i])
 	}
 }
 
-// writeHistogram writes h as a Prometheus histogram with the given labels.
-func writeHistogram(w io.Writer, h *controller.Histogram, name, labels string) {
+func collectLimits(ch chan<- prometheus.Metric, l *LimitsStatus) {
+	feLimit.Emit(ch, float64(l.MaxFlows), "max_flows")
+	feLimit.Emit(ch, float64(l.MaxFlowsPerSource), "max_flows_per_source")
+	feLimit.Emit(ch, float64(l.MaxPortsPerSource), "max_ports_per_source")
+	feLimit.Emit(ch, l.HeadTimeout, "head_timeout")
+	feLimit.Emit(ch, l.FlowLifetime, "flow_lifetime")
+	feLimit.Emit(ch, l.HalfCloseTimeout, "half_close_timeout")
+	feSources.Emit(ch, float64(l.Sources))
+	feHandoffPorts.Emit(ch, float64(l.HandoffPorts))
+	feLimitRefusals.Emit(ch, float64(l.RefusedSYNFlows), "max_flows", "syn")
+	feLimitRefusals.Emit(ch, float64(l.RefusedSYNSource), "max_flows_per_source", "syn")
+	feLimitRefusals.Emit(ch, float64(l.RefusedAcceptFlows), "max_flows", "accept")
+	feLimitRefusals.Emit(ch, float64(l.RefusedAcceptSource), "max_flows_per_source", "accept")
+	feLimitRefusals.Emit(ch, float64(l.RefusedPortsSource), "max_ports_per_source", "dispatch")
+	feLimitCloses.Emit(ch, float64(l.HeadDeadlineFreed), "head_timeout")
+	feLimitCloses.Emit(ch, float64(l.LifetimeExpired), "flow_lifetime")
+	feLimitCloses.Emit(ch, float64(l.HalfClosedReleased), "half_close_timeout")
+	feLimitCloses.Emit(ch, float64(l.Evicted), "max_flows")
+	feRebuilt.Emit(ch, float64(l.TablesRebuilt))
+}
+
+func collectCustomer(ch chan<- prometheus.Metric, cu *CustomerStatus) {
+	name := cu.Name
+	custOffered.Emit(ch, float64(cu.Offered), name)
+	custAdmitted.Emit(ch, float64(cu.Admitted), name)
+	custServed.Emit(ch, float64(cu.Served), name)
+	custOutside.Emit(ch, float64(cu.OutsideNormal), name)
+	custRefunded.Emit(ch, float64(cu.Refunded), name)
+	custAbandoned.Emit(ch, float64(cu.Abandoned), name)
+	for r, v := range cu.Rejected {
+		custRejected.Emit(ch, float64(v), name, r)
+	}
+	custCharged.Emit(ch, cu.Charged, name)
+	custBalance.Emit(ch, cu.Balance, name)
+	custQueued.Emit(ch, float64(cu.Queued), name)
+	emitHistogram(ch, &custWait, &cu.Wait, name)
+	emitHistogram(ch, &custResponse, &cu.Response, name)
+}
+
+func collectBackend(ch chan<- prometheus.Metric, be *BackendStatus) {
+	id := strconv.FormatUint(uint64(be.ID), 10)
+	alive := 0.0
+	if be.Alive {
+		alive = 1
+	}
+	beAlive.Emit(ch, alive, id)
+	beActive.Emit(ch, float64(be.Active), id)
+	beServed.Emit(ch, float64(be.Served), id)
+	beServiceSum.Emit(ch, be.ServiceSeconds, id)
+	beReported.Emit(ch, float64(be.Reported), id)
+	beRespBytes.Emit(ch, float64(be.ResponseBytes), id)
+	beCapacity.Emit(ch, float64(be.Capacity), id)
+	beDeaths.Emit(ch, float64(be.Deaths), id)
+	beDispatched.Emit(ch, float64(be.Dispatched), id)
+	beInService.Emit(ch, float64(be.InService), id)
+	emitHistogram(ch, &beHandoff, &be.Handoff, id)
+	emitHistogram(ch, &beSlot, &be.Slot, id)
+	emitHistogram(ch, &beService, &be.Service, id)
+}
+
+// emitHistogram sends hist as a constant Prometheus histogram: the
+// controller's per-bucket counts made cumulative, with its Sum and N.
+func emitHistogram(ch chan<- prometheus.Metric, f *exposition.Family, hist *controller.Histogram, labels ...string) {
+	buckets := make(map[float64]uint64, len(controller.HistogramBounds))
 	var cum uint64
 	for i, b := range controller.HistogramBounds {
-		cum += h.Counts[i]
-		fmt.Fprintf(w, "%s_bucket{%s,le=\"%g\"} %d\n", name, labels, b, cum)
+		cum += hist.Counts[i]
+		buckets[b] = cum
 	}
-	cum += h.Counts[len(controller.HistogramBounds)]
-	fmt.Fprintf(w, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, labels, cum)
-	fmt.Fprintf(w, "%s_sum{%s} %g\n", name, labels, h.Sum)
-	fmt.Fprintf(w, "%s_count{%s} %d\n", name, labels, h.N)
+	ch <- prometheus.MustNewConstHistogram(f.Desc, hist.N, hist.Sum, buckets, labels...)
 }

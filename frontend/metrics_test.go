@@ -34,9 +34,7 @@ tcp:
 	es := splice.FrontEndStats{Flows: 12, Sources: 3, HandoffPorts: 5, RefusedSYNSource: 7, RefusedPortsSource: 2,
 		HeadDeadlineFreed: 4, LifetimeExpired: 6, HalfClosedReleased: 8, Evicted: 9, TablesRebuilt: 1}
 	st := Status{Limits: limitsStatus(&cfg, &es), Drops: map[string]uint64{}}
-	var b strings.Builder
-	writeMetrics(&b, &st)
-	m := b.String()
+	m := renderMetrics(t, &st)
 	for _, want := range []string{
 		`qsplice_frontend_limit{limit="max_flows"} 200000`,
 		`qsplice_frontend_limit{limit="max_flows_per_source"} 0`,

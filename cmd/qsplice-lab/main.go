@@ -33,7 +33,7 @@ const picture = `qsplice-lab builds a test network out of network namespaces (ne
    | c2 is .11 ... |   | VIP .100 and     |   | tap0 .(20+k)                      |
    +---------------+   | handoff .101 in  |   |   MAC 02:00:c6:12:00:(20+k)       |
                        | userspace; admin |   | nginx :80, qsplice-testserver     |
-                       | :9100/status     |   |   :8080 on the back-end kernel    |
+                       | :7404/status     |   |   :8080 on the back-end kernel    |
                        +------------------+   +-----------------------------------+
 
 Offloads (tx csum, TSO, GSO, GRO) stay on, as on real links (up -offloads=false

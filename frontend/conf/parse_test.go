@@ -36,7 +36,7 @@ func TestExampleParses(t *testing.T) {
 		Name:    "testdata/example.yaml",
 		Link:    Link{Interface: "fe0", Type: LinkAFPacket},
 		Handoff: netip.MustParseAddr("198.18.0.101"),
-		Admin:   netip.MustParseAddrPort("198.18.0.2:9100"),
+		Admin:   netip.MustParseAddrPort("198.18.0.2:7404"),
 		Control: Control{Listen: netip.MustParseAddrPort("198.18.0.2:7400"), KeyFile: "/run/qsplice/lab/key"},
 		TCP: TCP{Linger: 5 * time.Second, IdleTimeout: 15 * time.Minute, HeadTimeout: 10 * time.Second, MaxHead: 8192, MaxFlows: DefaultMaxFlows, MaxFlowsPerSource: DefaultMaxFlowsPerSource,
 			MaxPortsPerSource: DefaultMaxPortsPerSource, FlowLifetime: DefaultFlowLifetime, HalfCloseTimeout: DefaultHalfCloseTimeout},

@@ -339,6 +339,7 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 		slot := now.Sub(r.sentAt)
 		be.slotsTimed++
 		be.slotTotal += slot
+		be.slotTimes.Observe(slot)
 		be.slotExcess += slot - service
 	}
 	cs := c.stats(r.customer)

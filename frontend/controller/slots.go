@@ -221,8 +221,10 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 	}
 	rec.splice = nil
 	if len(rec.serving) > 0 {
+		handoff := now.Sub(rec.serving[0].dispatched)
 		rec.be.handoffs++
-		rec.be.handoffTotal += now.Sub(rec.serving[0].dispatched)
+		rec.be.handoffTotal += handoff
+		rec.be.handoffTimes.Observe(handoff)
 	}
 	if !m.OK {
 		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)

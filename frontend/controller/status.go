@@ -158,6 +158,13 @@ type BackendStatus struct {
 	HeldHandoffs uint64 `json:"held_handoffs"`
 	Parked       int    `json:"parked"`
 	PeakReported int    `json:"peak_reported_concurrency"`
+	// For /metrics (issue 12): the exact sum of the service times the
+	// back-end reported, and the handoff, slot and service times as
+	// histograms.
+	ServiceSeconds float64   `json:"service_seconds"`
+	Handoff        Histogram `json:"-"`
+	Slot           Histogram `json:"-"`
+	Service        Histogram `json:"-"`
 }
 
 // CustomerStatus is one customer (or, for class-based listeners, one
@@ -219,7 +226,9 @@ func (c *Controller) Status(now splice.Time) Status {
 			Dispatched: be.dispatched, FollowUps: be.followUps, Reconciled: be.reconciled, Closed: be.closed,
 			Served: be.served, ResponseBytes: be.responseBytes, ForwardedBytes: be.forwardedBytes,
 			InService: be.sent, Ready: len(be.ready), HeldHandoffs: be.heldHandoffs, Parked: len(be.parked),
-			PeakReported: be.peakReported,
+			PeakReported:   be.peakReported,
+			ServiceSeconds: be.serviceTotal.Seconds(),
+			Handoff:        be.handoffTimes, Slot: be.slotTimes, Service: be.serviceTimes,
 		}
 		b.MeanServiceMs = meanMs(be.serviceTotal, be.served)
 		b.MeanHandoffMs = meanMs(be.handoffTotal, be.handoffs)

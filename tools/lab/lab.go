@@ -39,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/exposition"
 	"github.com/qsplice/qsplice/tools/netns"
 )
 
@@ -47,16 +48,18 @@ const (
 	VIP          = "198.18.0.100" // service address, owned by the front-end in userspace
 	HandoffAddr  = "198.18.0.101" // source of the front-end's C2 connections, userspace too
 	FrontendAddr = "198.18.0.2"   // the front-end's kernel address (control, admin)
-	AdminURL     = "http://198.18.0.2:9100"
+	AdminURL     = "http://198.18.0.2:7404"
 	PrefixLen    = 24
 	// FrontendTAPMAC is the front-end's MAC when it runs on a TAP.
 	FrontendTAPMAC = "02:00:c6:12:00:64"
-	// BackendAdminPort serves each shim's /status on its kernel address.
-	BackendAdminPort = 9101
+	// BackendAdminPort serves each shim's /status and /metrics on its
+	// kernel address; the front-end's admin port (in AdminURL and
+	// adminAddr) is the same.
+	BackendAdminPort = exposition.DefaultAdminPort
 
 	controlAddr = "198.18.0.2:7400"
 	controlPort = "7401"
-	adminAddr   = "198.18.0.2:9100"
+	adminAddr   = "198.18.0.2:7404"
 	webPorts    = "80,8080"
 )
 

@@ -1,0 +1,168 @@
+package backend
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qsplice/qsplice/internal/exposition"
+	"github.com/qsplice/qsplice/splice/link"
+)
+
+// shimCollector turns the shim's Status, which every worker answers
+// from its own loop (collectStatus), into metrics at scrape time: the
+// packet path keeps counting in plain fields and pays nothing for them.
+type shimCollector struct {
+	status func() (Status, error)
+}
+
+var (
+	isCounter, isGauge = prometheus.CounterValue, prometheus.GaugeValue
+	fam                = exposition.NewFamily
+
+	shimRegistered = fam("qsplice_shim_registered", "1 while the front-end has acknowledged this back-end's registration.", isGauge)
+	shimEntries    = fam("qsplice_shim_entries", "Spliced connections the shim translates now.", isGauge)
+	shimActive     = fam("qsplice_shim_active", "Requests in service now.", isGauge)
+	shimPeak       = fam("qsplice_shim_peak_active", "The most requests ever in service at once.", isGauge)
+	shimPassed     = fam("qsplice_shim_passed_frames_total", "Frames passed unchanged, by direction.", isCounter, "dir")
+	shimTranslated = fam("qsplice_shim_translated_frames_total", "Replies rewritten towards a client.", isCounter)
+	shimTransBytes = fam("qsplice_shim_translated_bytes_total", "Payload bytes of the replies rewritten towards a client.", isCounter)
+	shimCopies     = fam("qsplice_shim_frontend_copies_total", "Header-only copies of replies sent to the front-end.", isCounter)
+	shimMalformed  = fam("qsplice_shim_malformed_frames_total", "Frames that failed parsing (passed unchanged).", isCounter)
+	shimDrops      = fam("qsplice_shim_drops_total", "Frames dropped, by reason: spliced replies the shim cannot translate, and frames from the wire refused for their headers.", isCounter, "reason")
+	shimSplices    = fam("qsplice_shim_splices_total", "Splices installed.", isCounter)
+	shimRefused    = fam("qsplice_shim_splices_refused_total", "Splices refused, by reason.", isCounter, "reason")
+	shimReplaced   = fam("qsplice_shim_splices_replaced_total", "Entries replaced by a Splice for a new handshake on their tuple.", isCounter)
+	shimExpired    = fam("qsplice_shim_expired_total", "Entries expired (idle, after the close, or at their lifetime).", isCounter)
+	shimExpiredLt  = fam("qsplice_shim_expired_lifetime_total", "Entries ended by their maximum lifetime (also in qsplice_shim_expired_total).", isCounter)
+	shimHandshakes = fam("qsplice_shim_handshakes_total", "Kernel SYN-ACKs on web ports recorded, and those pushed out by newer ones.", isCounter, "outcome")
+	shimWireGuard  = fam("qsplice_shim_wire_guard_total", "Wire segments the shim judged as the kernel would: RSTs not at the exact sequence, segments outside the window, RSTs after which the kernel kept sending.", isCounter, "what")
+	shimLinkFrames = fam("qsplice_shim_link_frames_total", "Frames through the shim's devices, by device and direction.", isCounter, "link", "dir")
+	shimLinkBytes  = fam("qsplice_shim_link_bytes_total", "Bytes through the shim's devices, by device and direction.", isCounter, "link", "dir")
+	shimLinkErrors = fam("qsplice_shim_link_tx_errors_total", "Frame writes a device refused with an error.", isCounter, "link")
+	shimLinkDrops  = fam("qsplice_shim_link_tx_dropped_total", "Frames a device accepted and then discarded.", isCounter, "link")
+	shimKernDrops  = fam("qsplice_shim_kernel_drops_total", "Frames the kernel dropped because a wire socket's buffer was full.", isCounter)
+
+	shimCtlSent     = fam("qsplice_shim_control_sent_total", "Control messages sent to the front-end, by type.", isCounter, "message")
+	shimCtlReceived = fam("qsplice_shim_control_received_total", "Control messages received and handled, by type.", isCounter, "message")
+	shimCtlRefused  = fam("qsplice_shim_control_refused_total", "Control datagrams refused, by reason (forged, replayed, reflected, ...).", isCounter, "reason")
+	shimCtlBad      = fam("qsplice_shim_control_bad_messages_total", "Control datagrams that failed to decode or were refused.", isCounter)
+	shimCtlIgnored  = fam("qsplice_shim_control_ignored_total", "Control messages not acted on: for another back-end or incarnation (stale), or of a type a back-end does not handle.", isCounter, "why")
+	shimRegs        = fam("qsplice_shim_registrations_total", "Times a RegisterAck made this back-end registered.", isCounter)
+	shimReregs      = fam("qsplice_shim_reregistrations_total", "Times keepalive echoes stopped and the shim registered again.", isCounter)
+
+	shimWorkerFrames  = fam("qsplice_shim_worker_wire_frames_total", "Wire frames by worker and direction.", isCounter, "worker", "dir")
+	shimWorkerEntries = fam("qsplice_shim_worker_entries", "Spliced connections on each worker's shard.", isGauge, "worker")
+	shimWorkerPassed  = fam("qsplice_shim_worker_tap_handovers_total", "TAP frames a worker read for a flow another worker owns: passed on, or lost.", isCounter, "worker", "outcome")
+
+	shimScrapeError = fam("qsplice_shim_scrape_error", "A worker did not answer the status request.", isGauge)
+
+	shimFamilies = []*exposition.Family{
+		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
+		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
+		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
+		&shimLinkDrops, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlRefused, &shimCtlBad,
+		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
+	}
+)
+
+func (sc shimCollector) Describe(ch chan<- *prometheus.Desc) {
+	exposition.Describe(ch, shimFamilies...)
+}
+
+func (sc shimCollector) Collect(ch chan<- prometheus.Metric) {
+	st, err := sc.status()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(shimScrapeError.Desc, err)
+		return
+	}
+	collectShim(ch, &st)
+}
+
+// collectShim emits every family from st.
+func collectShim(ch chan<- prometheus.Metric, st *Status) {
+	n := func(v uint64) float64 { return float64(v) }
+	registered := 0.0
+	if st.Registered {
+		registered = 1
+	}
+	shimRegistered.Emit(ch, registered)
+	shimEntries.Emit(ch, float64(st.Entries))
+	shimActive.Emit(ch, float64(st.Active))
+	s := &st.Shim
+	shimPeak.Emit(ch, n(s.PeakActive))
+	shimPassed.Emit(ch, n(s.HostToWire), "host_to_wire")
+	shimPassed.Emit(ch, n(s.WireToHost), "wire_to_host")
+	shimTranslated.Emit(ch, n(s.Translated))
+	shimTransBytes.Emit(ch, n(s.TranslatedBytes))
+	shimCopies.Emit(ch, n(s.CopiesToFrontEnd))
+	shimMalformed.Emit(ch, n(s.Malformed))
+	// The ingress reasons are named as the front-end's drops of the same
+	// kind (splice.DropReasonName).
+	for _, d := range []struct {
+		reason string
+		v      uint64
+	}{
+		{"bad-options", s.BadOptions}, {"bad-vnet", s.BadVNet},
+		{"bad-ip-checksum", s.IngressBadIPChecksum}, {"bad-tcp-checksum", s.IngressBadTCPChecksum},
+		{"martian-source", s.IngressMartianSource}, {"own-source", s.IngressOwnSource},
+		{"multicast-source-mac", s.IngressMulticastMAC}, {"ttl-zero", s.IngressTTLZero},
+		{"ip-options", s.IngressIPOptions},
+	} {
+		shimDrops.Emit(ch, n(d.v), d.reason)
+	}
+	shimSplices.Emit(ch, n(s.Splices))
+	for _, r := range []struct {
+		reason string
+		v      uint64
+	}{
+		{"not-web-port", s.RefusedNotWebPort}, {"no-handshake", s.RefusedNoHandshake},
+		{"inconsistent", s.RefusedInconsistent}, {"request-in-use", s.RefusedRequestInUse}, {"full", s.RefusedFull},
+	} {
+		shimRefused.Emit(ch, n(r.v), r.reason)
+	}
+	shimReplaced.Emit(ch, n(s.SplicesReplaced))
+	shimExpired.Emit(ch, n(s.Expired))
+	shimExpiredLt.Emit(ch, n(s.ExpiredLifetime))
+	shimHandshakes.Emit(ch, n(s.Handshakes), "recorded")
+	shimHandshakes.Emit(ch, n(s.HandshakesEvicted), "evicted")
+	shimWireGuard.Emit(ch, n(s.WireRSTRefused), "rst_refused")
+	shimWireGuard.Emit(ch, n(s.WireOutOfWindow), "out_of_window")
+	shimWireGuard.Emit(ch, n(s.ResetsCancelled), "reset_cancelled")
+	for _, l := range []struct {
+		name string
+		s    *link.Stats
+	}{{"wire", &st.Wire}, {"tap", &st.TAP}} {
+		shimLinkFrames.Emit(ch, n(l.s.RxFrames), l.name, "rx")
+		shimLinkFrames.Emit(ch, n(l.s.TxFrames), l.name, "tx")
+		shimLinkBytes.Emit(ch, n(l.s.RxBytes), l.name, "rx")
+		shimLinkBytes.Emit(ch, n(l.s.TxBytes), l.name, "tx")
+		shimLinkErrors.Emit(ch, n(l.s.TxErrors), l.name)
+		shimLinkDrops.Emit(ch, n(l.s.TxDropped), l.name)
+	}
+	shimKernDrops.Emit(ch, n(st.KernelDrops))
+
+	c := &st.Control
+	shimCtlSent.Emit(ch, n(c.Registers), "register")
+	shimCtlSent.Emit(ch, n(c.Keepalives), "keepalive")
+	shimCtlSent.Emit(ch, n(c.Feedbacks), "feedback")
+	shimCtlReceived.Emit(ch, n(c.Echoes), "keepalive")
+	shimCtlReceived.Emit(ch, n(c.Splices), "splice")
+	for r, v := range c.Refused {
+		shimCtlRefused.Emit(ch, n(v), r)
+	}
+	shimCtlBad.Emit(ch, n(c.BadMessages))
+	shimCtlIgnored.Emit(ch, n(c.Stale), "stale")
+	shimCtlIgnored.Emit(ch, n(c.Unexpected), "unexpected")
+	shimRegs.Emit(ch, n(c.Registrations))
+	shimReregs.Emit(ch, n(c.Reregistrations))
+
+	for i := range st.Workers {
+		w, id := &st.Workers[i], strconv.Itoa(i)
+		shimWorkerFrames.Emit(ch, n(w.Wire.RxFrames), id, "rx")
+		shimWorkerFrames.Emit(ch, n(w.Wire.TxFrames), id, "tx")
+		shimWorkerEntries.Emit(ch, float64(w.Entries), id)
+		shimWorkerPassed.Emit(ch, n(w.HandedOver), id, "passed")
+		shimWorkerPassed.Emit(ch, n(w.HandoffsLost), id, "lost")
+	}
+}
