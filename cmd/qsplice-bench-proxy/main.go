@@ -59,6 +59,7 @@ func main() {
 	only := flag.String("only", strings.Join(d.Only, ","), "systems to measure: "+strings.Join(benchproxy.Systems, ","))
 	out := flag.String("out", "out/bench-proxy", "directory for result.json and table.txt")
 	offloads := flag.String("offloads", "lab", "link offloads (tx csum, TSO, GSO, GRO) of the lab and the chain: lab (the lab's default), on, off")
+	workers := flag.Int("workers", 0, "-workers of both qsplice daemons (0: their default, one per CPU)")
 	bin := flag.String("bin", "", "directory of qsplice-frontend and qsplice-backend (default: this program's directory)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -70,7 +71,10 @@ func main() {
 	}
 	o := benchproxy.Options{
 		Duration: *duration, BulkConns: *conns, SmallConns: *smallConns, TTFBRequests: *ttfb,
-		FrameWindow: *window, BinDir: *bin, Progress: os.Stderr,
+		FrameWindow: *window, BinDir: *bin, Progress: os.Stderr, Workers: *workers,
+	}
+	if *workers < 0 {
+		fail(fmt.Errorf("-workers: %d, want 0 (the daemons' default) or more", *workers))
 	}
 	var err error
 	if o.BulkSize, err = content.ParseSize(*size); err != nil {

@@ -3,6 +3,7 @@ package benchproxy
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/qsplice/qsplice/tools/lab"
@@ -12,8 +13,9 @@ import (
 // front-end, one back-end with nginx and the shim (capacity 64, so that
 // the back-end's slots never limit the loads). With daemons false only
 // the network is built: the run still needs the lab's link settings.
-// offloads, when set, overrides the lab's default link offloads.
-func upLab(ctx context.Context, name, stateDir, binDir string, sizes []int64, daemons bool, offloads *bool) (*lab.Lab, error) {
+// offloads, when set, overrides the lab's default link offloads; workers,
+// when above 0, is both daemons' -workers.
+func upLab(ctx context.Context, name, stateDir, binDir string, sizes []int64, daemons bool, offloads *bool, workers int) (*lab.Lab, error) {
 	cfg := lab.DefaultConfig(name)
 	cfg.StateDir = stateDir
 	if binDir != "" {
@@ -26,6 +28,11 @@ func upLab(ctx context.Context, name, stateDir, binDir string, sizes []int64, da
 	cfg.ReadyTimeout = 30 * time.Second
 	if offloads != nil {
 		cfg.Offloads = *offloads
+	}
+	if workers > 0 {
+		w := []string{"-workers", strconv.Itoa(workers)}
+		cfg.FrontendArgs = append(cfg.FrontendArgs, w...)
+		cfg.BackendArgs = append(cfg.BackendArgs, w...)
 	}
 	l, err := lab.Up(ctx, cfg)
 	if err != nil {

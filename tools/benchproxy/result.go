@@ -55,6 +55,9 @@ type Settings struct {
 	LoadSeconds     float64 `json:"load_seconds"`
 	TTFBRequests    int     `json:"ttfb_requests"`
 	FrameWindowSecs float64 `json:"frame_window_seconds"`
+	// Workers is the qsplice daemons' -workers (0: their default, one
+	// per CPU).
+	Workers int `json:"workers"`
 }
 
 // SystemResult is one system's figures; a nil part was not measured.

@@ -34,6 +34,9 @@ type Options struct {
 	// gets what the lab's links have, so every system moves its bytes over
 	// the same kind of link.
 	Offloads *bool
+	// Workers, when above 0, is the -workers of both qsplice daemons;
+	// 0 keeps their default (one per CPU).
+	Workers  int
 	BinDir   string    // the qsplice binaries; default the running executable's directory
 	Progress io.Writer // progress lines; nil: none
 }
@@ -184,7 +187,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	res := &Result{ID: r.id, Started: r.start, Host: hostInfo(), Settings: Settings{
 		BulkSize: o.BulkSize, BulkConns: o.BulkConns, SmallSize: SmallSize, SmallConns: o.SmallConns,
 		LoadSeconds: o.Duration.Round(time.Second).Seconds(), TTFBRequests: o.TTFBRequests,
-		FrameWindowSecs: o.FrameWindow.Seconds(),
+		FrameWindowSecs: o.FrameWindow.Seconds(), Workers: o.Workers,
 	}}
 	selected := func(s string) bool { return slices.Contains(o.Only, s) }
 	sizes := []int64{SmallSize, o.BulkSize}
@@ -192,7 +195,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	// The qsplice lab first: its links decide the chain's offloads.
 	withQsplice := selected(SystemQsplice)
 	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withQsplice])
-	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice, o.Offloads)
+	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice, o.Offloads, o.Workers)
 	if l != nil {
 		r.cleanups = append(r.cleanups, func() error {
 			// Down removes the lab's state directory; a failed run keeps

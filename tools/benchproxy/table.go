@@ -201,8 +201,12 @@ func (r *Result) Rows() []Row {
 func (r *Result) Table() string {
 	var b strings.Builder
 	st := r.Settings
-	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  link offloads: %v\n",
-		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, r.LinkOffloads)
+	workers := "default (one per CPU)"
+	if st.Workers > 0 {
+		workers = fmt.Sprint(st.Workers)
+	}
+	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  link offloads: %v  qsplice workers: %s\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, r.LinkOffloads, workers)
 	fmt.Fprintf(&b, "bulk: %s objects, %d keep-alive connections, %gs; 1K close: %s objects, one connection per request, %d concurrent, %gs; TTFB: %d sequential requests\n\n",
 		content.FormatSize(st.BulkSize), st.BulkConns, st.LoadSeconds, content.FormatSize(st.SmallSize), st.SmallConns, st.LoadSeconds, st.TTFBRequests)
 
