@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/tools/content"
 	"github.com/qsplice/qsplice/tools/lab"
 )
@@ -49,9 +50,14 @@ usage:
                       LINK is a host (c1, fe, b1...): its switch port, both directions
   qsplice-lab exec    [-name N] HOST -- CMD [ARG...]
                       run CMD in HOST's namespace (sw, c1, fe, b1...)
+  qsplice-lab -version
 `
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println(version.Line("qsplice-lab"))
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "-help" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		fmt.Fprint(os.Stderr, picture)
 		fmt.Fprintln(os.Stderr, "\nflags of up (the other verbs take -name and -state-dir; capture also -count, -duration):")

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend"
+)
+
+// profile is -cpuprofile: serve starts it once everything was checked.
+var profile string
+
+// checkFlags refuses flag values outside the ranges the configuration
+// file allows for the same settings (frontend/conf), before anything is
+// opened or created.
+func checkFlags(cfg *frontend.Config) error {
+	var errs []error
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("-%s %v: must be > 0", name, d))
+		}
+	}
+	if cfg.QueueCapacity < 1 {
+		errs = append(errs, fmt.Errorf("-queue %d: must be >= 1", cfg.QueueCapacity))
+	}
+	if cfg.HandoffAhead < 0 || cfg.HandoffAhead > 64 {
+		errs = append(errs, fmt.Errorf("-handoff-ahead %d: must be 0..64", cfg.HandoffAhead))
+	}
+	positive("keepalive", cfg.KeepaliveInterval)
+	positive("linger", cfg.Linger)
+	positive("idle-timeout", cfg.IdleTimeout)
+	positive("head-timeout", cfg.HeadTimeout)
+	if cfg.LinkType != "afpacket" && cfg.LinkType != "tap" {
+		errs = append(errs, fmt.Errorf("-link-type %q: want afpacket or tap", cfg.LinkType))
+	}
+	return errors.Join(errs...)
+}
