@@ -39,7 +39,10 @@ func run(t *testing.T, bin string, args ...string) (code int, stdout, stderr str
 // TestFlagsRefusedBeforeActing: each binary refuses flag values out of
 // range, unknown names and stray arguments with an error naming the flag
 // and a non-zero exit, before it opens or creates anything (the file
-// named in mustNotExist is one it would create).
+// named in mustNotExist is one it would create). The lab-building
+// commands get -bin /nonexistent as well, so that a binary that let a
+// bad value through stops at its program check instead of building a
+// lab.
 func TestFlagsRefusedBeforeActing(t *testing.T) {
 	in := install(t)
 	tmp := t.TempDir()
@@ -61,14 +64,16 @@ func TestFlagsRefusedBeforeActing(t *testing.T) {
 		{"frontend link-type", "qsplice-frontend", append([]string{"-link-type", "pcap"}, fe...), "-link-type", ""},
 		{"frontend log-format", "qsplice-frontend", append([]string{"-log-format", "xml"}, fe...), "-log-format", ""},
 		{"frontend stray argument", "qsplice-frontend", append(fe, "validat"), `unexpected argument "validat"`, ""},
+		{"frontend admin", "qsplice-frontend", append([]string{"-admin", "198.18.0.2"}, fe...), "-admin", ""},
+		{"backend admin", "qsplice-backend", append(be, "-admin", "198.18.0.21:99999"), "-admin", ""},
 		{"backend id too big", "qsplice-backend", append(be, "-id", "4294967296"), "-id 4294967296", ""},
 		{"backend control-port", "qsplice-backend", append(be, "-control-port", "70000"), "-control-port 70000", ""},
 		{"backend prefix", "qsplice-backend", append(be, "-prefix", "33"), "-prefix 33", ""},
 		{"backend capacity", "qsplice-backend", append(be, "-capacity", "0"), "-capacity 0", ""},
 		{"backend log-format", "qsplice-backend", append(be, "-log-format", "xml"), "-log-format", ""},
-		{"demo flood Z", "qsplice-demo", []string{"-flood", "Z"}, `-flood "Z": no such customer`, ""},
-		{"demo offer 0", "qsplice-demo", []string{"-offer", "0"}, "-offer 0", ""},
-		{"demo name", "qsplice-demo", []string{"-name", "Not-A-Lab"}, "-name", ""},
+		{"demo flood Z", "qsplice-demo", []string{"-bin", "/nonexistent", "-flood", "Z"}, `-flood "Z": no such customer`, ""},
+		{"demo offer 0", "qsplice-demo", []string{"-bin", "/nonexistent", "-offer", "0"}, "-offer 0", ""},
+		{"demo name", "qsplice-demo", []string{"-bin", "/nonexistent", "-name", "Not-A-Lab"}, "-name", ""},
 		{"replay backends 0", "qsplice-replay", append(replay, "-backends", "0"), "-backends 0", pcapOut},
 		{"replay backends 80", "qsplice-replay", append(replay, "-backends", "80"), "-backends 80", pcapOut},
 		{"replay capacity 0", "qsplice-replay", append(replay, "-capacity", "0"), "-capacity 0", pcapOut},
@@ -78,12 +83,14 @@ func TestFlagsRefusedBeforeActing(t *testing.T) {
 		{"flood rate 0", "qsplice-flood", append(flood, "-rate", "0"), "-rate 0", ""},
 		{"flood dst-mac", "qsplice-flood", append(flood, "-dst-mac", "zz:00"), "-dst-mac", ""},
 		{"flood mode", "qsplice-flood", append(flood, "-mode", "ack"), `-mode "ack"`, ""},
-		{"bench-proxy duration 0", "qsplice-bench-proxy", []string{"-duration", "0s"}, "-duration", ""},
-		{"bench-proxy only", "qsplice-bench-proxy", []string{"-only", "squid"}, "-only", ""},
+		{"bench-proxy duration 0", "qsplice-bench-proxy", []string{"-bin", "/nonexistent", "-duration", "0s"}, "-duration", ""},
+		{"bench-proxy only", "qsplice-bench-proxy", []string{"-bin", "/nonexistent", "-only", "squid"}, "-only", ""},
 		{"testserver service-time", "qsplice-testserver", []string{"-listen", "127.0.0.1:0", "-service-time", "-1s"}, "-service-time", ""},
 		{"experiment timescale 0", "qsplice-experiment", []string{"-out", filepath.Join(tmp, "exp"), "-timescale", "0"}, "-timescale", filepath.Join(tmp, "exp")},
 		{"experiment policy", "qsplice-experiment", []string{"-out", filepath.Join(tmp, "exp"), "-policies", "lifo"}, "lifo", filepath.Join(tmp, "exp")},
-		{"lab backends 0", "qsplice-lab", []string{"up", "-name", "pkgtst", "-backends", "0"}, "0 back-ends", ""},
+		{"lab backends 0", "qsplice-lab", []string{"up", "-bin", "/nonexistent", "-name", "pkgtst", "-backends", "0"}, "0 back-ends", ""},
+		{"lab capacity 0", "qsplice-lab", []string{"up", "-bin", "/nonexistent", "-name", "pkgtst", "-capacity", "0"}, "-capacity 0", ""},
+		{"lab ready-timeout 0", "qsplice-lab", []string{"up", "-bin", "/nonexistent", "-name", "pkgtst", "-ready-timeout", "0s"}, "-ready-timeout", ""},
 		{"unknown flag", "qsplice-load", []string{"-no-such-flag"}, "-no-such-flag", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
