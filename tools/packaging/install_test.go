@@ -80,6 +80,9 @@ func TestMain(m *testing.M) {
 	if inst.destdir != "" {
 		os.RemoveAll(filepath.Dir(inst.destdir))
 	}
+	if prefixDir != "" {
+		os.RemoveAll(prefixDir)
+	}
 	os.Exit(code)
 }
 

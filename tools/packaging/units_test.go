@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -28,24 +29,41 @@ func systemdAnalyze(t *testing.T) string {
 // unitsUnderPrefix installs with PREFIX= a temporary directory and no
 // DESTDIR, so that the paths written in the units exist on this host as
 // systemd-analyze verify wants them (it checks that ExecStart= and the
-// others name executables).
+// others name executables). The install is shared by the tests and
+// removed by TestMain.
 func unitsUnderPrefix(t *testing.T) []string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
+	prefixOnce.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			prefixErr = err
+			return
+		}
+		if prefixDir, err = os.MkdirTemp("", "qsplice-prefix-"); err != nil {
+			prefixErr = err
+			return
+		}
+		out, err := runMake(root, "install", "PREFIX="+prefixDir, "SYSCONFDIR="+filepath.Join(prefixDir, "etc"),
+			"BIN="+filepath.Join(prefixDir, "build"), "VERSION="+testVersion)
+		if err != nil {
+			prefixErr = &makeError{err, out}
+		}
+	})
+	if prefixErr != nil {
+		t.Fatalf("make install PREFIX=%s: %v", prefixDir, prefixErr)
 	}
-	prefix := t.TempDir()
-	if out, err := runMake(root, "install", "PREFIX="+prefix, "SYSCONFDIR="+filepath.Join(prefix, "etc"),
-		"BIN="+filepath.Join(t.TempDir(), "build"), "VERSION="+testVersion); err != nil {
-		t.Fatalf("make install PREFIX=%s: %v\n%s", prefix, err, out)
-	}
-	units, _ := filepath.Glob(filepath.Join(prefix, "lib/systemd/system/*.service"))
+	units, _ := filepath.Glob(filepath.Join(prefixDir, "lib/systemd/system/*.service"))
 	if len(units) != 2 {
 		t.Fatalf("installed units %v, want qsplice-frontend and qsplice-backend", units)
 	}
 	return units
 }
+
+var (
+	prefixOnce sync.Once
+	prefixDir  string
+	prefixErr  error
+)
 
 // TestUnitsVerify: systemd-analyze verify passes on both installed
 // units with nothing to say (it exits 0 on unknown keys and bad values,
