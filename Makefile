@@ -7,13 +7,43 @@ PKGS      := ./...
 FUZZTIME  ?= 8s
 CMDS      := $(notdir $(wildcard cmd/*))
 
-.PHONY: all build test unit e2e test-adversarial fuzz fuzz-short vet fmt-check bench demo lab-up lab-down clean
+# What -version prints (internal/version): git describe of this tree, or
+# whatever VERSION=... says (a tarball without .git: the binaries then
+# fall back to the Go toolchain's build information).
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS   := $(if $(VERSION),-X github.com/qsplice/qsplice/internal/version.Version=$(VERSION))
+
+# make install PREFIX=/usr/local DESTDIR= (see README, "Install").
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR     ?= $(PREFIX)/share/doc/qsplice
+EXAMPLEDIR ?= $(DOCDIR)/examples
+
+.PHONY: all build install test unit e2e test-adversarial fuzz fuzz-short vet fmt-check bench demo lab-up lab-down clean
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+# Binaries, systemd units (with this PREFIX's paths written in), the
+# sysusers.d entry for the qsplice user, examples and documents. Nothing
+# is written under SYSCONFDIR: configuration and keys are the operator's
+# (README, "Install"); the units name $(SYSCONFDIR)/qsplice.
+UNIT_SED = -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(EXAMPLEDIR)
+	install -m 0755 $(addprefix $(BIN)/,$(CMDS)) $(DESTDIR)$(BINDIR)/
+	for u in contrib/systemd/*.service; do \
+	  sed $(UNIT_SED) $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u) && chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	install -m 0644 contrib/sysusers.d/qsplice.conf $(DESTDIR)$(SYSUSERSDIR)/qsplice.conf
+	install -m 0644 examples/*.yaml examples/*.env examples/README.md $(DESTDIR)$(EXAMPLEDIR)/
+	install -m 0644 README.md SECURITY.md LICENSE $(DESTDIR)$(DOCDIR)/
 
 vet:
 	$(GO) vet $(PKGS)

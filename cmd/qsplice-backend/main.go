@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/backend"
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -43,6 +44,7 @@ checksum and segmentation offloads must be off
 the connections (a TAP queue and an AF_PACKET socket in one fanout group).
 
 Usage: qsplice-backend -id N -wire IF -tap TAP -addr ADDR -frontend ADDR:PORT -key FILE [flags]
+       qsplice-backend -version
 
 Flags:
 `
@@ -85,14 +87,28 @@ func main() {
 	// namespace, so the ring's own copy is extra; BenchmarkTxRingBump
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
+	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
 	}
+	if len(os.Args) == 1 { // a bare run: the synopsis, not one missing flag
+		flag.Usage()
+		os.Exit(2)
+	}
 	flag.Parse()
+	if showVersion.Print(os.Stdout, "qsplice-backend") {
+		return
+	}
 	fail := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "qsplice-backend: "+format+"\n", a...)
 		os.Exit(2)
+	}
+	if flag.NArg() > 0 {
+		fail("unexpected argument %q (-h for help)", flag.Arg(0))
+	}
+	if err := checkFlags(&cfg, *id, *ctlPort, *logFormat); err != nil {
+		fail("%v", err)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/tools/benchproxy"
 	"github.com/qsplice/qsplice/tools/content"
 )
@@ -65,9 +66,23 @@ func main() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
 	}
+	showVersion := version.Flag(flag.CommandLine)
 	flag.Parse()
+	if showVersion.Print(os.Stdout, "qsplice-bench-proxy") {
+		return
+	}
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments %q", flag.Args()))
+	}
+	switch {
+	case *duration <= 0:
+		fail(fmt.Errorf("-duration %v: must be > 0", *duration))
+	case *conns < 1 || *smallConns < 1:
+		fail(fmt.Errorf("-conns %d, -small-conns %d: each must be >= 1", *conns, *smallConns))
+	case *ttfb < 1:
+		fail(fmt.Errorf("-ttfb-requests %d: must be >= 1", *ttfb))
+	case *window <= 0:
+		fail(fmt.Errorf("-frame-window %v: must be > 0", *window))
 	}
 	o := benchproxy.Options{
 		Duration: *duration, BulkConns: *conns, SmallConns: *smallConns, TTFBRequests: *ttfb,

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/tools/demo"
 )
 
@@ -44,7 +45,15 @@ Flags:
 `)
 		flag.PrintDefaults()
 	}
+	showVersion := version.Flag(flag.CommandLine)
 	flag.Parse()
+	if showVersion.Print(os.Stdout, "qsplice-demo") {
+		return
+	}
+	if err := checkFlags(cfg, *ahead, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "qsplice-demo:", err)
+		os.Exit(2)
+	}
 	cfg.FrontendArgs = strings.Fields(*feArgs)
 	if *ahead >= 0 {
 		cfg.HandoffAhead = ahead

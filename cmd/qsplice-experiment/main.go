@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/tools/experiment"
 	"github.com/qsplice/qsplice/tools/lab"
@@ -58,6 +59,7 @@ func main() {
 
 // options are the command's flags.
 type options struct {
+	version   bool // -version: print it, nothing else
 	out       string
 	lab       bool
 	models    []experiment.Preset
@@ -87,8 +89,12 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.timescale, "timescale", 1, "-lab: multiply the model's service times, think time, patience and utilization interval by this `F` (0.5 runs twice as fast at twice the request rate); results stay in model time")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
 	fs.StringVar(&o.bin, "bin", lab.ExecutableDir(), "-lab: directory holding the qsplice binaries")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -135,6 +141,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.Line("qsplice-experiment"))
+		return nil
 	}
 	for _, p := range o.models {
 		dir := o.out

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
 	"github.com/qsplice/qsplice/tools/flood"
@@ -53,6 +54,7 @@ Flags:
 `
 
 type options struct {
+	version  bool // -version: print it, nothing else
 	iface    string
 	cfg      flood.Config
 	dstMAC   string
@@ -83,11 +85,25 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "seed of the random addresses, ports and ISNs (0: a random seed)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the summary as JSON to `FILE` (- for stdout)")
 	fs.BoolVar(&o.progress, "progress", true, "print a progress line on stderr once a second")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	if o.version {
+		return o, nil
+	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case !(o.cfg.Rate > 0) || o.cfg.Rate > 10e6:
+		return o, fmt.Errorf("-rate %g: must be > 0 and at most 10,000,000", o.cfg.Rate)
+	case o.cfg.Duration < 0:
+		return o, errors.New("-duration must not be negative")
+	case o.cfg.Flows < 0:
+		return o, errors.New("-flows must not be negative")
+	case o.cfg.Linger < 0:
+		return o, errors.New("-linger must not be negative")
 	}
 	if o.iface == "" || *target == "" {
 		return o, errors.New("-i and -target are required (-h explains)")
@@ -131,6 +147,11 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	if o.cfg.Duration == 0 && o.cfg.Mode == flood.ModeSYN {
 		return o, errors.New("syn mode needs a -duration")
 	}
+	if o.dstMAC != "" { // checked here, before the socket is opened
+		if _, err := wire.ParseMAC(o.dstMAC); err != nil {
+			return o, fmt.Errorf("-dst-mac: %v", err)
+		}
+	}
 	return o, nil
 }
 
@@ -151,6 +172,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.Line("qsplice-flood"))
+		return nil
 	}
 	ifi, err := net.InterfaceByName(o.iface)
 	if err != nil {

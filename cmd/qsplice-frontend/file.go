@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/frontend/conf"
@@ -50,26 +52,46 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	serve(cfg, log, fail)
 }
 
-// validate checks configuration files: errors (with file, line and key)
-// make it exit 1; warnings are printed but pass.
+// validate checks configuration files as -config would at start: the
+// file (errors with file, line and key), its key file (proto.LoadKey:
+// present, mode 0600 or stricter, a strong key in hex) and what the
+// daemon, the packet engine and the scheduler refuse (frontend.Check).
+// Errors make it exit 1; warnings are printed but pass. It opens no
+// socket and needs no privilege beyond reading the files, so a systemd
+// unit runs it as ExecStartPre=.
 func validate(files []string) int {
-	if len(files) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: qsplice-frontend validate FILE...")
+	return validateTo(files, os.Stdout, os.Stderr)
+}
+
+func validateTo(files []string, stdout, stderr io.Writer) int {
+	if len(files) == 0 || strings.HasPrefix(files[0], "-") {
+		fmt.Fprintln(stderr, "usage: qsplice-frontend validate FILE...")
 		return 2
 	}
 	status := 0
 	for _, path := range files {
 		f, err := conf.Load(path)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(stderr, err)
 			status = 1
 			continue
 		}
 		ws := f.Check()
 		for _, w := range ws {
-			fmt.Fprintln(os.Stderr, "warning:", w.String())
+			fmt.Fprintln(stderr, "warning:", w.String())
 		}
-		fmt.Printf("%s: ok (%d listeners, %d customers, %d warnings)\n", path, len(f.Listeners), len(f.Customers), len(ws))
+		cfg, err := frontend.FromFile(f) // its errors name the file
+		if err == nil {
+			if err = frontend.Check(cfg); err != nil {
+				err = fmt.Errorf("%s: %w", path, err)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			status = 1
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: ok (%d listeners, %d customers, %d warnings)\n", path, len(f.Listeners), len(f.Customers), len(ws))
 	}
 	return status
 }

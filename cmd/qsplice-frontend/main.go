@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -35,10 +36,11 @@ at -control; -key is the control protocol's master key, and each back-end
 holds only the key derived from it for its id (genkey, derivekey).
 
 Usage: qsplice-frontend -config FILE              (SIGHUP reloads FILE)
-       qsplice-frontend validate FILE...          (check files; warnings too)
+       qsplice-frontend validate FILE...          (check files and their key files; warnings too)
        qsplice-frontend -link IF -vip ADDR -handoff ADDR -control ADDR:PORT -key FILE [flags]
        qsplice-frontend genkey -o FILE            (a new master key)
        qsplice-frontend derivekey -master FILE -backend N -o FILE   (back-end N's key)
+       qsplice-frontend -version
 
 Flags:
 `
@@ -90,24 +92,31 @@ func main() {
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
 	flag.DurationVar(&cfg.HeadTimeout, "head-timeout", 10*time.Second, "a client must send its request head within this time (else 408)")
 	flag.StringVar(&cfg.CookieSeed, "cookie-seed", "", "derive the SYN-cookie secret from this string (default: random each start)")
+	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
 		flag.PrintDefaults()
 	}
+	if len(os.Args) == 1 { // a bare run: the synopsis, not one missing flag
+		flag.Usage()
+		os.Exit(2)
+	}
 	flag.Parse()
+	if showVersion.Print(os.Stdout, "qsplice-frontend") {
+		return
+	}
 	log := newLogger(*logLevel, *logFormat)
 	fail := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "qsplice-frontend: "+format+"\n", a...)
 		os.Exit(2)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fail("-cpuprofile: %v", err)
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	if flag.NArg() > 0 {
+		fail("unexpected argument %q (commands: validate, genkey, derivekey; -h for help)", flag.Arg(0))
 	}
+	if err := checkFlags(&cfg); err != nil {
+		fail("%v", err)
+	}
+	profile = *cpuProfile
 	var err error
 	if cfg.RxRing, err = link.ParseRingFlag(*rxRing); err != nil {
 		fail("-rx-ring: %v", err)
@@ -148,6 +157,19 @@ func main() {
 
 // serve runs the front-end until SIGINT or SIGTERM.
 func serve(cfg frontend.Config, log *slog.Logger, fail func(string, ...any)) {
+	if err := frontend.Check(cfg); err != nil {
+		fail("%v", err)
+	}
+	// The profile is created once every flag and the configuration have
+	// been checked: a refused start leaves no file behind.
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			fail("-cpuprofile: %v", err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	d, err := frontend.New(cfg, log)
 	if err != nil {
 		fail("%v", err)
@@ -165,6 +187,10 @@ func newLogger(level, format string) *slog.Logger {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		fmt.Fprintf(os.Stderr, "qsplice-frontend: -log-level: %v\n", err)
+		os.Exit(2)
+	}
+	if format != "text" && format != "json" {
+		fmt.Fprintf(os.Stderr, "qsplice-frontend: -log-format: %q is neither text nor json\n", format)
 		os.Exit(2)
 	}
 	opts := &slog.HandlerOptions{Level: l}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/tools/content"
 	"github.com/qsplice/qsplice/tools/lab"
 )
@@ -49,9 +50,14 @@ usage:
                       LINK is a host (c1, fe, b1...): its switch port, both directions
   qsplice-lab exec    [-name N] HOST -- CMD [ARG...]
                       run CMD in HOST's namespace (sw, c1, fe, b1...)
+  qsplice-lab -version
 `
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println(version.Line("qsplice-lab"))
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "-help" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		fmt.Fprint(os.Stderr, picture)
 		fmt.Fprintln(os.Stderr, "\nflags of up (the other verbs take -name and -state-dir; capture also -count, -duration):")
@@ -128,6 +134,18 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 	beArgs := fs.String("backend-args", "", "extra arguments for each qsplice-backend (split at spaces)")
 	readyTimeout := fs.Duration("ready-timeout", d.ReadyTimeout, "how long to wait for each process to become ready")
 	return fs, func() (lab.Config, error) {
+		// lab.Config takes 0 for its defaults; on the command line a 0
+		// is a mistake, refused before anything is built.
+		switch {
+		case *capacity < 1 || *capacity > 65535:
+			return lab.Config{}, fmt.Errorf("-capacity %d: must be 1..65535", *capacity)
+		case *clients < 1:
+			return lab.Config{}, fmt.Errorf("-clients %d: must be 1..%d", *clients, lab.MaxClients)
+		case *readyTimeout <= 0:
+			return lab.Config{}, fmt.Errorf("-ready-timeout %v: must be > 0", *readyTimeout)
+		case *serviceTime < 0:
+			return lab.Config{}, fmt.Errorf("-service-time %v: must not be negative", *serviceTime)
+		}
 		cfg := lab.DefaultConfig(lf.name)
 		cfg.StateDir = lf.stateDir
 		cfg.Backends, cfg.Clients, cfg.BinDir = *backends, *clients, *bin

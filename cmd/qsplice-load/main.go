@@ -21,6 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/tools/loadgen"
 )
 
@@ -44,6 +45,7 @@ func main() {
 
 // options are the command's flags.
 type options struct {
+	version  bool // -version: print it, nothing else
 	cfg      loadgen.Config
 	sessions *loadgen.SessionConfig // session mode; nil: streams
 	wsesslog string
@@ -138,11 +140,25 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	host := fs.String("host", "", "session mode: Host header (default: the target's host)")
 	maxSessions := fs.Int("max-sessions", loadgen.DefaultMaxSessions, "session mode: most sessions alive at once; arrivals beyond are not started")
 	fs.DurationVar(&o.drain, "drain", 0, "session mode: follow the measured sessions up to this `time` past the window until they end, with arrivals going on")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	if o.version {
+		return o, nil
+	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	// Checked here, before -json's file is created, rather than by
+	// loadgen once it is.
+	switch {
+	case o.cfg.Duration <= 0:
+		return o, errors.New("-duration must be positive")
+	case o.cfg.Warmup < 0:
+		return o, errors.New("-warmup must not be negative")
+	case o.cfg.ConnsPerStream < 0:
+		return o, errors.New("-conns-per-stream must not be negative")
 	}
 	if *sessions != "" || o.wsesslog != "" {
 		return o, o.sessionMode(*sessions, *host, *maxSessions)
@@ -166,6 +182,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.Line("qsplice-load"))
+		return nil
 	}
 	table := stdout
 	var jsonOut io.Writer

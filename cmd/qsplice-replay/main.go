@@ -21,6 +21,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/frontend/conf"
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/splice/wire"
 	"github.com/qsplice/qsplice/tools/replay"
 )
@@ -65,6 +66,7 @@ Flags:
 
 // options are the command's flags.
 type options struct {
+	version bool // -version: print it, nothing else
 	in, out string
 	json    bool
 	config  string
@@ -102,14 +104,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&c.Engine.HeadTimeout, "head-timeout", 10*time.Second, "engine: a client must finish its request head within this (408)")
 	fs.DurationVar(&c.Engine.Linger, "linger", 5*time.Second, "engine: how long a closed flow is kept for late segments")
 	fs.DurationVar(&c.Engine.IdleTimeout, "idle-timeout", 15*time.Minute, "engine: spliced flow idle limit")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q (see -h)", fs.Args())
 	}
 	if o.in == "" || o.out == "" {
 		return o, errors.New("-in and -out are required (see -h)")
+	}
+	if err := checkRanges(c); err != nil {
+		return o, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -168,6 +177,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.Line("qsplice-replay"))
+		return nil
 	}
 	if same, err := sameFile(o.in, o.out); err != nil || same {
 		if err == nil {

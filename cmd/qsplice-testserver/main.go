@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/tools/testserver"
 )
 
@@ -39,8 +40,9 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	listen string
-	cfg    testserver.Config
+	version bool // -version: print it, nothing else
+	listen  string
+	cfg     testserver.Config
 }
 
 const usageHead = `Usage: qsplice-testserver [flags]
@@ -77,8 +79,12 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.ServiceJitter, "service-jitter", 0, "spread the service time uniformly over service-time ± this `time` (never below 0)")
 	shop := fs.Bool("shop", false, "serve the shop experiment's eight pages with the default mean service times")
 	shopService := fs.String("shop-service", "", "serve the shop pages with these mean service times, `page=time,...` (pages not listed keep the default); implies -shop")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if *shop || *shopService != "" {
 		means, err := testserver.ParseShopService(*shopService)
@@ -105,6 +111,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Println(version.Line("qsplice-testserver"))
+		return nil
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -25,7 +25,7 @@ type decoder struct {
 }
 
 func (d *decoder) errorf(line int, path, format string, args ...any) {
-	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Message: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.file, Line: line, Path: path, Message: fmt.Sprintf(format, excerptArgs(format, args)...)})
 }
 
 // sortedErrors returns the problems in file order; problems on the same
@@ -65,7 +65,7 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return strconv.Quote(n.Value)
+		return strconv.Quote(excerpt(n.Value))
 	}
 	return "something else"
 }

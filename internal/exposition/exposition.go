@@ -7,6 +7,7 @@
 package exposition
 
 import (
+	qversion "github.com/qsplice/qsplice/internal/version"
 	"net/http"
 	"runtime"
 	"runtime/debug"
@@ -42,15 +43,13 @@ func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 }
 
-// BuildInfo is qsplice_build_info: always 1, with the module version,
-// VCS revision and Go version of the running binary as labels, so a
-// dashboard can say which build a daemon runs.
+// BuildInfo is qsplice_build_info: always 1, with the version (what
+// -version prints: the Makefile's git describe, else the build's own
+// record), VCS revision and Go version of the running binary as labels,
+// so a dashboard can say which build a daemon runs.
 func BuildInfo() prometheus.Collector {
-	version, revision := "unknown", "unknown"
+	version, revision := qversion.String(), "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" {
 				revision = s.Value
