@@ -219,7 +219,12 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	// client's: the bound the client's ACKs are checked against.
 	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + 65535)
 	f.state = stSpliceWait
-	e.sendC2Ack(f, out)
+	// No ACK of its own: the request's first segment, sent when the shim
+	// has confirmed the Splice (a round trip of a few hundred
+	// microseconds), completes the back-end's handshake, which saves a
+	// frame per request on both machines. A connection held for a slot
+	// longer than the back-end waits (its SYN-ACK timer, 1 s on Linux) is
+	// ACKed when the SYN-ACK comes again (inputBackend, stSpliceWait).
 	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
 	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: e.spliceMessage(f)})
 }

@@ -81,7 +81,11 @@ func TestDispatchOpensC2WithClientISNAndOnlyTheOptionsTheClientOffered(t *testin
 	}
 }
 
-func TestC2SynAckGivesAckAndSpliceWithTheTranslationNumbers(t *testing.T) {
+// TestC2SynAckGivesSpliceAndTheRequestCompletesTheHandshake: the
+// back-end's SYN-ACK yields the Splice with the translation numbers and
+// no frame; the request's first segment, once the shim confirmed, is what
+// completes the back-end's handshake (one frame less per request).
+func TestC2SynAckGivesSpliceAndTheRequestCompletesTheHandshake(t *testing.T) {
 	for _, clientWS := range []int{7, -1} {
 		h := newFE(t, nil)
 		offer := fullOffer(0x7ffffff0)
@@ -92,9 +96,9 @@ func TestC2SynAckGivesAckAndSpliceWithTheTranslationNumbers(t *testing.T) {
 		srv := newServer(0x00001234, wire.SynOptions{MSS: 1400, WScale: 9, SACKPermitted: true, TS: true, TSVal: 0xfff00000})
 		at := t0 + 3*ms
 		out := h.input(srv.synAck(syn), at)
-		expectTCP(t, onlyFrame(t, out), ethTo(backendMAC), from(handoffIP, uint16(syn.tcp.SrcPort)),
-			to(backendIP, webPort), seqIs(c.isn+1), ackIs(srv.isn+1), flagsAre(wire.TCPFlagACK),
-			tsIs(c.tsVal, srv.tsVal))
+		if len(out.Frames) != 0 {
+			t.Fatalf("%d frames for the SYN-ACK, want none: the request carries the ACK", len(out.Frames))
+		}
 		sp := onlyEvent(t, out, EvSplice).Splice
 		want := proto.Splice{
 			RequestID: uint64(id),
@@ -124,6 +128,15 @@ func TestC2SynAckGivesAckAndSpliceWithTheTranslationNumbers(t *testing.T) {
 		if out := h.tick(at + Time(h.cfg.RTOMin)*2); len(out.Frames) != 0 {
 			t.Errorf("sent %d frames before SpliceAcked", len(out.Frames))
 		}
+		acked := at + Time(h.cfg.RTOMin)*2 + ms
+		out = h.call(func(out *Output) {
+			if err := h.fe.SpliceAcked(id, acked, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		expectTCP(t, onlyFrame(t, out), ethTo(backendMAC), from(handoffIP, uint16(syn.tcp.SrcPort)),
+			to(backendIP, webPort), seqIs(c.isn+1), ackIs(srv.isn+1), flagsAre(wire.TCPFlagACK|wire.TCPFlagPSH),
+			tsIs(c.tsVal, srv.tsVal))
 		h.checkCounters()
 	}
 }
