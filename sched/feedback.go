@@ -390,7 +390,7 @@ func (p *Feedback) ExpireWhy(now int64, f func(Request, FeedbackDrop)) {
 	}
 	for i := range p.classes {
 		c := &p.classes[i]
-		for _, q := range []*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve} {
+		for _, q := range [...]*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve} {
 			for q.Len() > 0 && p.lastNow-q.Front().at > timeout {
 				w := q.PopFront()
 				p.waiting--
@@ -406,9 +406,8 @@ func (p *Feedback) ExpireWhy(now int64, f func(Request, FeedbackDrop)) {
 
 // NextExpiry is when Expire next has work: at once while a drop waits to
 // be handed over, else the end of the current period or the first
-// refusal due, whichever is first, while requests wait or the content
-// adaptor has not settled at full quality. (Queue timeouts come far
-// later than either.) False when nothing depends on time. It changes
+// refusal or queue timeout due, whichever is first, while requests wait
+// or the content adaptor has not settled at full quality. False when nothing depends on time. It changes
 // nothing.
 func (p *Feedback) NextExpiry() (int64, bool) {
 	if p.drops.Len() > 0 {
@@ -423,9 +422,16 @@ func (p *Feedback) NextExpiry() (int64, bool) {
 	}
 	next := p.periodEnd
 	wait := int64(p.cfg.RefusePeriods) * int64(p.cfg.Period)
+	timeout := int64(p.cfg.QueueTimeout)
 	for i := range p.classes {
-		if r := &p.classes[i].reserve; r.Len() > 0 {
-			next = min(next, r.Front().at+wait)
+		c := &p.classes[i]
+		if c.reserve.Len() > 0 {
+			next = min(next, c.reserve.Front().at+wait)
+		}
+		for _, q := range [...]*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve} {
+			if timeout > 0 && q.Len() > 0 {
+				next = min(next, q.Front().at+timeout+1)
+			}
 		}
 	}
 	return next, true

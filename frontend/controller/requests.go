@@ -81,18 +81,24 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		return
 	case q.lifo != nil:
 		cust = c.lifo.class(r.Path) // LifoPri queues by class name
-	default:
+	case q.feedback == nil:
 		cust = c.customer(r.Host)
+	}
+	req := sched.Request{ID: sched.RequestID(ev.Flow), Customer: cust, Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
+	if q.feedback != nil {
+		c.feedbackRequest(&req, r, now) // by its class, session and stage
+		cust = req.Customer
 	}
 	cs := c.stats(cust)
 	cs.offered++
-	req := sched.Request{ID: sched.RequestID(ev.Flow), Customer: cust, Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
 	err := q.policy.Enqueue(req, int64(now))
 	if err != nil {
 		reason, status := "queue-full", 503
 		switch {
 		case errors.Is(err, sched.ErrOverCap):
 			reason, status = "over-cap", 429
+		case errors.Is(err, sched.ErrOverload):
+			reason = "overload"
 		case errors.Is(err, sched.ErrUnknownCustomer):
 			reason = "unknown-customer"
 		}
@@ -154,7 +160,9 @@ func (c *Controller) expire(now splice.Time, out *Output) {
 			c.refund(q.head.Customer, q.credit)
 			timedOut(q.head)
 		}
-		if e, ok := q.policy.(expirer); ok {
+		if q.feedback != nil {
+			c.feedbackExpire(q, now, out)
+		} else if e, ok := q.policy.(expirer); ok {
 			e.Expire(int64(now), timedOut)
 		}
 	}
@@ -194,6 +202,9 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 		r, ok := q.policy.Next(int64(now))
 		if !ok {
 			return false
+		}
+		if q.feedback != nil {
+			c.feedbackDispatched(r)
 		}
 		q.head, q.hasHead = r, true
 	}
