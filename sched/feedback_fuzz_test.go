@@ -15,7 +15,7 @@ func FuzzFeedback(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87, 0x98, 0xa9, 0xba, 0xcb, 0xdc, 0xed, 0xfe})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		p, err := NewFeedback(FeedbackConfig{Seed: 9, TargetQueue: 3, History: 2, RefusePeriods: 2,
+		p, err := NewFeedback(FeedbackConfig{Seed: 9, Period: 100 * time.Millisecond, TargetQueue: 3, History: 2, RefusePeriods: 2,
 			QueueTimeout: time.Second, Trees: 3, A: 0.01, Classes: []FeedbackClass{
 				{Name: "a", Weight: 3, QueueCap: 8, ReserveCap: 8}, {Name: "b", Weight: 1, QueueCap: 8, ReserveCap: 8}}})
 		if err != nil {
@@ -56,7 +56,7 @@ func FuzzFeedback(f *testing.F) {
 				p.ExpireWhy(now, func(r Request, why FeedbackDrop) { gone(r) })
 			}
 			for i := range p.classes {
-				if q := &p.classes[i].reserve; q.Len() > 0 && now-q.Front().at >= 2*int64(DefaultFeedbackPeriod) {
+				if q := &p.classes[i].reserve; q.Len() > 0 && now-q.Front().at >= 2*int64(100*time.Millisecond) {
 					t.Fatalf("a request waits in reserve %v after its arrival", time.Duration(now-q.Front().at))
 				}
 			}

@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+// The models run at 300 req/s, a fifth of the lab's, with a period and
+// target_q to match: 30 requests a period, a target of 20.
+const (
+	modelPeriod = 100 * time.Millisecond
+	modelTarget = 20
+)
+
 // fbSim is a simulated overload of the Feedback policy: Poisson arrivals
 // per class at fixed rates (which may change at given times), one server
 // that takes a request with Next at a fixed rate, 1 ms steps.
@@ -73,7 +80,7 @@ func (s *fbSim) run(t *testing.T, duration time.Duration) {
 // request the loop refuses is refused within RefusePeriods periods of its
 // arrival.
 func TestFeedbackModelProportionalDifferentiation(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Seed: 1, QueueTimeout: time.Hour})
+	p := newFeedbackT(t, FeedbackConfig{Seed: 1, QueueTimeout: time.Hour, Period: modelPeriod, TargetQueue: modelTarget})
 	checkModel(t, p, true)
 }
 
@@ -83,7 +90,7 @@ func TestFeedbackModelProportionalDifferentiation(t *testing.T) {
 // and the smallest class starves for whole seconds. Only the refusal
 // bound is checked; the numbers are logged for comparison.
 func TestFeedbackModelPerRequestMerge(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Seed: 1, QueueTimeout: time.Hour, Merge: MergePerRequest})
+	p := newFeedbackT(t, FeedbackConfig{Seed: 1, QueueTimeout: time.Hour, Merge: MergePerRequest, Period: modelPeriod, TargetQueue: modelTarget})
 	checkModel(t, p, false)
 }
 
@@ -100,7 +107,7 @@ func checkModel(t *testing.T, p *Feedback, strict bool) {
 	var pro [3]float64
 	var qSum [3]float64
 	var qIn [3]int
-	target := float64(DefaultFeedbackTargetQueue)
+	target := float64(modelTarget)
 	for _, snap := range steady {
 		for i, c := range snap {
 			pro[i] += c.ProQoS / float64(len(steady))
@@ -155,7 +162,7 @@ func checkModel(t *testing.T, p *Feedback, strict bool) {
 	if len(s.refusalDelays) == 0 {
 		t.Fatal("nothing refused under 2x overload")
 	}
-	limit := int64(DefaultFeedbackRefusePeriods) * int64(DefaultFeedbackPeriod)
+	limit := int64(DefaultFeedbackRefusePeriods) * int64(modelPeriod)
 	worst := slices.Max(s.refusalDelays)
 	t.Logf("%d refused, the slowest %v after its arrival (limit %v)", len(s.refusalDelays), time.Duration(worst), time.Duration(limit))
 	if worst > limit {
@@ -170,7 +177,8 @@ func checkModel(t *testing.T, p *Feedback, strict bool) {
 // stays within 20% of it; after the step down the refusals stop within
 // RefusePeriods periods.
 func TestFeedbackStepResponse(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Seed: 3, QueueTimeout: time.Hour, Classes: []FeedbackClass{{Name: "a", Weight: 1}}})
+	p := newFeedbackT(t, FeedbackConfig{Seed: 3, QueueTimeout: time.Hour, Period: modelPeriod, TargetQueue: modelTarget,
+		Classes: []FeedbackClass{{Name: "a", Weight: 1}}})
 	up, down := int64(10*time.Second), int64(30*time.Second)
 	s := &fbSim{p: p, rng: rand.New(rand.NewPCG(5, 5)), capacity: 300, classes: []string{"a"},
 		rates: func(now int64) []float64 {
@@ -180,8 +188,8 @@ func TestFeedbackStepResponse(t *testing.T) {
 			return []float64{150}
 		}}
 	s.run(t, 40*time.Second)
-	per := int64(DefaultFeedbackPeriod)
-	target := float64(DefaultFeedbackTargetQueue)
+	per := int64(modelPeriod)
+	target := float64(modelTarget)
 	within := func(q int) bool { return math.Abs(float64(q)-target) <= 0.2*target }
 	// Periods are numbered from the first call at 0: snapshot k is taken
 	// at the end of period k, (k+1) x T.

@@ -10,7 +10,10 @@ import (
 	"time"
 )
 
-const fbT = int64(100 * time.Millisecond)
+const (
+	fbPeriod = 100 * time.Millisecond
+	fbT      = int64(fbPeriod)
+)
 
 // scripted returns draws in order, failing the test when they run out.
 func scripted(t *testing.T, draws ...float64) func() float64 {
@@ -121,7 +124,7 @@ func TestFeedbackPassProbability(t *testing.T) {
 //	          target_in = min(3, 2.5) + 1 + 0.75 = 4.25; no gated arrivals,
 //	          room left: p 1.
 func TestFeedbackReserveQueueTopUp(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod,
 		Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 4, History: 1, RefusePeriods: 5,
 		draw: scripted(t, 0, 0, 0, 0, 0, 0, .1, .9, .5, .7, .3, .2),
 	})
@@ -177,7 +180,7 @@ func TestFeedbackReserveQueueTopUp(t *testing.T) {
 // consecutive periods is handed to Expire as refused, within that many
 // periods of its arrival, and logged as quality 0.
 func TestFeedbackRefusesAfterPeriods(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod,
 		Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 1, History: 1, RefusePeriods: 2,
 		QueueTimeout: time.Hour,
 	})
@@ -296,7 +299,7 @@ func TestFeedbackUtilizationAndGClamp(t *testing.T) {
 	// Through the policy: 100 completions of 10 000 bytes in a 100 ms
 	// period are R 1000/s and W 1e7 B/s; a 5e-4, b 5e-8: U = 0.5 + 0.5 = 1,
 	// so G = 3 + 1*(0.85 - 1) = 2.85.
-	p := newFeedbackT(t, FeedbackConfig{Trees: 3, A: 5e-4, B: 5e-8})
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Trees: 3, A: 5e-4, B: 5e-8})
 	p.Completed(0, 0) // starts the clock
 	p.adapt.served--  // that one was only the start
 	for range 100 {
@@ -369,7 +372,7 @@ func TestFeedbackIPHashSplit(t *testing.T) {
 // client hashes to tree 0 is refused at once with ErrOverload; a request
 // of a known session is admitted and served from tree 1.
 func TestFeedbackTreeZeroRefusesNewSessionsOnly(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Trees: 2, A: 1, Classes: []FeedbackClass{{Name: "a", Weight: 1}}})
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Trees: 2, A: 1, Classes: []FeedbackClass{{Name: "a", Weight: 1}}})
 	p.adapt.g = 0 // every client gets tree 0
 	c := netip.MustParseAddr("198.18.0.9")
 	if err := p.Enqueue(Request{ID: 1, Customer: "a", Client: c}, 0); !errors.Is(err, ErrOverload) {
@@ -395,7 +398,7 @@ func TestFeedbackTreeZeroRefusesNewSessionsOnly(t *testing.T) {
 // Known-session and transactional requests always pass the actuator and
 // go before new-session requests of their class.
 func TestFeedbackSessionsGoFirst(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 2, History: 2})
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 2, History: 2})
 	for i := range 10 {
 		p.Enqueue(Request{ID: RequestID(i), Customer: "a"}, 0)
 	}
@@ -425,7 +428,7 @@ func TestFeedbackSessionsGoFirst(t *testing.T) {
 // With every admitted queue empty, Next takes a reserve request rather
 // than let a back-end idle.
 func TestFeedbackNextTakesReserveWhenIdle(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Classes: []FeedbackClass{{Name: "a", Weight: 1}}, draw: func() float64 { return 0.999 }})
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Classes: []FeedbackClass{{Name: "a", Weight: 1}}, draw: func() float64 { return 0.999 }})
 	p.classes[0].loop.p = 0.5
 	p.Enqueue(Request{ID: 7, Customer: "a"}, 0)
 	if st := p.Snapshot()[0]; st.Reserve != 1 {

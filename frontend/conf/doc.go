@@ -102,8 +102,8 @@
 //	  single_capacity: 100       # >= 1; queue length of single-fifo listeners
 //	  queue_timeout: 10s         # > 0; 503 to requests queued longer
 //	feedback:                    # feedback listeners; see testdata/feedback.yaml
-//	  period: 100ms              # >= 1ms; the loops' period T
-//	  target_queue: 20           # >= 1; target_q of each class unless it sets its own
+//	  period: 50ms               # >= 1ms; the loops' period T
+//	  target_queue: 50           # >= 1; target_q of each class unless it sets its own
 //	  q0: 1.0                    # target_in = in + q0*e(t) + q1*e(t-T); need -2 < q1 < 0,
 //	  q1: -0.75                  #   q0+q1 > 0 and q0-q1 < 4 (a stable loop)
 //	  history: 4                 # 1..1000; periods averaged to predict arrivals

@@ -13,10 +13,10 @@ import (
 func defaultFeedback() Feedback {
 	classes := sched.DefaultFeedbackClasses()
 	for i := range classes {
-		classes[i].TargetQueue, classes[i].QueueCap, classes[i].ReserveCap = 20, 1000, 1000
+		classes[i].TargetQueue, classes[i].QueueCap, classes[i].ReserveCap = 50, 1000, 1000
 	}
 	return Feedback{
-		Policy: sched.FeedbackConfig{Classes: classes, Period: 100 * time.Millisecond, TargetQueue: 20,
+		Policy: sched.FeedbackConfig{Classes: classes, Period: 50 * time.Millisecond, TargetQueue: 50,
 			Q0: 1, Q1: -0.75, History: 4, RefusePeriods: 3, LogLength: 100, Seed: 1, QueueTimeout: 10 * time.Second,
 			MergeGain: 0.1, Trees: 1, Utilization: 0.85, Gain: 1},
 		Classifier: sched.FeedbackClassifierConfig{Fallback: "bronze", MaxSessions: 100_000, SessionIdle: 30 * time.Minute},
@@ -45,7 +45,7 @@ func TestFeedbackExampleParses(t *testing.T) {
 	}
 	gold, silver := p.Classes[0], p.Classes[1]
 	if gold.Weight != 3 || gold.Hosts[1] != "*.gold.example" || gold.Cookies[0] != "tier=gold" ||
-		silver.Subnets[0] != netip.MustParsePrefix("198.18.1.0/24") || silver.Paths[0] != "/api*" || silver.TargetQueue != 20 {
+		silver.Subnets[0] != netip.MustParsePrefix("198.18.1.0/24") || silver.Paths[0] != "/api*" || silver.TargetQueue != 50 {
 		t.Errorf("classes %+v", p.Classes)
 	}
 	// What the file configures, sched accepts.
@@ -67,7 +67,7 @@ func TestFeedbackBadValues(t *testing.T) {
 		{"feedback:\n  q0: -1\n", `front.yaml:6: feedback.q0: -1 with q1 -0.75 makes the loop unstable`},
 		{"feedback: {period: 10us}\n", `front.yaml:5: feedback.period: 10µs is below 1ms`},
 		{"feedback: {merge: fair}\n", `front.yaml:5: feedback.merge: "fair" is not a merge (known: planned, per-request)`},
-		{"feedback: {queue_timeout: 200ms}\n", `front.yaml:5: feedback.queue_timeout: 200ms must exceed refuse_periods x period (300ms)`},
+		{"feedback: {queue_timeout: 100ms}\n", `front.yaml:5: feedback.queue_timeout: 100ms must exceed refuse_periods x period (150ms)`},
 		{"feedback: {session_cookie: \"a=b\"}\n", `front.yaml:5: feedback.session_cookie: "a=b" is not a cookie name`},
 		{"feedback: {content: {trees: 0}}\n", `front.yaml:5: feedback.content.trees: 0 is out of range 1..255`},
 		{"feedback: {content: {target_utilization: 1.5}}\n", `front.yaml:5: feedback.content.target_utilization: 1.5 is above 1`},

@@ -199,3 +199,17 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 	}
 	return st
 }
+
+// RequestTree is the content tree the feedback policy chose for flow's
+// newest request in service (1..M, M full quality); false when flow has
+// none in service or its policy is not feedback. The request rewriting of
+// issue 10 will serve that tree; until then the simulator (sched/sim)
+// reads it to scale the request's cost.
+func (c *Controller) RequestTree(flow splice.FlowID) (uint8, bool) {
+	rec := c.flows[flow]
+	if rec == nil || len(rec.serving) == 0 {
+		return 0, false
+	}
+	t := rec.serving[len(rec.serving)-1].tree
+	return t, t > 0
+}

@@ -16,7 +16,7 @@ func feedbackTestConfig() Config {
 	return Config{
 		Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: "feedback"}}, KeepaliveInterval: time.Hour,
 		Feedback: FeedbackConfig{
-			Policy: sched.FeedbackConfig{Classes: []sched.FeedbackClass{
+			Policy: sched.FeedbackConfig{Period: 100 * time.Millisecond, TargetQueue: 20, Classes: []sched.FeedbackClass{
 				{Name: "gold", Weight: 3, Hosts: []string{"gold.example"}},
 				{Name: "silver", Weight: 2, Paths: []string{"/api*"}},
 				{Name: "bronze", Weight: 1},
@@ -99,6 +99,12 @@ func TestFeedbackListenerDispatches(t *testing.T) {
 	if g := h.feedbackClass("gold"); g.Dispatched != 1 || g.Trees[1] != 1 {
 		t.Errorf("gold: %+v, want one request dispatched from tree 1 (M = 1)", g)
 	}
+	if tree, ok := h.c.RequestTree(2); !ok || tree != 1 {
+		t.Errorf("RequestTree(2) = %d %v, want tree 1", tree, ok)
+	}
+	if _, ok := h.c.RequestTree(99); ok {
+		t.Error("RequestTree of an unknown flow")
+	}
 }
 
 // The loop refuses a request it kept in reserve for refuse_periods
@@ -165,7 +171,7 @@ func TestFeedbackStatusShowsLoopAndAdaptation(t *testing.T) {
 		t.Errorf("adaptation %+v, want U 1, G 2.85, R 10", *st)
 	}
 	g := h.feedbackClass("gold")
-	if g.TargetQueue != sched.DefaultFeedbackTargetQueue || g.Share != 0.5 || g.ProQoS != 0.5 || g.Trees[3] != 1 || g.LastOut != 1 {
+	if g.TargetQueue != 20 || g.Share != 0.5 || g.ProQoS != 0.5 || g.Trees[3] != 1 || g.LastOut != 1 {
 		t.Errorf("gold %+v: want target_q 20, share 0.5, proQoS 0.5 (one of two full-quality requests), tree 3 once", g)
 	}
 	if b := h.feedbackClass("bronze"); b.ProQoS != 0.5 || b.PassProbability != 1 {

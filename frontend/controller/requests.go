@@ -48,6 +48,9 @@ type servingReq struct {
 	dispatched splice.Time
 	sent       bool        // on C2 to the back-end: holds one of its slots
 	sentAt     splice.Time // when it was sent
+	// tree is the content tree the feedback policy chose (1..M); 0 for
+	// the other policies.
+	tree uint8
 }
 
 // customer names the credit customer of a Host header.
@@ -304,7 +307,7 @@ func (c *Controller) admit(rec *flowRec, r sched.Request, credited bool, now spl
 }
 
 func (c *Controller) startServing(rec *flowRec, r sched.Request, credited bool, now splice.Time) {
-	rec.serving = append(rec.serving, servingReq{customer: r.Customer, credited: credited,
+	rec.serving = append(rec.serving, servingReq{customer: r.Customer, credited: credited, tree: r.Tree,
 		arrival: splice.Time(r.Arrival), dispatched: now})
 	c.disp.Start(sched.BackendID(rec.be.id))
 	cs := c.stats(r.Customer)
