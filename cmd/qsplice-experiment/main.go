@@ -66,6 +66,7 @@ type options struct {
 	timescale float64
 	seed      uint64
 	bin       string
+	policy    string // "feedback": the feedback policy's experiment (issue 10)
 	// duration, warmup and drain are those given on the command line;
 	// the ones not given (durationSet and so on false) are each preset's.
 	duration, warmup, drain          time.Duration
@@ -87,6 +88,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.timescale, "timescale", 1, "-lab: multiply the model's service times, think time, patience and utilization interval by this `F` (0.5 runs twice as fast at twice the request rate); results stay in model time")
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
 	fs.StringVar(&o.bin, "bin", lab.ExecutableDir(), "-lab: directory holding the qsplice binaries")
+	fs.StringVar(&o.policy, "policy", "", "feedback: run the feedback policy's step-load experiment (simulated) instead of the sweep")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -127,6 +129,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, errors.New("-duration must be positive, -warmup and -drain not negative")
 	case !(o.timescale > 0):
 		return o, errors.New("-timescale must be > 0")
+	case o.policy != "" && o.policy != "feedback":
+		return o, fmt.Errorf("-policy %q: the only one is feedback (-policies chooses the sweep's)", o.policy)
 	}
 	return o, nil
 }
@@ -135,6 +139,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if o.policy == "feedback" {
+		return experiment.RunFeedbackCommand(o.out, o.seed, o.duration, o.lab, stdout)
 	}
 	for _, p := range o.models {
 		dir := o.out
