@@ -251,6 +251,35 @@ func (p *Feedback) planWeights() {
 	}
 }
 
+// pick is the merge: the class to serve among those with admitted
+// requests waiting, or with reserve requests when reserve is set; -1
+// when none has any.
+func (p *Feedback) pick(reserve bool) int {
+	if p.cfg.Merge == MergePerRequest {
+		proQoS(p.logs, p.cfg.Trees, p.pro)
+		return fpdPick(p.shares, p.pro, p.waitingIn(reserve))
+	}
+	return p.plannedPick(p.waitingIn(reserve))
+}
+
+// waitingIn reports, per class, whether it has admitted requests (or,
+// with reserve, reserve requests) waiting. The merges take it as a
+// plain func value built here, not a closure per call, so Next does
+// not allocate.
+func (p *Feedback) waitingIn(reserve bool) func(int) bool {
+	if reserve {
+		return p.hasReserve
+	}
+	return p.hasAdmitted
+}
+
+func (p *Feedback) hasAdmitted(i int) bool {
+	c := &p.classes[i]
+	return c.session.Len()+c.fresh.Len() > 0
+}
+
+func (p *Feedback) hasReserve(i int) bool { return p.classes[i].reserve.Len() > 0 }
+
 // plannedPick is the inner step of the planned merge: among the classes
 // with ok(i), the one furthest below its weight's share of this period's
 // dispatches, (served+1)/weight smallest; ties to the class listed first.
@@ -324,14 +353,7 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 	if p.waiting == 0 {
 		return Request{}, false
 	}
-	pick := p.plannedPick
-	if p.cfg.Merge == MergePerRequest {
-		pick = func(ok func(int) bool) int { return fpdPick(p.shares, p.pro, ok) }
-	}
-	i := pick(func(i int) bool {
-		c := &p.classes[i]
-		return c.session.Len()+c.fresh.Len() > 0
-	})
+	i := p.pick(false)
 	var w fbWaiter
 	if i >= 0 {
 		c := &p.classes[i]
@@ -341,7 +363,7 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 			w = c.fresh.PopFront()
 		}
 	} else {
-		i = pick(func(i int) bool { return p.classes[i].reserve.Len() > 0 })
+		i = p.pick(true)
 		c := &p.classes[i]
 		w = c.reserve.PopFront()
 		c.loop.in++

@@ -223,3 +223,61 @@ func TestFeedbackStepResponse(t *testing.T) {
 		t.Errorf("%d refusals after the step down settled", end-refusedAtDown)
 	}
 }
+
+// Under twice the capacity, where 40% of the requests belong to known
+// sessions (a tenth of those in a transactional stage), the session
+// requests are all served and the new sessions take every refusal.
+func TestFeedbackModelSessionsCompleteUnderOverload(t *testing.T) {
+	p := newFeedbackT(t, FeedbackConfig{Seed: 2, QueueTimeout: time.Hour, Period: modelPeriod, TargetQueue: modelTarget,
+		Classes: []FeedbackClass{{Name: "shop", Weight: 1}}})
+	rng := rand.New(rand.NewPCG(11, 11))
+	const capacity, offered = 300.0, 600.0
+	kind := map[RequestID]int{}     // 0 new, 1 session, 2 transactional
+	counted := map[RequestID]bool{} // arrived after the 5 s warm-up
+	var arrived, served, refused [3]int
+	serveAcc := 0.0
+	id := RequestID(0)
+	for now := int64(0); now < int64(40*time.Second); now += int64(time.Millisecond) {
+		if rng.Float64() < offered/1000 {
+			id++
+			r := Request{ID: id, Customer: "shop"}
+			k := 0
+			if u := rng.Float64(); u < 0.04 {
+				k, r.Session, r.Transactional = 2, true, true
+			} else if u < 0.4 {
+				k, r.Session = 1, true
+			}
+			kind[id], counted[id] = k, now >= int64(5*time.Second)
+			if counted[id] {
+				arrived[k]++
+			}
+			if err := p.Enqueue(r, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.ExpireWhy(now, func(r Request, _ FeedbackDrop) { refused[kind[r.ID]]++ })
+		for serveAcc += capacity / 1000; serveAcc >= 1; serveAcc-- {
+			r, ok := p.Next(now)
+			if !ok {
+				serveAcc = min(serveAcc, 1)
+				break
+			}
+			if counted[r.ID] {
+				served[kind[r.ID]]++
+			}
+		}
+	}
+	t.Logf("after the 5 s warm-up: new %d arrived, %d served; session %d arrived, %d served; transactional %d arrived, %d served; "+
+		"refused in all: new %d, session %d, transactional %d",
+		arrived[0], served[0], arrived[1], served[1], arrived[2], served[2], refused[0], refused[1], refused[2])
+	if refused[1] != 0 || refused[2] != 0 {
+		t.Errorf("%d session and %d transactional requests refused, want none", refused[1], refused[2])
+	}
+	// The last requests to arrive may still wait when the run stops.
+	if total := arrived[1] + arrived[2]; float64(served[1]+served[2]) < 0.95*float64(total) {
+		t.Errorf("sessions: %d served of %d arrived after the warm-up, want >= 95%%", served[1]+served[2], total)
+	}
+	if refused[0] == 0 {
+		t.Error("no new session was refused at twice the capacity")
+	}
+}

@@ -489,3 +489,42 @@ func TestFeedbackConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// In steady state (queues grown, periods ending, refusals and content
+// adaptation running) Enqueue, Next, Completed and Expire allocate
+// nothing; the run proves it went through periods, refusals and
+// dispatches.
+func TestFeedbackDoesNotAllocate(t *testing.T) {
+	for _, merge := range []MergeMode{MergePlanned, MergePerRequest} {
+		t.Run(merge.String(), func(t *testing.T) { testFeedbackDoesNotAllocate(t, merge) })
+	}
+}
+
+func testFeedbackDoesNotAllocate(t *testing.T, merge MergeMode) {
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Trees: 3, A: 0.0004, TargetQueue: 5, Merge: merge,
+		Classes: []FeedbackClass{{Name: "a", Weight: 2}, {Name: "b", Weight: 1}}})
+	now := int64(0)
+	r := Request{Client: netip.MustParseAddr("198.18.0.7")}
+	drops := 0
+	step := func() {
+		now += int64(time.Millisecond)
+		for _, c := range [...]string{"a", "b", "a"} {
+			r.Customer = c
+			_ = p.Enqueue(r, now)
+		}
+		p.Next(now)
+		p.Next(now)
+		p.Completed(1000, now)
+		p.ExpireWhy(now, func(Request, FeedbackDrop) { drops++ })
+	}
+	for range 2000 { // grow every ring to its steady size
+		step()
+	}
+	before, dispatched := drops, p.Snapshot()[0].Dispatched
+	if allocs := testing.AllocsPerRun(1000, step); allocs != 0 {
+		t.Fatalf("%v allocations per round", allocs)
+	}
+	if drops == before || p.Snapshot()[0].Dispatched == dispatched || p.period < 20 {
+		t.Fatalf("the measured rounds did not refuse (%d), dispatch or end periods (%d)", drops-before, p.period)
+	}
+}
