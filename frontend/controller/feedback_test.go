@@ -198,3 +198,21 @@ func TestFeedbackConfigRefused(t *testing.T) {
 		t.Error("an unknown fallback class was accepted")
 	}
 }
+
+// The connection-per-request cycle of alloc_test.go through a feedback
+// listener (class "A" by Host, sessions on): classification, the loop,
+// the merge, the adaptor and the Feedback to the load monitor allocate
+// nothing per request.
+func TestFeedbackConnectionPerRequestAllocatesNothing(t *testing.T) {
+	cfg := Config{Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: "feedback"}},
+		Feedback: FeedbackConfig{
+			Policy: sched.FeedbackConfig{Trees: 3, B: 1e-9, Classes: []sched.FeedbackClass{
+				{Name: "A", Weight: 2, Hosts: []string{"a.example"}}, {Name: "other", Weight: 1}}},
+			Classifier: sched.FeedbackClassifierConfig{SessionCookie: "sid"},
+		}}
+	r := newCycleRigWith(t, cfg)
+	testConnectionPerRequestAllocatesNothing(t, r)
+	if c := r.ctrl.Status(r.now).Feedback.Classes[0]; c.Dispatched < 800 || c.Trees[3] != c.Dispatched {
+		t.Errorf("class A after the cycles: %+v, want every request through the feedback policy, at full quality", c)
+	}
+}
