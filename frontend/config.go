@@ -71,6 +71,8 @@ type Config struct {
 	// Lifo configures the class-based policies: their listeners classify
 	// requests by path into its classes.
 	Lifo controller.LifoConfig
+	// Feedback configures the feedback listener policy (issue 10).
+	Feedback controller.FeedbackConfig
 	// Classify maps a Host header to a customer; nil sends everything to
 	// the default customer.
 	Classify func(host string) string

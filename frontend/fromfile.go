@@ -53,6 +53,7 @@ func fromFile(f *conf.File) Config {
 			Classes: f.Classes, Fallback: f.FallbackClass(), Upper: f.Lifo.Upper, Lower: f.Lifo.Lower,
 			Interval: f.Lifo.Interval, SingleCap: f.Lifo.SingleCapacity, QueueTimeout: f.Lifo.QueueTimeout,
 		},
+		Feedback:   controller.FeedbackConfig{Policy: f.Feedback.Policy, Classifier: f.Feedback.Classifier},
 		ConfigPath: f.Name,
 	}
 	cfg.NormalSize.Min, cfg.NormalSize.Max = uint64(f.Scheduler.NormalSize.Min), uint64(f.Scheduler.NormalSize.Max)
@@ -76,7 +77,7 @@ func fromFile(f *conf.File) Config {
 func ControllerConfig(cfg Config) controller.Config {
 	return controller.Config{
 		Ports: cfg.Ports, Listeners: cfg.Listeners, QueueCapacity: cfg.QueueCapacity, QueueTimeout: cfg.QueueTimeout,
-		Credit: cfg.Credit, Lifo: cfg.Lifo, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
+		Credit: cfg.Credit, Lifo: cfg.Lifo, Feedback: cfg.Feedback, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
 		NormalSize: cfg.NormalSize, ConcurrencyCap: cfg.ConcurrencyCap, HandoffAhead: cfg.HandoffAhead,
 		SlotWait: cfg.SlotWait, KeepaliveInterval: cfg.KeepaliveInterval, SpliceRetry: cfg.SpliceRetry,
 	}

@@ -31,6 +31,16 @@
 // over slot capacity per interval) stays high, with hysteresis. Its
 // ModeEightFIFO and ModeSingleFIFO are the baselines it is compared with.
 //
+// Feedback is the third published scheduler (issue 10): priority classes
+// with weights (a FeedbackClassifier sorts requests by Host, path, client
+// subnet or cookie and recognises sessions), a queue-length PI loop per
+// class whose actuator passes new-session requests with a probability,
+// keeps the others in a reserve queue and refuses them explicitly after
+// a few periods, an FPD merge that keeps each class's share of the
+// delivered quality at its weight's share, and content adaptation that
+// holds the cluster's utilization at 85% by choosing, per client, a
+// cheaper content tree (Request.Tree).
+//
 // Package sched/sim runs the front-end's controller (frontend/controller),
 // and so these policies, in a deterministic simulated cluster.
 //

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/qsplice/qsplice/sched/queue"
@@ -19,6 +20,21 @@ type Request struct {
 	Path     string
 	Port     uint16 // the VIP port the client connected to
 	Arrival  int64  // ns on the caller's clock, when the head was complete
+
+	// For the Feedback policy (issue 10); the other policies ignore
+	// them. The front-end's FeedbackClassifier fills the first three
+	// before Enqueue; Feedback.Next sets Tree.
+	//
+	// Session: the request carries the session cookie of a session the
+	// front-end has seen before. Transactional: that session (or this
+	// request) reached a transactional stage. Client is the client's
+	// address, which the content adaptor hashes. Tree is the content
+	// tree to serve the request from (1..M, M full quality); 0 before
+	// Next and for the other policies.
+	Session       bool
+	Transactional bool
+	Tree          uint8
+	Client        netip.Addr
 }
 
 // ErrQueueFull is returned by Enqueue when the policy holds as many

@@ -68,6 +68,7 @@ type options struct {
 	timescale float64
 	seed      uint64
 	bin       string
+	policy    string // "feedback": the feedback policy's experiment (issue 10)
 	// duration, warmup and drain are those given on the command line;
 	// the ones not given (durationSet and so on false) are each preset's.
 	duration, warmup, drain          time.Duration
@@ -90,6 +91,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
 	fs.StringVar(&o.bin, "bin", lab.ExecutableDir(), "-lab: directory holding the qsplice binaries")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.policy, "policy", "", "feedback: run the feedback policy's step-load experiment (simulated) instead of the sweep")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -133,6 +135,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, errors.New("-duration must be positive, -warmup and -drain not negative")
 	case !(o.timescale > 0):
 		return o, errors.New("-timescale must be > 0")
+	case o.policy != "" && o.policy != "feedback":
+		return o, fmt.Errorf("-policy %q: the only one is feedback (-policies chooses the sweep's)", o.policy)
 	}
 	return o, nil
 }
@@ -145,6 +149,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.version {
 		fmt.Fprintln(stdout, version.Line("qsplice-experiment"))
 		return nil
+	}
+	if o.policy == "feedback" {
+		return experiment.RunFeedbackCommand(o.out, o.seed, o.duration, o.lab, stdout)
 	}
 	for _, p := range o.models {
 		dir := o.out

@@ -11,7 +11,7 @@ var badFiles = []struct {
 }{
 	// Unknown keys, at every level.
 	{name: "unknown top-level key", text: "lisetners: []\n", want: []string{
-		`front.yaml:5: unknown key "lisetners" (known: link, handoff, admin, control, capture, tcp, backends, scheduler, listeners, customers, classes, lifo)`}},
+		`front.yaml:5: unknown key "lisetners" (known: link, handoff, admin, control, capture, tcp, backends, scheduler, listeners, customers, classes, lifo, feedback)`}},
 	{name: "unknown link key", whole: true, text: "link: {interface: eth0, mtu: 1500}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners: [{vip: 198.18.0.100, port: 80}]\n", want: []string{
 		`front.yaml:1: link: unknown key "mtu" (known: interface, type, mac)`}},
@@ -123,7 +123,7 @@ var badFiles = []struct {
 	// Listeners.
 	{name: "unknown policy", whole: true, text: "link: {interface: eth0}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners:\n  - {vip: 198.18.0.100, port: 80, policy: lifo}\n", want: []string{
-		`front.yaml:5: listeners[0].policy: "lifo" is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo)`}},
+		`front.yaml:5: listeners[0].policy: "lifo" is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo, feedback)`}},
 	{name: "no listeners and a duplicate", whole: true, text: "link: {interface: eth0, type: raw}\nhandoff: 198.18.0.101\n" +
 		"control: {listen: 198.18.0.2:7400, key_file: k}\nlisteners:\n  - {vip: 198.18.0.100, port: 80}\n" +
 		"  - {vip: 198.18.0.100, port: 8080}\n  - {vip: 198.18.0.100, port: 80, policy: fifo}\n  - {vip: 198.18.0.100}\n", want: []string{

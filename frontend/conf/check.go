@@ -15,6 +15,7 @@ func (f *File) Check() []Warning {
 	warn := func(path, format string, args ...any) { warnAt(f.line(path), path, format, args...) }
 	f.checkCapacity(warn)
 	f.checkLifo(warn)
+	f.checkFeedback(warn)
 	listed := 0
 	for i, c := range f.Customers {
 		if c.Implicit {
@@ -73,6 +74,8 @@ func (f *File) checkLifetime(warn func(path, format string, args ...any)) {
 			t = DefaultFIFOQueueTimeout
 		case l.Policy.UsesClasses():
 			t = f.Lifo.QueueTimeout
+		case l.Policy == PolicyFeedback:
+			t = f.Feedback.Policy.QueueTimeout
 		}
 		if t > wait {
 			wait, path = t, index("listeners", i)

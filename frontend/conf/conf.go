@@ -30,6 +30,8 @@ type File struct {
 	// the file has none. Zero queue capacities are already resolved.
 	Classes []sched.Class
 	Lifo    Lifo
+	// Feedback configures feedback listeners (issue 10).
+	Feedback Feedback
 
 	lines    map[string]int // key path -> line, for Check's warnings
 	exact    map[string]string

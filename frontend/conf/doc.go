@@ -78,6 +78,7 @@
 //	    port: 80                 # required; 1..65535
 //	    policy: credit           # credit (reservations, caps, weights) | fifo (one queue)
 //	                             # | lifo-pri | eight-fifo | single-fifo (URL classes below)
+//	                             # | feedback (feedback classes below)
 //	    queue_timeout: 0s        # > 0 if given; fifo and class-based listeners only: 503 to
 //	                             #   requests queued longer; default: fifo 10s, the others
 //	                             #   lifo.queue_timeout (credit: scheduler.queue_timeout)
@@ -100,12 +101,42 @@
 //	  interval: 1s               # > 0; utilization measurement period
 //	  single_capacity: 100       # >= 1; queue length of single-fifo listeners
 //	  queue_timeout: 10s         # > 0; 503 to requests queued longer
+//	feedback:                    # feedback listeners; see testdata/feedback.yaml
+//	  period: 50ms               # >= 1ms; the loops' period T
+//	  target_queue: 50           # >= 1; target_q of each class unless it sets its own
+//	  q0: 1.0                    # target_in = in + q0*e(t) + q1*e(t-T); need -2 < q1 < 0,
+//	  q1: -0.75                  #   q0+q1 > 0 and q0-q1 < 4 (a stable loop)
+//	  history: 4                 # 1..1000; periods averaged to predict arrivals
+//	  refuse_periods: 3          # 1..1000; periods in reserve before an explicit 503
+//	  log_length: 100            # requests in each class's response-level log
+//	  merge: planned             # planned | per-request
+//	  merge_gain: 0.1            # (0, 1]; the planned merge's gain per period
+//	  seed: 1                    # of the actuator's random draws
+//	  queue_timeout: 10s         # > refuse_periods x period; a safety net
+//	  session_cookie: ""         # cookie naming sessions; "" = no session awareness
+//	  transactional_paths: []    # "/x" or "/x*"; a session that requests one is never refused
+//	  max_sessions: 100000       # sessions remembered
+//	  session_idle: 30m          # idle sessions are forgotten when room is needed
+//	  fallback: ""               # class of requests no rule matches; "" = the last class
+//	  content: {trees: 1, a: 0, b: 0, target_utilization: 0.85, gain: 1}
+//	                             # M trees; U = a*R + b*W; a = b = 0: adaptation off
+//	  classes:                   # default gold 3, silver 2, bronze 1 without rules
+//	    - name: gold             # required, unique
+//	      weight: 3              # required, > 0; target share = weight / sum
+//	      target_queue: 0        # 0: feedback.target_queue
+//	      queue_capacity: 1000   # admitted requests waiting
+//	      reserve_capacity: 1000 # requests held back by the actuator
+//	      hosts: []              # "x.example" or "*.example"
+//	      paths: []              # "/x" or "/x*"
+//	      subnets: []            # client prefixes, "198.18.1.0/24"
+//	      cookies: []            # "name=value"
 //
 // Listeners with policy lifo-pri, eight-fifo or single-fifo classify each
 // request by its path into classes (first exact pattern, else longest
 // prefix, else the first class listed) instead of by Host into customers.
 //
-// testdata/example.yaml is a complete commented example.
+// testdata/example.yaml is a complete commented example;
+// testdata/feedback.yaml one for a feedback listener.
 //
 // # Domains and Classify
 //

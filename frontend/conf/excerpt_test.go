@@ -29,7 +29,7 @@ func TestErrorsQuoteExcerpts(t *testing.T) {
 		}
 	}
 	_, err := Parse("front.yaml", []byte("lisetners: []\n"))
-	if err == nil || !strings.Contains(err.Error(), "classes, lifo)") {
+	if err == nil || !strings.Contains(err.Error(), "classes, lifo, feedback)") {
 		t.Errorf("the known keys were shortened: %v", err)
 	}
 }

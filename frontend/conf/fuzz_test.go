@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/qsplice/qsplice/sched"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse: it must never panic, must
@@ -15,6 +17,11 @@ func FuzzParse(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(example)
+	feedback, err := os.ReadFile("testdata/feedback.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(feedback)
 	f.Add([]byte(minimal))
 	f.Add([]byte(classifyFile))
 	for _, tc := range badFiles {
@@ -34,6 +41,15 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		file.Check()
+		// The feedback section, once parsed, is one sched accepts.
+		if _, err := sched.NewFeedback(file.Feedback.Policy); err != nil {
+			t.Fatalf("feedback section parsed, but NewFeedback: %v", err)
+		}
+		cc := file.Feedback.Classifier
+		cc.Classes = file.Feedback.Policy.Classes
+		if _, err := sched.NewFeedbackClassifier(cc); err != nil {
+			t.Fatalf("feedback section parsed, but NewFeedbackClassifier: %v", err)
+		}
 		for _, c := range file.Customers {
 			for _, d := range c.Domains {
 				host := strings.TrimPrefix(d, "*.")

@@ -17,7 +17,7 @@ import (
 // The keys each mapping accepts, in the order the documentation lists
 // them; unknown-key errors print them in this order.
 var (
-	topKeys     = []string{"link", "handoff", "admin", "control", "capture", "tcp", "backends", "scheduler", "listeners", "customers", "classes", "lifo"}
+	topKeys     = []string{"link", "handoff", "admin", "control", "capture", "tcp", "backends", "scheduler", "listeners", "customers", "classes", "lifo", "feedback"}
 	linkKeys    = []string{"interface", "type", "mac"}
 	controlKeys = []string{"listen", "key_file"}
 	tcpKeys     = []string{"linger", "idle_timeout", "head_timeout", "max_head", "cookie_seed",
@@ -84,6 +84,7 @@ func Parse(name string, data []byte) (*File, error) {
 	d.defaultCustomer(f)
 	d.classes(f, top["classes"])
 	d.lifo(f, top["lifo"])
+	d.feedback(f, top["feedback"])
 	if errs := d.sortedErrors(); len(errs) > 0 {
 		joined := make([]error, len(errs))
 		for i, e := range errs {
@@ -312,16 +313,20 @@ func (d *decoder) listeners(f *File, n *yaml.Node) {
 		l.Policy = DefaultPolicy
 		if p := m["policy"]; !absent(p) {
 			switch s := d.str(p, path+".policy", ""); Policy(s) {
-			case PolicyCredit, PolicyFIFO, PolicyLifoPri, PolicyEightFIFO, PolicySingleFIFO:
+			case PolicyCredit, PolicyFIFO, PolicyLifoPri, PolicyEightFIFO, PolicySingleFIFO, PolicyFeedback:
 				l.Policy = Policy(s)
 			default:
-				d.errorf(p.Line, path+".policy", "%q is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo)", s)
+				d.errorf(p.Line, path+".policy", "%q is not a policy (known: credit, fifo, lifo-pri, eight-fifo, single-fifo, feedback)", s)
 			}
 		}
 		if qt := m["queue_timeout"]; !absent(qt) {
 			l.QueueTimeout = d.duration(qt, path+".queue_timeout", 0, true)
-			if l.Policy == PolicyCredit {
+			switch l.Policy {
+			case PolicyCredit:
 				d.errorf(qt.Line, path+".queue_timeout", "credit listeners share scheduler.queue_timeout; only fifo and class-based listeners have their own")
+				l.QueueTimeout = 0
+			case PolicyFeedback:
+				d.errorf(qt.Line, path+".queue_timeout", "feedback listeners share feedback.queue_timeout; only fifo and class-based listeners have their own")
 				l.QueueTimeout = 0
 			}
 		}

@@ -57,8 +57,9 @@ func TestExampleParses(t *testing.T) {
 			{Name: "D", Domains: []string{"d.example"}, Reservation: 150, Weight: 1, QueueCapacity: 200},
 			{Name: "other", Weight: 1, QueueCapacity: 1000},
 		},
-		Classes: sched.DefaultClasses(),
-		Lifo:    defaultLifo,
+		Classes:  sched.DefaultClasses(),
+		Lifo:     defaultLifo,
+		Feedback: defaultFeedback(),
 	}
 	assertFile(t, f, want)
 }
@@ -96,6 +97,7 @@ func TestDefaults(t *testing.T) {
 		Customers: []Customer{{Name: DefaultCustomerName, Weight: 1, QueueCapacity: DefaultQueueCapacity, Implicit: true}},
 		Classes:   sched.DefaultClasses(),
 		Lifo:      defaultLifo,
+		Feedback:  defaultFeedback(),
 	}
 	assertFile(t, f, want)
 	if ws := f.Check(); len(ws) != 0 {

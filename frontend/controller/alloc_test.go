@@ -51,6 +51,12 @@ type cycleRig struct {
 
 func newCycleRig(t testing.TB) *cycleRig {
 	t.Helper()
+	return newCycleRigWith(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 10000}))
+}
+
+// newCycleRigWith is newCycleRig with the controller configured by cfg.
+func newCycleRigWith(t testing.TB, cfg Config) *cycleRig {
+	t.Helper()
 	ecfg := splice.FrontEndConfig{MAC: cycleFEMAC, VIPs: []netip.Addr{cycleVIP.Addr()}, Ports: []uint16{80},
 		HandoffAddr: cycleHandoff.Addr(), Linger: 20 * time.Millisecond}
 	for i := range ecfg.CookieSecret {
@@ -61,7 +67,7 @@ func newCycleRig(t testing.TB) *cycleRig {
 		t.Fatal(err)
 	}
 	r := &cycleRig{t: t, eng: eng, now: t0}
-	r.ctrl, err = New(creditConfig(sched.CustomerSpec{Name: "A", Reservation: 10000}), eng, r.now)
+	r.ctrl, err = New(cfg, eng, r.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +205,10 @@ var backendIP1 = wire.IP4From(backendIP(1))
 // measured request was handed off, served and its connection closed and
 // forgotten.
 func TestConnectionPerRequestAllocatesNothing(t *testing.T) {
-	r := newCycleRig(t)
+	testConnectionPerRequestAllocatesNothing(t, newCycleRig(t))
+}
+
+func testConnectionPerRequestAllocatesNothing(t *testing.T, r *cycleRig) {
 	i := 0
 	run := func() {
 		if !r.cycle(i) {

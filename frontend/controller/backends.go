@@ -156,6 +156,7 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
 	rec := c.flows[flow]
 	c.noteSize(rec, m.ResponseBytes)
+	c.feedbackCompleted(m.ResponseBytes, now)
 	c.served(rec, m.ServiceTime, now, out)
 	// Where the response ended lets a refused follow-up on the same
 	// connection be answered in its stream; a flow already gone or not

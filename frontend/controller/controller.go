@@ -15,8 +15,8 @@ import (
 // named with them.
 type Config struct {
 	// Ports are the VIP ports. Listeners choose a port's scheduling
-	// policy ("credit", "fifo", "lifo-pri", "eight-fifo" or
-	// "single-fifo"); a port without one uses FIFO.
+	// policy ("credit", "fifo", "lifo-pri", "eight-fifo", "single-fifo"
+	// or "feedback"); a port without one uses FIFO.
 	Ports     []uint16
 	Listeners []Listener
 	// QueueCapacity bounds the FIFO queue (1024).
@@ -31,6 +31,9 @@ type Config struct {
 	Credit sched.CreditConfig
 	// Lifo configures the class-based policies.
 	Lifo LifoConfig
+	// Feedback configures the feedback policy shared by feedback
+	// listeners (issue 10).
+	Feedback FeedbackConfig
 	// Classify maps a Host header to a customer; nil sends everything to
 	// the credit scheduler's default customer (or "default").
 	Classify func(host string) string
@@ -157,7 +160,9 @@ type Controller struct {
 	byPort map[uint16]*queueSet
 	credit *sched.Credit // the credit queue's policy, if any
 	lifo   *lifoControl  // shared by the class-based queues, if any
-	disp   *sched.Dispatcher
+	// fb is the feedback listeners' policy and classifier, if any.
+	fb   *feedbackControl
+	disp *sched.Dispatcher
 
 	backends map[uint32]*backend
 	order    []*backend // by id, so that every walk is deterministic
@@ -187,7 +192,7 @@ func New(cfg Config, eng Engine, now splice.Time) (*Controller, error) {
 	}
 	return &Controller{
 		cfg: cfg, eng: eng, now: now, start: now,
-		queues: qs.list, byPort: qs.byPort, credit: qs.credit, lifo: qs.lifo,
+		queues: qs.list, byPort: qs.byPort, credit: qs.credit, lifo: qs.lifo, fb: qs.feedback,
 		disp:     sched.NewDispatcher(),
 		backends: make(map[uint32]*backend),
 		flows:    make(map[splice.FlowID]*flowRec),

@@ -37,9 +37,13 @@
 // Each piece of scheduling state has one owner, here:
 //
 //   - the queues: one sched.Policy per kind of listener policy (credit,
-//     fifo, lifo-pri, eight-fifo, single-fifo), the request each took out
-//     with Next that found no back-end yet (queueSet.head), and the
-//     utilization meter of the class-based policies;
+//     fifo, lifo-pri, eight-fifo, single-fifo, feedback), the request each
+//     took out with Next that found no back-end yet (queueSet.head), the
+//     utilization meter of the class-based policies, and the feedback
+//     policy's classifier with its table of sessions (feedback.go: the
+//     loop's refusals are answered 503 + Retry-After as "overload-refused",
+//     every back-end Feedback feeds its load monitor, and the content tree
+//     it chose travels in sched.Request.Tree);
 //   - the back-end table: address, capacity, incarnation, liveness and
 //     probing, the slots in use (requests sent on C2 and not reported
 //     done), the connections handed off ahead and waiting ready for a

@@ -23,6 +23,9 @@ type queueSet struct {
 	// credit: policy is the credit scheduler, which corrects charges
 	// from Feedback and takes refunds.
 	credit bool
+	// feedback is policy when it is the feedback policy: its requests are
+	// classified by its own classifier, and its drops carry a reason.
+	feedback *sched.Feedback
 	// timeout is the policy's queue timeout; it also expires head, which
 	// the policy no longer holds.
 	timeout time.Duration
@@ -56,6 +59,8 @@ type queues struct {
 	byPort map[uint16]*queueSet
 	credit *sched.Credit
 	lifo   *lifoControl // nil when no listener classifies by path
+	// feedback is the feedback listeners' shared policy; nil without them.
+	feedback *feedbackControl
 }
 
 // buildQueues creates the policies the listeners ask for: one credit
@@ -101,6 +106,8 @@ func buildQueues(cfg *Config, now int64) (queues, error) {
 			return q, nil
 		}
 		switch policy {
+		case "feedback":
+			return qs.feedbackQueue(cfg, int64(timeout))
 		case "credit":
 			if timeout > 0 && timeout != cfg.Credit.QueueTimeout {
 				return nil, fmt.Errorf("credit listeners share the credit scheduler's queue timeout (%v), not %v", cfg.Credit.QueueTimeout, timeout)
@@ -128,7 +135,7 @@ func buildQueues(cfg *Config, now int64) (queues, error) {
 			qs.list = append(qs.list, q)
 			return q, nil
 		}
-		return nil, fmt.Errorf("listener policy %q is not credit, fifo, lifo-pri, eight-fifo or single-fifo", policy)
+		return nil, fmt.Errorf("listener policy %q is not credit, fifo, lifo-pri, eight-fifo, single-fifo or feedback", policy)
 	}
 	for _, l := range cfg.Listeners {
 		q, err := get(l.Policy, l.QueueTimeout)

@@ -24,7 +24,7 @@ func (e *retryEngine) Reject(id splice.FlowID, status int, reason string, retryA
 // listener's policy: none holds it until the engine's idle timeout
 // (15 minutes) any more. The default timeout is 10 s.
 func TestAdversarialQueuedRequestTimesOutWith503OnEveryPolicy(t *testing.T) {
-	for _, policy := range []string{"fifo", "credit", "lifo-pri", "eight-fifo", "single-fifo"} {
+	for _, policy := range []string{"fifo", "credit", "lifo-pri", "eight-fifo", "single-fifo", "feedback"} {
 		t.Run(policy, func(t *testing.T) {
 			cfg := Config{Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: policy}}}
 			if policy == "credit" {

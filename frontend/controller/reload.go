@@ -13,9 +13,10 @@ import (
 // reservations, caps and weights, the credit scheduler's parameters,
 // Classify, Retry-After, the normal size, the concurrency cap and the
 // handoffs ahead. A configuration the credit scheduler refuses is
-// returned as an error and changes nothing. Listener policies, classes
-// and lifo settings, the FIFO capacity and the timing of the control
-// protocol need a restart: a change to them is logged and ignored.
+// returned as an error and changes nothing. Listener policies, classes,
+// lifo and feedback settings, the FIFO capacity and the timing of the
+// control protocol need a restart: a change to them is logged and
+// ignored.
 func (c *Controller) Reload(cfg Config, now splice.Time, out *Output) error {
 	now = c.advance(now)
 	cfg.setDefaults()
@@ -24,9 +25,10 @@ func (c *Controller) Reload(cfg Config, now splice.Time, out *Output) error {
 			return fmt.Errorf("controller: %w", err)
 		}
 	}
-	if !reflect.DeepEqual(cfg.Lifo, c.cfg.Lifo) || !slices.Equal(cfg.Listeners, c.cfg.Listeners) ||
-		!slices.Equal(cfg.Ports, c.cfg.Ports) || cfg.QueueCapacity != c.cfg.QueueCapacity {
-		c.log(out, slog.LevelWarn, "reload: listener policies, classes, lifo settings and the queue capacity need a restart; kept the running ones")
+	if !reflect.DeepEqual(cfg.Lifo, c.cfg.Lifo) || !reflect.DeepEqual(cfg.Feedback, c.cfg.Feedback) ||
+		!slices.Equal(cfg.Listeners, c.cfg.Listeners) || !slices.Equal(cfg.Ports, c.cfg.Ports) ||
+		cfg.QueueCapacity != c.cfg.QueueCapacity {
+		c.log(out, slog.LevelWarn, "reload: listener policies, classes, lifo and feedback settings and the queue capacity need a restart; kept the running ones")
 	}
 	if cfg.KeepaliveInterval != c.cfg.KeepaliveInterval || cfg.SpliceRetry != c.cfg.SpliceRetry ||
 		cfg.SpliceTries != c.cfg.SpliceTries || cfg.SlotWait != c.cfg.SlotWait {

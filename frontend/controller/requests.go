@@ -48,6 +48,9 @@ type servingReq struct {
 	dispatched splice.Time
 	sent       bool        // on C2 to the back-end: holds one of its slots
 	sentAt     splice.Time // when it was sent
+	// tree is the content tree the feedback policy chose (1..M); 0 for
+	// the other policies.
+	tree uint8
 }
 
 // customer names the credit customer of a Host header.
@@ -81,18 +84,24 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		return
 	case q.lifo != nil:
 		cust = c.lifo.class(r.Path) // LifoPri queues by class name
-	default:
+	case q.feedback == nil:
 		cust = c.customer(r.Host)
+	}
+	req := sched.Request{ID: sched.RequestID(ev.Flow), Customer: cust, Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
+	if q.feedback != nil {
+		c.feedbackRequest(&req, r, now) // by its class, session and stage
+		cust = req.Customer
 	}
 	cs := c.stats(cust)
 	cs.offered++
-	req := sched.Request{ID: sched.RequestID(ev.Flow), Customer: cust, Host: r.Host, Path: r.Path, Port: r.Port, Arrival: int64(now)}
 	err := q.policy.Enqueue(req, int64(now))
 	if err != nil {
 		reason, status := "queue-full", 503
 		switch {
 		case errors.Is(err, sched.ErrOverCap):
 			reason, status = "over-cap", 429
+		case errors.Is(err, sched.ErrOverload):
+			reason = "overload"
 		case errors.Is(err, sched.ErrUnknownCustomer):
 			reason = "unknown-customer"
 		}
@@ -154,7 +163,9 @@ func (c *Controller) expire(now splice.Time, out *Output) {
 			c.refund(q.head.Customer, q.credit)
 			timedOut(q.head)
 		}
-		if e, ok := q.policy.(expirer); ok {
+		if q.feedback != nil {
+			c.feedbackExpire(q, now, out)
+		} else if e, ok := q.policy.(expirer); ok {
 			e.Expire(int64(now), timedOut)
 		}
 	}
@@ -194,6 +205,9 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 		r, ok := q.policy.Next(int64(now))
 		if !ok {
 			return false
+		}
+		if q.feedback != nil {
+			c.feedbackDispatched(r)
 		}
 		q.head, q.hasHead = r, true
 	}
@@ -293,7 +307,7 @@ func (c *Controller) admit(rec *flowRec, r sched.Request, credited bool, now spl
 }
 
 func (c *Controller) startServing(rec *flowRec, r sched.Request, credited bool, now splice.Time) {
-	rec.serving = append(rec.serving, servingReq{customer: r.Customer, credited: credited,
+	rec.serving = append(rec.serving, servingReq{customer: r.Customer, credited: credited, tree: r.Tree,
 		arrival: splice.Time(r.Arrival), dispatched: now})
 	c.disp.Start(sched.BackendID(rec.be.id))
 	cs := c.stats(r.Customer)

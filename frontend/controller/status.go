@@ -113,6 +113,8 @@ type Status struct {
 	Queue int `json:"queue"`
 	// Lifo is the class-based policies' state; nil without them.
 	Lifo *LifoStatus `json:"lifo,omitempty"`
+	// Feedback is the feedback policy's state; nil without it.
+	Feedback *FeedbackStatus `json:"feedback,omitempty"`
 	// Flows is the number of connections the controller keeps a record
 	// of (queued, being handed off or in service).
 	Flows int `json:"controller_flows"`
@@ -219,6 +221,7 @@ func (c *Controller) Status(now splice.Time) Status {
 	if c.lifo != nil {
 		st.Lifo = &LifoStatus{Utilization: c.lifo.last, LIFO: c.lifo.lifo(), SlotsIn: c.lifo.meter.InUse()}
 	}
+	st.Feedback = c.feedbackStatus()
 	for _, be := range c.order {
 		b := BackendStatus{
 			ID: be.id, IP: be.ip.String(), MAC: be.mac.String(), Alive: be.alive, Deaths: be.deaths,
@@ -298,6 +301,20 @@ func (c *Controller) customerStatus(now splice.Time) []CustomerStatus {
 				classAt[cst.Name] = i
 			}
 			out[i].Queued += cst.Queued
+		}
+	}
+	// The feedback classes likewise.
+	if c.fb != nil {
+		for _, cst := range c.fb.policy.Snapshot() {
+			if seen[cst.Name] {
+				for i := range out {
+					if out[i].Name == cst.Name {
+						out[i].Queued += cst.Queued + cst.Reserve
+					}
+				}
+				continue
+			}
+			add(cst.Name).Queued = cst.Queued + cst.Reserve
 		}
 	}
 	names := make([]string, 0, len(c.custs))

@@ -66,6 +66,37 @@ type Customer struct {
 	// classify by Host (empty: the customer's Name), class-based ones by
 	// Path.
 	Host, Path string
+
+	// Feedback experiments (issue 10).
+	//
+	// Steps change Rate over time: from each step's At on, the customer
+	// offers the step's Rate (steps in time order). Arrivals are drawn
+	// at the highest rate and kept with probability rate(now)/highest,
+	// which for Poisson arrivals is exactly a Poisson process of the
+	// changing rate.
+	Steps []RateStep
+	// Bytes is the size of a response at full quality: what the shim
+	// reports in Feedback (scaled by the tree, see Config.Trees).
+	Bytes uint64
+}
+
+// RateStep is a change of a customer's offered rate at At.
+type RateStep struct {
+	At   time.Duration
+	Rate float64
+}
+
+// rateAt is the customer's offered rate at t, and the highest it ever
+// offers.
+func (c *Customer) rateAt(t time.Duration) (now, highest float64) {
+	now, highest = c.Rate, c.Rate
+	for _, s := range c.Steps {
+		if t >= s.At {
+			now = s.Rate
+		}
+		highest = max(highest, s.Rate)
+	}
+	return now, highest
 }
 
 // Config describes one simulation run.
@@ -90,6 +121,17 @@ type Config struct {
 	// (the handoff connection up); ControlDelay that of a control message
 	// between the front-end and a shim, either way. Zero: at once.
 	HandoffDelay, ControlDelay time.Duration
+
+	// Feedback experiments (issue 10).
+	//
+	// Trees is M, the content trees of the site: a request the feedback
+	// policy serves from tree k of M costs k/M of its customer's service
+	// time and Bytes (the cheaper trees are the same pages with smaller
+	// objects). 0: every request costs the full amount.
+	Trees int
+	// SampleEvery, when > 0, records the controller's feedback state
+	// every so often in Result.Samples.
+	SampleEvery time.Duration
 }
 
 // Port is the VIP port every simulated request arrives on.
@@ -112,6 +154,14 @@ func (cfg *Config) check() error {
 		if c.Rate < 0 || c.Service < 0 || c.Reservation < 0 {
 			return fmt.Errorf("sim: Customers[%d]: Rate, Service and Reservation must not be negative", i)
 		}
+		for j, st := range c.Steps {
+			if st.Rate < 0 || j > 0 && st.At < c.Steps[j-1].At {
+				return fmt.Errorf("sim: Customers[%d].Steps[%d]: rates must not be negative, steps in time order", i, j)
+			}
+		}
+	}
+	if cfg.Trees < 0 || cfg.Trees > 255 || cfg.SampleEvery < 0 {
+		return errors.New("sim: Trees must be in 0..255, SampleEvery not negative")
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ const (
 	served                       // a back-end finishes a request
 	feedback                     // a shim's Feedback reaches the front-end
 	keepalive                    // a shim's keepalive is due
+	sample                       // record the controller's state (Config.SampleEvery)
 )
 
 // event is something that happens at a virtual instant; events at the

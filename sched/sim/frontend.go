@@ -28,8 +28,9 @@ type simFlow struct {
 	arrival       int64
 	state         flowState
 	backend       uint32
-	service       int64 // drawn when the request is sent
-	refusedAtDoor bool  // refused on arrival (queue full, over cap, unknown)
+	service       int64  // drawn when the request is sent
+	bytes         uint64 // of its response, reported in Feedback
+	refusedAtDoor bool   // refused on arrival (queue full, over cap, unknown)
 }
 
 func (r *run) flow(id splice.FlowID) *simFlow { return &r.flows[id-1] }
@@ -85,6 +86,8 @@ func (e *frontEnd) Reject(id splice.FlowID, status int, reason string, retryAfte
 			rej.Unknown++
 		case "queue-timeout":
 			rej.Timeout++
+		case "overload", "overload-refused":
+			rej.Overload++
 		default:
 			rej.Other++
 		}
@@ -120,6 +123,8 @@ func (e *frontEnd) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Ou
 	r := e.run()
 	f.state = flowSent
 	f.service = r.serviceTime(f.customer)
+	f.bytes = r.cfg.Customers[f.customer].Bytes
+	r.scaleByTree(id, f)
 	r.inServ[f.backend-1]++
 	r.schedule(event{at: int64(now) + f.service, kind: served, flow: id})
 	return nil

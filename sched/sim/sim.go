@@ -22,6 +22,9 @@ type Result struct {
 	// service time of the requests completed in the window over
 	// Backends x Capacity x Window.
 	Utilization float64
+	// Samples are the controller's feedback state every
+	// Config.SampleEvery, over the whole run (warm-up included).
+	Samples []Sample
 }
 
 // CustomerResult is one customer's share of a Result. Requests are
@@ -60,11 +63,16 @@ type Rejections struct {
 	QueueFull int // its queue is full: 503
 	Timeout   int // waited past the queue timeout: 503 with Retry-After
 	Unknown   int // no such customer and no default
-	Other     int // any other refusal (a handoff that waited too long for its slot, ...)
+	// Overload: refused by the feedback policy, at once for tree 0 or
+	// after its periods in reserve: 503 with Retry-After.
+	Overload int
+	Other    int // any other refusal (a handoff that waited too long for its slot, ...)
 }
 
 // Total is the number of refused requests.
-func (r Rejections) Total() int { return r.OverCap + r.QueueFull + r.Timeout + r.Unknown + r.Other }
+func (r Rejections) Total() int {
+	return r.OverCap + r.QueueFull + r.Timeout + r.Unknown + r.Overload + r.Other
+}
 
 // maxTicksAtOneTime bounds how often the controller's deadline may come
 // due at one instant without time moving on.
@@ -81,6 +89,7 @@ type run struct {
 	arrivals []*rand.Rand // per customer: gaps between arrivals
 	services []*rand.Rand // per customer: service times
 	stats    []tally
+	samples  []Sample
 	now      int64
 	err      error
 }
@@ -102,13 +111,16 @@ func Run(cfg Config) (Result, error) {
 		r.arrivals = append(r.arrivals, rand.New(rand.NewPCG(cfg.Seed, uint64(2*i))))
 		r.services = append(r.services, rand.New(rand.NewPCG(cfg.Seed, uint64(2*i+1))))
 		r.stats[i].Name, r.stats[i].Reservation = c.Name, c.Reservation
-		if c.Rate > 0 {
+		if _, highest := c.rateAt(0); highest > 0 {
 			first := r.gap(i)
 			if c.Arrivals == Steady { // a random phase, so steady sources do not all coincide
 				first = int64(r.arrivals[i].Float64() * float64(first))
 			}
 			r.schedule(event{at: first, kind: arrival, customer: int32(i)})
 		}
+	}
+	if cfg.SampleEvery > 0 {
+		r.schedule(event{at: cfg.SampleEvery.Nanoseconds(), kind: sample})
 	}
 	for b := 1; b <= cfg.Backends; b++ {
 		r.control(&proto.Register{BackendID: uint32(b), IP: backendIP(b), ControlPort: 7401,
@@ -187,7 +199,8 @@ func (r *run) inWindow(t int64) bool { return t >= r.cfg.Warmup.Nanoseconds() }
 // gap draws the time to customer i's next arrival.
 func (r *run) gap(i int) int64 {
 	c := &r.cfg.Customers[i]
-	mean := 1e9 / c.Rate
+	_, rate := c.rateAt(0)
+	mean := 1e9 / rate
 	if c.Arrivals == Poisson {
 		return max(1, int64(r.arrivals[i].ExpFloat64()*mean))
 	}
@@ -222,12 +235,15 @@ func (r *run) handle(e event) {
 	case feedback:
 		f := r.flow(e.flow)
 		r.control(&proto.Feedback{BackendID: f.backend, RequestID: uint64(e.flow), ServiceTime: e.service,
-			Concurrency: uint16(r.inServ[f.backend-1])})
+			ResponseBytes: f.bytes, Concurrency: uint16(r.inServ[f.backend-1])})
 		// The response is over and the connection closes.
 		r.event(splice.Event{Kind: splice.EvClosed, Flow: e.flow, Backend: f.backend, Reason: splice.CloseFIN})
 	case keepalive:
 		r.control(&proto.Keepalive{BackendID: e.backend, Incarnation: 1, Concurrency: uint16(r.inServ[e.backend-1])})
 		r.schedule(event{at: r.now + r.keepaliveInterval().Nanoseconds(), kind: keepalive, backend: e.backend})
+	case sample:
+		r.takeSample()
+		r.schedule(event{at: r.now + r.cfg.SampleEvery.Nanoseconds(), kind: sample})
 	}
 }
 
@@ -235,6 +251,13 @@ func (r *run) handle(e event) {
 // engine reports a parsed request head.
 func (r *run) arrive(i int32) {
 	c := &r.cfg.Customers[i]
+	if len(c.Steps) > 0 {
+		rate, highest := c.rateAt(time.Duration(r.now))
+		if r.arrivals[i].Float64()*highest >= rate { // thinned out
+			r.schedule(event{at: r.now + r.gap(int(i)), kind: arrival, customer: i})
+			return
+		}
+	}
 	r.flows = append(r.flows, simFlow{customer: i, arrival: r.now, state: flowQueued})
 	id := splice.FlowID(len(r.flows))
 	host := c.Host
@@ -242,7 +265,7 @@ func (r *run) arrive(i int32) {
 		host = c.Name
 	}
 	r.event(splice.Event{Kind: splice.EvRequest, Flow: id,
-		Request: &splice.RequestInfo{Method: "GET", Host: host, Path: c.Path, Port: Port}})
+		Request: &splice.RequestInfo{Method: "GET", Host: host, Path: c.Path, Port: Port, Client: clientAddr(id)}})
 	if f := r.flow(id); r.inWindow(r.now) {
 		st := &r.stats[i]
 		st.Offered++
@@ -298,7 +321,7 @@ func (r *run) after() {
 
 func (r *run) result() Result {
 	window := r.cfg.Duration - r.cfg.Warmup
-	res := Result{Window: window}
+	res := Result{Window: window, Samples: r.samples}
 	var busy int64
 	for i := range r.stats {
 		st := r.stats[i].CustomerResult

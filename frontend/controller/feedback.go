@@ -1,0 +1,215 @@
+package controller
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice"
+)
+
+// FeedbackConfig configures the feedback listener policy (issue 10):
+// sched.Feedback and the sched.FeedbackClassifier that sorts its
+// requests into classes and recognises sessions. The classifier's
+// Classes are Policy's; its own are ignored.
+type FeedbackConfig struct {
+	Policy     sched.FeedbackConfig
+	Classifier sched.FeedbackClassifierConfig
+}
+
+// feedbackControl is the one Feedback policy that every feedback listener
+// shares (its classes and content adaptation are cluster-wide), with its
+// classifier and, per class and tree, the requests dispatched.
+type feedbackControl struct {
+	policy     *sched.Feedback
+	classifier *sched.FeedbackClassifier
+	trees      map[string][]uint64 // class -> dispatched per tree 0..M
+	m          int
+}
+
+func newFeedbackControl(cfg FeedbackConfig) (*feedbackControl, error) {
+	p, err := sched.NewFeedback(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	ccfg := cfg.Classifier
+	ccfg.Classes = cfg.Policy.Classes
+	cl, err := sched.NewFeedbackClassifier(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	m := max(cfg.Policy.Trees, 1)
+	return &feedbackControl{policy: p, classifier: cl, trees: map[string][]uint64{}, m: m}, nil
+}
+
+// feedbackQueue returns the feedback listeners' queue, making it on first
+// use.
+func (qs *queues) feedbackQueue(cfg *Config, timeout int64) (*queueSet, error) {
+	if timeout > 0 {
+		return nil, fmt.Errorf("feedback listeners share the feedback queue timeout, not one of their own")
+	}
+	if qs.feedback != nil {
+		for _, q := range qs.list {
+			if q.feedback != nil {
+				return q, nil
+			}
+		}
+	}
+	fc, err := newFeedbackControl(cfg.Feedback)
+	if err != nil {
+		return nil, err
+	}
+	qs.feedback = fc
+	timeoutOf := cfg.Feedback.Policy.QueueTimeout
+	if timeoutOf <= 0 {
+		timeoutOf = sched.DefaultFeedbackQueueTimeout
+	}
+	q := &queueSet{name: "feedback", policy: fc.policy, feedback: fc.policy, timeout: timeoutOf}
+	qs.list = append(qs.list, q)
+	return q, nil
+}
+
+// feedbackRequest classifies a request for the feedback policy: its
+// class, whether it belongs to a known session and whether that session
+// is in a transactional stage.
+func (c *Controller) feedbackRequest(req *sched.Request, r *splice.RequestInfo, now splice.Time) {
+	req.Client = r.Client.Addr()
+	c.fb.classifier.Classify(req, r.Cookie, int64(now))
+}
+
+// feedbackDispatched counts the tree a feedback request was dispatched
+// with (sched.Request.Tree, chosen by the content adaptor: what the
+// request rewriting of issue 10 will serve).
+func (c *Controller) feedbackDispatched(r sched.Request) {
+	fc := c.fb
+	if fc == nil || r.Tree == 0 {
+		return
+	}
+	t := fc.trees[r.Customer]
+	if t == nil {
+		t = make([]uint64, fc.m+1)
+		fc.trees[r.Customer] = t
+	}
+	if int(r.Tree) < len(t) {
+		t[r.Tree]++
+	}
+}
+
+// feedbackCompleted feeds the content adaptor's load monitor with a
+// response a back-end reported done, whatever its listener: the
+// utilization is the cluster's.
+func (c *Controller) feedbackCompleted(responseBytes uint64, now splice.Time) {
+	if c.fb != nil {
+		c.fb.policy.Completed(responseBytes, int64(now))
+	}
+}
+
+// feedbackExpire answers the requests the feedback policy gave up on: 503
+// with Retry-After for those its loop refused ("overload-refused"), as
+// for a queue timeout otherwise.
+func (c *Controller) feedbackExpire(q *queueSet, now splice.Time, out *Output) {
+	q.feedback.ExpireWhy(int64(now), func(r sched.Request, why sched.FeedbackDrop) {
+		reason := "queue-timeout"
+		if why == sched.DropRefused {
+			reason = "overload-refused"
+		}
+		c.giveUp(r, reason, now, out)
+	})
+}
+
+// giveUp answers a request its policy dropped while it waited, with 503
+// and the reason; a request whose client left is only counted.
+func (c *Controller) giveUp(r sched.Request, reason string, now splice.Time, out *Output) {
+	flow := splice.FlowID(r.ID)
+	rec := c.flows[flow]
+	if rec == nil || rec.waiting != waitQueued {
+		c.stats(r.Customer).abandoned++
+		return
+	}
+	rec.waiting = notWaiting
+	c.reject(flow, rec.followUp, r.Customer, reason, 503, now, out)
+	if c.logs(slog.LevelDebug) {
+		c.log(out, slog.LevelDebug, "feedback gave up", "flow", flow, "class", r.Customer, "reason", reason)
+	}
+}
+
+// FeedbackStatus is the feedback policy's state in Status.
+type FeedbackStatus struct {
+	// Content adaptation: U and the G it set, the completion rate R
+	// (req/s) and bandwidth W (bytes/s) of the last period, the number
+	// of trees M; Adapting is false while a and b are 0.
+	Adapting bool    `json:"adapting"`
+	Trees    int     `json:"trees"`
+	U        float64 `json:"utilization"`
+	G        float64 `json:"g"`
+	R        float64 `json:"completion_rate"`
+	W        float64 `json:"bandwidth"`
+	// Sessions is the number of sessions remembered.
+	Sessions int                   `json:"sessions"`
+	Classes  []FeedbackClassStatus `json:"classes"`
+}
+
+// FeedbackClassStatus is one feedback class in FeedbackStatus.
+type FeedbackClassStatus struct {
+	Name   string  `json:"name"`
+	Weight float64 `json:"weight"`
+	Share  float64 `json:"target_share"`
+	// Queued is q, the admitted queue the loop holds at TargetQueue;
+	// Reserve the requests the actuator held back.
+	Queued          int     `json:"queued"`
+	Reserve         int     `json:"reserve"`
+	TargetQueue     int     `json:"target_queue"`
+	TargetIn        float64 `json:"target_in"`
+	PassProbability float64 `json:"pass_probability"`
+	LastIn          int     `json:"last_in"`
+	LastOut         int     `json:"last_out"`
+	AbsQoS          float64 `json:"abs_qos"`
+	ProQoS          float64 `json:"pro_qos"`
+	Arrived         uint64  `json:"arrived"`
+	Dispatched      uint64  `json:"dispatched"`
+	Refused         uint64  `json:"refused"`
+	Overload        uint64  `json:"overload"`
+	Full            uint64  `json:"full"`
+	Expired         uint64  `json:"expired"`
+	// Trees counts the requests dispatched per content tree, index 0..M
+	// (0 unused: tree 0 is a refusal).
+	Trees []uint64 `json:"trees"`
+}
+
+func (c *Controller) feedbackStatus() *FeedbackStatus {
+	fc := c.fb
+	if fc == nil {
+		return nil
+	}
+	a := fc.policy.Adaptation()
+	st := &FeedbackStatus{Adapting: a.Enabled, Trees: a.Trees, U: a.U, G: a.G, R: a.R, W: a.W,
+		Sessions: fc.classifier.Sessions()}
+	for _, cs := range fc.policy.Snapshot() {
+		trees := append([]uint64(nil), fc.trees[cs.Name]...)
+		if trees == nil {
+			trees = make([]uint64, fc.m+1)
+		}
+		st.Classes = append(st.Classes, FeedbackClassStatus{
+			Name: cs.Name, Weight: cs.Weight, Share: cs.Share, Queued: cs.Queued, Reserve: cs.Reserve,
+			TargetQueue: cs.TargetQueue, TargetIn: cs.TargetIn, PassProbability: cs.PassProbability,
+			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS,
+			Arrived: cs.Arrived, Dispatched: cs.Dispatched, Refused: cs.Refused, Overload: cs.Overload,
+			Full: cs.Full, Expired: cs.Expired, Trees: trees,
+		})
+	}
+	return st
+}
+
+// RequestTree is the content tree the feedback policy chose for flow's
+// newest request in service (1..M, M full quality); false when flow has
+// none in service or its policy is not feedback. The request rewriting of
+// issue 10 will serve that tree; until then the simulator (sched/sim)
+// reads it to scale the request's cost.
+func (c *Controller) RequestTree(flow splice.FlowID) (uint8, bool) {
+	rec := c.flows[flow]
+	if rec == nil || len(rec.serving) == 0 {
+		return 0, false
+	}
+	t := rec.serving[len(rec.serving)-1].tree
+	return t, t > 0
+}

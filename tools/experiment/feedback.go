@@ -1,0 +1,266 @@
+package experiment
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/sched/sim"
+)
+
+// The feedback experiment (issue 10, simulated): the front-end's
+// controller with a feedback listener in sched/sim's cluster, three
+// priority classes offering their weights' shares of a load that steps
+// from Low to High times the capacity at Up and back at Down. It records
+// every period the queue length of each class against target_q, its
+// proQoS against its target share, the quality it was served, and the
+// content adaptation's U and G.
+
+// FeedbackConfig is one run of the feedback experiment;
+// DefaultFeedbackConfig documents every value.
+type FeedbackConfig struct {
+	// Backends x Slots requests at once, each taking an exponential
+	// Service at full quality and returning Bytes.
+	Backends, Slots int
+	Service         time.Duration
+	Bytes           uint64
+	// Classes and their weights; each offers its weight's share of the
+	// load.
+	Classes []string
+	Weights []float64
+	// Low and High are the offered loads in units of capacity; the load
+	// is High from Up to Down and Low otherwise, until End.
+	Low, High     float64
+	Up, Down, End time.Duration
+	Trees         int     // content trees M; 1: no content adaptation
+	TargetUtil    float64 // U*
+	Seed          uint64
+	Policy        sched.FeedbackConfig // the policy's other settings (zero: defaults)
+}
+
+// DefaultFeedbackConfig is the lab cluster of the published experiments
+// (5 back-ends x 5 slots at 20 ms: 1250 req/s), gold 3, silver 2,
+// bronze 1, a step from 0.5 to 2 times the capacity from 10 s to 40 s,
+// 60 s in all, three content trees with the utilization calibrated on
+// bandwidth (b = 1 / (capacity x 64 KiB)), U* = 0.85.
+func DefaultFeedbackConfig() FeedbackConfig {
+	return FeedbackConfig{
+		Backends: 5, Slots: 5, Service: 20 * time.Millisecond, Bytes: 64 << 10,
+		Classes: []string{"gold", "silver", "bronze"}, Weights: []float64{3, 2, 1},
+		Low: 0.5, High: 2, Up: 10 * time.Second, Down: 40 * time.Second, End: 60 * time.Second,
+		Trees: 3, TargetUtil: sched.DefaultFeedbackUtilization, Seed: 1,
+	}
+}
+
+// Capacity is the request rate the cluster serves at full quality.
+func (c FeedbackConfig) Capacity() float64 {
+	return float64(c.Backends*c.Slots) / c.Service.Seconds()
+}
+
+func (c FeedbackConfig) validate() error {
+	switch {
+	case c.Backends < 1 || c.Slots < 1 || c.Service <= 0:
+		return fmt.Errorf("experiment: Backends, Slots and Service must be > 0")
+	case len(c.Classes) == 0 || len(c.Classes) != len(c.Weights):
+		return fmt.Errorf("experiment: need as many Weights as Classes, at least one")
+	case !(c.Low >= 0) || !(c.High >= 0):
+		return fmt.Errorf("experiment: Low and High must be >= 0")
+	case !(0 <= c.Up && c.Up <= c.Down && c.Down <= c.End) || c.End <= 0:
+		return fmt.Errorf("experiment: need 0 <= Up <= Down <= End, End > 0")
+	case c.Trees < 1:
+		return fmt.Errorf("experiment: Trees must be >= 1")
+	}
+	return nil
+}
+
+// FeedbackPoint is the state at the end of one period.
+type FeedbackPoint struct {
+	TSeconds float64              `json:"t_s"`
+	Load     float64              `json:"offered_load"` // x capacity
+	U        float64              `json:"utilization"`
+	G        float64              `json:"g"`
+	Classes  []FeedbackClassPoint `json:"classes"`
+}
+
+// FeedbackClassPoint is one class at one FeedbackPoint.
+type FeedbackClassPoint struct {
+	Name        string  `json:"name"`
+	Queued      int     `json:"queued"`
+	Reserve     int     `json:"reserve"`
+	TargetQueue int     `json:"target_queue"`
+	ProQoS      float64 `json:"pro_qos"`
+	Share       float64 `json:"target_share"`
+	// Quality is the mean tree/M of the requests dispatched during the
+	// period (NaN when none were: JSON null, CSV empty).
+	Quality float64 `json:"-"`
+	// QualityJSON is Quality for JSON, which has no NaN.
+	QualityJSON *float64 `json:"quality"`
+	Dispatched  uint64   `json:"dispatched"`
+	Refused     uint64   `json:"refused"` // by the loop and by tree 0, so far
+}
+
+// FeedbackSummary is what the run measured against issue 10's "Done
+// means".
+type FeedbackSummary struct {
+	// ServedFraction is each class's share of its requests served during
+	// the overload's second half; RatioToLast divides them by the last
+	// class's (3:2:1 is the target).
+	ServedFraction []float64 `json:"served_fraction"`
+	RatioToLast    []float64 `json:"ratio_to_last"`
+	// WithinTarget is each class's fraction of the periods of the
+	// overload's second half that ended within 20% of target_q.
+	WithinTarget []float64 `json:"within_20pct_of_target_q"`
+	// USettle is how long after the step up the per-second mean of U
+	// entered 0.85 +/- 0.05 to stay until the step down (-1: never);
+	// GRecover how long after the step down G was back at M.
+	USettleSeconds   float64 `json:"u_settle_s"`
+	GRecoverSeconds  float64 `json:"g_recover_s"`
+	QueueTimeouts    int     `json:"queue_timeouts"`
+	OverloadRefusals int     `json:"overload_refusals"`
+}
+
+// FeedbackResult is a run's time series and summary.
+type FeedbackResult struct {
+	CapacityRPS float64         `json:"capacity_rps"`
+	Trees       int             `json:"trees"`
+	Series      []FeedbackPoint `json:"series"`
+	Summary     FeedbackSummary `json:"summary"`
+}
+
+// RunFeedback simulates cfg. The same cfg gives the same result.
+func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
+	if err := cfg.validate(); err != nil {
+		return FeedbackResult{}, err
+	}
+	capacity := cfg.Capacity()
+	var total float64
+	for _, w := range cfg.Weights {
+		total += w
+	}
+	pol := cfg.Policy
+	pol.Classes = nil
+	for i, name := range cfg.Classes {
+		pol.Classes = append(pol.Classes, sched.FeedbackClass{Name: name, Weight: cfg.Weights[i], Hosts: []string{name + ".example"}})
+	}
+	pol.Trees = cfg.Trees
+	pol.Utilization = cfg.TargetUtil
+	if cfg.Trees > 1 && pol.A == 0 && pol.B == 0 {
+		pol.B = 1 / (capacity * float64(cfg.Bytes)) // calibrated on bandwidth
+	}
+	period := pol.Period
+	if period == 0 {
+		period = sched.DefaultFeedbackPeriod
+	}
+	scfg := sim.Config{
+		Seed: cfg.Seed, Duration: cfg.End, Backends: cfg.Backends, Capacity: cfg.Slots, Trees: cfg.Trees,
+		SampleEvery: period,
+		Scheduler: controller.Config{
+			Listeners: []controller.Listener{{Port: sim.Port, Policy: "feedback"}},
+			Feedback:  controller.FeedbackConfig{Policy: pol},
+		},
+	}
+	for i, name := range cfg.Classes {
+		share := cfg.Weights[i] / total
+		scfg.Customers = append(scfg.Customers, sim.Customer{
+			Name: name, Host: name + ".example", Service: cfg.Service, Bytes: cfg.Bytes,
+			Rate:  cfg.Low * capacity * share,
+			Steps: []sim.RateStep{{At: cfg.Up, Rate: cfg.High * capacity * share}, {At: cfg.Down, Rate: cfg.Low * capacity * share}},
+		})
+	}
+	res, err := sim.Run(scfg)
+	if err != nil {
+		return FeedbackResult{}, err
+	}
+	out := FeedbackResult{CapacityRPS: capacity, Trees: cfg.Trees}
+	var prev *controller.FeedbackStatus
+	for _, s := range res.Samples {
+		f := s.Feedback
+		load := cfg.Low
+		if s.At > cfg.Up && s.At <= cfg.Down {
+			load = cfg.High
+		}
+		pt := FeedbackPoint{TSeconds: s.At.Seconds(), Load: load, U: f.U, G: f.G}
+		for i, c := range f.Classes {
+			cp := FeedbackClassPoint{Name: c.Name, Queued: c.Queued, Reserve: c.Reserve, TargetQueue: c.TargetQueue,
+				ProQoS: c.ProQoS, Share: c.Share, Dispatched: c.Dispatched, Refused: c.Refused + c.Overload,
+				Quality: math.NaN()}
+			var n, sum float64
+			for k, count := range c.Trees {
+				if prev != nil {
+					count -= prev.Classes[i].Trees[k]
+				}
+				n += float64(count)
+				sum += float64(count) * float64(k) / float64(cfg.Trees)
+			}
+			if n > 0 {
+				q := sum / n
+				cp.Quality, cp.QualityJSON = q, &q
+			}
+			pt.Classes = append(pt.Classes, cp)
+		}
+		out.Series = append(out.Series, pt)
+		prev = f
+	}
+	out.Summary = summarizeFeedback(cfg, out.Series, period)
+	for _, c := range res.Customers {
+		out.Summary.QueueTimeouts += c.Rejected.Timeout
+		out.Summary.OverloadRefusals += c.Rejected.Overload
+	}
+	return out, nil
+}
+
+func summarizeFeedback(cfg FeedbackConfig, series []FeedbackPoint, period time.Duration) FeedbackSummary {
+	var s FeedbackSummary
+	at := func(t time.Duration) int { return min(max(int(t/period)-1, 0), len(series)-1) }
+	mid, down := at(cfg.Up+(cfg.Down-cfg.Up)/2), at(cfg.Down)
+	n := len(cfg.Classes)
+	s.ServedFraction, s.RatioToLast, s.WithinTarget = make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range n {
+		a, b := series[mid].Classes[i], series[down].Classes[i]
+		d := float64(b.Dispatched - a.Dispatched)
+		if d+float64(b.Refused-a.Refused) > 0 {
+			s.ServedFraction[i] = d / (d + float64(b.Refused-a.Refused))
+		}
+		within := 0
+		for k := mid + 1; k <= down; k++ {
+			c := series[k].Classes[i]
+			if math.Abs(float64(c.Queued-c.TargetQueue)) <= 0.2*float64(c.TargetQueue) {
+				within++
+			}
+		}
+		s.WithinTarget[i] = float64(within) / float64(max(down-mid, 1))
+	}
+	for i := range n {
+		if last := s.ServedFraction[n-1]; last > 0 {
+			s.RatioToLast[i] = s.ServedFraction[i] / last
+		}
+	}
+	// U per second, and the first second from which it stays in the band.
+	perSec := int(time.Second / period)
+	first, last := int(cfg.Up/time.Second), int(cfg.Down/time.Second)
+	mean := func(k int) float64 {
+		var u float64
+		for j := k * perSec; j < (k+1)*perSec && j < len(series); j++ {
+			u += series[j].U
+		}
+		return u / float64(perSec)
+	}
+	s.USettleSeconds = -1
+	settled := last
+	for k := last - 1; k >= first && math.Abs(mean(k)-cfg.TargetUtil) <= 0.05; k-- {
+		settled = k
+	}
+	if settled < last {
+		s.USettleSeconds = float64(settled - first)
+	}
+	s.GRecoverSeconds = -1
+	for k := down + 1; k < len(series); k++ {
+		if series[k].G >= float64(cfg.Trees) {
+			s.GRecoverSeconds = series[k].TSeconds - cfg.Down.Seconds()
+			break
+		}
+	}
+	return s
+}

@@ -1,0 +1,244 @@
+package experiment
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Files WriteFeedbackAll writes.
+const (
+	feedbackCSV        = "feedback.csv"
+	feedbackJSON       = "feedback.json"
+	feedbackQueuesPNG  = "feedback_queues.png"
+	feedbackProQoSPNG  = "feedback_proqos.png"
+	feedbackAdaptPNG   = "feedback_adaptation.png"
+	feedbackQualityPNG = "feedback_quality.png"
+)
+
+// WriteFeedbackCSV writes one row per class and period.
+func WriteFeedbackCSV(w io.Writer, res FeedbackResult) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"t_s", "offered_load", "utilization", "g", "class", "queued", "reserve",
+		"target_queue", "pro_qos", "target_share", "quality", "dispatched", "refused"}); err != nil {
+		return err
+	}
+	for _, p := range res.Series {
+		for _, c := range p.Classes {
+			quality := ""
+			if !math.IsNaN(c.Quality) {
+				quality = csvFloat(c.Quality)
+			}
+			row := []string{csvFloat(p.TSeconds), csvFloat(p.Load), csvFloat(p.U), csvFloat(p.G), c.Name,
+				strconv.Itoa(c.Queued), strconv.Itoa(c.Reserve), strconv.Itoa(c.TargetQueue),
+				csvFloat(c.ProQoS), csvFloat(c.Share), quality,
+				strconv.FormatUint(c.Dispatched, 10), strconv.FormatUint(c.Refused, 10)}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteFeedbackJSON writes the result, summary first.
+func WriteFeedbackJSON(w io.Writer, res FeedbackResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		CapacityRPS float64         `json:"capacity_rps"`
+		Trees       int             `json:"trees"`
+		Summary     FeedbackSummary `json:"summary"`
+		Series      []FeedbackPoint `json:"series"`
+	}{res.CapacityRPS, res.Trees, res.Summary, res.Series})
+}
+
+// WriteFeedbackSummary prints the summary as a short table.
+func WriteFeedbackSummary(w io.Writer, res FeedbackResult) error {
+	s := res.Summary
+	fmt.Fprintf(w, "feedback policy, step load on a capacity of %.0f req/s\n", res.CapacityRPS)
+	fmt.Fprintf(w, "%-8s %14s %10s %22s\n", "class", "served frac.", "ratio", "periods within 20% q*")
+	for i, c := range res.Series[0].Classes {
+		fmt.Fprintf(w, "%-8s %14.3f %10.2f %21.0f%%\n", c.Name, s.ServedFraction[i], s.RatioToLast[i], 100*s.WithinTarget[i])
+	}
+	if res.Trees > 1 {
+		fmt.Fprintf(w, "U settled in 0.85 +/- 0.05 (per-second mean) %.0f s after the step up (-1: never); "+
+			"G back at M %.2f s after the step down\n", s.USettleSeconds, s.GRecoverSeconds)
+	}
+	_, err := fmt.Fprintf(w, "%d queue timeouts, %d overload refusals (503)\n\n", s.QueueTimeouts, s.OverloadRefusals)
+	return err
+}
+
+// timePlot is a plot against time with a grid and the legend at the top
+// right.
+func timePlot(title, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// addSeries adds one line per class of y(point, class) and, when ref is
+// given, the class's reference as a dashed line of the same colour.
+func addSeries(p *plot.Plot, res FeedbackResult, y, ref func(FeedbackPoint, int) float64, refName string) error {
+	for i, c := range res.Series[0].Classes {
+		var pts, refs plotter.XYs
+		for _, pt := range res.Series {
+			if v := y(pt, i); !math.IsNaN(v) {
+				pts = append(pts, plotter.XY{X: pt.TSeconds, Y: v})
+			}
+			if ref != nil {
+				refs = append(refs, plotter.XY{X: pt.TSeconds, Y: ref(pt, i)})
+			}
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = plotutil.Color(i)
+		p.Add(line)
+		p.Legend.Add(c.Name, line)
+		if ref != nil {
+			r, err := plotter.NewLine(refs)
+			if err != nil {
+				return err
+			}
+			r.Color = plotutil.Color(i)
+			r.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(r)
+			if i == 0 {
+				p.Legend.Add(refName, r)
+			}
+		}
+	}
+	return nil
+}
+
+// PlotFeedback writes the four plots of a run into dir and returns their
+// paths: queue lengths against target_q, proQoS against the target
+// shares, U and G/M with the offered load, and the quality served per
+// class.
+func PlotFeedback(dir string, res FeedbackResult) ([]string, error) {
+	if len(res.Series) == 0 {
+		return nil, fmt.Errorf("experiment: no samples to plot")
+	}
+	var paths []string
+	save := func(p *plot.Plot, name string) error {
+		path := filepath.Join(dir, name)
+		if err := p.Save(plotWidth, plotHeight, path); err != nil {
+			return err
+		}
+		paths = append(paths, path)
+		return nil
+	}
+	q := timePlot("Queue length per class (dashed: target_q)", "requests queued")
+	if err := addSeries(q, res, func(p FeedbackPoint, i int) float64 { return float64(p.Classes[i].Queued) },
+		func(p FeedbackPoint, i int) float64 { return float64(p.Classes[i].TargetQueue) }, "target_q"); err != nil {
+		return nil, err
+	}
+	if err := save(q, feedbackQueuesPNG); err != nil {
+		return nil, err
+	}
+	pq := timePlot("proQoS per class (dashed: target share)", "proQoS")
+	pq.Y.Max = 1
+	if err := addSeries(pq, res, func(p FeedbackPoint, i int) float64 { return p.Classes[i].ProQoS },
+		func(p FeedbackPoint, i int) float64 { return p.Classes[i].Share }, "target share"); err != nil {
+		return nil, err
+	}
+	if err := save(pq, feedbackProQoSPNG); err != nil {
+		return nil, err
+	}
+	trees := float64(max(res.Trees, 1))
+	ad := timePlot("Content adaptation: utilization U, G / M, offered load / 2", "")
+	ad.Y.Max = 1.2
+	var u, g, load plotter.XYs
+	for _, pt := range res.Series {
+		u = append(u, plotter.XY{X: pt.TSeconds, Y: pt.U})
+		g = append(g, plotter.XY{X: pt.TSeconds, Y: pt.G / trees})
+		load = append(load, plotter.XY{X: pt.TSeconds, Y: pt.Load / 2})
+	}
+	if err := plotutil.AddLines(ad, "U", u, "G / M", g, "load / 2", load); err != nil {
+		return nil, err
+	}
+	if err := save(ad, feedbackAdaptPNG); err != nil {
+		return nil, err
+	}
+	ql := timePlot("Quality served per class (mean tree / M per period)", "quality")
+	ql.Y.Max = 1.05
+	if err := addSeries(ql, res, func(p FeedbackPoint, i int) float64 { return p.Classes[i].Quality }, nil, ""); err != nil {
+		return nil, err
+	}
+	if err := save(ql, feedbackQualityPNG); err != nil {
+		return nil, err
+	}
+	return paths, nil
+}
+
+// WriteFeedbackAll writes feedback.csv, feedback.json and the plots into
+// dir, creating it, and returns the paths written.
+func WriteFeedbackAll(dir string, res FeedbackResult) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, FeedbackResult) error
+	}{{feedbackCSV, WriteFeedbackCSV}, {feedbackJSON, WriteFeedbackJSON}} {
+		path := filepath.Join(dir, f.name)
+		if err := writeFile(path, func(w io.Writer) error { return f.write(w, res) }); err != nil {
+			return nil, err
+		}
+		paths = append(paths, path)
+	}
+	plots, err := PlotFeedback(dir, res)
+	return append(paths, plots...), err
+}
+
+// RunFeedbackCommand is qsplice-experiment -policy feedback: the default
+// feedback experiment with the given seed (and End, when > 0), its files
+// written into dir and its summary printed. The live -lab run is not
+// built yet (issue 10 items 6-8).
+func RunFeedbackCommand(dir string, seed uint64, end time.Duration, lab bool, stdout io.Writer) error {
+	if lab {
+		return fmt.Errorf("-policy feedback: the live lab run is not built yet; run it simulated (without -lab)")
+	}
+	cfg := DefaultFeedbackConfig()
+	cfg.Seed = seed
+	if end > 0 {
+		cfg.End = end
+		cfg.Down = min(cfg.Down, end)
+		cfg.Up = min(cfg.Up, cfg.Down)
+	}
+	res, err := RunFeedback(cfg)
+	if err != nil {
+		return err
+	}
+	paths, err := WriteFeedbackAll(dir, res)
+	if err != nil {
+		return err
+	}
+	if err := WriteFeedbackSummary(stdout, res); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		fmt.Fprintln(stdout, "wrote", p)
+	}
+	return nil
+}
