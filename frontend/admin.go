@@ -102,15 +102,20 @@ type EngineStatus struct {
 	ChunkedBodies         uint64 `json:"chunked_bodies"` // chunked request bodies followed to their end
 	// Challenge ACKs sent to segments RFC 5961 does not accept, and
 	// those the rate limit held back (splice/fe_validate.go).
-	ChallengeAcks        uint64            `json:"challenge_acks"`
-	ChallengeAcksLimited uint64            `json:"challenge_acks_limited"`
-	FollowUpsRefused     uint64            `json:"follow_ups_refused"` // answered in their stream
-	FollowUpsReset       uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
-	AckStorms            uint64            `json:"ack_storms"`
-	RSTsSuppressed       uint64            `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
-	SynCookiesSent       uint64            `json:"syn_cookies_sent"`
-	Answered             map[string]uint64 `json:"answered"`
-	States               map[string]int    `json:"flow_states"`
+	ChallengeAcks        uint64 `json:"challenge_acks"`
+	ChallengeAcksLimited uint64 `json:"challenge_acks_limited"`
+	FollowUpsRefused     uint64 `json:"follow_ups_refused"` // answered in their stream
+	FollowUpsReset       uint64 `json:"follow_ups_reset"`   // refused, but the stream had to be reset
+	AckStorms            uint64 `json:"ack_storms"`
+	RSTsSuppressed       uint64 `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
+	SynCookiesSent       uint64 `json:"syn_cookies_sent"`
+	// A lone request head's ACK (splice/fe_ackdelay.go): sent late,
+	// because no response reached the client in time, or not at all,
+	// because one did and acknowledged the request.
+	RequestAcksDelayed uint64            `json:"request_acks_delayed"`
+	RequestAcksSaved   uint64            `json:"request_acks_saved"`
+	Answered           map[string]uint64 `json:"answered"`
+	States             map[string]int    `json:"flow_states"`
 }
 
 func (d *Daemon) status() Status {
@@ -158,6 +163,7 @@ func (d *Daemon) status() Status {
 			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
+			RequestAcksDelayed: es.RequestAcksDelayed, RequestAcksSaved: es.RequestAcksSaved,
 			Answered: map[string]uint64{},
 			States:   states,
 		},

@@ -237,6 +237,7 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		e.ackClient(f, now, out)
 		return
 	}
+	wasReading := f.state == stReading
 	room := e.cfg.RecvBuffer - len(f.buf)
 	beyond := false
 	if f.state != stReading && !e.firstBodyBytes(f, payload, room, now, out) {
@@ -266,7 +267,11 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 	if beyond {
 		e.hold(f, p)
 	}
-	if f.state != stAnswering {
+	switch {
+	case f.state == stAnswering:
+	case !beyond && e.mayOweRequestAck(f, wasReading, n, fin):
+		e.oweRequestAck(f, now) // the response will carry it (fe_ackdelay.go)
+	default:
 		e.ackClient(f, now, out)
 	}
 }

@@ -83,6 +83,10 @@ type flow struct {
 	srvFin     bool
 	cliAck     wire.Seq // client's latest ACK (client-facing numbers)
 	srvRST     bool
+	// ackOwed: the request head's ACK was held back until ackOwedBy
+	// (fe_ackdelay.go); anything sent to the client at rcvNxt clears it.
+	ackOwed   bool
+	ackOwedBy Time
 
 	forwardedBytes uint64
 	storm          stormTrack
@@ -164,6 +168,9 @@ func (e *FrontEnd) toClient(f *flow, now Time, seq, ack wire.Seq, flags uint8, p
 	tf.Encode(b)
 	out.send(PortWire, b)
 	e.stats.TxFrames++
+	if ack == f.rcvNxt {
+		f.ackOwed = false // this frame carries it (fe_ackdelay.go)
+	}
 }
 
 // ackClient acknowledges everything received so far.

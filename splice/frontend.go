@@ -77,6 +77,11 @@ type FrontEndConfig struct {
 	// also answers at most once per 500 ms.
 	ChallengeACKLimit int
 
+	// RequestAckDelay is how long the ACK of a request head that came
+	// whole in one segment may wait for the response to carry it
+	// (fe_ackdelay.go; 40 ms; negative: ACK at once).
+	RequestAckDelay time.Duration
+
 	// Sharding (issue 7, shard.go): this engine is shard Shard of Shards
 	// (0 or 1: not sharded). It picks only handoff ports whose C2 replies
 	// the fanout group hands its own socket, and FlowIDs congruent to
@@ -142,6 +147,7 @@ func (c *FrontEndConfig) setDefaults() {
 	}
 	def(&c.FlowLifetime, 30*time.Second)
 	def(&c.HalfCloseTimeout, 30*time.Second)
+	def(&c.RequestAckDelay, defaultRequestAckDelay)
 	if c.ChallengeACKLimit == 0 {
 		c.ChallengeACKLimit = defaultChallengeACKLimit
 	}
@@ -372,15 +378,20 @@ func (e *FrontEnd) Tick(now Time, out *Output) {
 			continue // stale entry
 		}
 		f.armed = Never
+		e.owedAckDue(f, now, out)
 		if f.deadline > now {
 			// Moved later since it was armed (or to Never): arm that.
 			e.arm(f, f.deadline)
+			e.armOwedAck(f)
 			continue
 		}
 		if e.limitTimer(f, now, out) {
 			continue
 		}
 		e.onTimer(f, now, out)
+		if e.byID[f.id] == f {
+			e.armOwedAck(f)
+		}
 	}
 }
 

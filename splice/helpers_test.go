@@ -56,6 +56,9 @@ func testFrontEndConfig(mod func(*FrontEndConfig)) FrontEndConfig {
 		VIPs:        []netip.Addr{vipA.Addr(), vipB.Addr()},
 		Ports:       []uint16{webPort, 8080},
 		HandoffAddr: handoffIP.Addr(),
+		// The request head's ACK at once, as most tests expect one frame
+		// per client segment; fe_ackdelay_test.go tests the delay.
+		RequestAckDelay: -1,
 	}
 	for i := range cfg.CookieSecret {
 		cfg.CookieSecret[i] = byte(i*7 + 1)

@@ -117,6 +117,10 @@ type FrontEndStats struct {
 	// TCP validation (RFC 5961, fe_validate.go): challenge ACKs sent, and
 	// those the rate limit held back.
 	ChallengeAcks, ChallengeAcksLimited uint64
+	// The request head's ACK (fe_ackdelay.go): sent late because no
+	// response had reached the client by RequestAckDelay, or not sent
+	// because one had.
+	RequestAcksDelayed, RequestAcksSaved uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
