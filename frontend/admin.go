@@ -112,10 +112,13 @@ type EngineStatus struct {
 	// A lone request head's ACK (splice/fe_ackdelay.go): sent late,
 	// because no response reached the client in time, or not at all,
 	// because one did and acknowledged the request.
-	RequestAcksDelayed uint64            `json:"request_acks_delayed"`
-	RequestAcksSaved   uint64            `json:"request_acks_saved"`
-	Answered           map[string]uint64 `json:"answered"`
-	States             map[string]int    `json:"flow_states"`
+	RequestAcksDelayed uint64 `json:"request_acks_delayed"`
+	RequestAcksSaved   uint64 `json:"request_acks_saved"`
+	// Client pure ACKs written over the flow's previous one in the same
+	// pass instead of forwarded (splice/fe_ackcoalesce.go).
+	AcksCoalesced uint64            `json:"acks_coalesced"`
+	Answered      map[string]uint64 `json:"answered"`
+	States        map[string]int    `json:"flow_states"`
 }
 
 func (d *Daemon) status() Status {
@@ -164,8 +167,9 @@ func (d *Daemon) status() Status {
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
 			RequestAcksDelayed: es.RequestAcksDelayed, RequestAcksSaved: es.RequestAcksSaved,
-			Answered: map[string]uint64{},
-			States:   states,
+			AcksCoalesced: es.AcksCoalesced,
+			Answered:      map[string]uint64{},
+			States:        states,
 		},
 	}
 	st.KernelDrops = kernelDrops

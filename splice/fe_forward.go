@@ -78,9 +78,22 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	n := len(t.Payload())
 	f.forwardedBytes += uint64(n)
 	e.stats.ForwardedBytes += uint64(n)
+	pure := ackAdvanced && pureAck(t, n, o.NumSACK)
+	if pure && e.coalesceAck(f, eth[:p.End], f.cliAck, out) {
+		// Written over the flow's previous ACK of this pass.
+		if f.state == stSpliced {
+			e.armSplicedTimer(f, now)
+		}
+		return
+	}
 	e.stats.ForwardedFrames++
 	e.stats.TxFrames++
 	out.send(PortWire, eth[:p.End])
+	if pure {
+		f.notePureAck(out, f.cliAck)
+	} else {
+		f.clearPendingAck()
+	}
 	if flags&wire.TCPFlagFIN != 0 {
 		f.cliFin = true
 	}
@@ -215,4 +228,5 @@ func (e *FrontEnd) inputICMP(p *wire.Packet, now Time, out *Output) {
 	e.stats.ICMPForwarded++
 	e.stats.TxFrames++
 	out.send(PortWire, p.Eth[:p.End])
+	f.clearPendingAck()
 }

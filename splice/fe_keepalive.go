@@ -398,6 +398,7 @@ func (e *FrontEnd) sendC2(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Seq,
 	b := out.alloc(tf.Len())
 	tf.Encode(b)
 	out.send(PortWire, b)
+	f.clearPendingAck()
 	if end := seq + wire.Seq(len(payload)); f.cliNxt.LessThan(end) {
 		f.cliNxt = end
 	}

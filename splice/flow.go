@@ -87,6 +87,9 @@ type flow struct {
 	// (fe_ackdelay.go); anything sent to the client at rcvNxt clears it.
 	ackOwed   bool
 	ackOwedBy Time
+	// pendAck is the client's last pure ACK forwarded in the current
+	// output, which a later one may overwrite (fe_ackcoalesce.go).
+	pendAck pendingAck
 
 	forwardedBytes uint64
 	storm          stormTrack
@@ -181,6 +184,7 @@ func (e *FrontEnd) ackClient(f *flow, now Time, out *Output) {
 
 // toBackend builds a segment on C2 from the handoff address.
 func (e *FrontEnd) toBackend(f *flow, seq, ack wire.Seq, flags uint8, opts, payload []byte, out *Output) {
+	f.clearPendingAck()
 	tf := wire.TCPFrame{
 		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
 		Src: e.handoff, Dst: f.bIP,
@@ -248,7 +252,8 @@ func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 	} else {
 		f = new(flow)
 	}
-	*f = flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never, armed: Never}
+	*f = flow{id: e.nextID, key: key, started: now, lastSeen: now, wsF: -1, wsB: -1, deadline: Never, armed: Never,
+		pendAck: pendingAck{idx: -1}}
 	e.flows[key] = f
 	e.byID[f.id] = f
 	e.peak.flows = max(e.peak.flows, len(e.flows))

@@ -150,6 +150,9 @@ type Output struct {
 	Events   []Event
 	arena    []byte
 	requests []RequestInfo
+	// gen counts Resets, so that a flow can tell whether a frame it
+	// remembers sending is still in this output (fe_ackcoalesce.go).
+	gen uint64
 }
 
 // arenaSize holds a burst of built frames (retransmitted request data,
@@ -158,6 +161,7 @@ const arenaSize = 256 << 10
 
 // Reset empties the output for the next call.
 func (o *Output) Reset() {
+	o.gen++
 	o.Frames = o.Frames[:0]
 	o.Events = o.Events[:0]
 	o.arena = o.arena[:0]

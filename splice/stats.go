@@ -121,6 +121,9 @@ type FrontEndStats struct {
 	// response had reached the client by RequestAckDelay, or not sent
 	// because one had.
 	RequestAcksDelayed, RequestAcksSaved uint64
+	// AcksCoalesced counts client pure ACKs written over the flow's
+	// previous one in the same pass instead of sent (fe_ackcoalesce.go).
+	AcksCoalesced uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
