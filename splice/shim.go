@@ -116,6 +116,10 @@ type ShimStats struct {
 	IngressMartianSource, IngressOwnSource      uint64 // 0/8, 127/8, 224/4, 240/4; the host's own address
 	IngressMulticastMAC                         uint64 // broadcast or multicast source MAC
 	IngressTTLZero, IngressIPOptions            uint64
+	// AcksCoalesced counts the front-end's pure ACKs written over the
+	// connection's previous one in the same pass instead of passed to the
+	// host (shim_ackcoalesce.go).
+	AcksCoalesced uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -159,6 +163,13 @@ type spliceEntry struct {
 	headRequest  bool // the request in service is a HEAD: no body comes
 	drained      bool // the client acknowledged all reply bytes so far
 	drainedAt    Time
+
+	// The front-end's last pure ACK passed to the host in the current
+	// output, and the highest ACK seen from the wire
+	// (shim_ackcoalesce.go).
+	pendAck     pendingAck
+	wireAck     wire.Seq
+	wireAckSeen bool
 
 	cliFin, srvFin, reset bool
 	lastSeen, deadline    Time
@@ -257,8 +268,8 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		wsShift: int(m.WScaleBackend) - int(m.WScaleFrontend),
 		reqEnd:  wire.Seq(m.RequestEnd),
 		rcvAck:  hs.isnF + 1, rcvWnd: uint32(hs.window), sndNxt: hs.isnB + 1,
-		reqNxt: hs.isnF + 1,
-		born:   now, lastSeen: now, deadline: Never,
+		reqNxt: hs.isnF + 1, pendAck: pendingAck{idx: -1},
+		born: now, lastSeen: now, deadline: Never,
 	}
 	if hs.wscale > 0 {
 		ent.hostShift = uint8(hs.wscale)
@@ -414,7 +425,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			t := p.TCP
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Src(), srcPort: t.DstPort(), dstPort: t.SrcPort()}
 			if ent := s.entries[key]; ent != nil {
-				s.observeRequest(ent, p, now, out)
+				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
+					return // passed, or written over its previous ACK (shim_ackcoalesce.go)
+				}
 			}
 		}
 	}

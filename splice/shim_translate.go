@@ -177,11 +177,11 @@ func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
 // Length of a merged frame covers every segment in it. Only segments the
 // kernel would accept count; the others pass to it, which answers them,
 // and change nothing here (acceptable, shim_guard.go).
-func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *Output) {
+func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *Output) (accepted bool) {
 	t := p.TCP
 	flags := t.Flags()
 	if !s.acceptable(ent, t, flags) {
-		return
+		return false
 	}
 	ent.lastSeen = now
 	if flags&wire.TCPFlagRST != 0 {
@@ -190,7 +190,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		}
 		s.finishResponse(ent, out)
 		s.arm(ent, now)
-		return
+		return true
 	}
 	if ent.responding && !ent.respEndKnown && !ent.drained && flags&wire.TCPFlagACK != 0 && ent.srvNxt.LessEq(t.Ack()) {
 		// No length in the head: the response is over once the client
@@ -221,6 +221,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		ent.cliFin = true
 	}
 	s.arm(ent, now)
+	return true
 }
 
 // finishResponse reports a served request: its service time runs from the
