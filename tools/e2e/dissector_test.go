@@ -165,7 +165,7 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 				"qsplice.direction": "2", "qsplice.backend": id,
 				"qsplice.register.ip": l.BackendAddr(k).String(), "qsplice.register.mac": l.BackendMAC(k).String(),
 				"qsplice.register.control_port": "7401", "qsplice.register.web_ports": "80,8080",
-				"qsplice.register.capacity": strconv.Itoa(l.Config().Capacity),
+				"qsplice.register.capacity":    strconv.Itoa(l.Config().Capacity),
 				"qsplice.register.incarnation": r["qsplice.incarnation"], "ip.src": l.BackendAddr(k).String(),
 			}
 			agree(t, "Register", r, want)
