@@ -6,8 +6,10 @@ package wireshark
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -419,4 +421,41 @@ func TestDissectorShowsUnknownVersionsTypesAndDamage(t *testing.T) {
 	check(3, "qsplice.keepalive.concurrency", "")
 	check(4, "qsplice.close.reason", "9")
 	check(4, "_ws.expert.message", "unknown close reason")
+}
+
+// TestDissectorSurvivesDamagedDatagrams: datagrams of every type cut
+// short, lengthened, with bytes flipped and lengths lied about, on the
+// control port: tshark must dissect each as qsplice without a Lua error
+// (a Lua error in a dissector shows in the tree, not as a failure).
+func TestDissectorSurvivesDamagedDatagrams(t *testing.T) {
+	ds := testMessages()
+	encode(t, ds)
+	rng := rand.New(rand.NewPCG(11, 3))
+	var damaged [][]byte
+	for range 300 {
+		b := bytes.Clone(ds[rng.IntN(len(ds))].b)
+		switch rng.IntN(5) {
+		case 0: // cut anywhere past the magic
+			b = b[:2+rng.IntN(len(b)-2)]
+		case 1: // bytes after the tag
+			b = append(b, make([]byte, 1+rng.IntN(40))...)
+		case 2: // the body length lies
+			binary.BigEndian.PutUint16(b[6:], uint16(rng.IntN(200)))
+		case 3: // a byte of the body or header changes (not the magic)
+			b[2+rng.IntN(len(b)-2)] ^= byte(1 + rng.IntN(255))
+		case 4: // an unknown version or type
+			b[2+rng.IntN(2)] = byte(rng.IntN(256))
+		}
+		damaged = append(damaged, b)
+	}
+	path := filepath.Join(t.TempDir(), "damaged.pcapng")
+	writeCapture(t, path, nil, damaged)
+	out := runTshark(t, path, "-Y", "qsplice", "-T", "fields", "-e", "qsplice.magic")
+	if n := strings.Count(out, "QS"); n != len(damaged) {
+		t.Fatalf("tshark shows %d of %d damaged datagrams as qsplice", n, len(damaged))
+	}
+	// runTshark failed the test on a Lua error; -V shows them too.
+	if v := runTshark(t, path, "-Y", "qsplice", "-V"); strings.Contains(v, "Lua Error") {
+		t.Fatal("the dissector failed on a damaged datagram")
+	}
 }
