@@ -83,6 +83,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			ctl.Close()
 			return nil, fmt.Errorf("frontend: capture: %w", err)
 		}
+		capture.Annotate(link.FrontEndNotes(cfg.VIPs, cfg.Handoff))
 		for i, l := range links {
 			links[i] = capture.Record(l)
 		}

@@ -21,6 +21,15 @@ type Capture struct {
 	ng    *PcapngWriter // nil for pcap
 }
 
+// Annotate makes the link's frames recorded from now on (Record) carry
+// the comments notes gives them, in a pcapng capture; classic pcap has
+// no room for comments.
+func (c *Capture) Annotate(notes FrameNotes) {
+	if c.ng != nil {
+		c.frame = c.ng.Interface(0, notes)
+	}
+}
+
 // CaptureInterfaces are the interfaces of a daemon's pcapng capture:
 // linkName's frames (Ethernet) and the control datagrams (raw IPv4).
 func CaptureInterfaces(linkName string) []PcapngInterface {
@@ -41,7 +50,7 @@ func CreateCapture(path, linkName string, clock func() time.Time) (*Capture, err
 	if strings.HasSuffix(path, ".pcapng") {
 		c.ng, err = NewPcapngWriter(f, CaptureInterfaces(linkName)...)
 		if err == nil {
-			c.frame = c.ng.Interface(0)
+			c.frame = c.ng.Interface(0, nil)
 		}
 	} else {
 		c.frame, err = NewPcapWriter(f)

@@ -125,16 +125,18 @@ func (p *PcapngWriter) WritePacket(iface int, t time.Time, frame []byte, inbound
 
 // Interface returns a FrameWriter for interface iface, for a Recorder:
 // every frame of a link read through the Recorder goes to iface,
-// marked inbound or outbound.
-func (p *PcapngWriter) Interface(iface int) *PcapngInterfaceWriter {
-	return &PcapngInterfaceWriter{p: p, iface: iface}
+// marked inbound or outbound, with the comment notes gives it (notes
+// may be nil).
+func (p *PcapngWriter) Interface(iface int, notes FrameNotes) *PcapngInterfaceWriter {
+	return &PcapngInterfaceWriter{p: p, iface: iface, notes: notes}
 }
 
 // PcapngInterfaceWriter writes the frames of one interface of a
-// PcapngWriter. Safe for concurrent use.
+// PcapngWriter. Safe for concurrent use if its FrameNotes is.
 type PcapngInterfaceWriter struct {
 	p     *PcapngWriter
 	iface int
+	notes FrameNotes
 }
 
 var _ directedFrameWriter = (*PcapngInterfaceWriter)(nil)
@@ -142,13 +144,17 @@ var _ directedFrameWriter = (*PcapngInterfaceWriter)(nil)
 // WriteFrame writes frame stamped t, with no direction known: as
 // outbound. Recorders call WriteFrameDir.
 func (w *PcapngInterfaceWriter) WriteFrame(t time.Time, frame []byte) error {
-	return w.p.WritePacket(w.iface, t, frame, Outbound, "")
+	return w.WriteFrameDir(t, frame, Outbound)
 }
 
 // WriteFrameDir writes frame stamped t, read (inbound) or written by the
 // daemon.
 func (w *PcapngInterfaceWriter) WriteFrameDir(t time.Time, frame []byte, inbound bool) error {
-	return w.p.WritePacket(w.iface, t, frame, inbound, "")
+	var note string
+	if w.notes != nil {
+		note = w.notes(frame, inbound)
+	}
+	return w.p.WritePacket(w.iface, t, frame, inbound, note)
 }
 
 // ControlRecorder returns a recorder for a ControlSocket (Record) that

@@ -19,9 +19,11 @@ import (
 
 // ngRecord is one record of a pcapng capture as read back.
 type ngRecord struct {
-	iface int
-	t     time.Time
-	data  string
+	iface   int
+	t       time.Time
+	data    string
+	inbound bool
+	comment string
 }
 
 func readPcapng(t *testing.T, b []byte) ([]pcapgo.NgInterface, []ngRecord) {
@@ -32,14 +34,18 @@ func readPcapng(t *testing.T, b []byte) ([]pcapgo.NgInterface, []ngRecord) {
 	}
 	var recs []ngRecord
 	for {
-		data, ci, err := r.ReadPacketData()
+		data, ci, opts, err := r.ReadPacketDataWithOptions()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, ngRecord{ci.InterfaceIndex, ci.Timestamp, string(data)})
+		if opts.Flags == nil {
+			t.Fatalf("record %d has no direction", len(recs))
+		}
+		recs = append(recs, ngRecord{ci.InterfaceIndex, ci.Timestamp, string(data),
+			opts.Flags.Direction == pcapgo.NgEpbFlagDirectionInbound, strings.Join(opts.Comments, "|")})
 	}
 	var ifaces []pcapgo.NgInterface
 	for i := range r.NInterfaces() {
@@ -66,7 +72,13 @@ func TestPcapngRecorderAndControlShareOneFile(t *testing.T) {
 	clock := func() time.Time { tick = tick.Add(time.Microsecond + 1); return tick }
 	a, b := NewMemPair(4)
 	defer b.Close()
-	rec := NewRecorder(a, w.Interface(0), clock)
+	notes := func(frame []byte, inbound bool) string {
+		if inbound {
+			return ""
+		}
+		return "wrote " + string(frame)
+	}
+	rec := NewRecorder(a, w.Interface(0, notes), clock)
 	defer rec.Close()
 	ctl := w.ControlRecorder(1, clock)
 
@@ -95,15 +107,21 @@ func TestPcapngRecorderAndControlShareOneFile(t *testing.T) {
 	}
 	udpIn, _ := UDPPacket(from, to, []byte("datagram in"))
 	udpOut, _ := UDPPacket(to, from, []byte("datagram out"))
-	want := []ngRecord{{0, time.Time{}, "frame out"}, {1, time.Time{}, string(udpIn)}, {0, time.Time{}, "frame in"}, {1, time.Time{}, string(udpOut)}}
+	want := []ngRecord{
+		{0, time.Time{}, "frame out", Outbound, "wrote frame out"},
+		{1, time.Time{}, string(udpIn), Inbound, ""},
+		{0, time.Time{}, "frame in", Inbound, ""},
+		{1, time.Time{}, string(udpOut), Outbound, ""},
+	}
 	if len(recs) != len(want) {
 		t.Fatalf("%d records, want %d", len(recs), len(want))
 	}
 	at := time.Unix(1700000000, 123456789)
 	for i, w := range want {
 		at = at.Add(time.Microsecond + 1)
-		if recs[i].iface != w.iface || recs[i].data != w.data || !recs[i].t.Equal(at) {
-			t.Errorf("record %d: interface %d, %q at %v; want interface %d, %q at %v", i, recs[i].iface, recs[i].data, recs[i].t, w.iface, w.data, at)
+		w.t = at
+		if r := recs[i]; r.iface != w.iface || r.data != w.data || !r.t.Equal(at) || r.inbound != w.inbound || r.comment != w.comment {
+			t.Errorf("record %d: %+v\nwant %+v", i, r, w)
 		}
 	}
 }

@@ -32,7 +32,7 @@ var dissectorFields = []string{
 	"qsplice.register.capacity", "qsplice.register.incarnation", "qsplice.register.web_ports",
 	"qsplice.registerack.backend_id", "qsplice.registerack.incarnation", "qsplice.registerack.keepalive_interval",
 	"qsplice.splice.request_id", "qsplice.splice.client_ip", "qsplice.splice.client_port", "qsplice.splice.vip",
-	"qsplice.splice.vip_port", "qsplice.splice.backend_ip", "qsplice.splice.backend_port", "qsplice.splice.backend_id",
+	"qsplice.splice.vip_port", "qsplice.splice.handoff_ip", "qsplice.splice.handoff_port", "qsplice.splice.backend_ip", "qsplice.splice.backend_port", "qsplice.splice.backend_id",
 	"qsplice.spliceack.request_id", "qsplice.spliceack.backend_id", "qsplice.spliceack.ok",
 	"qsplice.feedback.request_id", "qsplice.feedback.backend_id", "qsplice.feedback.response_bytes",
 	"_ws.expert.message",
@@ -74,6 +74,12 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 		cfg.Backends = backends
 		cfg.FrontendArgs = []string{"-capture", capture, "-log-level", "debug", "-log-format", "json", "-linger", "1s"}
 		cfg.BackendArgs = append(cfg.BackendArgs, "-log-format", "json")
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(l.LogPath("frontend"))
+			t.Logf("front-end log, last 3000 bytes:\n%s", b[max(0, len(b)-3000):])
+		}
 	})
 	served := func() uint64 {
 		var n uint64
@@ -136,6 +142,7 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 			t.Errorf("frame %s: a control datagram on interface %s, not the control interface", f["frame.number"], f["frame.interface_id"])
 		}
 	}
+	comments := linkComments(t, tshark, capture)
 	byType := map[string][]dissected{}
 	for _, f := range frames {
 		byType[f.typ()] = append(byType[f.typ()], f)
@@ -214,6 +221,15 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 			"qsplice.splice.backend_id": r.backend, "qsplice.splice.vip": lab.VIP, "qsplice.splice.vip_port": "8080",
 			"qsplice.splice.backend_ip": l.BackendAddr(k).String(), "qsplice.splice.backend_port": "8080",
 			"ip.dst": l.BackendAddr(k).String(), "udp.dstport": "7401"})
+		// The link's frames carry comments where the engine acted: the
+		// cookie SYN-ACK to this client, the C2 SYN the Splice names.
+		if n := len(commented(comments, "SYN cookie", "ip.dst", clientIP, "tcp.dstport", clientPort)); n == 0 {
+			t.Errorf("request %d: no SYN-ACK to %s commented as a SYN cookie", i, r.client)
+		}
+		if n := len(commented(comments, "handed off: C2 SYN", "ip.src", s["qsplice.splice.handoff_ip"],
+			"tcp.srcport", s["qsplice.splice.handoff_port"], "ip.dst", l.BackendAddr(k).String())); n == 0 {
+			t.Errorf("request %d: no C2 SYN from %s:%s commented as handed off", i, s["qsplice.splice.handoff_ip"], s["qsplice.splice.handoff_port"])
+		}
 		if findLog(feLog, "request", "client", r.client) == nil {
 			t.Errorf("request %d: the front-end logged no request from %s", i, r.client)
 		}
@@ -254,8 +270,13 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 			t.Errorf("back-end %d: the capture holds %d Feedbacks, the front-end reports %+v", k, feedbacks, bs)
 		}
 	}
-	t.Logf("capture: %d control datagrams: %d Register, %d RegisterAck, %d Splice, %d SpliceAck, %d Feedback, %d Keepalive, %d Close",
-		len(frames), len(byType["1"]), len(byType["2"]), len(byType["3"]), len(byType["4"]), len(byType["5"]), len(byType["6"]), len(byType["7"]))
+	kinds := map[string]int{}
+	for _, c := range comments {
+		kinds[c["frame.comment"]]++
+	}
+	t.Logf("comments on the link's frames: %v", kinds)
+	t.Logf("capture: %d frames of the link with comments, %d control datagrams: %d Register, %d RegisterAck, %d Splice, %d SpliceAck, %d Feedback, %d Keepalive, %d Close",
+		len(comments), len(frames), len(byType["1"]), len(byType["2"]), len(byType["3"]), len(byType["4"]), len(byType["5"]), len(byType["6"]), len(byType["7"]))
 }
 
 // fetch makes one request to the VIP from c1 on a connection of its own
@@ -324,6 +345,53 @@ func runDissector(t *testing.T, tshark, script, capture, filter string) []dissec
 		frames = append(frames, f)
 	}
 	return frames
+}
+
+// linkComments returns the frames of the capture's link interface that
+// carry a comment, with their addresses and ports.
+func linkComments(t *testing.T, tshark, capture string) []dissected {
+	t.Helper()
+	fields := []string{"frame.comment", "ip.src", "ip.dst", "tcp.srcport", "tcp.dstport"}
+	args := []string{"-r", capture, "-Y", "frame.interface_id == 0 && frame.comment", "-T", "fields", "-E", "separator=/t"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	out, err := exec.Command(tshark, args...).Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	var frames []dissected
+	for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		cols := strings.Split(line, "\t")
+		if len(cols) != len(fields) {
+			continue
+		}
+		f := dissected{}
+		for i, name := range fields {
+			f[name] = cols[i]
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+// commented returns the frames whose comment holds note and whose fields
+// have the values of kv (pairs).
+func commented(frames []dissected, note string, kv ...string) []dissected {
+	var out []dissected
+next:
+	for _, f := range frames {
+		if !strings.Contains(f["frame.comment"], note) {
+			continue
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if f[kv[i]] != kv[i+1] {
+				continue next
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func filter(frames []dissected, field, value string) []dissected {
