@@ -18,12 +18,12 @@ type FrameNotes func(frame []byte, inbound bool) string
 // one of them is its engine's doing), by what they are: the SYN-ACK of a
 // SYN cookie, an answer or a reset of its own to a client, the SYN that
 // hands a connection off on C2, the request and the client's segments
-// translated onto C2 (a pure ACK the front-end sends on C2 itself is
-// told apart from a translated one only by what precedes it, so the
-// comment names both), an ICMP error passed on to a back-end. It reads the frame only, so it cannot comment a
-// frame the engine dropped (a frame read and not answered); those show
-// in /status's drop counters. vips are the front-end's service
-// addresses, handoff its C2 address.
+// translated onto C2, an ICMP error passed on to a back-end. A pure ACK
+// the front-end sends on C2 itself differs from a translated one only by
+// what came before, so that comment names both. It reads the frame
+// only, so it cannot comment a frame the engine dropped (read and not
+// answered): those show in /status's drop counters. vips are the
+// front-end's service addresses, handoff its C2 address.
 func FrontEndNotes(vips []netip.Addr, handoff netip.Addr) FrameNotes {
 	vips = slices.Clone(vips)
 	return func(frame []byte, inbound bool) string {
