@@ -459,3 +459,39 @@ func TestDissectorSurvivesDamagedDatagrams(t *testing.T) {
 		t.Fatal("the dissector failed on a damaged datagram")
 	}
 }
+
+// TestDissectorDecodeAsAndPortPreference: on a port of its own choosing
+// a datagram the heuristic does not take (another version) is dissected
+// once the user says so, with Decode As or the port preference.
+func TestDissectorDecodeAsAndPortPreference(t *testing.T) {
+	ds := testMessages()
+	encode(t, ds)
+	b := bytes.Clone(ds[0].b)
+	b[2] = 4 // a version to come: the heuristic leaves it alone
+	path := filepath.Join(t.TempDir(), "port.pcapng")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := link.NewPcapngWriter(f, link.CaptureInterfaces("eth-test")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ControlRecorder(1, time.Now).RecordDatagram(b, netip.MustParseAddrPort("198.18.0.22:9001"),
+		netip.MustParseAddrPort("198.18.0.2:9000"), link.Inbound)
+	f.Close()
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"by default", nil, ""},
+		{"Decode As", []string{"-d", "udp.port==9000,qsplice"}, "4"},
+		{"port preference", []string{"-o", "qsplice.port:9000"}, "4"},
+	} {
+		out := runTshark(t, path, append(c.args, "-T", "fields", "-e", "qsplice.version")...)
+		if got := strings.TrimSpace(out); got != c.want {
+			t.Errorf("%s: qsplice.version %q, want %q", c.name, got, c.want)
+		}
+	}
+}
