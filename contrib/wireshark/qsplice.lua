@@ -123,7 +123,8 @@ end
 
 local sizes = { u8 = 1, u16 = 2, u32 = 4, u64 = 8, ipv4 = 4, mac = 6, dur = 8, bool = 1, flags = 1, closereason = 1 }
 
-for _, layout in pairs(layouts) do
+for mtype, layout in pairs(layouts) do
+	layout.type = mtype
 	local msg, list = layout[1], layout[2]
 	for _, fd in ipairs(list) do
 		local go, kind = fd[1], fd[2]
@@ -191,7 +192,7 @@ end
 -- dissect_body adds the fields of message layout to tree from tvb's
 -- range body (its offset and length); it returns a short summary for the
 -- Info column. A body too short or too long is flagged, not fatal.
-local function dissect_body(layout, tvb, pinfo, tree, boff, blen)
+local function dissect_body(layout, tvb, tree, boff, blen)
 	local msg, list = layout[1], layout[2]
 	local off, stop = boff, boff + blen
 	local summary = {}
@@ -340,9 +341,6 @@ function qs.dissector(tvb, pinfo, tree)
 	local info = string.format("%s %s backend=%d seq=%s", tname, dname, tvb(8, 4):uint(), tostring(tvb(20, 8):uint64()))
 	local have_body = math.min(blen, len - HEADER_LEN)
 	local layout = layouts[mtype]
-	if layout then
-		layout.type = mtype
-	end
 	if blen > 0 or layout then
 		local body
 		if have_body > 0 then
@@ -356,7 +354,7 @@ function qs.dissector(tvb, pinfo, tree)
 				body:add(f.body, tvb(HEADER_LEN, have_body))
 			end
 		else
-			local summary = dissect_body(layout, tvb, pinfo, body, HEADER_LEN, have_body)
+			local summary = dissect_body(layout, tvb, body, HEADER_LEN, have_body)
 			if #summary > 0 then
 				info = info .. " " .. table.concat(summary, " ")
 			end
