@@ -182,7 +182,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.wires = append(d.wires, w)
 	}
 	if cfg.Capture != "" {
-		if d.capture, err = openCapture(cfg.Capture); err != nil {
+		if d.capture, err = openCapture(cfg.Capture, cfg.Wire); err != nil {
 			return nil, err
 		}
 	}

@@ -288,7 +288,7 @@ func (w *worker) readWire(now splice.Time) error {
 	for i := range n {
 		f := w.wb.Frame(i)
 		if c := w.d.capture; c != nil {
-			c.record(f)
+			c.record(f, link.Inbound)
 		}
 		w.shim.InputVNet(splice.PortWire, f, w.wb.VNet[i], now, &w.out)
 	}
@@ -395,7 +395,7 @@ func (w *worker) flush(now splice.Time) {
 		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
 		if c := w.d.capture; c != nil {
 			for _, f := range w.wireFrames {
-				c.record(f)
+				c.record(f, link.Outbound)
 			}
 		}
 	}
@@ -542,6 +542,9 @@ func (w *worker) attachControl(conn *net.UDPConn) error {
 		return err
 	}
 	w.d.ctl, w.codec = s, codec
+	if c := w.d.capture; c != nil {
+		c.recordControl(s) // a .pcapng capture takes the datagrams too
+	}
 	w.sendBuf = make([]byte, 0, proto.MaxDatagram)
 	return nil
 }

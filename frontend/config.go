@@ -32,7 +32,7 @@ type Config struct {
 	// Key is the control protocol's master key (proto.LoadKey): each
 	// back-end's key is derived from it (proto.DeriveKey).
 	Key     []byte
-	Capture string // pcap file of everything on the link; "" disables
+	Capture string // pcap file of everything on the link (.pcapng: and the control datagrams); "" disables
 	// RxRing makes an afpacket link receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.
 	RxRing *link.RingConfig

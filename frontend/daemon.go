@@ -76,21 +76,18 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	raw := append([]link.Link(nil), links...)
 	if cfg.Capture != "" {
-		f, err := os.Create(cfg.Capture)
+		// pcap, or pcapng with the control datagrams too (.pcapng).
+		capture, err := link.CreateCapture(cfg.Capture, cfg.Link, time.Now)
 		if err != nil {
 			closeAll()
 			ctl.Close()
 			return nil, fmt.Errorf("frontend: capture: %w", err)
 		}
-		pw, err := link.NewPcapWriter(f)
-		if err != nil {
-			closeAll()
-			ctl.Close()
-			return nil, err
-		}
+		capture.Annotate(link.FrontEndNotes(cfg.VIPs, cfg.Handoff))
 		for i, l := range links {
-			links[i] = link.NewRecorder(l, pw, time.Now)
+			links[i] = capture.Record(l)
 		}
+		capture.RecordControl(ctl.sock)
 	}
 	d, err := newDaemon(cfg, log, links, ctl)
 	if err != nil {

@@ -72,7 +72,7 @@ func main() {
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status, normally on -addr (empty: off)")
 	flag.DurationVar(&cfg.ResponseQuiet, "response-quiet", 20*time.Millisecond, "a response ends when the client has acknowledged everything and the server stayed silent this long")
 	flag.DurationVar(&cfg.SpliceDelay, "splice-delay", 0, "hold each Splice message this long before installing it (to study handoff ordering)")
-	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file")
+	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file (a .pcapng file also gets the control datagrams)")
 	flag.BoolVar(&cfg.Offloads, "offloads", true, "move TCP super-frames with virtio-net headers (offload TAP, PACKET_VNET_HDR); off: water TAP and MTU-sized frames")
 	flag.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "packet loops, one per thread, each with its own TAP queue, wire socket and share of the connections")
 	// recvmmsg by default: the shim's wire socket makes few of its

@@ -73,7 +73,7 @@ func main() {
 	flag.StringVar(&cfg.LinkType, "link-type", "afpacket", "afpacket: bump on a kernel interface; tap: pure userspace host on a TAP device")
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
 	flag.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on -admin (CPU and allocation profiles)")
-	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file")
+	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file (a .pcapng file also gets the control datagrams)")
 	// Slots by default: measured in the lab under a download (wrk, 8
 	// connections, 64M), they take the front-end's recvmmsg calls (about
 	// 0.2 per frame) to none with the 1K time to first byte unchanged,

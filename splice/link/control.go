@@ -33,6 +33,7 @@ type ControlSocket struct {
 	max   int // longest datagram read or queued
 	rx    controlRx
 	tx    controlTx
+	rec   ControlRecorder // nil unless recording (controlrecord.go)
 }
 
 // ControlConfig sizes a ControlSocket. Zero values take the defaults.
@@ -75,6 +76,10 @@ type controlTx struct {
 	failed int
 	errno  syscall.Errno
 	do     func(fd uintptr) bool
+	// rec, when set, is told of each datagram sent (controlrecord.go).
+	rec   ControlRecorder
+	local netip.AddrPort
+	max   int
 }
 
 // ListenControl opens a UDP socket on addr (IPv4; port 0 picks one).
@@ -169,6 +174,9 @@ func (s *ControlSocket) Recv() (int, error) {
 	}
 	if r.errno != 0 {
 		return 0, fmt.Errorf("control socket %v: recvmmsg: %w", s.local, r.errno)
+	}
+	if s.rec != nil {
+		s.recordReceived()
 	}
 	return r.count, nil
 }
@@ -280,6 +288,9 @@ func (t *controlTx) sendmmsg(fd uintptr) bool {
 			uintptr(unsafe.Pointer(&t.hdrs[t.sent])), uintptr(t.count-t.sent), 0, 0, 0)
 		switch errno {
 		case 0:
+			if t.rec != nil {
+				t.recordSent(t.sent, int(n))
+			}
 			t.sent += int(n)
 		case unix.EINTR:
 		case unix.EAGAIN:

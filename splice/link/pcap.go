@@ -92,7 +92,8 @@ func (p *PcapReader) Next() (t time.Time, frame []byte, err error) {
 }
 
 // Recorder is a Link wrapper that writes every frame read from or written
-// to the wrapped link into a pcap stream, stamped by clock. Daemons use it
+// to the wrapped link into a capture (pcap or one interface of a pcapng
+// file), stamped by clock. Daemons use it
 // for captures.
 //
 // Cost: each frame takes a mutex and two writes to the underlying
@@ -103,16 +104,29 @@ type Recorder struct {
 	link  Link
 	clock func() time.Time
 
-	mu  sync.Mutex // serialises ReadFrame and WriteFrame on the pcap writer
-	w   *PcapWriter
+	mu  sync.Mutex // serialises ReadFrame and WriteFrame on the capture writer
+	w   FrameWriter
 	err error
+}
+
+// FrameWriter is where a Recorder writes frames: a *PcapWriter, or one
+// interface of a pcapng capture (PcapngWriter.Interface), which is also
+// told each frame's direction.
+type FrameWriter interface {
+	WriteFrame(t time.Time, frame []byte) error
+}
+
+// directedFrameWriter is a FrameWriter that records directions.
+type directedFrameWriter interface {
+	FrameWriter
+	WriteFrameDir(t time.Time, frame []byte, inbound bool) error
 }
 
 var _ Link = (*Recorder)(nil)
 
 // NewRecorder wraps l. Frames are recorded after a successful read and
 // after a successful write. Close closes l, not the capture's io.Writer.
-func NewRecorder(l Link, w *PcapWriter, clock func() time.Time) *Recorder {
+func NewRecorder(l Link, w FrameWriter, clock func() time.Time) *Recorder {
 	return &Recorder{link: l, w: w, clock: clock}
 }
 
@@ -120,7 +134,7 @@ func NewRecorder(l Link, w *PcapWriter, clock func() time.Time) *Recorder {
 func (r *Recorder) ReadFrame(buf []byte) (int, error) {
 	n, err := r.link.ReadFrame(buf)
 	if err == nil {
-		r.record(buf[:n])
+		r.record(buf[:n], Inbound)
 	}
 	return n, err
 }
@@ -129,15 +143,19 @@ func (r *Recorder) ReadFrame(buf []byte) (int, error) {
 func (r *Recorder) WriteFrame(frame []byte) error {
 	err := r.link.WriteFrame(frame)
 	if err == nil {
-		r.record(frame)
+		r.record(frame, Outbound)
 	}
 	return err
 }
 
-func (r *Recorder) record(frame []byte) {
+func (r *Recorder) record(frame []byte, inbound bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
+		return
+	}
+	if d, ok := r.w.(directedFrameWriter); ok {
+		r.err = d.WriteFrameDir(r.clock(), frame, inbound)
 		return
 	}
 	r.err = r.w.WriteFrame(r.clock(), frame)
