@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/tools/lab"
 	"github.com/qsplice/qsplice/tools/netns"
 )
 
@@ -36,7 +37,11 @@ func binaries(t *testing.T) string {
 	if dir := os.Getenv("QSPLICE_BIN"); dir != "" {
 		return dir
 	}
-	dir := t.TempDir()
+	dir, err := lab.SharedTempDir("qsplice-bench-proxy-bin-") // the daemons run as nobody
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
 		"github.com/qsplice/qsplice/cmd/qsplice-frontend", "github.com/qsplice/qsplice/cmd/qsplice-backend")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -78,7 +78,7 @@ func (l *Lab) initState() error {
 			return err
 		}
 	}
-	return nil
+	return l.chownKeys()
 }
 
 // writeKey writes a key file afresh (mode 0600).

@@ -1,0 +1,118 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/qsplice/qsplice/internal/privilege"
+)
+
+// TestDaemonsRunUnprivileged (issue 12, "least privilege"): in a lab with
+// one back-end, the front-end and the shim run as the lab's daemon user,
+// not root, with exactly CAP_NET_ADMIN and CAP_NET_RAW effective and
+// permitted, and a request through the VIP is served.
+func TestDaemonsRunUnprivileged(t *testing.T) {
+	requireRoot(t)
+	cfg := daemonConfig(t)
+	cfg.Backends, cfg.Nginx = 1, false // the test server on 8080 is enough
+	l := upLab(t, cfg)
+	for _, name := range []string{frontendName, backendName(1)} {
+		p, err := l.spec(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := l.status(p)
+		if !s.alive {
+			t.Fatalf("%s: %s", name, s.detail)
+		}
+		st, err := readProcStatus(s.pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range []string{"Uid", "Gid"} {
+			want := strconv.Itoa(DaemonNobody)
+			// real, effective, saved and filesystem ids
+			if ids := strings.Fields(st[field]); len(ids) != 4 || ids[0] != want || ids[1] != want || ids[2] != want || ids[3] != want {
+				t.Errorf("%s (pid %d): %s %q, want %s four times", name, s.pid, field, st[field], want)
+			}
+		}
+		for _, field := range []string{"CapEff", "CapPrm"} {
+			v, err := strconv.ParseUint(st[field], 16, 64)
+			if err != nil || v != privilege.Needed {
+				t.Errorf("%s (pid %d): %s %q, want %016x (CAP_NET_ADMIN, CAP_NET_RAW)", name, s.pid, field, st[field], privilege.Needed)
+			}
+		}
+		if st["Groups"] != "" {
+			t.Errorf("%s (pid %d): supplementary groups %q, want none", name, s.pid, st["Groups"])
+		}
+	}
+	client := l.HTTPClient("c1")
+	defer client.CloseIdleConnections()
+	if id := getThroughVIP(t, client, 8080, 1<<10); id != 1 {
+		t.Errorf("served by back-end %d, want 1", id)
+	}
+}
+
+// readProcStatus reads /proc/PID/status as field -> value.
+func readProcStatus(pid int) (map[string]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string)
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m, nil
+}
+
+// TestCheckDaemonInputsNamesClosedDirectory: a state directory the
+// daemons' user cannot search is refused before a daemon starts, naming
+// the directory and the way out; a shared one passes.
+func TestCheckDaemonInputsNamesClosedDirectory(t *testing.T) {
+	closed := t.TempDir() // mode 0700, root's
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	shared := sharedTempDir(t)
+	bin := filepath.Join(shared, "qsplice-backend")
+	if err := os.WriteFile(bin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, stateDir string
+		want           string // "" : accepted
+	}{
+		{"closed", filepath.Join(closed, "state"), "mode 0700) is closed to it"},
+		{"shared", filepath.Join(shared, "state"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig("abc")
+			cfg.StateDir = tc.stateDir
+			cfg.Backends = 1
+			if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			l := newLab(cfg)
+			if err := os.WriteFile(l.BackendKeyPath(1), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(l.BackendKeyPath(1), DaemonNobody, DaemonNobody); err != nil && os.Geteuid() == 0 {
+				t.Fatal(err)
+			}
+			err := l.checkDaemonInputs(procSpec{name: backendName(1), argv: []string{bin}, daemon: true, backend: 1})
+			switch {
+			case tc.want == "" && os.Geteuid() == 0 && err != nil:
+				t.Errorf("checkDaemonInputs: %v, want none", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "SharedTempDir")):
+				t.Errorf("checkDaemonInputs: %v, want one naming %q and SharedTempDir", err, tc.want)
+			}
+		})
+	}
+}
