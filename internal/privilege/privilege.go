@@ -4,9 +4,10 @@
 // Both daemons need two capabilities and nothing else:
 //
 //   - CAP_NET_RAW for their AF_PACKET sockets;
-//   - CAP_NET_ADMIN for TAP devices (TUNSETIFF, offloads), configuring
-//     the shim's TAP over rtnetlink (MAC, address, up), promiscuous
-//     mode, SO_RCVBUFFORCE and the ethtool ioctls.
+//   - CAP_NET_ADMIN for TAP devices (TUNSETIFF on a device the user does
+//     not own), configuring the shim's TAP over rtnetlink (MAC, address,
+//     up, deleting it to recreate it multi-queue) and socket buffers
+//     beyond net.core.rmem_max (SO_RCVBUFFORCE).
 //
 // The design: a daemon is started unprivileged with those two
 // capabilities already in its effective set (systemd's User= and
