@@ -116,3 +116,34 @@ func TestCheckDaemonInputsNamesClosedDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestDaemonCommandCredentials: with a daemon user the command carries
+// its credentials, no groups and the two ambient capabilities, and no
+// -allow-root; with DaemonUID 0 (root, or a lab.json older than the
+// field) it runs as the lab's own user and says -allow-root, which the
+// daemons otherwise refuse to start without.
+func TestDaemonCommandCredentials(t *testing.T) {
+	cfg := DefaultConfig("abc")
+	l := newLab(cfg)
+	argv := []string{"/bin/qsplice-backend", "-id", "1"}
+	cmd := l.daemonCommand(argv)
+	a := cmd.SysProcAttr
+	if a.Credential == nil || a.Credential.Uid != DaemonNobody || a.Credential.Gid != DaemonNobody || a.Credential.Groups == nil || len(a.Credential.Groups) != 0 {
+		t.Errorf("credential %+v, want uid and gid %d and an empty group list", a.Credential, DaemonNobody)
+	}
+	if len(a.AmbientCaps) != 2 || !a.Setpgid || strings.Join(cmd.Args, " ") != strings.Join(argv, " ") {
+		t.Errorf("ambient %v, setpgid %v, args %q", a.AmbientCaps, a.Setpgid, cmd.Args)
+	}
+
+	cfg.DaemonUID, cfg.DaemonGID = 0, 0
+	cmd = newLab(cfg).daemonCommand(argv)
+	if cmd.SysProcAttr.Credential != nil || cmd.SysProcAttr.AmbientCaps != nil {
+		t.Errorf("DaemonUID 0: credential %+v, ambient %v; want neither", cmd.SysProcAttr.Credential, cmd.SysProcAttr.AmbientCaps)
+	}
+	if got := strings.Join(cmd.Args, " "); got != "/bin/qsplice-backend -allow-root -id 1" {
+		t.Errorf("DaemonUID 0: args %q, want -allow-root first", got)
+	}
+	if strings.Join(argv, " ") != "/bin/qsplice-backend -id 1" {
+		t.Errorf("daemonCommand changed its argument: %q", argv)
+	}
+}

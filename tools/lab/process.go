@@ -33,7 +33,7 @@ const (
 type procSpec struct {
 	name    string
 	host    string
-	argv    []string     // program and arguments, run under ip netns exec (a daemon: see privilege.go)
+	argv    []string     // program and arguments, run under ip netns exec (a daemon's: privilege.go)
 	prepare func() error // run before every start (files, devices)
 	daemon  bool         // a qsplice daemon, started after the web servers are ready
 	backend int          // the back-end this process serves, 0 for the front-end
@@ -168,19 +168,17 @@ func (l *Lab) start(p procSpec) error {
 	fmt.Fprintf(logf, "--- qsplice-lab %s: %s in %s: %s\n",
 		time.Now().Format(time.RFC3339Nano), p.name, l.NS(p.host), strings.Join(p.argv, " "))
 	var cmd *exec.Cmd
-	if p.daemon {
+	start := func() error { return cmd.Start() }
+	if p.daemon { // unprivileged, with two capabilities (privilege.go)
 		cmd = l.daemonCommand(p.argv)
+		start = func() error { return l.startDaemon(p.host, cmd) }
 	} else {
 		cmd = netns.Command(l.NS(p.host), p.argv...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = l.cfg.StateDir
-	if p.daemon {
-		err = l.startDaemon(p.host, cmd)
-	} else {
-		err = cmd.Start()
-	}
+	err = start()
 	logf.Close() // the child has its own copy
 	if err != nil {
 		return fmt.Errorf("lab: start %s: %w", p.name, err)
