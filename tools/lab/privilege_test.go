@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -145,5 +147,37 @@ func TestDaemonCommandCredentials(t *testing.T) {
 	}
 	if strings.Join(argv, " ") != "/bin/qsplice-backend -id 1" {
 		t.Errorf("daemonCommand changed its argument: %q", argv)
+	}
+}
+
+// TestDaemonsRefuseRoot: run as root, both daemon binaries stop with
+// exit 2 and an error naming -allow-root and their systemd unit, before
+// reading their key file; with -allow-root they go on (to the missing
+// key file here).
+func TestDaemonsRefuseRoot(t *testing.T) {
+	requireRoot(t)
+	for _, tc := range []struct {
+		prog string
+		args []string
+	}{
+		{"qsplice-frontend", []string{"-link", "nosuch0", "-vip", "198.18.0.100", "-handoff", "198.18.0.101", "-control", "198.18.0.2:7400", "-key", "/nonexistent"}},
+		{"qsplice-backend", []string{"-id", "1", "-wire", "nosuch0", "-tap", "nosuch1", "-addr", "198.18.0.21", "-frontend", "198.18.0.2:7400", "-key", "/nonexistent"}},
+	} {
+		dir, err := buildCmd(tc.prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, tc.prog)
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 ||
+			!strings.Contains(string(out), "refusing to run as root") || !strings.Contains(string(out), "-allow-root") ||
+			!strings.Contains(string(out), "contrib/systemd/"+tc.prog+".service") || strings.Contains(string(out), "/nonexistent") {
+			t.Errorf("%s as root: %v, output %q; want exit 2 naming -allow-root and the unit, before the key file", tc.prog, err, out)
+		}
+		out, _ = exec.Command(bin, append([]string{"-allow-root"}, tc.args...)...).CombinedOutput()
+		if strings.Contains(string(out), "refusing") || !strings.Contains(string(out), "/nonexistent") {
+			t.Errorf("%s -allow-root: output %q; want it past the check, at the key file", tc.prog, out)
+		}
 	}
 }
