@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +27,9 @@ import (
 // namespace on a locked thread of its own and forks the daemon from
 // there (a child is born in its parent thread's namespaces), with
 // exec.Cmd's Credential and AmbientCaps. What the daemon opens must be
-// reachable by its user: the lab makes its key files the user's and
-// checks every other path first (checkDaemonInputs).
+// reachable by its user: the lab makes its key files the user's, runs a
+// copy of a binary the user cannot reach (daemonProgram) and checks every
+// other path first (checkDaemonInputs).
 
 // DaemonNobody is the default uid and gid of the lab's daemons.
 const DaemonNobody = 65534
@@ -121,6 +123,52 @@ func (l *Lab) mountPrivateTun() error {
 	return nil
 }
 
+// daemonProgram returns the program to run for a daemon: prog itself
+// when the daemons' user can reach it, else a fresh copy in the state
+// directory. Binaries built in a private directory (a checkout under a
+// mode 0700 directory, say a CI runner's) then still run; the copy is
+// made on every start, so a rebuilt binary is the one that runs, and a
+// running daemon keeps the file it started from (rename, not overwrite).
+func (l *Lab) daemonProgram(prog string) (string, error) {
+	cred := l.daemonCredential()
+	if cred == nil || reachable(prog, cred.Uid, cred.Gid, 1) == nil {
+		return prog, nil
+	}
+	dir := l.statePath(binCopyDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("lab: %w", err)
+	}
+	dst := filepath.Join(dir, filepath.Base(prog))
+	if err := copyExecutable(prog, dst); err != nil {
+		return "", fmt.Errorf("lab: copy %s for the daemons' user: %w", prog, err)
+	}
+	return dst, nil
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
 // chownKeys gives the key files to the daemons' user: they must stay
 // mode 0600 (proto.LoadKey refuses more), so owning them is the one way
 // for that user to read them, at start and on every SIGHUP reload.
@@ -167,7 +215,7 @@ func (l *Lab) checkDaemonInputs(p procSpec) error {
 	for _, n := range need {
 		if err := reachable(n.path, cred.Uid, cred.Gid, n.mode); err != nil {
 			return fmt.Errorf("lab: %s runs as uid %d gid %d with CAP_NET_ADMIN and CAP_NET_RAW only (Config.DaemonUID; README, \"Privileges\") "+
-				"and cannot use %s: %w; keep the binaries, the state directory and the front-end's configuration "+
+				"and cannot use %s: %w; keep the state directory and the front-end's configuration "+
 				"where that user can reach them (lab.SharedTempDir makes such a directory)", p.name, cred.Uid, cred.Gid, n.path, err)
 		}
 	}

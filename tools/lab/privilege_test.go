@@ -16,11 +16,20 @@ import (
 // TestDaemonsRunUnprivileged (issue 12, "least privilege"): in a lab with
 // one back-end, the front-end and the shim run as the lab's daemon user,
 // not root, with exactly CAP_NET_ADMIN and CAP_NET_RAW effective and
-// permitted, and a request through the VIP is served.
+// permitted, and a request through the VIP is served. The binaries are
+// in a directory only root can search, as in a checkout under a private
+// directory: the lab runs copies of the daemons.
 func TestDaemonsRunUnprivileged(t *testing.T) {
 	requireRoot(t)
 	cfg := daemonConfig(t)
 	cfg.Backends, cfg.Nginx = 1, false // the test server on 8080 is enough
+	private := t.TempDir()             // mode 0700
+	for _, prog := range []string{"qsplice-testserver", "qsplice-backend", "qsplice-frontend"} {
+		if err := os.Symlink(filepath.Join(cfg.BinDir, prog), filepath.Join(private, prog)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.BinDir = private
 	l := upLab(t, cfg)
 	for _, name := range []string{frontendName, backendName(1)} {
 		p, err := l.spec(name)
@@ -34,6 +43,9 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 		st, err := readProcStatus(s.pid)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.pid)); err != nil || !strings.HasPrefix(exe, cfg.StateDir) {
+			t.Errorf("%s runs %q (%v), want a copy in the state directory", name, exe, err)
 		}
 		for _, field := range []string{"Uid", "Gid"} {
 			want := strconv.Itoa(DaemonNobody)
@@ -179,5 +191,40 @@ func TestDaemonsRefuseRoot(t *testing.T) {
 		if strings.Contains(string(out), "refusing") || !strings.Contains(string(out), "/nonexistent") {
 			t.Errorf("%s -allow-root: output %q; want it past the check, at the key file", tc.prog, out)
 		}
+	}
+}
+
+// TestDaemonProgramCopiesOnlyWhenNeeded: a binary the daemons' user can
+// reach is run where it is; one it cannot is copied (executable, same
+// bytes) into the state directory; a lab running the daemons as root
+// never copies.
+func TestDaemonProgramCopiesOnlyWhenNeeded(t *testing.T) {
+	requireRoot(t) // chmod and stat as the owner of root's files
+	shared := sharedTempDir(t)
+	private := t.TempDir()
+	for _, dir := range []string{shared, private} {
+		if err := os.WriteFile(filepath.Join(dir, "qsplice-backend"), []byte("#!/bin/true\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig("abc")
+	cfg.StateDir = filepath.Join(shared, "state")
+	l := newLab(cfg)
+	if got, err := l.daemonProgram(filepath.Join(shared, "qsplice-backend")); err != nil || got != filepath.Join(shared, "qsplice-backend") {
+		t.Errorf("reachable binary: %q, %v; want it unchanged", got, err)
+	}
+	got, err := l.daemonProgram(filepath.Join(private, "qsplice-backend"))
+	if err != nil || got != filepath.Join(cfg.StateDir, "bin", "qsplice-backend") {
+		t.Fatalf("private binary: %q, %v; want a copy in the state directory", got, err)
+	}
+	if data, err := os.ReadFile(got); err != nil || string(data) != "#!/bin/true\n" {
+		t.Errorf("copy holds %q, %v", data, err)
+	}
+	if err := reachable(got, DaemonNobody, DaemonNobody, 1); err != nil {
+		t.Errorf("copy: %v", err)
+	}
+	cfg.DaemonUID = 0
+	if got, err := newLab(cfg).daemonProgram(filepath.Join(private, "qsplice-backend")); err != nil || got != filepath.Join(private, "qsplice-backend") {
+		t.Errorf("as root: %q, %v; want it unchanged", got, err)
 	}
 }

@@ -157,6 +157,11 @@ func (l *Lab) start(p procSpec) error {
 		}
 	}
 	if p.daemon {
+		prog, err := l.daemonProgram(p.argv[0])
+		if err != nil {
+			return err
+		}
+		p.argv = append([]string{prog}, p.argv[1:]...)
 		if err := l.checkDaemonInputs(p); err != nil {
 			return err
 		}

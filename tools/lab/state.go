@@ -21,6 +21,7 @@ const (
 	logDir     = "logs"
 	wwwDir     = "www"
 	nginxDir   = "nginx" // nginx temp paths and its own pid file
+	binCopyDir = "bin"   // daemon binaries their user could not reach where they were (privilege.go)
 )
 
 func (l *Lab) statePath(elem ...string) string {
@@ -111,7 +112,7 @@ func readConfig(stateDir string) (Config, error) {
 // the lab creates.
 func isStateEntry(name string) bool {
 	switch name {
-	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir:
+	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir, binCopyDir:
 		return true
 	}
 	if rest, ok := strings.CutPrefix(name, keyFile+"-b"); ok { // a back-end's key
