@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qsplice/qsplice/tools/lab"
 	"github.com/qsplice/qsplice/tools/netns"
 )
 
@@ -37,11 +36,7 @@ func binaries(t *testing.T) string {
 	if dir := os.Getenv("QSPLICE_BIN"); dir != "" {
 		return dir
 	}
-	dir, err := lab.SharedTempDir("qsplice-bench-proxy-bin-") // the daemons run as nobody
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
 		"github.com/qsplice/qsplice/cmd/qsplice-frontend", "github.com/qsplice/qsplice/cmd/qsplice-backend")
 	if out, err := cmd.CombinedOutput(); err != nil {

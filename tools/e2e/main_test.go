@@ -73,7 +73,7 @@ func binaries() (string, func(), error) {
 	if dir := os.Getenv("QSPLICE_BIN"); dir != "" {
 		return dir, func() {}, nil
 	}
-	dir, err := lab.SharedTempDir("qsplice-e2e-bin-") // the daemons run as nobody
+	dir, err := os.MkdirTemp("", "qsplice-e2e-bin-")
 	if err != nil {
 		return "", nil, err
 	}

@@ -101,7 +101,7 @@ func TestShardedFrontEnd(t *testing.T) {
 // qsplice-frontend built with the race detector in its place.
 func raceFrontend(t *testing.T, dir string) string {
 	t.Helper()
-	out := sharedTempDir(t)
+	out := t.TempDir()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
