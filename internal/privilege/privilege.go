@@ -20,10 +20,11 @@
 // keeping the two capabilities with PR_SET_KEEPCAPS and capset) was the
 // alternative, and was not taken: in a Go program capabilities are per
 // thread (the runtime makes setuid process-wide, but capset and
-// PR_SET_KEEPCAPS act on the calling thread only), the front-end re-reads
-// its configuration and key files on SIGHUP and would then read them as
-// another user than at start, and systemd already starts a service with
-// exactly these credentials.
+// PR_SET_KEEPCAPS act on the calling thread; syscall.AllThreadsSyscall
+// could repeat them on every thread, but refuses in a cgo build), the
+// front-end re-reads its configuration and key files on SIGHUP and would
+// then read them as another user than at start, and systemd already
+// starts a service with exactly these credentials.
 package privilege
 
 import (
