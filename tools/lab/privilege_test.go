@@ -3,14 +3,17 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/qsplice/qsplice/internal/privilege"
+	"github.com/qsplice/qsplice/tools/netns"
 )
 
 // TestDaemonsRunUnprivileged (issue 12, "least privilege"): in a lab with
@@ -68,6 +71,47 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	defer client.CloseIdleConnections()
 	if id := getThroughVIP(t, client, 8080, 1<<10); id != 1 {
 		t.Errorf("served by back-end %d, want 1", id)
+	}
+
+	// The lab hands the shim a configured tap0; on a host of its own the
+	// shim configures it, with CAP_NET_ADMIN only. Restart it on a bare
+	// tap0 (no MAC, address or up flag of ours): it must set all three
+	// over netlink and serve again.
+	if err := l.StopProcess(backendName(1)); err != nil {
+		t.Fatal(err)
+	}
+	ns := l.NS(backendHost(1))
+	var cmds []string
+	if linkExists(ns, tapDev) {
+		cmds = append(cmds, "link del "+tapDev)
+	}
+	if err := ipBatch(ns, append(cmds, "tuntap add "+tapDev+" "+l.tapMode())); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StartProcess(backendName(1)); err != nil {
+		t.Fatal(err)
+	}
+	err := netns.Do(ns, func() error {
+		ifi, err := net.InterfaceByName(tapDev)
+		if err != nil {
+			return err
+		}
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf("%s/%d", l.BackendAddr(1), PrefixLen)
+		if ifi.HardwareAddr.String() != l.BackendMAC(1).String() || ifi.Flags&net.FlagUp == 0 || !slices.ContainsFunc(addrs, func(a net.Addr) bool { return a.String() == want }) {
+			t.Errorf("after the shim's start on a bare tap: %s %v %v, want MAC %s, up, %s", ifi.HardwareAddr, ifi.Flags, addrs, l.BackendMAC(1), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.CloseIdleConnections()
+	if id := getThroughVIP(t, client, 8080, 1<<10); id != 1 {
+		t.Errorf("after the restart served by back-end %d, want 1", id)
 	}
 }
 
