@@ -226,7 +226,7 @@ func (d *Daemon) openTAP(n int) error {
 		// (SetupTAP), and it would vanish when we close it anyway (see
 		// link.OffloadTAP): make it again, as we need it.
 		d.log.Info("recreating the TAP in multi-queue mode", "tap", d.cfg.TAP, "queues", n)
-		if err := ipCmd("link", "del", "dev", d.cfg.TAP); err != nil {
+		if err := deleteLink(d.cfg.TAP); err != nil {
 			return err
 		}
 		taps, err = link.OpenOffloadTAP(d.cfg.TAP, link.OffloadTAPConfig{Queues: n})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/backend"
+	"github.com/qsplice/qsplice/internal/privilege"
 	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/link"
@@ -87,6 +88,7 @@ func main() {
 	// namespace, so the ring's own copy is extra; BenchmarkTxRingBump
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
+	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)
 	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -108,6 +110,9 @@ func main() {
 		fail("unexpected argument %q (-h for help)", flag.Arg(0))
 	}
 	if err := checkFlags(&cfg, *id, *ctlPort, *logFormat); err != nil {
+		fail("%v", err)
+	}
+	if err := privilege.Check("qsplice-backend", *allowRoot); err != nil {
 		fail("%v", err)
 	}
 	var lvl slog.Level

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/internal/privilege"
 	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/link"
@@ -92,6 +93,7 @@ func main() {
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
 	flag.DurationVar(&cfg.HeadTimeout, "head-timeout", 10*time.Second, "a client must send its request head within this time (else 408)")
 	flag.StringVar(&cfg.CookieSeed, "cookie-seed", "", "derive the SYN-cookie secret from this string (default: random each start)")
+	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)
 	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -114,6 +116,9 @@ func main() {
 		fail("unexpected argument %q (commands: validate, genkey, derivekey; -h for help)", flag.Arg(0))
 	}
 	if err := checkFlags(&cfg); err != nil {
+		fail("%v", err)
+	}
+	if err := privilege.Check("qsplice-frontend", *allowRoot); err != nil {
 		fail("%v", err)
 	}
 	profile = *cpuProfile

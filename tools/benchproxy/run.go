@@ -156,7 +156,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	var suffix [3]byte
 	rand.Read(suffix[:])
 	r.id = hex.EncodeToString(suffix[:])
-	if r.dir, err = os.MkdirTemp("", "qsplice-bench-proxy-"); err != nil {
+	if r.dir, err = lab.SharedTempDir("qsplice-bench-proxy-"); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -134,7 +134,7 @@ func host(c Customer) string { return strings.ToLower(c.Name) + ".example" }
 // is torn down before it returns unless keep is set.
 func RunGuarantee(ctx context.Context, name, binDir string, g GuaranteeConfig, keep bool, w io.Writer, before func(*lab.Lab) error) (res GuaranteeResult, err error) {
 	g.defaults()
-	tmp, err := os.MkdirTemp("", "qsplice-guarantee-")
+	tmp, err := lab.SharedTempDir("qsplice-guarantee-") // the daemons read its files
 	if err != nil {
 		return res, err
 	}

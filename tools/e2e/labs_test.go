@@ -26,7 +26,7 @@ func extraLab(t *testing.T, prefix string, mod func(cfg *lab.Config)) *lab.Lab {
 	rand.Read(suffix[:])
 	cfg := lab.DefaultConfig(prefix + hex.EncodeToString(suffix[:]))
 	cfg.BinDir = base.Config().BinDir
-	cfg.StateDir = filepath.Join(t.TempDir(), "state")
+	cfg.StateDir = filepath.Join(sharedTempDir(t), "state")
 	cfg.Nginx = false
 	cfg.Files = nil
 	cfg.BackendArgs = []string{"-linger", "1s"}
@@ -72,4 +72,16 @@ func eachTCP(t *testing.T, file string, f func(ip *layers.IPv4, tcp *layers.TCP)
 			f(ip, tcp)
 		}
 	}
+}
+
+// sharedTempDir is a temporary directory the lab's daemons (nobody, with
+// two capabilities) can search, unlike t.TempDir's; removed at the end.
+func sharedTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := lab.SharedTempDir("qsplice-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

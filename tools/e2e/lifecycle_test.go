@@ -35,7 +35,7 @@ func policyLab(t *testing.T, policy string, backends, capacity int, service time
 	t.Helper()
 	return extraLab(t, "k", func(cfg *lab.Config) {
 		cfg.Backends, cfg.Capacity, cfg.ServiceTime = backends, capacity, service
-		cfg.FrontendConfig = filepath.Join(t.TempDir(), "frontend.yaml")
+		cfg.FrontendConfig = filepath.Join(sharedTempDir(t), "frontend.yaml")
 		y := lab.FrontendYAMLPolicy(cfg.StateDir, backends, capacity, policy, customers, schedulerExtra...)
 		if err := os.WriteFile(cfg.FrontendConfig, []byte(y), 0o644); err != nil {
 			t.Fatal(err)

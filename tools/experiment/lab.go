@@ -170,7 +170,7 @@ func RunLab(ctx context.Context, cfg LabConfig) ([]LabResult, error) {
 	if err := checkModelAgrees(cfg.Base.Model); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "qsplice-experiment-lab-")
+	dir, err := lab.SharedTempDir("qsplice-experiment-lab-") // the daemons read its files
 	if err != nil {
 		return nil, err
 	}

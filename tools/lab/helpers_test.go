@@ -38,11 +38,23 @@ func randomName(t *testing.T) string {
 // topologyConfig is a small lab with no processes and a private state dir.
 func topologyConfig(t *testing.T) Config {
 	cfg := DefaultConfig(randomName(t))
-	cfg.StateDir = filepath.Join(t.TempDir(), "state")
+	cfg.StateDir = filepath.Join(sharedTempDir(t), "state")
 	cfg.Nginx, cfg.TestServer, cfg.Daemons = false, false, false
 	cfg.Files = []int64{0, 1 << 10, 1 << 20}
 	cfg.ReadyTimeout = 10 * time.Second
 	return cfg
+}
+
+// sharedTempDir is a temporary directory the lab's unprivileged daemons
+// can search (t.TempDir's are root's alone), removed when the test ends.
+func sharedTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := SharedTempDir("qsplice-lab-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // upLab brings a lab up and removes it when the test ends, even when Up
@@ -143,7 +155,7 @@ type buildResult struct {
 // buildCmd builds github.com/qsplice/qsplice/cmd/NAME into the shared
 // binary directory and returns the directory.
 func buildCmd(name string) (string, error) {
-	binDirOnce.Do(func() { binDir, binDirErr = os.MkdirTemp("", "qsplice-lab-bin-") })
+	binDirOnce.Do(func() { binDir, binDirErr = SharedTempDir("qsplice-lab-bin-") })
 	if binDirErr != nil {
 		return "", binDirErr
 	}

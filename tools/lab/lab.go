@@ -106,6 +106,10 @@ type Config struct {
 	// TestServerArgs are extra arguments for every qsplice-testserver
 	// (e.g. -shop for the LIFO-Pri shop pages).
 	TestServerArgs []string
+	// DaemonUID and DaemonGID are what the daemons run as, holding only
+	// CAP_NET_ADMIN and CAP_NET_RAW (privilege.go; README, "Privileges").
+	// DaemonUID 0 runs them as root with -allow-root.
+	DaemonUID, DaemonGID uint32
 }
 
 // DefaultConfig returns the configuration the CLI starts from.
@@ -123,6 +127,8 @@ func DefaultConfig(name string) Config {
 		Capacity:     5,
 		Files:        []int64{0, 1 << 10, 1 << 20, 64 << 20},
 		ReadyTimeout: 15 * time.Second,
+		DaemonUID:    DaemonNobody,
+		DaemonGID:    DaemonNobody,
 	}
 }
 

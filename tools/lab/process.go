@@ -33,7 +33,7 @@ const (
 type procSpec struct {
 	name    string
 	host    string
-	argv    []string     // program and arguments, run under ip netns exec
+	argv    []string     // program and arguments, run under ip netns exec (a daemon's: privilege.go)
 	prepare func() error // run before every start (files, devices)
 	daemon  bool         // a qsplice daemon, started after the web servers are ready
 	backend int          // the back-end this process serves, 0 for the front-end
@@ -156,17 +156,34 @@ func (l *Lab) start(p procSpec) error {
 			return err
 		}
 	}
+	if p.daemon {
+		prog, err := l.daemonProgram(p.argv[0])
+		if err != nil {
+			return err
+		}
+		p.argv = append([]string{prog}, p.argv[1:]...)
+		if err := l.checkDaemonInputs(p); err != nil {
+			return err
+		}
+	}
 	logf, err := os.OpenFile(l.LogPath(p.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	fmt.Fprintf(logf, "--- qsplice-lab %s: %s in %s: %s\n",
 		time.Now().Format(time.RFC3339Nano), p.name, l.NS(p.host), strings.Join(p.argv, " "))
-	cmd := netns.Command(l.NS(p.host), p.argv...)
+	var cmd *exec.Cmd
+	start := func() error { return cmd.Start() }
+	if p.daemon { // unprivileged, with two capabilities (privilege.go)
+		cmd = l.daemonCommand(p.argv)
+		start = func() error { return l.startDaemon(p.host, cmd) }
+	} else {
+		cmd = netns.Command(l.NS(p.host), p.argv...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = l.cfg.StateDir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	err = start()
 	logf.Close() // the child has its own copy
 	if err != nil {
 		return fmt.Errorf("lab: start %s: %w", p.name, err)

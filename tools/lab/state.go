@@ -21,6 +21,7 @@ const (
 	logDir     = "logs"
 	wwwDir     = "www"
 	nginxDir   = "nginx" // nginx temp paths and its own pid file
+	binCopyDir = "bin"   // daemon binaries their user could not reach where they were (privilege.go)
 )
 
 func (l *Lab) statePath(elem ...string) string {
@@ -78,7 +79,7 @@ func (l *Lab) initState() error {
 			return err
 		}
 	}
-	return nil
+	return l.chownKeys()
 }
 
 // writeKey writes a key file afresh (mode 0600).
@@ -111,7 +112,7 @@ func readConfig(stateDir string) (Config, error) {
 // the lab creates.
 func isStateEntry(name string) bool {
 	switch name {
-	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir:
+	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir, binCopyDir:
 		return true
 	}
 	if rest, ok := strings.CutPrefix(name, keyFile+"-b"); ok { // a back-end's key

@@ -160,14 +160,8 @@ func (l *Lab) ensureFrontendTap() error {
 func (l *Lab) ensureTap(k int) error {
 	ns := l.NS(backendHost(k))
 	if !linkExists(ns, tapDev) {
-		// The offload shim attaches one queue per worker; a device made in
-		// the other queue mode it would have to delete and make again.
-		mode := "mode tap"
-		if l.cfg.Offloads && l.shimWorkers() > 1 {
-			mode += " multi_queue"
-		}
 		err := ipBatch(ns, []string{
-			"tuntap add " + tapDev + " " + mode,
+			"tuntap add " + tapDev + " " + l.tapMode(),
 			fmt.Sprintf("link set %s address %s", tapDev, l.BackendMAC(k)),
 			fmt.Sprintf("addr add %s/%d dev %s", l.BackendAddr(k), PrefixLen, tapDev),
 			"link set " + tapDev + " up",
@@ -177,6 +171,16 @@ func (l *Lab) ensureTap(k int) error {
 		}
 	}
 	return offloadsOff(ns, tapDev)
+}
+
+// tapMode is the ip-tuntap mode of a back-end's tap0. The offload shim
+// attaches one queue per worker; a device made in the other queue mode
+// it would have to delete and make again.
+func (l *Lab) tapMode() string {
+	if l.cfg.Offloads && l.shimWorkers() > 1 {
+		return "mode tap multi_queue"
+	}
+	return "mode tap"
 }
 
 // shimWorkers is how many packet loops each back-end shim runs: one per
