@@ -325,10 +325,15 @@ func (r *daemonRig) controlProtocol() {
 	// A probe is answered at once (well inside the 100 ms interval).
 	r.send(shim, &proto.Keepalive{BackendID: 3, Incarnation: reg.Incarnation, Seq: 0})
 	recv[*proto.Keepalive](r, 2*time.Second)
-	// Garbage is counted, not fatal.
+	// Garbage is counted, not fatal. Nothing answers it, so the status is
+	// read until the shim has counted it (it used to be read once, and on
+	// a loaded machine before the datagram was read).
 	r.ctl.WriteToUDPAddrPort([]byte("not a control message"), shim)
-
 	st := r.status()
+	for deadline := time.Now().Add(5 * time.Second); st.Control.BadMessages == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // polling the status, the one thing that shows the count
+		st = r.status()
+	}
 	if !st.Registered || st.ID != 3 || st.Entries != 2 || st.Shim.Splices != 2 ||
 		st.Control.SplicesRefused != 1 || st.Control.Probes != 1 || st.Control.BadMessages != 1 ||
 		st.Wire.RxFrames == 0 || st.TAP.RxFrames == 0 || len(st.Workers) != r.workers || st.Offloads != r.offloads {
