@@ -133,6 +133,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 	feArgs := fs.String("frontend-args", "", "extra arguments for qsplice-frontend (split at spaces)")
 	beArgs := fs.String("backend-args", "", "extra arguments for each qsplice-backend (split at spaces)")
 	readyTimeout := fs.Duration("ready-timeout", d.ReadyTimeout, "how long to wait for each process to become ready")
+	userConfig := fs.String("config", "", "run the front-end from this YAML file (customers, classes, policies, listeners on the VIP "+lab.VIP+"); the lab replaces its link, handoff, control and admin sections, and checks it as `qsplice-frontend validate` does first")
 	return fs, func() (lab.Config, error) {
 		// lab.Config takes 0 for its defaults; on the command line a 0
 		// is a mistake, refused before anything is built.
@@ -148,6 +149,23 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 		}
 		cfg := lab.DefaultConfig(lf.name)
 		cfg.StateDir = lf.stateDir
+		if *userConfig != "" {
+			if *feTAP {
+				return cfg, fmt.Errorf("-config: the lab runs a user's configuration on AF_PACKET only, not with -frontend-tap")
+			}
+			stateDir := lf.stateDir
+			if stateDir == "" {
+				stateDir = lab.DefaultStateDir(lf.name)
+			}
+			text, replaced, err := lab.UserFrontendConfig(*userConfig, stateDir)
+			if err != nil {
+				return cfg, err
+			}
+			if len(replaced) > 0 {
+				fmt.Fprintf(os.Stderr, "qsplice-lab: %s: the lab sets %s itself\n", *userConfig, strings.Join(replaced, ", "))
+			}
+			cfg.FrontendConfigText = text
+		}
 		cfg.Backends, cfg.Clients, cfg.BinDir = *backends, *clients, *bin
 		cfg.Nginx, cfg.TestServer, cfg.Daemons = *nginx, *testServer, *daemons
 		cfg.FrontendTAP = *feTAP

@@ -96,6 +96,10 @@ type Config struct {
 	// (qsplice-frontend -config FILE) instead of the lab's flags; it must
 	// use the lab's addresses (see FrontendYAML).
 	FrontendConfig string
+	// FrontendConfigText, when set, is the front-end's configuration
+	// itself (what UserFrontendConfig makes of a user's file): the lab
+	// writes it into its state directory and runs the front-end from it.
+	FrontendConfigText string `json:",omitempty"`
 
 	ServiceTime  time.Duration // qsplice-testserver -service-time
 	Capacity     int           // qsplice-backend -capacity
@@ -133,6 +137,10 @@ func DefaultConfig(name string) Config {
 }
 
 func defaultStateDir(name string) string { return filepath.Join("/run/qsplice", name) }
+
+// DefaultStateDir is where a lab named name keeps its state unless told
+// otherwise.
+func DefaultStateDir(name string) string { return defaultStateDir(name) }
 
 // ExecutableDir is the directory of the running executable, symbolic
 // links resolved: where the qsplice binaries are by default; "" if

@@ -94,6 +94,9 @@ func (l *Lab) processes() []procSpec {
 	if l.cfg.FrontendConfig != "" {
 		argv = []string{bin("qsplice-frontend"), "-config", l.cfg.FrontendConfig}
 	}
+	if l.cfg.FrontendConfigText != "" {
+		argv = []string{bin("qsplice-frontend"), "-config", l.statePath(userConfigFile)}
+	}
 	fe.argv = append(argv, l.cfg.FrontendArgs...)
 	specs = append(specs, fe)
 	return specs

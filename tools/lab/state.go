@@ -22,6 +22,9 @@ const (
 	wwwDir     = "www"
 	nginxDir   = "nginx" // nginx temp paths and its own pid file
 	binCopyDir = "bin"   // daemon binaries their user could not reach where they were (privilege.go)
+	// userConfigFile is Config.FrontendConfigText, the front-end's
+	// configuration when a user gave one (userconfig.go).
+	userConfigFile = "frontend.yaml"
 )
 
 func (l *Lab) statePath(elem ...string) string {
@@ -60,6 +63,11 @@ func (l *Lab) initState() error {
 	}
 	if err := os.WriteFile(l.statePath(configFile), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("lab: %w", err)
+	}
+	if l.cfg.FrontendConfigText != "" {
+		if err := os.WriteFile(l.statePath(userConfigFile), []byte(l.cfg.FrontendConfigText), 0o644); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
 	}
 	// The control protocol's master key for the front-end, and for each
 	// back-end the key derived from it for its id (what `qsplice-frontend
@@ -112,7 +120,7 @@ func readConfig(stateDir string) (Config, error) {
 // the lab creates.
 func isStateEntry(name string) bool {
 	switch name {
-	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir, binCopyDir:
+	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir, binCopyDir, userConfigFile:
 		return true
 	}
 	if rest, ok := strings.CutPrefix(name, keyFile+"-b"); ok { // a back-end's key
