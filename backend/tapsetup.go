@@ -13,7 +13,7 @@ import (
 // setupTAP gives the TAP device the kernel's address (and MAC), and
 // brings it up. The TAP is created by opening it; water clears its
 // persist flag on close, so it vanishes whenever the shim stops and must
-// be configured again on every start (design.md section 7).
+// be configured again on every start (docs/architecture.md §7).
 func setupTAP(name string, mac wire.MAC, addr netip.Prefix) error {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
