@@ -36,7 +36,36 @@ var (
 	targetRE     = regexp.MustCompile(`(?m)^([A-Za-z0-9][A-Za-z0-9_.-]*)\s*:([^=]|$)`)
 	headingRE    = regexp.MustCompile(`(?m)^(#{1,6})\s+(.+?)\s*$`)
 	numberedHead = regexp.MustCompile(`^(\d+)\.\s`)
+	binaryRE     = regexp.MustCompile(`^qsplice-[a-z]+(-[a-z]+)*$`)
+	flagRE       = regexp.MustCompile(`(?:^|[\s\[(])-([a-z][a-z0-9-]*)`)
+	linkRE       = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	sectRE       = regexp.MustCompile(`docs/architecture\.md\s+§(\d+)`)
+	localRE      = regexp.MustCompile(`(?:^|[^\w/])§(\d+)`)
+	// testRefRE: a test named in a document, possibly as a prefix
+	// (TestAdversarial*) or with a subtest (TestX/case).
+	testRefRE = regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z0-9_]\w*(\*|/\S*)?$`)
+	// pathWordRE: the characters of a path worth checking.
+	pathWordRE = regexp.MustCompile(`^[A-Za-z0-9_.*/-]+$`)
+	// subcommandRE: a word after a binary's name that may be a subcommand.
+	subcommandRE = regexp.MustCompile(`^[a-z]+$`)
+	// testNameRE: a test, fuzz or benchmark function's name.
+	testNameRE = regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*`)
+	// goIdentRE: a package-qualified Go name, `link.DisableOffloads`,
+	// `splice/link.Impair`, `wire.IPv4.SetSrc` (the method is not checked).
+	goIdentRE = regexp.MustCompile(`^((?:[a-z0-9]+/)*[a-z0-9]+)\.([A-Z]\w*)(?:\.\w+)?(?:\(\))?$`)
 )
+
+// A Problem is one reference that does not hold.
+type Problem struct {
+	Doc  string
+	Line int
+	Ref  string
+	Why  string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s:%d: %q: %s", p.Doc, p.Line, p.Ref, p.Why)
+}
 
 // LoadRepo reads the repository at root.
 func LoadRepo(root string) (*Repo, error) {
@@ -132,244 +161,6 @@ func anchorsOf(text string) map[string]bool {
 	return a
 }
 
-// A Doc is one document: its repository path and its text.
-type Doc struct {
-	Path string // relative to the repository root, slash-separated
-	Text string
-}
-
-// A Problem is one reference that does not hold.
-type Problem struct {
-	Doc  string
-	Line int
-	Ref  string
-	Why  string
-}
-
-func (p Problem) String() string {
-	return fmt.Sprintf("%s:%d: %q: %s", p.Doc, p.Line, p.Ref, p.Why)
-}
-
-// A Span is an inline code span (between backquotes) outside fenced
-// blocks, with the line it starts on and the block it belongs to (a
-// paragraph, list item or table row), whitespace collapsed.
-type Span struct {
-	Line, Block int
-	Text        string
-}
-
-// A ShellLine is one line of a fenced sh block, comment removed.
-type ShellLine struct {
-	Line int
-	Text string
-}
-
-// stripFences blanks the lines of fenced blocks, keeping line numbers.
-func stripFences(text string) string {
-	lines := strings.Split(text, "\n")
-	in := false
-	for i, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), "```") {
-			in = !in
-			lines[i] = ""
-			continue
-		}
-		if in {
-			lines[i] = ""
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Spans returns the inline code spans of d.
-func Spans(d Doc) []Span {
-	lines := strings.Split(stripFences(d.Text), "\n")
-	var spans []Span
-	block := 0
-	var open *Span // a span continuing over a line break
-	var buf strings.Builder
-	for i, l := range lines {
-		t := strings.TrimSpace(l)
-		if t == "" || strings.HasPrefix(t, "- ") || strings.HasPrefix(t, "|") || strings.HasPrefix(t, "#") || numberedHead.MatchString(t) {
-			if open != nil && t == "" {
-				open = nil // a blank line ends any span
-				buf.Reset()
-			}
-			if open == nil {
-				block++
-			}
-		}
-		rest := l
-		if open != nil {
-			j := strings.IndexByte(rest, '`')
-			if j < 0 {
-				buf.WriteString(" " + rest)
-				continue
-			}
-			buf.WriteString(" " + rest[:j])
-			open.Text = strings.Join(strings.Fields(buf.String()), " ")
-			spans = append(spans, *open)
-			open = nil
-			buf.Reset()
-			rest = rest[j+1:]
-		}
-		for {
-			j := strings.IndexByte(rest, '`')
-			if j < 0 {
-				break
-			}
-			rest = rest[j+1:]
-			k := strings.IndexByte(rest, '`')
-			if k < 0 {
-				open = &Span{Line: i + 1, Block: block}
-				buf.WriteString(rest)
-				break
-			}
-			spans = append(spans, Span{Line: i + 1, Block: block, Text: strings.Join(strings.Fields(rest[:k]), " ")})
-			rest = rest[k+1:]
-		}
-	}
-	return spans
-}
-
-// ShellLines returns the lines of d's fenced sh blocks.
-func ShellLines(d Doc) []ShellLine {
-	var out []ShellLine
-	in := false
-	for i, l := range strings.Split(d.Text, "\n") {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "```") {
-			if in {
-				in = false
-			} else {
-				in = t == "```sh" || t == "```bash" || t == "```shell"
-			}
-			continue
-		}
-		if !in {
-			continue
-		}
-		if j := strings.Index(t, "#"); j >= 0 {
-			t = strings.TrimSpace(t[:j])
-		}
-		if t != "" {
-			out = append(out, ShellLine{Line: i + 1, Text: t})
-		}
-	}
-	return out
-}
-
-// A Command is a make, go test or qsplice command a document names, in a
-// span or a shell line, with the flags it names.
-type Command struct {
-	Doc   string
-	Line  int
-	Text  string
-	Tool  string   // "make", "go", or a binary name
-	Flags []string // -name tokens, without the dash or =value
-}
-
-var (
-	binaryRE = regexp.MustCompile(`^qsplice-[a-z]+(-[a-z]+)*$`)
-	flagRE   = regexp.MustCompile(`(?:^|[\s\[(])-([a-z][a-z0-9-]*)`)
-	linkRE   = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	sectRE   = regexp.MustCompile(`docs/architecture\.md\s+§(\d+)`)
-	localRE  = regexp.MustCompile(`(?:^|[^\w/])§(\d+)`)
-	// goIdentRE: a package-qualified Go name, `link.DisableOffloads`,
-	// `splice/link.Impair`, `wire.IPv4.SetSrc` (the method is not checked).
-	goIdentRE = regexp.MustCompile(`^((?:[a-z0-9]+/)*[a-z0-9]+)\.([A-Z]\w*)(?:\.\w+)?(?:\(\))?$`)
-)
-
-// Commands returns the commands d names. A span of flags alone (`-workers
-// N`) belongs to the binary whose command opens the same block (a list
-// item about that binary), if any; elsewhere it is too ambiguous to check.
-func Commands(d Doc) []Command {
-	var cmds []Command
-	lastBin, lastBlock, first := "", -1, false
-	for _, s := range Spans(d) {
-		first = s.Block != lastBlock
-		if first {
-			lastBin, lastBlock = "", s.Block
-		}
-		c, ok := command(d.Path, s.Line, s.Text)
-		if ok {
-			cmds = append(cmds, c)
-			if binaryRE.MatchString(c.Tool) && first {
-				lastBin = c.Tool // the block is about this binary
-			}
-			continue
-		}
-		if strings.HasPrefix(s.Text, "-") && lastBin != "" {
-			cmds = append(cmds, Command{Doc: d.Path, Line: s.Line, Text: lastBin + " " + s.Text, Tool: lastBin, Flags: flagsOf(s.Text)})
-		}
-	}
-	for _, l := range ShellLines(d) {
-		for _, part := range strings.Split(l.Text, "&&") {
-			if c, ok := command(d.Path, l.Line, strings.TrimSpace(part)); ok {
-				cmds = append(cmds, c)
-			}
-		}
-	}
-	return cmds
-}
-
-func command(doc string, line int, text string) (Command, bool) {
-	f := strings.Fields(text)
-	if len(f) == 0 {
-		return Command{}, false
-	}
-	c := Command{Doc: doc, Line: line, Text: text, Tool: f[0]}
-	switch {
-	case f[0] == "make":
-	case f[0] == "go" && len(f) > 1 && f[1] == "test":
-	case binaryRE.MatchString(f[0]):
-		c.Flags = flagsOf(text)
-	default:
-		return Command{}, false
-	}
-	return c, true
-}
-
-func flagsOf(text string) []string {
-	var flags []string
-	for _, m := range flagRE.FindAllStringSubmatch(text, -1) {
-		flags = append(flags, m[1])
-	}
-	return flags
-}
-
-// MakeTargets returns the targets of a make command ("all" when it names
-// none).
-func MakeTargets(c Command) []string {
-	var t []string
-	for _, w := range strings.Fields(c.Text)[1:] {
-		if strings.Contains(w, "=") || strings.HasPrefix(w, "-") {
-			continue
-		}
-		t = append(t, w)
-	}
-	if len(t) == 0 {
-		t = []string{"all"}
-	}
-	return t
-}
-
-// Subcommands returns the words after a binary's name that may be
-// subcommands (lower-case words, alternatives split at '|').
-func Subcommands(c Command) []string {
-	f := strings.Fields(c.Text)
-	if len(f) < 2 {
-		return nil
-	}
-	var subs []string
-	for _, w := range strings.Split(f[1], "|") {
-		if regexp.MustCompile(`^[a-z]+$`).MatchString(w) {
-			subs = append(subs, w)
-		}
-	}
-	return subs
-}
-
 // docExts are the file name endings that make a backquoted word a file
 // of this repository (output files such as lab.csv are not).
 var docExts = []string{".go", ".md", ".yaml", ".env", ".conf", ".service", ".sh"}
@@ -440,7 +231,7 @@ func (r *Repo) checkWord(w string) string {
 		return ""
 	case strings.HasPrefix(w, "../") || strings.Contains(w, "/shared/"):
 		return "leads outside the repository"
-	case regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z0-9_]\w*(\*|/\S*)?$`).MatchString(w):
+	case testRefRE.MatchString(w):
 		return r.checkTest(w)
 	case binaryRE.MatchString(w):
 		if !r.binaries[w] {
@@ -451,7 +242,7 @@ func (r *Repo) checkWord(w string) string {
 		return r.checkIdent(w)
 	}
 	if strings.HasPrefix(w, "/") || strings.HasPrefix(w, "~") || strings.Contains(w, "://") ||
-		strings.ContainsAny(w, "{}<>|=$%\"'@:[]") || !regexp.MustCompile(`^[A-Za-z0-9_.*/-]+$`).MatchString(w) {
+		strings.ContainsAny(w, "{}<>|=$%\"'@:[]") || !pathWordRE.MatchString(w) {
 		return ""
 	}
 	if strings.Contains(w, "*") {
@@ -639,11 +430,22 @@ func (r *Repo) checkSection(n string) string {
 	return ""
 }
 
-// CheckGoComments returns the Go files' references that lead outside the
-// repository (design.md, ../shared) or name a docs/architecture.md
-// section that does not exist.
+// CheckGoComments returns the Go files' comments that lead outside the
+// repository (design.md, ../shared), name a docs/architecture.md section
+// that does not exist, or name a test function that does not exist (a
+// test renamed without its mentions). A Test-like name that code uses
+// (a field such as lab.Config.TestServerArgs) is not a test reference; a
+// prefix of test names (TestAdversarial, "the TestAdversarial tests")
+// passes.
 func (r *Repo) CheckGoComments() ([]Problem, error) {
+	type mention struct {
+		file string
+		line int
+		name string
+	}
 	var ps []Problem
+	var mentions []mention
+	inCode := map[string]bool{}
 	var files []string
 	for p := range r.paths {
 		// This package's own tests name broken references on purpose.
@@ -661,6 +463,13 @@ func (r *Repo) CheckGoComments() ([]Problem, error) {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for n := 1; sc.Scan(); n++ {
 			l := sc.Text()
+			code, comment, _ := strings.Cut(l, "//")
+			for _, m := range testNameRE.FindAllString(code, -1) {
+				inCode[m] = true
+			}
+			for _, m := range testNameRE.FindAllString(comment, -1) {
+				mentions = append(mentions, mention{p, n, m})
+			}
 			if strings.Contains(l, "design.md") || strings.Contains(l, "../shared") {
 				ps = append(ps, Problem{Doc: p, Line: n, Ref: strings.TrimSpace(l), Why: "names a document outside the repository (use docs/architecture.md)"})
 			}
@@ -674,6 +483,12 @@ func (r *Repo) CheckGoComments() ([]Problem, error) {
 		if err := sc.Err(); err != nil {
 			return nil, err
 		}
+	}
+	for _, m := range mentions {
+		if inCode[m.name] || r.checkTest(m.name+"*") == "" {
+			continue
+		}
+		ps = append(ps, Problem{Doc: m.file, Line: m.line, Ref: m.name, Why: "no such test function"})
 	}
 	return ps, nil
 }
