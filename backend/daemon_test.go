@@ -95,7 +95,7 @@ func newDaemonRig(t *testing.T, offloads bool, workers int) *daemonRig {
 	run(t, r.fe, "ip", "addr", "add", feAddr.String()+"/24", "dev", "eth0")
 	run(t, r.fe, "ip", "link", "set", "eth0", "up")
 	// The plain path carries no vnet headers: frames from the veth must
-	// have complete checksums (design.md section 7).
+	// have complete checksums (docs/architecture.md §7).
 	for _, ns := range []string{r.be, r.fe} {
 		if offloads {
 			break

@@ -20,9 +20,9 @@ import (
 // setupTAP gives the TAP device the kernel's address (and MAC), and
 // brings it up. The TAP is created by opening it; water clears its
 // persist flag on close, so it vanishes whenever the shim stops and must
-// be configured again on every start (design.md section 7). Every step
-// is skipped when the device already has what it asks for, so a device
-// made beforehand (the lab's) is left as it is.
+// be configured again on every start (docs/architecture.md §7). Every
+// step is skipped when the device already has what it asks for, so a
+// device made beforehand (the lab's) is left as it is.
 func setupTAP(name string, mac wire.MAC, addr netip.Prefix) error {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {

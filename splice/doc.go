@@ -5,7 +5,7 @@
 //
 // This comment is the theory of operation: what each engine keeps, who
 // owns which numbers, who retransmits what, and which test pins each of
-// the traps. It summarises the project's design notes; the code is the
+// the traps. It summarises docs/architecture.md; the code is the
 // truth, and the file named with each part says where to read it.
 //
 // # The picture
@@ -399,14 +399,14 @@
 //
 // # The traps, and the tests that pin them
 //
-// The design notes list the mistakes a splicer can make (their section 4).
+// docs/architecture.md §4 lists the mistakes a splicer can make.
 // Each is answered in the code and pinned by tests:
 //
 //  1. Window scale (rescaleWindow):
 //     TestRescaleWindowClampsAndNeverClosesAnOpenWindow,
 //     TestShimTranslatesSplicedReplies.
 //  2. Timestamps, translated both ways and continuing the front-end's:
-//     TestC2SynAckGivesAckAndSpliceWithTheTranslationNumbers,
+//     TestC2SynAckGivesSpliceAndTheRequestCompletesTheHandshake,
 //     TestForwardedClientSegmentsAreTranslatedOntoC2 (a wrapping client
 //     clock), TestShimTranslatesUnalignedTimestamps,
 //     TestForwardingTranslatesUnalignedOptions,

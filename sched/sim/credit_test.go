@@ -12,7 +12,7 @@ import (
 	"github.com/qsplice/qsplice/sched/sim"
 )
 
-// The published scenario (design.md section 6): four customers with
+// The published scenario (docs/architecture.md §6): four customers with
 // reservations of 500, 100, 400 and 150 req/s on 5 back-ends x 5
 // concurrent requests of 20 ms typical service time, that is 1250 req/s,
 // of which 1150 are reserved and 100 spare.

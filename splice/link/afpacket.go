@@ -16,7 +16,7 @@ import (
 
 // DefaultRecvBuffer is the AF_PACKET receive buffer used when
 // AFPacketConfig.RecvBuffer is zero. The kernel default (about 200 KiB)
-// overflows under bulk TCP (design.md section 7).
+// overflows under bulk TCP (docs/architecture.md §7).
 const DefaultRecvBuffer = 4 << 20
 
 // AFPacketConfig tunes OpenAFPacket. The zero value is the usual setting:

@@ -11,7 +11,7 @@ import (
 )
 
 // BatchWriter is a Link that can send several frames with one system call.
-// On these machines a syscall costs 1-1.6 us (design.md section 7), as
+// On these machines a syscall costs 1-1.6 us (docs/architecture.md §7), as
 // much as the rest of a frame's handling; a daemon that has several frames
 // ready after one pass of its event loop sends them together.
 type BatchWriter interface {

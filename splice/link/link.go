@@ -28,8 +28,8 @@
 //   - ControlSocket: the daemons' control-protocol UDP socket, read and
 //     written from the same loop (recvmmsg/sendmmsg, no allocation).
 //
-// Frames never carry an FCS. There are two kinds of link (design.md
-// section 7):
+// Frames never carry an FCS. There are two kinds of link
+// (docs/architecture.md §7):
 //
 //   - Without virtio-net headers (TAP, Mem, AFPacket by default): frames
 //     are complete and at most the MTU. Offloads must be off on the

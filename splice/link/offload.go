@@ -13,7 +13,7 @@ import (
 // DisableOffloads turns off TX checksum offload, TSO, GSO and GRO on
 // ifname, as `ethtool -K IF tx off tso off gso off gro off` does, plus
 // hardware GRO and LRO, so that frames read with AF_PACKET carry complete
-// checksums and are no larger than the MTU (design.md section 4, trap 11).
+// checksums and are no larger than the MTU (docs/architecture.md §4, trap 11).
 // It checks the result and fails naming any feature that stayed on (a
 // feature the driver fixes on).
 //

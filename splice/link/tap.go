@@ -22,9 +22,8 @@ import (
 // a persistent TAP outlive the process, so reset them (DisableOffloads).
 //
 // water cannot set IFF_VNET_HDR, so this adapter gets no TSO super-frames
-// and moves one MTU-sized frame per system call; an offload-capable TAP on
-// golang.org/x/sys/unix is planned behind the same Link interface
-// (design.md section 7).
+// and moves one MTU-sized frame per system call; the offload-capable TAP
+// on golang.org/x/sys/unix is OffloadTAP (docs/architecture.md §7).
 //
 // Reads and writes go through the device's *os.File on the Go poller and do
 // not allocate. One ReadFrame and one WriteFrame may run at once.

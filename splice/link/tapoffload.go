@@ -16,7 +16,7 @@ import (
 // and offloads: the kernel hands it TCP super-frames of up to 64 KiB with
 // partial checksums, and accepts them back, so a bulk transfer costs one
 // read or write per super-frame instead of one per MTU-sized frame
-// (design.md section 7: about 6 Gbit/s instead of 0.55-0.8 through the
+// (docs/architecture.md §7: about 6 Gbit/s instead of 0.55-0.8 through the
 // water-based TAP). It is opened with golang.org/x/sys/unix, since water
 // cannot set IFF_VNET_HDR; TAP remains the portable adapter.
 //

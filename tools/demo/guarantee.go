@@ -29,9 +29,10 @@ type Customer struct {
 	Weight  float64
 }
 
-// Published is the scenario of the guaranteed-rates paper as design.md
-// section 6 gives it: 5 back-ends x 5 concurrent, 20 ms typical service
-// time (1250 req/s), customers A 500, B 100, C 400, D 150 req/s.
+// Published is the scenario of the guaranteed-rates paper as
+// docs/architecture.md §6 gives it: 5 back-ends x 5 concurrent, 20 ms
+// typical service time (1250 req/s), customers A 500, B 100, C 400, D 150
+// req/s.
 var Published = []Customer{{Name: "A", Reservation: 500}, {Name: "B", Reservation: 100}, {Name: "C", Reservation: 400}, {Name: "D", Reservation: 150}}
 
 // GuaranteeConfig says how to run the scenario.

@@ -1,5 +1,5 @@
 // Package experiment is a deterministic discrete-event simulation of the
-// published LIFO-Pri e-commerce experiment (design.md section 6, issue
+// published LIFO-Pri e-commerce experiment (docs/architecture.md §6, issue
 // 4): shop sessions from tools/session, a front-end running the very
 // sched.LifoPri policy the real front-end runs, and a cluster of back-end
 // slots, swept over offered load for the three policies the publication
@@ -317,7 +317,7 @@
 // RunFeedback (qsplice-experiment -policy feedback) is a different
 // experiment, issue 10's: not this package's session model but sched/sim
 // running the front-end's controller with a feedback listener, on the
-// lab cluster of design.md section 6 (5 x 5 slots, 20 ms, 1250 req/s).
+// lab cluster of docs/architecture.md §6 (5 x 5 slots, 20 ms, 1250 req/s).
 // Classes gold 3, silver 2 and bronze 1 each offer their weight's share
 // of a load that steps 0.5 -> 2 -> 0.5 times the capacity at 10 s and
 // 40 s (DefaultFeedbackConfig); with three content trees a request served

@@ -19,7 +19,7 @@
 // stay on by default, as on real links, so both daemons see super-frames
 // and partial checksums in virtio-net headers; Config.Offloads = false turns
 // them off on every lab link (complete checksums, MTU-sized frames only;
-// see design.md section 7). IPv6 is off. The state directory records what
+// see docs/architecture.md §7). IPv6 is off. The state directory records what
 // Up did, so Down, Open and the CLI work from the lab's name alone.
 package lab
 

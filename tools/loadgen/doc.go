@@ -30,10 +30,10 @@
 // CPU of net/http's Transport per request (see response.go), and the
 // generator shares its two cores with the system under test.
 //
-// Sessions. RunSessions is the LIFO-Pri experiment's client (design.md
-// section 6): sessions arrive as a Poisson process, each walks the shop
-// as package tools/session's Markov model says (or replays an httperf
-// --wsesslog session), waits for each page at most its patience, closing
+// Sessions. RunSessions is the LIFO-Pri experiment's client
+// (docs/architecture.md §6): sessions arrive as a Poisson process, each
+// walks the shop as package tools/session's Markov model says (or
+// replays an httperf --wsesslog session), waits for each page at most its patience, closing
 // the connection when that runs out, and retries or leaves as the model
 // decides; a 503 or an error is a failed page too (or, with
 // refused=leave, a 503 ends the session, as the simulator models a drop).

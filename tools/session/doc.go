@@ -1,5 +1,5 @@
 // Package session is the client side of the online-shop workload used by
-// the LIFO-Pri overload experiment (design.md section 6, issue 4): a
+// the LIFO-Pri overload experiment (docs/architecture.md §6, issue 4): a
 // Markov model of user sessions over eight page classes, the clients'
 // think times and impatience, and the httperf --wsesslog files that carry
 // generated sessions to httperf and to replay.

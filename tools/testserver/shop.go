@@ -13,7 +13,7 @@ import (
 )
 
 // Shop makes the handler the back-end of the LIFO-Pri shop experiment
-// (design.md section 6): the eight pages of package tools/session each
+// (docs/architecture.md §6): the eight pages of package tools/session each
 // answer 200 with a small HTML page after a service time drawn from an
 // exponential distribution with the page's mean. The service time is a
 // wait, not work, so the requests a back-end serves at once are bounded

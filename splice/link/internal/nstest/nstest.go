@@ -2,7 +2,7 @@
 //
 // Place in the data flow: none; it is test scaffolding. Tests of the link
 // adapters, the daemons and the lab build hosts out of namespaces joined by
-// veth pairs, as the lab does (design.md section 5), and use only addresses
+// veth pairs, as the lab does (docs/architecture.md §5), and use only addresses
 // from 198.18.0.0/15 inside namespaces they created themselves.
 //
 // Everything needs root; callers skip with RequireRoot when not root.
