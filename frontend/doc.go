@@ -7,19 +7,27 @@
 // /metrics (Prometheus text), both rendered from the controller's and the
 // engine's snapshots.
 //
-// Data flow (loop.go): the loop sleeps in a link.Poller on the link's and
-// the control socket's descriptors; each pass reads the frames and the
-// control datagrams waiting (one recvmmsg each, or nothing when it woke
-// for a deadline), stamps them with one time, lets the engine and then
-// the controller handle them, runs the timers due, and writes what came
-// out: frames in one batch, control datagrams in another, log records.
-// Between passes the loop sleeps until input arrives or the earlier of
-// the engine's and the controller's deadlines, never on a fixed ticker.
+// Data flow (loop.go, shard.go): with -workers N the front-end runs N
+// shards, each an engine on an AF_PACKET socket of one fanout group with
+// a loop of its own. A shard's loop sleeps in a link.Poller on its link's
+// descriptor (shard 0 also on the control socket's); each pass reads the
+// frames waiting (one recvmmsg, or none when it woke for a deadline),
+// lets its engine handle them and run its timers due, then, if that
+// produced events, control datagrams wait or the controller's timers are
+// due, runs the global controller under its lock, and writes what came
+// out: control datagrams first, then frames in one batch, then log
+// records. Between passes a loop sleeps until input arrives or its
+// engine's deadline (shard 0: or the controller's), never on a fixed
+// ticker.
 //
-// Time is monotonic time since the daemon started (splice.Time), taken
-// once per pass and never going backwards, so a step of the wall clock
-// moves no timer, cookie slot or timestamp clock.
+// Time is monotonic time since the daemon started (splice.Time); each
+// engine and the controller take the later of the clock and the last
+// time they were given when they are entered, so none ever sees time go
+// backwards, and a step of the wall clock moves no timer, cookie slot or
+// timestamp clock.
 //
-// The loop is the only goroutine that touches the engine and the
-// controller; the admin server asks it for snapshots.
+// Locks (shard.go): a shard's pass holds its engine's lock while it feeds
+// frames in; the controller, under its own lock, reaches a flow's engine
+// under that engine's lock, per request, never per frame. The admin
+// server asks shard 0's loop for snapshots.
 package frontend

@@ -163,8 +163,10 @@
 // within the rate limit of challenge ACKs.
 //
 // splice-wait: the SYN-ACK gives the back-end's ISN, MSS, window scale and
-// timestamps; the engine computes the translation numbers, acknowledges
-// the SYN-ACK and emits EvSplice. Client frames arriving now are copied
+// timestamps; the engine computes the translation numbers and emits
+// EvSplice, and sends nothing: the request's first segment, once the
+// shim confirmed, completes the back-end's handshake (a SYN-ACK that comes
+// again, after a long wait for a slot, is ACKed then). Client frames arriving now are copied
 // and held, at most HoldFrames of them; the rest are dropped and the
 // client resends them. Without SpliceAcked the client gets a 503. Nothing
 // of the request has reached the server yet, so every 503 here is safe to

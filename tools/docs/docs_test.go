@@ -329,6 +329,7 @@ var shellPolicy = []struct {
 	{regexp.MustCompile(`^qsplice-frontend validate\b`), "skip", "needs the edited example in /etc/qsplice; tools/packaging validates every example file"},
 	{regexp.MustCompile(`^qsplice-`), "flags", "daemons and tools need root and a lab; their flags are checked against -h (TestDocumentedFlagsExist)"},
 	{regexp.MustCompile(`^(systemd-sysusers|systemctl|install|cp|chown)\b`), "skip", "changes the host's users, /etc or systemd; tools/packaging checks the installed tree and the units"},
+	{regexp.MustCompile(`^(wireshark|tshark) -X lua_script:contrib/wireshark/qsplice\.lua\b`), "skip", "needs a capture of a lab run; contrib/wireshark's tests and TestLabCaptureShowsControlMessagesInWireshark run the dissector"},
 }
 
 // TestReadmeShellLines classifies every line of the README's sh blocks
