@@ -50,6 +50,9 @@ usage:
                       LINK is a host (c1, fe, b1...): its switch port, both directions
   qsplice-lab exec    [-name N] HOST -- CMD [ARG...]
                       run CMD in HOST's namespace (sw, c1, fe, b1...)
+  qsplice-lab impair  [-name N] HOST SPEC|clear
+                      impair HOST's path both ways in userspace (netem's work):
+                      SPEC is delay=20ms,jitter=5ms,loss=1%,reorder=0.5%,rate=100mbit[,seed=N]
   qsplice-lab -version
 `
 
@@ -84,8 +87,12 @@ func main() {
 		err = cmdCapture(ctx, args)
 	case "exec":
 		err = cmdExec(args)
+	case "impair":
+		err = cmdImpair(args)
+	case "relay": // started by impair in the switch namespace
+		err = cmdRelay(args)
 	default:
-		err = fmt.Errorf("unknown verb %q (up, down, status, capture, exec; -h for help)", verb)
+		err = fmt.Errorf("unknown verb %q (up, down, status, capture, exec, impair; -h for help)", verb)
 	}
 	var exit exitCode
 	if errors.Is(err, flag.ErrHelp) {
@@ -245,6 +252,61 @@ func cmdStatus(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w (is lab %s up?)", err, lf.name)
 	}
 	return l.WriteStatus(ctx, os.Stdout)
+}
+
+// cmdImpair puts an impairment on a host's path, or clears it.
+func cmdImpair(args []string) error {
+	fs := flag.NewFlagSet("impair", flag.ContinueOnError)
+	var lf labFlags
+	lf.register(fs)
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return errors.New("impair: want HOST SPEC or HOST clear, e.g. impair c1 delay=20ms,jitter=5ms,loss=1%,reorder=0.5%,rate=100mbit")
+	}
+	host, spec := pos[0], pos[1]
+	if spec != "clear" {
+		if _, err := lab.ParseImpair(spec); err != nil {
+			return err
+		}
+	}
+	l, err := lab.Open(lf.name, lf.stateDir)
+	if err != nil {
+		return fmt.Errorf("%w (is lab %s up?)", err, lf.name)
+	}
+	if spec == "clear" {
+		if err := l.ClearImpair(host); err != nil {
+			return err
+		}
+		fmt.Printf("%s: no impairment\n", host)
+		return nil
+	}
+	if err := l.Impair(host, spec); err != nil {
+		return err
+	}
+	fmt.Printf("%s: %s, both directions (its link runs with offloads off meanwhile)\n", host, spec)
+	return nil
+}
+
+// cmdRelay is the impairment relay process itself.
+func cmdRelay(args []string) error {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	a := fs.String("a", "", "device")
+	b := fs.String("b", "", "device")
+	spec := fs.String("spec", "", "impairment")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := lab.ParseImpair(*spec)
+	if err != nil {
+		return err
+	}
+	if *a == "" || *b == "" {
+		return errors.New("relay: want -a DEV -b DEV")
+	}
+	return lab.RunRelay(*a, *b, cfg)
 }
 
 func cmdCapture(ctx context.Context, args []string) error {

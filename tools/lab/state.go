@@ -127,6 +127,9 @@ func isStateEntry(name string) bool {
 		_, err := strconv.Atoi(rest)
 		return err == nil
 	}
+	if strings.HasPrefix(name, impairPrefix) { // a host's impairment (impair.go)
+		return true
+	}
 	return strings.HasPrefix(name, "nginx-") && strings.HasSuffix(name, ".conf")
 }
 

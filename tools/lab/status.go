@@ -42,6 +42,15 @@ func (l *Lab) WriteStatus(ctx context.Context, w io.Writer) error {
 		fmt.Fprintf(w, "INCOMPLETE: missing %s\n", missing)
 	}
 
+	if imp := l.Impairments(); len(imp) > 0 {
+		fmt.Fprintln(w, "\nimpairments (both directions, qsplice-lab impair):")
+		for _, h := range l.Hosts() {
+			if spec, ok := imp[h]; ok {
+				fmt.Fprintf(w, "  %s: %s\n", h, spec)
+			}
+		}
+	}
+
 	fmt.Fprintln(w, "\nnamespaces and links:")
 	present, err := netns.List(nsPrefix(c.Name))
 	if err != nil {
