@@ -114,6 +114,14 @@ type flow struct {
 	// Bounded state (limits.go): the count of its source f is in.
 	srcHold srcHold
 
+	// Request rewriting (issue 10, rewrite.go, fe_rewrite.go).
+	rw        rewriteRec // the newest correction point; rw.on once a target was rewritten
+	rwPending bool       // Rewrite was called for the request about to go on C2
+	rwAt      int        // the client's target: offset in the head (buf or kaBuf)
+	rwOldLen  int        // and length
+	rwTarget  []byte     // the new target; the front-end's copy while unacknowledged
+	rwFollow  bool       // rw is a follow-up's: the request timer resends rwTarget
+
 	// TCP validation (fe_validate.go).
 	ck segCheck
 }
