@@ -140,6 +140,7 @@ func (e *FrontEnd) flushAdmitted(f *flow, n int, fin bool, now Time, out *Output
 	f.reqNxt = r.endB
 	f.retries = 0
 	f.rto = now.Add(e.cfg.RTOMin)
+	e.armSplicedTimer(f, now)
 	e.stats.Rewrites++
 }
 

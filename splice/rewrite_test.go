@@ -406,3 +406,147 @@ func TestRewriteWaitsForTheLastRewrittenTarget(t *testing.T) {
 		t.Errorf("Rewrite of no flow: %v", err)
 	}
 }
+
+// serverSeg is a reply on sc's C2 with the given ACK number and SACK
+// blocks of request bytes.
+func (sc *shimConn) serverSeg(ack wire.Seq, payload []byte, sack ...wire.SACKBlock) []byte {
+	s := sc.srv
+	b := s.frame(wire.TCPFlagACK, s.nxt, ack, segOpts(&[2]uint32{s.tsVal, s.peerTS}, sack...), payload)
+	s.nxt += wire.Seq(len(payload))
+	return b
+}
+
+// TestShimTranslatesTheAckAndSACKOfARewrittenRequest: with the rewrite a
+// Splice names, the back-end's ACK numbers and SACK edges reach the
+// client in its own numbers, across 2^32, checksums exact: an ACK inside
+// the new target as its start, a SACK block inside it as an empty block.
+func TestShimTranslatesTheAckAndSACKOfARewrittenRequest(t *testing.T) {
+	isnC := wire.Seq(0xfffffff0)
+	start := isnC + 1 + 4 // "GET " ... the target crosses 2^32
+	const newLen, oldLen = 20, 8
+	sc := newShimConn(t, ShimConfig{}, 0x1000, isnC, func(sp *proto.Splice) {
+		sp.Flags |= proto.SpliceRewrite
+		sp.RewriteStart, sp.RewriteEnd, sp.RequestOffset = uint32(start), uint32(start+newLen), newLen-oldLen
+	})
+	end := sc.srv.rcvNxt // RequestEnd, in the back-end's numbers
+	endC := end - (newLen - oldLen)
+	for _, tc := range []struct {
+		name    string
+		ack     wire.Seq
+		sack    []wire.SACKBlock
+		wantAck wire.Seq
+		want    []wire.SACKBlock
+	}{
+		{"before the target", start - 2, nil, start - 2, nil},
+		{"inside the target", start + 5, nil, start, nil},
+		{"past the target", end, []wire.SACKBlock{{Left: end + 10, Right: end + 30}, {Left: start + 1, Right: start + 9}},
+			endC, []wire.SACKBlock{{Left: endC + 10, Right: endC + 30}, {Left: start + oldLen, Right: start + oldLen}}},
+		{"block from inside the target on", start + newLen, []wire.SACKBlock{{Left: start + 3, Right: start + newLen + 7}},
+			start + oldLen, []wire.SACKBlock{{Left: start + oldLen, Right: start + oldLen + 7}}},
+	} {
+		toClient, _ := framesOn(t, sc.h.input(PortHost, sc.serverSeg(tc.ack, []byte("data"), tc.sack...), t0))
+		if len(toClient) != 1 {
+			t.Fatalf("%s: %d frames to the client", tc.name, len(toClient))
+		}
+		s := expectTCP(t, toClient[0], to(clientIP, testRequestPort), ackIs(tc.wantAck))
+		if got := s.sackBlocks(); len(got) != len(tc.want) || len(got) > 0 && !equalBlocks(got, tc.want) {
+			t.Errorf("%s: SACK %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	sc.h.checkCounters()
+}
+
+func equalBlocks(a, b []wire.SACKBlock) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestShimLearnsAFollowUpsOffsetFromTheRewriteOption: the front-end's
+// segment carrying a rewritten follow-up's target reaches the kernel
+// unchanged, and its option moves the shim's correction point before the
+// kernel can acknowledge the new bytes; the kernel's replies are copied
+// to the front-end again until one acknowledges the new target; a
+// resent option changes nothing, an older one is ignored.
+func TestShimLearnsAFollowUpsOffsetFromTheRewriteOption(t *testing.T) {
+	sc := newShimConn(t, ShimConfig{}, 0x1000, 0xffffff00, nil)
+	h := sc.h
+	sc.cliSeq = sc.srv.rcvNxt // the first request was all handed over
+	_, toFE := framesOn(t, h.input(PortHost, sc.serverSeg(sc.srv.rcvNxt, nil), t0))
+	if len(toFE) != 1 {
+		t.Fatal("no copy of the ACK of the first request")
+	}
+	next := sc.cliSeq
+	r := rewriteRec{on: true, startC: next + 4, endC: next + 4 + 8, startB: next + 4, endB: next + 4 + 20, after: 12}
+	var ob [40]byte
+	n := wire.EncodeTS(ob[:], sc.cliTS, sc.srv.tsVal)
+	n += putRewriteOption(ob[n:], &r)
+	seg := frame(wire.TCPFrame{
+		SrcMAC: feMAC, DstMAC: backendMAC,
+		Src: handoffIP, Dst: backendIP, SrcPort: shimHandoffPort, DstPort: webPort,
+		Seq: next, Ack: sc.srv.nxt, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 300,
+		Options: ob[:n], Payload: bytes.Repeat([]byte("r"), 40),
+	})
+	for i := 0; i < 2; i++ { // the second time a retransmission
+		out := h.input(PortWire, seg, t0+ms)
+		if len(out.Frames) != 1 || out.Frames[0].Port != PortHost || !bytes.Equal(out.Frames[0].Data, seg) {
+			t.Fatal("the rewritten request did not pass to the kernel unchanged")
+		}
+	}
+	if st := h.sh.Stats(); st.Rewrites != 1 {
+		t.Fatalf("Rewrites %d, want 1", st.Rewrites)
+	}
+	// The kernel acknowledges part of the new target: the client hears
+	// only up to its old target's start, the front-end gets a copy.
+	toClient, toFE := framesOn(t, h.input(PortHost, sc.serverSeg(next+10, nil), t0+2*ms))
+	expectTCP(t, toClient[0], ackIs(next+4))
+	if len(toFE) != 1 {
+		t.Fatal("no copy while the new target is unacknowledged")
+	}
+	toClient, toFE = framesOn(t, h.input(PortHost, sc.serverSeg(next+40, []byte("HTTP/1.1 200 OK\r\n")), t0+3*ms))
+	expectTCP(t, toClient[0], ackIs(next+40-12))
+	if len(toFE) != 1 {
+		t.Fatal("no copy of the ACK of the new target")
+	}
+	toClient, toFE = framesOn(t, h.input(PortHost, sc.serverSeg(next+40, []byte("more")), t0+4*ms))
+	if len(toFE) != 0 || len(toClient) != 1 {
+		t.Fatalf("%d copies after the new target was acknowledged", len(toFE))
+	}
+	// An option naming an older point (a replay, a stale copy) is ignored.
+	old := rewriteRec{on: true, startB: next - 50, endB: next - 40, after: 3}
+	var ob2 [40]byte
+	n = wire.EncodeTS(ob2[:], sc.cliTS, sc.srv.tsVal)
+	n += putRewriteOption(ob2[n:], &old)
+	stale := frame(wire.TCPFrame{
+		SrcMAC: feMAC, DstMAC: backendMAC,
+		Src: handoffIP, Dst: backendIP, SrcPort: shimHandoffPort, DstPort: webPort,
+		Seq: next + 40, Ack: sc.srv.nxt, Flags: wire.TCPFlagACK, Window: 300, Options: ob2[:n],
+	})
+	h.input(PortWire, stale, t0+5*ms)
+	toClient, _ = framesOn(t, h.input(PortHost, sc.serverSeg(next+40, nil), t0+6*ms))
+	expectTCP(t, toClient[0], ackIs(next+40-12))
+	if st := h.sh.Stats(); st.Rewrites != 1 || st.RewritesStale != 1 {
+		t.Errorf("Rewrites %d, RewritesStale %d, want 1, 1", st.Rewrites, st.RewritesStale)
+	}
+	h.checkCounters()
+}
+
+// TestShimRefusesARewriteOutsideTheRequest: a Splice whose new target
+// does not lie within the request it hands over is refused.
+func TestShimRefusesARewriteOutsideTheRequest(t *testing.T) {
+	h := newShim(t, ShimConfig{})
+	isnC := wire.Seq(0x2000)
+	sp := shimSplice(isnC + 1 + 100)
+	sp.Flags |= proto.SpliceRewrite
+	sp.RewriteStart, sp.RewriteEnd, sp.RequestOffset = uint32(isnC+1+90), uint32(isnC+1+120), 5
+	h.input(PortHost, kernelSynAck(&sp, 0x1000, isnC), t0)
+	if err := h.sh.AddSplice(&sp, t0); !errors.Is(err, ErrSpliceInconsistent) {
+		t.Fatalf("AddSplice: %v, want ErrSpliceInconsistent", err)
+	}
+	if st := h.sh.Stats(); st.RewritesRefused != 1 || st.SplicesRefused != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
