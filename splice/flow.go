@@ -25,7 +25,8 @@ func (s flowState) String() string { return flowStateNames[s] }
 // flow is one client connection and, once dispatched, its handoff
 // connection C2. Client-facing numbers: isnF is our ISN, syn.clientISN
 // the client's. C2 reuses the client's ISN, so request-direction sequence
-// numbers are the same on both connections and only the reply direction
+// numbers are the same on both connections (until a rewritten request
+// target shifts them, f.rw: rewrite.go) and only the reply direction
 // (and everything that refers to it: ACK, SACK, TS echo) is translated.
 type flow struct {
 	id       FlowID

@@ -550,3 +550,46 @@ func TestShimRefusesARewriteOutsideTheRequest(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestRewrittenConnectionsForwardAndTranslateWithoutAllocating: the
+// per-packet paths of a rewritten connection -- a client segment shifted
+// onto C2, a reply whose ACK and SACK the shim moves back -- allocate
+// nothing, and did run.
+func TestRewrittenConnectionsForwardAndTranslateWithoutAllocating(t *testing.T) {
+	sc := connectRewritten(t, defaultSpliceParams(), "/tree2/upload")
+	c := sc.c
+	tmpl := c.seg(wire.TCPFlagACK|wire.TCPFlagPSH, c.nxt, c.rcvNxt, make([]byte, 1000))
+	frame := make([]byte, len(tmpl))
+	var out Output
+	now := sc.now
+	before := sc.h.fe.Stats().ForwardedFrames
+	if allocs := testing.AllocsPerRun(200, func() {
+		copy(frame, tmpl)
+		out.Reset()
+		now += ms
+		sc.h.fe.Input(frame, now, &out)
+	}); allocs != 0 {
+		t.Errorf("forwarding on a rewritten connection: %v allocations", allocs)
+	}
+	if sc.h.fe.Stats().ForwardedFrames-before < 200 {
+		t.Fatal("the forwarding path did not run")
+	}
+
+	sh := newShimConn(t, ShimConfig{}, 0x1000, 0x2000, func(sp *proto.Splice) {
+		sp.Flags |= proto.SpliceRewrite
+		sp.RewriteStart, sp.RewriteEnd, sp.RequestOffset = 0x2005, 0x2010, 3
+	})
+	reply := sh.serverSeg(sh.srv.rcvNxt, make([]byte, 1000), wire.SACKBlock{Left: sh.srv.rcvNxt + 10, Right: sh.srv.rcvNxt + 20})
+	rb := make([]byte, len(reply))
+	tr := sh.h.sh.Stats().Translated
+	if allocs := testing.AllocsPerRun(200, func() {
+		copy(rb, reply)
+		out.Reset()
+		sh.h.sh.Input(PortHost, rb, t0, &out)
+	}); allocs != 0 {
+		t.Errorf("translating a reply of a rewritten request: %v allocations", allocs)
+	}
+	if sh.h.sh.Stats().Translated-tr < 200 {
+		t.Fatal("the translating path did not run")
+	}
+}
