@@ -72,9 +72,9 @@
 //
 //   - EvRequest: a request head is complete. Dispatch(id, backend) opens
 //     C2 to the chosen back-end; Reject(id, status, ...) answers 503 or
-//     429 instead and closes. Rewrite(id, target) before Dispatch or
-//     Admit sends the request with another request-target (a content
-//     tree; see Request rewriting). With FollowUp set the request came on a
+//     429 instead and closes. Rewrite(id, path) before Dispatch or
+//     Admit sends the request with another path in its request-target (a
+//     content tree; see Request rewriting). With FollowUp set the request came on a
 //     connection already spliced: Admit(id) lets it through to the same
 //     back-end, RejectFollowUp(id, ...) answers it inside the stream.
 //   - EvSplice: C2 is up; Event.Splice is the proto.Splice the daemon sends
@@ -275,8 +275,8 @@
 //
 // Serving a cheaper content tree (issue 10) means the back-end reads
 // another request-target than the client sent. The controller calls
-// Rewrite(id, target) before Dispatch or Admit; the engine substitutes the
-// target's bytes and from then on keeps two request-direction spaces, the
+// Rewrite(id, path) before Dispatch or Admit; the engine substitutes the
+// bytes of the target's path (the query stays) and from then on keeps two request-direction spaces, the
 // client's (c) and the back-end's (b), an offset apart past the target
 // (rewrite.go has the picture). One correction point is kept per
 // connection: a follow-up is rewritten only once the back-end has

@@ -14,29 +14,32 @@ import (
 // Errors from Rewrite.
 var (
 	ErrRewriteBusy = errors.New("splice: the last rewritten request target is not acknowledged yet")
-	ErrBadTarget   = errors.New("splice: not a usable request target")
+	ErrBadPath     = errors.New("splice: not a usable request path")
 )
 
-// maxTargetLen bounds a replacement target; with the rest of the head it
+// maxPathLen bounds a replacement path; with the rest of the head it
 // still has to fit the back-end's limits, which are the operator's.
-const maxTargetLen = 4096
+const maxPathLen = 4096
 
 // Rewrite asks that the request about to go to the back-end be sent with
-// target as its request-target instead of the client's: a queued first
-// request (call it before Dispatch) or a waiting follow-up (before
-// Admit). Which target to serve is the caller's policy; the engine only
-// substitutes the bytes and keeps the sequence numbers of both sides
-// right for the rest of the connection. A follow-up cannot be rewritten
+// path as its request-target's path instead of the client's (the query
+// string stays, and so do an absolute-form target's scheme and host): a
+// queued first request (call it before Dispatch) or a waiting follow-up
+// (before Admit). Which path to serve is the caller's policy; the engine
+// only substitutes the bytes, which it copies, and keeps the sequence
+// numbers of both sides right for the rest of the connection. A request
+// whose target has no path of its own ("*", "http://host") is not
+// rewritten (ErrFlowState). A follow-up cannot be rewritten
 // while the back-end has not acknowledged the previous rewritten target
 // (ErrRewriteBusy, rare: only a client pipelining faster than the
 // back-end acknowledges); the caller then admits it as it is.
-func (e *FrontEnd) Rewrite(id FlowID, target string) error {
+func (e *FrontEnd) Rewrite(id FlowID, path []byte) error {
 	f := e.byID[id]
 	if f == nil {
 		return ErrNoFlow
 	}
-	if !usableTarget(target) {
-		return ErrBadTarget
+	if !usablePath(path) {
+		return ErrBadPath
 	}
 	var head []byte
 	switch {
@@ -52,25 +55,26 @@ func (e *FrontEnd) Rewrite(id FlowID, target string) error {
 		return ErrFlowState
 	}
 	req := &e.head
-	if httphead.Parse(head, e.cfg.MaxHead, req) != nil || len(req.Target) == 0 {
-		return ErrFlowState // the head parsed when it was reported
+	if httphead.Parse(head, e.cfg.MaxHead, req) != nil || len(req.Path) == 0 || req.Path[0] != '/' {
+		return ErrFlowState // no path of its own (the head parsed when it was reported)
 	}
-	// Target is a sub-slice of head: its offset is the difference in
+	// Path is a sub-slice of head: its offset is the difference in
 	// capacity.
-	f.rwAt, f.rwOldLen = cap(head)-cap(req.Target), len(req.Target)
-	f.rwTarget = append(f.rwTarget[:0], target...)
+	f.rwAt, f.rwOldLen = cap(head)-cap(req.Path), len(req.Path)
+	f.rwTarget = append(f.rwTarget[:0], path...)
 	f.rwPending = true
 	return nil
 }
 
-// usableTarget accepts what may stand between the two spaces of a
-// request line: visible ASCII, nothing that would end or split it.
-func usableTarget(t string) bool {
-	if t == "" || len(t) > maxTargetLen {
+// usablePath accepts an absolute path that keeps the request line one
+// request line and the client's query its query: visible ASCII from a
+// '/', no '?' or '#'.
+func usablePath(p []byte) bool {
+	if len(p) == 0 || len(p) > maxPathLen || p[0] != '/' {
 		return false
 	}
-	for i := 0; i < len(t); i++ {
-		if c := t[i]; c <= ' ' || c >= 0x7f {
+	for _, c := range p {
+		if c <= ' ' || c >= 0x7f || c == '?' || c == '#' {
 			return false
 		}
 	}

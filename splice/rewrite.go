@@ -10,8 +10,9 @@ import (
 //
 // Serving a degraded content tree means the back-end must read another
 // request target than the client sent ("/img/a.jpg" becomes
-// "/tree2/img/a.jpg"). The front-end replaces the target bytes of a
-// request head with the controller's; from the end of the target on, the
+// "/tree2/img/a.jpg"). The front-end replaces the path of a request
+// head's target with the controller's (the query stays), the "target"
+// below; from the end of the target on, the
 // request direction then has two sequence spaces: the client's (c) and
 // the back-end's (b), an offset apart. A rewrite is one correction point:
 //

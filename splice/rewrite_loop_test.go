@@ -21,7 +21,8 @@ type rewriteScenario struct {
 }
 
 type rewriteReq struct {
-	path, target string // target "" keeps the client's
+	path, target string // target "" keeps the client's path
+	query        string // "?..." or ""
 	chunk        int    // the client's segment size
 	resend       bool   // the client resends its request's segments after the response
 	lose         bool   // every C2 data segment of the handoff or admission is lost
@@ -112,7 +113,7 @@ func runRewriteScenario(tb testing.TB, sc rewriteScenario) {
 	var id FlowID
 	for k, r := range sc.reqs {
 		tb.Logf("request %d: %+v", k, r)
-		req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: www.example.test\r\n\r\n", r.path))
+		req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: www.example.test\r\n\r\n", r.path+r.query))
 		start := c.nxt
 		var segs [][]byte
 		for off := 0; off < len(req); off += r.chunk {
@@ -136,7 +137,7 @@ func runRewriteScenario(tb testing.TB, sc rewriteScenario) {
 		n.feEvents = nil
 		onC2 := req
 		if r.target != "" {
-			if err := n.fe.fe.Rewrite(id, r.target); err != nil {
+			if err := n.fe.fe.Rewrite(id, []byte(r.target)); err != nil {
 				tb.Fatalf("request %d: Rewrite: %v", k, err)
 			}
 			onC2 = withTarget(req, r.target)
@@ -249,7 +250,7 @@ func TestKeepAliveConnectionWithRewrittenRequestsInMemory(t *testing.T) {
 	for name, offer := range clientVariants() {
 		t.Run(name, func(t *testing.T) {
 			runRewriteScenario(t, rewriteScenario{offer: offer, isn: 0xffffff00, isB: 0x7fffffff, reqs: []rewriteReq{
-				{path: "/img/a.jpg", target: "/tree2/img/a.jpg", chunk: 1000, resend: true},
+				{path: "/img/a.jpg", query: "?size=2", target: "/tree2/img/a.jpg", chunk: 1000, resend: true},
 				{path: "/img/b.jpg", chunk: 7, resend: true},
 				{path: "/a/very/long/path/of/the/full/tree.html", target: "/t1/x.html", chunk: 13, resend: true},
 				{path: "/lost", target: "/tree1/lost/again", chunk: 30, lose: true},
@@ -285,7 +286,7 @@ func FuzzRewrittenRequestStreams(f *testing.F) {
 		}
 		sc := rewriteScenario{offer: offer, isn: wire.Seq(isn), isB: wire.Seq(rng.Uint32())}
 		for range 1 + rng.IntN(6) {
-			r := rewriteReq{path: path(), chunk: 1 + rng.IntN(120), resend: rng.IntN(3) == 0, lose: rng.IntN(4) == 0}
+			r := rewriteReq{path: path(), query: []string{"", "?a=1", "?x"}[rng.IntN(3)], chunk: 1 + rng.IntN(120), resend: rng.IntN(3) == 0, lose: rng.IntN(4) == 0}
 			if rng.IntN(2) == 0 {
 				r.target = "/tree" + fmt.Sprint(rng.IntN(4)) + path()
 			}

@@ -15,20 +15,19 @@ import (
 // Request rewriting (issue 10): hand-built packets for every rule of
 // rewrite.go.
 
-// withTarget returns req with its request-target replaced: what the
-// back-end must receive.
-func withTarget(req []byte, target string) []byte {
-	sp1 := bytes.IndexByte(req, ' ')
-	sp2 := sp1 + 1 + bytes.IndexByte(req[sp1+1:], ' ')
-	out := append([]byte(nil), req[:sp1+1]...)
-	out = append(out, target...)
-	return append(out, req[sp2:]...)
+// withTarget returns req with the path of its request-target replaced
+// (the query stays): what the back-end must receive.
+func withTarget(req []byte, path string) []byte {
+	at, n := targetSpan(req)
+	out := append([]byte(nil), req[:at]...)
+	out = append(out, path...)
+	return append(out, req[at+n:]...)
 }
 
-// targetSpan is where req's target lies.
+// targetSpan is where the path of req's (origin-form) target lies.
 func targetSpan(req []byte) (at, n int) {
-	sp1 := bytes.IndexByte(req, ' ')
-	return sp1 + 1, bytes.IndexByte(req[sp1+1:], ' ')
+	at = bytes.IndexByte(req, ' ') + 1
+	return at, bytes.IndexAny(req[at:], "? ")
 }
 
 // rewriteOptionOf returns the rewrite option a C2 segment carries.
@@ -141,7 +140,7 @@ func connectRewritten(tb testing.TB, p spliceParams, target string) *splicedConn
 	now += ms
 	c.tsVal++
 	id := c.sendRequest(tb, h, p.request, now)
-	if err := h.fe.Rewrite(id, target); err != nil {
+	if err := h.fe.Rewrite(id, []byte(target)); err != nil {
 		tb.Fatal(err)
 	}
 	now += ms
@@ -198,12 +197,13 @@ func TestRewrittenFirstRequestShiftsTheClientsSequenceNumbersOnC2(t *testing.T) 
 			isn    wire.Seq
 			target string
 		}{
-			{0x10000000, "/tree2/upload?x=1"},
+			{0x10000000, "/tree2/upload"},
 			{0xfffffff8, "/u"}, // the target crosses 2^32; the offset is negative
 		} {
 			t.Run(name+tc.target, func(t *testing.T) {
 				p := defaultSpliceParams()
 				p.offer, p.clientISN = offer, tc.isn
+				p.request = []byte("POST /upload?x=1&y=2 HTTP/1.1\r\nHost: www.example.test\r\nContent-Length: 1000000000\r\n\r\n")
 				sc := connectRewritten(t, p, tc.target)
 				at, oldLen := targetSpan(p.request)
 				delta := uint32(len(tc.target) - oldLen)
@@ -328,7 +328,7 @@ func TestRewrittenFollowUpChangesTheOffsetMidConnection(t *testing.T) {
 			c := sc.c
 			next := c.nxt - wire.Seq(len(second))
 			target := "/tree1/second/page"
-			if err := sc.h.fe.Rewrite(sc.id, target); err != nil {
+			if err := sc.h.fe.Rewrite(sc.id, []byte(target)); err != nil {
 				t.Fatal(err)
 			}
 			out := admit(t, sc)
@@ -388,21 +388,23 @@ func TestRewrittenFollowUpChangesTheOffsetMidConnection(t *testing.T) {
 // (only one correction point is kept); the caller admits it as it is.
 func TestRewriteWaitsForTheLastRewrittenTarget(t *testing.T) {
 	sc, _, second := followUpConn(t, fullOffer(5000), 0x10000000)
-	if err := sc.h.fe.Rewrite(sc.id, "/t/second"); err != nil {
+	if err := sc.h.fe.Rewrite(sc.id, []byte("/t/second")); err != nil {
 		t.Fatal(err)
 	}
 	admit(t, sc)
 	third := []byte("GET /third HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
 	sc.now += ms
 	onlyEvent(t, sc.h.input(sc.c.data(third), sc.now), EvRequest)
-	if err := sc.h.fe.Rewrite(sc.id, "/t/third"); !errors.Is(err, ErrRewriteBusy) {
+	if err := sc.h.fe.Rewrite(sc.id, []byte("/t/third")); !errors.Is(err, ErrRewriteBusy) {
 		t.Fatalf("Rewrite with the last target unacknowledged: %v, want ErrRewriteBusy", err)
 	}
 	_ = second
-	if err := sc.h.fe.Rewrite(sc.id, "bad target"); !errors.Is(err, ErrBadTarget) {
-		t.Errorf("Rewrite with a space in the target: %v", err)
+	for _, bad := range []string{"/bad path", "/q?x", "relative", "", "/\x7f"} {
+		if err := sc.h.fe.Rewrite(sc.id, []byte(bad)); !errors.Is(err, ErrBadPath) {
+			t.Errorf("Rewrite with path %q: %v, want ErrBadPath", bad, err)
+		}
 	}
-	if err := sc.h.fe.Rewrite(sc.id+1000, "/x"); !errors.Is(err, ErrNoFlow) {
+	if err := sc.h.fe.Rewrite(sc.id+1000, []byte("/x")); !errors.Is(err, ErrNoFlow) {
 		t.Errorf("Rewrite of no flow: %v", err)
 	}
 }
