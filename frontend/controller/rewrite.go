@@ -8,8 +8,8 @@ import (
 )
 
 // Rewriter is the engine call that serves a request from a content tree
-// (issue 10): splice.FrontEnd.Rewrite. An Engine without it serves every
-// request at full quality.
+// (issue 10): splice.FrontEnd.Rewrite. An Engine without it (the
+// simulator's, which models a tree's cost itself) is told nothing.
 type Rewriter interface {
 	Rewrite(id splice.FlowID, path []byte) error
 }
@@ -30,7 +30,7 @@ func (c *Controller) rewriteForTree(flow splice.FlowID, r sched.Request, out *Ou
 	}
 	rw, ok := c.eng.(Rewriter)
 	if !ok {
-		return uint8(fc.m)
+		return r.Tree // an engine that models a tree's cost itself (sched/sim)
 	}
 	c.treePath = sched.AppendTreePath(c.treePath[:0], fc.treePath, r.Tree, r.Path)
 	if err := rw.Rewrite(flow, c.treePath); err != nil {
