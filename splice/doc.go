@@ -498,7 +498,10 @@
 //     target), TestRewriteWaitsForTheLastRewrittenTarget,
 //     TestShimTranslatesTheAckAndSACKOfARewrittenRequest,
 //     TestShimLearnsAFollowUpsOffsetFromTheRewriteOption,
-//     TestClientCannotSetTheOffsets,
+//     TestShimTranslatesARewrittenRequestsAckInAPartialChecksumFrame,
+//     TestShimRefusesARewriteOutsideTheRequest,
+//     TestClientCannotSetTheOffsets, FuzzRewriteOption,
+//     TestRewrittenConnectionsForwardAndTranslateWithoutAllocating,
 //     TestKeepAliveConnectionWithRewrittenRequestsInMemory and
 //     FuzzRewrittenRequestStreams (both engines, random streams, rewrites,
 //     losses and retransmissions).

@@ -630,3 +630,28 @@ func FuzzRewriteOption(f *testing.F) {
 		}
 	})
 }
+
+// TestShimTranslatesARewrittenRequestsAckInAPartialChecksumFrame: a reply
+// the kernel left to checksum offload gets its ACK and SACK moved into
+// the client's numbers with the checksum field left a partial sum, which
+// the device then completes exactly.
+func TestShimTranslatesARewrittenRequestsAckInAPartialChecksumFrame(t *testing.T) {
+	isnC := wire.Seq(0xfffffff8)
+	start := isnC + 1 + 4
+	sc := newShimConn(t, ShimConfig{}, 0x1000, isnC, func(sp *proto.Splice) {
+		sp.Flags |= proto.SpliceRewrite
+		sp.RewriteStart, sp.RewriteEnd, sp.RequestOffset = uint32(start), uint32(start+30), 22
+	})
+	end := sc.srv.rcvNxt
+	f := sc.serverSeg(end, bytes.Repeat([]byte("p"), 501), wire.SACKBlock{Left: end + 5, Right: end + 9})
+	vh := toPartial(t, f, 0)
+	toClient, _ := sentFrames(sc.h.inputVNet(PortHost, f, vh, t0+ms))
+	if len(toClient) != 1 || toClient[0].VNet != vh {
+		t.Fatalf("%d frames to the client", len(toClient))
+	}
+	seg := segmentLikeLinux(t, toClient[0].Data, vh)[0]
+	s := expectTCP(t, seg, to(clientIP, testRequestPort), ackIs(end-22))
+	if b := s.sackBlocks(); len(b) != 1 || b[0].Left != end+5-22 || b[0].Right != end+9-22 {
+		t.Errorf("SACK %v", b)
+	}
+}
