@@ -102,15 +102,23 @@ type EngineStatus struct {
 	ChunkedBodies         uint64 `json:"chunked_bodies"` // chunked request bodies followed to their end
 	// Challenge ACKs sent to segments RFC 5961 does not accept, and
 	// those the rate limit held back (splice/fe_validate.go).
-	ChallengeAcks        uint64            `json:"challenge_acks"`
-	ChallengeAcksLimited uint64            `json:"challenge_acks_limited"`
-	FollowUpsRefused     uint64            `json:"follow_ups_refused"` // answered in their stream
-	FollowUpsReset       uint64            `json:"follow_ups_reset"`   // refused, but the stream had to be reset
-	AckStorms            uint64            `json:"ack_storms"`
-	RSTsSuppressed       uint64            `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
-	SynCookiesSent       uint64            `json:"syn_cookies_sent"`
-	Answered             map[string]uint64 `json:"answered"`
-	States               map[string]int    `json:"flow_states"`
+	ChallengeAcks        uint64 `json:"challenge_acks"`
+	ChallengeAcksLimited uint64 `json:"challenge_acks_limited"`
+	FollowUpsRefused     uint64 `json:"follow_ups_refused"` // answered in their stream
+	FollowUpsReset       uint64 `json:"follow_ups_reset"`   // refused, but the stream had to be reset
+	AckStorms            uint64 `json:"ack_storms"`
+	RSTsSuppressed       uint64 `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
+	SynCookiesSent       uint64 `json:"syn_cookies_sent"`
+	// Request rewriting (issue 10, splice/fe_rewrite.go): requests sent
+	// with a content tree's path, rewrites refused while the last was
+	// unacknowledged, client segments of a replaced target absorbed, and
+	// rewritten targets resent from the front-end's copy.
+	Rewrites        uint64            `json:"rewrites"`
+	RewriteBusy     uint64            `json:"rewrite_busy"`
+	RewriteAbsorbed uint64            `json:"rewrite_absorbed"`
+	RewriteResent   uint64            `json:"rewrite_resent"`
+	Answered        map[string]uint64 `json:"answered"`
+	States          map[string]int    `json:"flow_states"`
 }
 
 func (d *Daemon) status() Status {
@@ -158,6 +166,7 @@ func (d *Daemon) status() Status {
 			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
+			Rewrites: es.Rewrites, RewriteBusy: es.RewriteBusy, RewriteAbsorbed: es.RewriteAbsorbed, RewriteResent: es.RewriteResent,
 			Answered: map[string]uint64{},
 			States:   states,
 		},

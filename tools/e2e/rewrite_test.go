@@ -168,6 +168,7 @@ func wantTree(t *testing.T, what string, body []byte, backend uint32, size int64
 func degradedKeepAlive(t *testing.T, l *lab.Lab) {
 	waitG(t, l, "full quality (3)", func(g float64) bool { return g == 3 })
 	_, rewrittenBefore := feedbackG(t, l)
+	engineBefore := frontendStatus(t, l).Engine
 	a := dialVIP(t, l)
 	body, be := a.get("/data/1K")
 	wantTree(t, "first request at G = 3", body, be, 1<<10, 0)
@@ -188,6 +189,13 @@ func degradedKeepAlive(t *testing.T, l *lab.Lab) {
 		t.Errorf("trees %d, %d, %d within one period for one client", k2, k3, k4)
 	}
 	if _, rewritten := feedbackG(t, l); rewritten-rewrittenBefore != 3 {
-		t.Errorf("%d requests rewritten, want 3", rewritten-rewrittenBefore)
+		t.Errorf("the controller rewrote %d requests, want 3", rewritten-rewrittenBefore)
+	}
+	after := frontendStatus(t, l).Engine
+	if n := after.Rewrites - engineBefore.Rewrites; n != 3 {
+		t.Errorf("the engine sent %d requests rewritten, want 3", n)
+	}
+	if n := after.ReplyPayloadBytes - engineBefore.ReplyPayloadBytes; n != 0 {
+		t.Errorf("the front-end saw %d reply payload bytes, want 0", n)
 	}
 }
