@@ -398,7 +398,23 @@ func TestRewriteWaitsForTheLastRewrittenTarget(t *testing.T) {
 	if err := sc.h.fe.Rewrite(sc.id, []byte("/t/third")); !errors.Is(err, ErrRewriteBusy) {
 		t.Fatalf("Rewrite with the last target unacknowledged: %v, want ErrRewriteBusy", err)
 	}
-	_ = second
+	// Admitted as it is, it goes on after the second's offset, and the
+	// second's target is still the front-end's to resend.
+	d1 := len("/tree3/first") - len("/first")
+	d2 := d1 + len("/t/second") - len("/second/page")
+	third0 := sc.c.nxt - wire.Seq(len(third))
+	expectTCP(t, onlyFrame(t, admit(t, sc)), seqIs(third0+wire.Seq(d2)), payloadIs(third))
+	at, _ := targetSpan(second)
+	targetB := third0 - wire.Seq(len(second)) + wire.Seq(at+d1)
+	sc.now += s1
+	var resent bool
+	for _, f := range copyFrames(sc.h.tick(sc.now)) {
+		s := expectTCP(t, f, to(backendIP, webPort))
+		resent = resent || string(s.payload()) == "/t/second" && s.seq() == targetB
+	}
+	if !resent {
+		t.Error("the unacknowledged rewritten target was not resent")
+	}
 	for _, bad := range []string{"/bad path", "/q?x", "relative", "", "/\x7f"} {
 		if err := sc.h.fe.Rewrite(sc.id, []byte(bad)); !errors.Is(err, ErrBadPath) {
 			t.Errorf("Rewrite with path %q: %v, want ErrBadPath", bad, err)
