@@ -327,6 +327,10 @@
 //     client resends. Follow-up bytes held until Admit: nobody
 //     acknowledged them, so the client keeps retransmitting them; the
 //     front-end sends them once when admitted.
+//   - A rewritten follow-up's new target: the front-end, from its copy,
+//     RTOMin << retries until the back-end acknowledges it (the shim
+//     copies reply headers again until then); the client's resends of
+//     the old target are absorbed (see Request rewriting).
 //   - Everything the client sends after the splice, and every reply: the
 //     two kernels, end to end. The engines translate each copy alike.
 //   - The C2 SYN (three retransmissions, doubling from HandoffTimeout) and
