@@ -116,9 +116,17 @@ type EngineStatus struct {
 	RequestAcksSaved   uint64 `json:"request_acks_saved"`
 	// Client pure ACKs written over the flow's previous one in the same
 	// pass instead of forwarded (splice/fe_ackcoalesce.go).
-	AcksCoalesced uint64            `json:"acks_coalesced"`
-	Answered      map[string]uint64 `json:"answered"`
-	States        map[string]int    `json:"flow_states"`
+	AcksCoalesced uint64 `json:"acks_coalesced"`
+	// Request rewriting (issue 10, splice/fe_rewrite.go): requests sent
+	// with a content tree's path, rewrites refused while the last was
+	// unacknowledged, client segments of a replaced target absorbed, and
+	// rewritten targets resent from the front-end's copy.
+	Rewrites        uint64            `json:"rewrites"`
+	RewriteBusy     uint64            `json:"rewrite_busy"`
+	RewriteAbsorbed uint64            `json:"rewrite_absorbed"`
+	RewriteResent   uint64            `json:"rewrite_resent"`
+	Answered        map[string]uint64 `json:"answered"`
+	States          map[string]int    `json:"flow_states"`
 }
 
 func (d *Daemon) status() Status {
@@ -168,8 +176,9 @@ func (d *Daemon) status() Status {
 			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
 			RequestAcksDelayed: es.RequestAcksDelayed, RequestAcksSaved: es.RequestAcksSaved,
 			AcksCoalesced: es.AcksCoalesced,
-			Answered:      map[string]uint64{},
-			States:        states,
+			Rewrites:      es.Rewrites, RewriteBusy: es.RewriteBusy, RewriteAbsorbed: es.RewriteAbsorbed, RewriteResent: es.RewriteResent,
+			Answered: map[string]uint64{},
+			States:   states,
 		},
 	}
 	st.KernelDrops = kernelDrops

@@ -280,3 +280,9 @@ func (e *shardedEngine) ResponseEnded(id splice.FlowID, backendSeq uint32, now s
 		return eng.ResponseEnded(id, backendSeq, now, out)
 	})
 }
+
+// Rewrite (controller.Rewriter): serve the flow's request from a content
+// tree (issue 10).
+func (e *shardedEngine) Rewrite(id splice.FlowID, path []byte) error {
+	return e.on(id, 0, func(eng *splice.FrontEnd, _ splice.Time) error { return eng.Rewrite(id, path) })
+}

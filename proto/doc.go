@@ -126,7 +126,7 @@
 //	4  u64   Incarnation  echoed from Register
 //	12 dur   KeepaliveInterval
 //
-// Splice (type 3), front-end -> back-end, 61 bytes:
+// Splice (type 3), front-end -> back-end, 61 bytes (73 with bit 3 of Flags):
 //
 //	0  u64   RequestID
 //	8  u32   Customer
@@ -140,13 +140,17 @@
 //	34 u16   BackendPort  /
 //	36 u32   SeqDelta     back-end seq + SeqDelta = client-facing seq
 //	40 u32   TSOffset     back-end TSval + TSOffset = client-facing TSval
-//	44 u8    Flags        bit 0 timestamps, bit 1 SACK, bit 2 window scale;
-//	                      other bits must be 0
+//	44 u8    Flags        bit 0 timestamps, bit 1 SACK, bit 2 window scale,
+//	                      bit 3 rewritten request target; other bits must be 0
 //	45 u8    WScaleBackend   0..14
 //	46 u8    WScaleFrontend  0..14
 //	47 mac   ClientNextHopMAC
 //	53 u32   RequestEnd   seq just past the bytes handed over on C2
 //	57 u32   BackendID
+//	61 u32   RewriteStart  \  only with Flags bit 3: back-end seq of the
+//	65 u32   RewriteEnd     | rewritten target's first byte and just past
+//	69 u32   RequestOffset /  it; back-end seq - RequestOffset = client
+//	                          seq from RewriteEnd on
 //
 // SpliceAck (type 4), back-end -> front-end, 14+n bytes:
 //

@@ -155,7 +155,7 @@ func TestUnmarshalFieldValues(t *testing.T) {
 		{patch(register, 26, MaxWebPorts+1), "proto: Register.WebPorts: "},
 		{patch(register, 26, 3, 0, 80), "proto: Register.WebPorts: truncated"},
 		{patch(&RegisterAck{}, 12, 0x80), "proto: RegisterAck.KeepaliveInterval: "},
-		{patch(goldenSplice(), 44, 0x08), "proto: Splice.Flags: "},
+		{patch(goldenSplice(), 44, 0x10), "proto: Splice.Flags: "},
 		{patch(goldenSplice(), 45, 15), "proto: Splice.WScaleBackend: "},
 		{patch(goldenSplice(), 46, 255), "proto: Splice.WScaleFrontend: "},
 		{patch(&SpliceAck{}, 12, 2), "proto: SpliceAck.OK: "},

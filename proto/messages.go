@@ -41,8 +41,12 @@ const (
 	SpliceTimestamps  uint8 = 1 << 0
 	SpliceSACK        uint8 = 1 << 1
 	SpliceWindowScale uint8 = 1 << 2
+	// SpliceRewrite: the front-end rewrote the request's target (content
+	// adaptation, issue 10), so request-direction numbers differ by an
+	// offset from RewriteEnd on; the Rewrite* fields follow.
+	SpliceRewrite uint8 = 1 << 3
 
-	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale
+	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite
 )
 
 // Splice tells a back-end shim to rewrite the replies of one C2 connection
@@ -73,6 +77,15 @@ type Splice struct {
 	// BackendID is the back-end the Splice is for (version 3): the
 	// datagram's header names it too, and the shim checks it is itself.
 	BackendID uint32
+
+	// The rewritten request target, with Flags&SpliceRewrite only (and
+	// only then on the wire): back-end bytes RewriteStart up to
+	// RewriteEnd replace the client's target, and a back-end sequence
+	// number b at or past RewriteEnd is b - RequestOffset in the client's
+	// numbers (before RewriteStart the two are the same).
+	RewriteStart  uint32
+	RewriteEnd    uint32
+	RequestOffset uint32
 }
 
 // SpliceAck answers a Splice: OK means the shim now translates replies of
@@ -231,6 +244,11 @@ func (m *Splice) encode(e *encoder) {
 	e.mac(m.ClientNextHopMAC)
 	e.u32(m.RequestEnd)
 	e.u32(m.BackendID)
+	if m.Flags&SpliceRewrite != 0 {
+		e.u32(m.RewriteStart)
+		e.u32(m.RewriteEnd)
+		e.u32(m.RequestOffset)
+	}
 }
 
 func (m *Splice) decode(d *decoder) {
@@ -257,6 +275,12 @@ func (m *Splice) decode(d *decoder) {
 	m.ClientNextHopMAC = d.mac("ClientNextHopMAC")
 	m.RequestEnd = d.u32("RequestEnd")
 	m.BackendID = d.u32("BackendID")
+	m.RewriteStart, m.RewriteEnd, m.RequestOffset = 0, 0, 0
+	if m.Flags&SpliceRewrite != 0 {
+		m.RewriteStart = d.u32("RewriteStart")
+		m.RewriteEnd = d.u32("RewriteEnd")
+		m.RequestOffset = d.u32("RequestOffset")
+	}
 }
 
 // checkWindowScale refuses shifts above 14: the shim would compute

@@ -150,7 +150,11 @@ type FeedbackConfig struct {
 	// and the delivered bandwidth W (bytes/s); both 0 turn adaptation
 	// off (G stays at M). Utilization is U*, Gain the controller's k in
 	// G = clamp(G + k*(U* - U), 0, M), applied once per period.
-	Trees       int
+	Trees int
+	// TreePath is how a request is served from tree k < M: the path the
+	// back-end gets, with {tree} standing for k and {path} for the
+	// client's path (AppendTreePath). Default "/tree{tree}{path}".
+	TreePath    string
 	A, B        float64
 	Utilization float64
 	Gain        float64
@@ -189,6 +193,9 @@ func (cfg FeedbackConfig) withDefaults() (FeedbackConfig, error) {
 	pos(&cfg.RefusePeriods, DefaultFeedbackRefusePeriods)
 	pos(&cfg.LogLength, DefaultFeedbackLogLength)
 	pos(&cfg.Trees, DefaultFeedbackTrees)
+	if cfg.TreePath == "" {
+		cfg.TreePath = DefaultFeedbackTreePath
+	}
 	posF(&cfg.Q0, DefaultFeedbackQ0)
 	posF(&cfg.Q1, DefaultFeedbackQ1)
 	posF(&cfg.Utilization, DefaultFeedbackUtilization)
@@ -215,6 +222,8 @@ func (cfg FeedbackConfig) withDefaults() (FeedbackConfig, error) {
 		return cfg, fmt.Errorf("sched: QueueTimeout: must not be negative")
 	case cfg.Trees < 1 || cfg.Trees > 255:
 		return cfg, fmt.Errorf("sched: Trees: %d is out of range 1..255", cfg.Trees)
+	case checkTreePath(cfg.TreePath) != nil:
+		return cfg, fmt.Errorf("sched: TreePath: %w", checkTreePath(cfg.TreePath))
 	case !finite(cfg.A) || cfg.A < 0 || !finite(cfg.B) || cfg.B < 0:
 		return cfg, fmt.Errorf("sched: A, B: must be finite numbers >= 0")
 	case !finite(cfg.Utilization) || cfg.Utilization <= 0 || cfg.Utilization > 1:

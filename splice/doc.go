@@ -72,7 +72,9 @@
 //
 //   - EvRequest: a request head is complete. Dispatch(id, backend) opens
 //     C2 to the chosen back-end; Reject(id, status, ...) answers 503 or
-//     429 instead and closes. With FollowUp set the request came on a
+//     429 instead and closes. Rewrite(id, path) before Dispatch or
+//     Admit sends the request with another path in its request-target (a
+//     content tree; see Request rewriting). With FollowUp set the request came on a
 //     connection already spliced: Admit(id) lets it through to the same
 //     back-end, RejectFollowUp(id, ...) answers it inside the stream.
 //   - EvSplice: C2 is up; Event.Splice is the proto.Splice the daemon sends
@@ -231,7 +233,9 @@
 // # Sequence spaces: who owns which number
 //
 //	                 client <-> VIP         C2: handoff <-> back-end
-//	request bytes    from client ISN c   =  from c (C2's SYN used c)
+//	request bytes    from client ISN c   =  from c (C2's SYN used c),
+//	                                        + the request offset past a
+//	                                        rewritten target
 //	reply bytes      from ISN_f (cookie) =  from ISN_b, + seqDelta
 //	client's TSval   the client's clock  =  the same, never rewritten
 //	reply TSval      back-end's + tsOffset  the back-end's clock
@@ -247,7 +251,8 @@
 //   - seqDelta = ISN_f - ISN_b (mod 2^32). The shim adds it to the seq of
 //     every reply; the front-end subtracts it from the client's ACK
 //     number and every SACK edge, and from an ICMP's embedded seq.
-//     Request-direction sequence numbers need nothing: C2 began at c.
+//     Request-direction sequence numbers need nothing (C2 began at c)
+//     until a request's target is rewritten: see Request rewriting.
 //   - tsOffset = (our TS clock now) + 1 - the SYN-ACK's TSval, so that
 //     translated TSvals continue after every TSval the front-end sent
 //     the client itself. The shim adds it to every reply's TSval; the
@@ -268,6 +273,45 @@
 // (RFC 5961): towards the back-end at the end of what reached it, towards
 // a spliced client at the client's latest ACK.
 //
+// # Request rewriting
+//
+// Serving a cheaper content tree (issue 10) means the back-end reads
+// another request-target than the client sent. The controller calls
+// Rewrite(id, path) before Dispatch or Admit; the engine substitutes the
+// bytes of the target's path (the query stays) and from then on keeps two request-direction spaces, the
+// client's (c) and the back-end's (b), an offset apart past the target
+// (rewrite.go has the picture). One correction point is kept per
+// connection: a follow-up is rewritten only once the back-end has
+// acknowledged the last new target (ErrRewriteBusy otherwise; the
+// controller then admits it as it is).
+//
+//   - The front-end: every client segment goes onto C2 at b = c + offset
+//     (fe_forward.go, fe_keepalive.go's sendC2); bytes of the replaced
+//     target are never forwarded (a client's retransmission of them is
+//     absorbed, its ACK, SACK and window go on in a header-only segment at
+//     the end of what reached C2, never below it); the new target is the
+//     front-end's, resent from its copy until the back-end acknowledges it
+//     (the first request's with the rest of the buffered request, a
+//     follow-up's by the request timer). The client's ACK and SACK name
+//     reply bytes and move by seqDelta alone.
+//   - The shim: every reply's ACK number and SACK edges, which name request
+//     bytes, move back into the client's numbers (shim_offset.go); an ACK
+//     inside the new target becomes the old target's start, so the client
+//     keeps resending (and the front-end absorbing) until the back-end has
+//     all of the new target.
+//   - How the shim learns the offset, before the kernel can acknowledge a
+//     byte of a new target: the first request's comes in the Splice
+//     (SpliceRewrite, RewriteStart, RewriteEnd, RequestOffset), which the
+//     shim confirms before the request is sent. A follow-up's comes in band:
+//     every C2 segment carrying a byte of the new target carries a TCP
+//     option (kind 254, ExID "QS": the new point's numbers) that the shim
+//     reads on the segment's way to the kernel, which ignores it. No round
+//     trip, no ordering to prove: the kernel cannot acknowledge what it has
+//     not received. The front-end blanks such an option in a client's own
+//     segments. The shim then copies reply headers to the front-end again
+//     until one acknowledges the new target, so the front-end's request
+//     timer sees the back-end's ACKs.
+//
 // # Who retransmits what
 //
 //   - The handshake: the client. The front-end keeps nothing for a SYN;
@@ -285,6 +329,10 @@
 //     client resends. Follow-up bytes held until Admit: nobody
 //     acknowledged them, so the client keeps retransmitting them; the
 //     front-end sends them once when admitted.
+//   - A rewritten follow-up's new target: the front-end, from its copy,
+//     RTOMin << retries until the back-end acknowledges it (the shim
+//     copies reply headers again until then); the client's resends of
+//     the old target are absorbed (see Request rewriting).
 //   - Everything the client sends after the splice, and every reply: the
 //     two kernels, end to end. The engines translate each copy alike.
 //   - The C2 SYN (three retransmissions, doubling from HandoffTimeout) and
@@ -446,8 +494,23 @@
 //     TestShimPassesSuperFramesAndGROFramesWhole,
 //     TestShimDropsRepliesWhoseVNetHeaderDoesNotFit, and in wire
 //     TestRFC1624OnAPartialFieldIsWrong.
-//  12. Request rewriting does not arise: no request byte is ever changed,
-//     so the request direction keeps one sequence space.
+//  12. Request rewriting (content adaptation) shifts request-direction
+//     numbers from a correction point on (rewrite.go):
+//     TestRewriteRecordMapsBothWaysAcrossWrap,
+//     TestRewrittenFirstRequestShiftsTheClientsSequenceNumbersOnC2 (every
+//     client variant, a target across 2^32),
+//     TestClientRetransmissionOfTheReplacedTargetIsAbsorbed,
+//     TestRewrittenFollowUpChangesTheOffsetMidConnection (the resent
+//     target), TestRewriteWaitsForTheLastRewrittenTarget,
+//     TestShimTranslatesTheAckAndSACKOfARewrittenRequest,
+//     TestShimLearnsAFollowUpsOffsetFromTheRewriteOption,
+//     TestShimTranslatesARewrittenRequestsAckInAPartialChecksumFrame,
+//     TestShimRefusesARewriteOutsideTheRequest,
+//     TestClientCannotSetTheOffsets, FuzzRewriteOption,
+//     TestRewrittenConnectionsForwardAndTranslateWithoutAllocating,
+//     TestKeepAliveConnectionWithRewrittenRequestsInMemory and
+//     FuzzRewrittenRequestStreams (both engines, random streams, rewrites,
+//     losses and retransmissions).
 //  13. A back-end dying mid-response: Abort,
 //     TestAbortResetsBothEndsAtTheClientsNextSequence; the refund and the
 //     avoidance are the controller's (TestBackendDeathRefundsAndReregistration

@@ -51,8 +51,17 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	// Only bytes move the back-end's rcv_nxt: a pure ACK may carry a
 	// sequence number past follow-up bytes that are still held.
+	if f.rw.on && flags&wire.TCPFlagRST == 0 && e.sendC2Around(f, t, o, t.Seq(), t.Payload(), flags&wire.TCPFlagFIN, out) {
+		// Bytes of a replaced target: what else the segment carries went
+		// on in segments of its own (fe_rewrite.go).
+		e.forwardedClientSegment(f, flags, now, out)
+		return
+	}
 	if end := t.Seq() + wire.Seq(len(t.Payload())); len(t.Payload()) > 0 && f.cliNxt.LessThan(end) {
 		f.cliNxt = end
+	}
+	if off := findRewriteOption(t); off >= 0 {
+		blankRewriteOption(t, off) // only the front-end sets a connection's offsets
 	}
 	oldSrc, oldDst := ip.Src(), ip.Dst()
 	ip.SetSrc(e.handoff)
@@ -60,6 +69,9 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	t.UpdateAddrs(oldSrc, oldDst, e.handoff, f.bIP)
 	t.SetSrcPortUpdate(f.hport)
 	t.SetDstPortUpdate(f.backend.Port)
+	if f.rw.on {
+		t.SetSeqUpdate(f.rw.toB(t.Seq()))
+	}
 	delta := wire.Seq(f.seqDelta)
 	if flags&wire.TCPFlagACK != 0 {
 		t.SetAckUpdate(t.Ack() - delta)
@@ -94,6 +106,11 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	} else {
 		f.clearPendingAck()
 	}
+	e.forwardedClientSegment(f, flags, now, out)
+}
+
+// forwardedClientSegment is what follows a client segment sent on C2.
+func (e *FrontEnd) forwardedClientSegment(f *flow, flags uint8, now Time, out *Output) {
 	if flags&wire.TCPFlagFIN != 0 {
 		f.cliFin = true
 	}

@@ -208,13 +208,14 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		f.tsOffset = tsClock(now) + 1 - o.TSVal
 	}
 	f.seqDelta = uint32(f.isnF - f.isnB)
+	e.applyFirstRewrite(f) // f.buf holds the back-end's bytes from here on
 	f.reqEnd = f.syn.clientISN + 1 + wire.Seq(len(f.buf))
 	if f.finInBuf {
 		f.reqEnd++
 	}
 	f.reqUna = f.syn.clientISN + 1
 	f.reqNxt = f.reqUna
-	f.cliNxt = f.reqEnd
+	f.cliNxt = f.rw.toC(f.reqEnd, true)
 	// The back-end may send up to the window of our SYN before it sees the
 	// client's: the bound the client's ACKs are checked against.
 	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + 65535)
@@ -255,6 +256,10 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 	}
 	if f.syn.sack {
 		s.Flags |= proto.SpliceSACK
+	}
+	if f.rw.on {
+		s.Flags |= proto.SpliceRewrite
+		s.RewriteStart, s.RewriteEnd, s.RequestOffset = uint32(f.rw.startB), uint32(f.rw.endB), f.rw.after
 	}
 	if f.wsF >= 0 {
 		s.Flags |= proto.SpliceWindowScale
@@ -313,6 +318,10 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 // we acknowledged to the client ourselves: they must reach the back-end
 // exactly once, and only we still have them.
 func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
+	if f.rwFollow {
+		e.resendRewrittenTarget(f, now, out)
+		return
+	}
 	mss := f.c2MSS()
 	var ob [wire.TSOptionLen]byte
 	opts := f.c2TSOption(&ob)
@@ -388,7 +397,7 @@ func (e *FrontEnd) abortC2(f *flow, out *Output) {
 		seq++
 	}
 	if f.c2Up {
-		seq = seq.Max(f.cliNxt)
+		seq = seq.Max(f.rw.toB(f.cliNxt))
 	}
 	e.toBackend(f, seq, 0, wire.TCPFlagRST, nil, nil, out)
 }

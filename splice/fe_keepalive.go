@@ -246,7 +246,7 @@ func (e *FrontEnd) Admit(id FlowID, now Time, out *Output) error {
 			return nil
 		case !f.chunk.Done():
 			f.respPending++
-			e.flushHeld(f, len(f.kaBuf), f.kaFin, out)
+			e.flushAdmitted(f, len(f.kaBuf), f.kaFin, now, out)
 			f.kaState = kaChunked
 			return nil
 		}
@@ -256,7 +256,7 @@ func (e *FrontEnd) Admit(id FlowID, now Time, out *Output) error {
 	n := int(min(f.kaSpan, int64(len(f.kaBuf))))
 	fin := f.kaFin && n == len(f.kaBuf)
 	f.respPending++
-	e.flushHeld(f, n, fin, out)
+	e.flushAdmitted(f, n, fin, now, out)
 	rest := int64(n) - f.kaSpan // <= 0: body bytes still to come
 	f.kaState = kaForward
 	if rest < 0 {
@@ -283,7 +283,9 @@ func (e *FrontEnd) trackFollowUps(f *flow) {
 		f.nextReq = f.syn.clientISN + 1 + wire.Seq(f.reqSpan)
 	default:
 		f.kaState = kaChunked
-		f.nextReq = f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+		// f.buf holds the back-end's bytes (a rewritten target): the
+		// client's numbers are wanted here.
+		f.nextReq = f.rw.toC(f.syn.clientISN+1+wire.Seq(len(f.buf)), true)
 	}
 }
 
@@ -357,11 +359,24 @@ func (e *FrontEnd) flushHeld(f *flow, n int, fin bool, out *Output) {
 	f.kaBuf = append(f.kaBuf[:0], f.kaBuf[n:]...)
 }
 
-// sendC2 builds a client-direction segment on C2 from scratch: seq and
-// payload as given, ACK, window, timestamps and SACK translated from t
-// (the client segment being handled) or, when t is nil, from what the
-// client said last.
+// sendC2 builds a client-direction segment on C2 from scratch: seq (the
+// client's numbers) and payload as given, ACK, window, timestamps and
+// SACK translated from t (the client segment being handled) or, when t is
+// nil, from what the client said last. Payload that overlaps a replaced
+// request target goes around it (sendC2Around).
 func (e *FrontEnd) sendC2(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Seq, payload []byte, extra uint8, out *Output) {
+	if e.sendC2Around(f, t, o, seq, payload, extra, out) {
+		return
+	}
+	e.sendC2At(f, t, o, f.rw.toB(seq), payload, extra, false, out)
+	if end := seq + wire.Seq(len(payload)); f.cliNxt.LessThan(end) {
+		f.cliNxt = end
+	}
+}
+
+// sendC2At is sendC2 with seq in the back-end's numbers, and the rewrite
+// option when withRewrite is set (fe_rewrite.go).
+func (e *FrontEnd) sendC2At(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Seq, payload []byte, extra uint8, withRewrite bool, out *Output) {
 	ack, win := f.cliAck, f.cliWin
 	if t != nil {
 		ack, win = t.Ack(), t.Window()
@@ -375,7 +390,10 @@ func (e *FrontEnd) sendC2(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Seq,
 		}
 		n += wire.EncodeTS(ob[n:], f.tsRecent, ecr-f.tsOffset)
 	}
-	if o != nil && o.NumSACK > 0 {
+	if withRewrite {
+		n += putRewriteOption(ob[n:], &f.rw)
+	}
+	if o != nil && o.NumSACK > 0 && len(ob)-n >= 12 {
 		k := min(o.NumSACK, (len(ob)-n-4)/8)
 		ob[n], ob[n+1], ob[n+2], ob[n+3] = wire.OptNOP, wire.OptNOP, wire.OptSACK, byte(2+8*k)
 		n += 4
@@ -399,9 +417,6 @@ func (e *FrontEnd) sendC2(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Seq,
 	tf.Encode(b)
 	out.send(PortWire, b)
 	f.clearPendingAck()
-	if end := seq + wire.Seq(len(payload)); f.cliNxt.LessThan(end) {
-		f.cliNxt = end
-	}
 	if extra&wire.TCPFlagFIN != 0 {
 		f.cliFin = true
 	}

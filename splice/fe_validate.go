@@ -236,7 +236,7 @@ func (e *FrontEnd) validBackend(f *flow, t wire.TCP, now Time, out *Output) bool
 	case !seq.InRange(lo, hi+1):
 		e.drop(dropOutOfWindow)
 		return false
-	case !t.Ack().InRange(f.reqUna-wire.Seq(e.backendWindow(f)), f.ck.cliEnd+1):
+	case !t.Ack().InRange(f.reqUna-wire.Seq(e.backendWindow(f)), f.rw.toB(f.ck.cliEnd)+1):
 		// The back-end acknowledges request bytes: no more than the
 		// client sent, nor far below what it acknowledged already.
 		e.drop(dropAckOutOfRange)
@@ -267,7 +267,7 @@ func (e *FrontEnd) challengeBackend(f *flow, now Time, out *Output) {
 		}
 		opts = ob[:wire.EncodeTS(ob[:], f.tsRecent, ecr)]
 	}
-	e.toBackend(f, f.cliNxt, f.cliAck-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
+	e.toBackend(f, f.rw.toB(f.cliNxt), f.cliAck-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
 }
 
 // answerLimit is the engine's budget of provoked answers for the current

@@ -25,7 +25,8 @@ func (s flowState) String() string { return flowStateNames[s] }
 // flow is one client connection and, once dispatched, its handoff
 // connection C2. Client-facing numbers: isnF is our ISN, syn.clientISN
 // the client's. C2 reuses the client's ISN, so request-direction sequence
-// numbers are the same on both connections and only the reply direction
+// numbers are the same on both connections (until a rewritten request
+// target shifts them, f.rw: rewrite.go) and only the reply direction
 // (and everything that refers to it: ACK, SACK, TS echo) is translated.
 type flow struct {
 	id       FlowID
@@ -120,6 +121,14 @@ type flow struct {
 
 	// Bounded state (limits.go): the count of its source f is in.
 	srcHold srcHold
+
+	// Request rewriting (issue 10, rewrite.go, fe_rewrite.go).
+	rw        rewriteRec // the newest correction point; rw.on once a target was rewritten
+	rwPending bool       // Rewrite was called for the request about to go on C2
+	rwAt      int        // the client's target: offset in the head (buf or kaBuf)
+	rwOldLen  int        // and length
+	rwTarget  []byte     // the new target; the front-end's copy while unacknowledged
+	rwFollow  bool       // rw is a follow-up's: the request timer resends rwTarget
 
 	// TCP validation (fe_validate.go).
 	ck segCheck

@@ -223,6 +223,10 @@ type FrontEnd struct {
 	cookies  cookieKeys
 	rstLimit rateLimit
 	answers  answerLimit // the budget of challenge ACKs (fe_validate.go)
+
+	// Request rewriting (fe_rewrite.go): a rewritten follow-up's bytes
+	// are put together here on their way to C2.
+	rwScratch []byte
 }
 
 // NewFrontEnd validates cfg and returns an engine.

@@ -90,6 +90,10 @@ type ShimStats struct {
 	BadVNet                uint64 // spliced replies dropped for a vnet header that does not fit them
 	Splices, Expired       uint64
 	Entries                uint64
+	// Request rewriting (issue 10, shim_offset.go).
+	Rewrites        uint64 // correction points learned from the front-end's rewrite option
+	RewritesStale   uint64 // rewrite options naming an older point than the one held: ignored
+	RewritesRefused uint64 // Splices whose rewrite fields do not fit the request: refused
 	// PeakActive is the most requests ever in service at once: what the
 	// front-end's concurrency cap is there to bound.
 	PeakActive uint64
@@ -173,6 +177,15 @@ type spliceEntry struct {
 
 	cliFin, srvFin, reset bool
 	lastSeen, deadline    Time
+
+	// Request rewriting (issue 10, shim_offset.go): the newest correction
+	// point between the back-end's request numbers and the client's, the
+	// one the Splice installed (to recognise it resent), and whether the
+	// kernel has acknowledged the newest rewritten target (until then its
+	// replies' headers are copied to the front-end, which resends it).
+	rw       rewriteRec
+	rwSplice rewriteRec
+	rwAcked  bool
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -253,6 +266,11 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		s.stats.SplicesRefused++
 		return err
 	}
+	if err := rewriteFits(m, hs); err != nil {
+		s.stats.SplicesRefused++
+		s.stats.RewritesRefused++
+		return err
+	}
 	s.handshakes.consume(key)
 	if old != nil {
 		s.stats.SplicesReplaced++
@@ -274,6 +292,8 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	if hs.wscale > 0 {
 		ent.hostShift = uint8(hs.wscale)
 	}
+	ent.rw = spliceRewrite(m)
+	ent.rwSplice, ent.rwAcked = ent.rw, true
 	s.entries[key] = ent
 	s.byReq[m.RequestID] = ent
 	s.stats.Splices++

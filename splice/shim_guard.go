@@ -211,7 +211,8 @@ func (ent *spliceEntry) installedBy(m *proto.Splice) bool {
 		ent.vip == m.VIP.As4() && ent.vport == m.VIPPort && ent.cliMAC == m.ClientNextHopMAC &&
 		ent.seqDelta == m.SeqDelta && ent.tsOffset == m.TSOffset && ent.reqEnd == wire.Seq(m.RequestEnd) &&
 		ent.ts == (m.Flags&proto.SpliceTimestamps != 0) && ent.scaled == (m.Flags&proto.SpliceWindowScale != 0) &&
-		ent.wsShift == int(m.WScaleBackend)-int(m.WScaleFrontend)
+		ent.wsShift == int(m.WScaleBackend)-int(m.WScaleFrontend) &&
+		ent.rwSplice == spliceRewrite(m)
 }
 
 // agrees checks m's numbers against the handshake the kernel made. The

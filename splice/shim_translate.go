@@ -75,10 +75,13 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	n := len(t.Payload())
 	s.noteHostSegment(ent, t, flags, n)
 	ent.lastSeen = now
-	if !ent.reqAcked || flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
+	if !ent.reqAcked || !ent.rwAcked || flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
 		s.copyHeaderToFrontEnd(p, out)
 		if flags&wire.TCPFlagACK != 0 && ent.reqEnd.LessEq(t.Ack()) {
 			ent.reqAcked = true
+		}
+		if flags&wire.TCPFlagACK != 0 && ent.rw.endB.LessEq(t.Ack()) {
+			ent.rwAcked = true
 		}
 	}
 	if n > 0 {
@@ -126,6 +129,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		if ent.scaled {
 			t.SetWindow(rescaleWindow(t.Window(), ent.wsShift))
 		}
+		if ent.rw.on {
+			translateRequestNumbers(ent, t, o, false)
+		}
 	} else {
 		t.UpdateAddrs(oldSrc, oldDst, ent.vip, ent.client)
 		t.SetSrcPortUpdate(ent.vport)
@@ -136,6 +142,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		}
 		if ent.scaled {
 			t.SetWindowUpdate(rescaleWindow(t.Window(), ent.wsShift))
+		}
+		if ent.rw.on {
+			translateRequestNumbers(ent, t, o, true)
 		}
 	}
 	p.Eth.SetDst(ent.cliMAC)
@@ -184,6 +193,9 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		return false
 	}
 	ent.lastSeen = now
+	if off := findRewriteOption(t); off >= 0 {
+		s.noteRewrite(ent, parseRewriteOption(t, off))
+	}
 	if flags&wire.TCPFlagRST != 0 {
 		if !ent.reset {
 			ent.reset, ent.resetByWire = true, true

@@ -124,6 +124,12 @@ type FrontEndStats struct {
 	// AcksCoalesced counts client pure ACKs written over the flow's
 	// previous one in the same pass instead of sent (fe_ackcoalesce.go).
 	AcksCoalesced uint64
+
+	// Request rewriting (issue 10, fe_rewrite.go).
+	Rewrites        uint64 // requests sent to a back-end with a rewritten target
+	RewriteBusy     uint64 // Rewrite refused: the last rewritten target was not acknowledged yet
+	RewriteAbsorbed uint64 // client segments with bytes of a replaced target, not forwarded
+	RewriteResent   uint64 // retransmissions of a rewritten follow-up's target
 }
 
 // answeredIndex maps the statuses the front-end answers itself.

@@ -118,8 +118,10 @@
 //	  max_sessions: 100000       # sessions remembered
 //	  session_idle: 30m          # idle sessions are forgotten when room is needed
 //	  fallback: ""               # class of requests no rule matches; "" = the last class
-//	  content: {trees: 1, a: 0, b: 0, target_utilization: 0.85, gain: 1}
-//	                             # M trees; U = a*R + b*W; a = b = 0: adaptation off
+//	  content: {trees: 1, a: 0, b: 0, target_utilization: 0.85, gain: 1,
+//	            tree_path: "/tree{tree}{path}"}
+//	                             # M trees; U = a*R + b*W; a = b = 0: adaptation off;
+//	                             # tree k < M is served from tree_path's path
 //	  classes:                   # default gold 3, silver 2, bronze 1 without rules
 //	    - name: gold             # required, unique
 //	      weight: 3              # required, > 0; target share = weight / sum

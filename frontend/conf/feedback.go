@@ -32,7 +32,7 @@ var (
 	feedbackKeys = []string{"period", "target_queue", "q0", "q1", "history", "refuse_periods", "log_length",
 		"merge", "merge_gain", "seed", "queue_timeout", "session_cookie", "transactional_paths",
 		"max_sessions", "session_idle", "fallback", "content", "classes"}
-	contentKeys       = []string{"trees", "a", "b", "target_utilization", "gain"}
+	contentKeys       = []string{"trees", "a", "b", "target_utilization", "gain", "tree_path"}
 	feedbackClassKeys = []string{"name", "weight", "target_queue", "queue_capacity", "reserve_capacity",
 		"hosts", "paths", "subnets", "cookies"}
 )
@@ -133,6 +133,7 @@ func (d *decoder) content(p *sched.FeedbackConfig, n *yaml.Node) {
 		p.Utilization = sched.DefaultFeedbackUtilization
 	}
 	p.Gain = d.number(m["gain"], "feedback.content.gain", sched.DefaultFeedbackGain, true)
+	p.TreePath = d.str(m["tree_path"], "feedback.content.tree_path", sched.DefaultFeedbackTreePath)
 }
 
 // feedbackClasses decodes the priority classes and their rules.

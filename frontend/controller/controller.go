@@ -161,8 +161,10 @@ type Controller struct {
 	credit *sched.Credit // the credit queue's policy, if any
 	lifo   *lifoControl  // shared by the class-based queues, if any
 	// fb is the feedback listeners' policy and classifier, if any.
-	fb   *feedbackControl
-	disp *sched.Dispatcher
+	fb *feedbackControl
+	// treePath is where rewriteForTree builds a request's tree path.
+	treePath []byte
+	disp     *sched.Dispatcher
 
 	backends map[uint32]*backend
 	order    []*backend // by id, so that every walk is deterministic

@@ -25,6 +25,11 @@ type feedbackControl struct {
 	classifier *sched.FeedbackClassifier
 	trees      map[string][]uint64 // class -> dispatched per tree 0..M
 	m          int
+
+	// Request rewriting (rewrite.go): the tree path template, and how
+	// many requests were sent rewritten or could not be.
+	treePath                 string
+	rewritten, rewriteFailed uint64
 }
 
 func newFeedbackControl(cfg FeedbackConfig) (*feedbackControl, error) {
@@ -39,7 +44,11 @@ func newFeedbackControl(cfg FeedbackConfig) (*feedbackControl, error) {
 		return nil, err
 	}
 	m := max(cfg.Policy.Trees, 1)
-	return &feedbackControl{policy: p, classifier: cl, trees: map[string][]uint64{}, m: m}, nil
+	treePath := cfg.Policy.TreePath
+	if treePath == "" {
+		treePath = sched.DefaultFeedbackTreePath
+	}
+	return &feedbackControl{policy: p, classifier: cl, trees: map[string][]uint64{}, m: m, treePath: treePath}, nil
 }
 
 // feedbackQueue returns the feedback listeners' queue, making it on first
@@ -144,6 +153,11 @@ type FeedbackStatus struct {
 	G        float64 `json:"g"`
 	R        float64 `json:"completion_rate"`
 	W        float64 `json:"bandwidth"`
+	// Rewritten counts the requests sent to a back-end with their path
+	// rewritten to a tree below M; RewriteFailed those the engine could
+	// not rewrite, which were served at full quality.
+	Rewritten     uint64 `json:"rewritten"`
+	RewriteFailed uint64 `json:"rewrite_failed"`
 	// Sessions is the number of sessions remembered.
 	Sessions int                   `json:"sessions"`
 	Classes  []FeedbackClassStatus `json:"classes"`
@@ -183,7 +197,7 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 	}
 	a := fc.policy.Adaptation()
 	st := &FeedbackStatus{Adapting: a.Enabled, Trees: a.Trees, U: a.U, G: a.G, R: a.R, W: a.W,
-		Sessions: fc.classifier.Sessions()}
+		Rewritten: fc.rewritten, RewriteFailed: fc.rewriteFailed, Sessions: fc.classifier.Sessions()}
 	for _, cs := range fc.policy.Snapshot() {
 		trees := append([]uint64(nil), fc.trees[cs.Name]...)
 		if trees == nil {
@@ -202,9 +216,10 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 
 // RequestTree is the content tree the feedback policy chose for flow's
 // newest request in service (1..M, M full quality); false when flow has
-// none in service or its policy is not feedback. The request rewriting of
-// issue 10 will serve that tree; until then the simulator (sched/sim)
-// reads it to scale the request's cost.
+// none in service or its policy is not feedback. Below M the request was
+// sent with its path rewritten to that tree (rewrite.go), unless the
+// engine could not, and then it reads M; the simulator (sched/sim) reads
+// it to scale the request's cost.
 func (c *Controller) RequestTree(flow splice.FlowID) (uint8, bool) {
 	rec := c.flows[flow]
 	if rec == nil || len(rec.serving) == 0 {

@@ -41,6 +41,22 @@ type fakeEngine struct {
 	calls []string
 	// failAdmit makes Admit fail, as when the client reset meanwhile.
 	failAdmit bool
+	// failRewrite makes Rewrite fail with it (issue 10).
+	failRewrite error
+}
+
+// Rewrite (controller.Rewriter) logs the path a queued request or a
+// waiting follow-up is to be sent with.
+func (e *fakeEngine) Rewrite(id splice.FlowID, path []byte) error {
+	e.call("rewrite %d %s", id, path)
+	f := e.flows[id]
+	switch {
+	case f == nil:
+		return splice.ErrNoFlow
+	case f.state != "queued" && !(f.state == "spliced" && f.waiting):
+		return splice.ErrFlowState
+	}
+	return e.failRewrite
 }
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{flows: make(map[splice.FlowID]*fakeFlow)} }

@@ -237,6 +237,7 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 	q.hasHead = false
 	rec.waiting = notWaiting
 	be := c.backends[uint32(id)]
+	r.Tree = c.rewriteForTree(flow, r, out)
 	err := c.eng.Dispatch(flow, splice.Backend{ID: be.id, IP: be.ip, MAC: be.mac, Port: r.Port}, now, &out.Engine)
 	if err != nil {
 		c.abandon(r, q.credit, err.Error(), out)
@@ -297,6 +298,7 @@ func (c *Controller) refund(customer string, credited bool) {
 
 // admit lets a follow-up request through to its connection's back-end.
 func (c *Controller) admit(rec *flowRec, r sched.Request, credited bool, now splice.Time, out *Output) {
+	r.Tree = c.rewriteForTree(rec.id, r, out)
 	if err := c.eng.Admit(rec.id, now, &out.Engine); err != nil {
 		c.abandon(r, credited, err.Error(), out)
 		return

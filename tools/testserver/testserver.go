@@ -71,6 +71,7 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	mux.HandleFunc("GET /health", s.hello)
 	mux.HandleFunc("GET /data/{size}", s.data)
+	s.trees(mux) // trees.go
 	mux.HandleFunc("POST /echo", s.echo)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend-Id", s.id)
