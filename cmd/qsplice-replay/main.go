@@ -38,6 +38,7 @@ func main() {
 }
 
 const usageHead = `Usage: qsplice-replay -in client.pcap -out engine.pcap [flags]
+       qsplice-replay -live -in client.pcap -target ADDR:PORT [flags]   (against a live server; -live -h)
 
 Feeds the client frames of a capture (ARP, and IPv4 to the VIP: -vip, or the
 destination of the first SYN to -ports) to the
@@ -174,6 +175,11 @@ func parsePorts(s string) ([]uint16, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "-live" || a == "--live" || a == "-live=true" {
+			return runLive(args, stdout, stderr) // live.go
+		}
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
