@@ -290,7 +290,10 @@ func (r *daemonRig) controlProtocol() {
 	if again.Incarnation != reg.Incarnation {
 		t.Fatalf("incarnation changed from %x to %x", reg.Incarnation, again.Incarnation)
 	}
-	r.send(shim, &proto.RegisterAck{BackendID: 3, Incarnation: reg.Incarnation, KeepaliveInterval: 100 * time.Millisecond})
+	// An interval of a second: the rig echoes one keepalive only, and the
+	// shim registers again after three missed echoes, which at 100 ms a
+	// loaded machine reached before the steps below were done.
+	r.send(shim, &proto.RegisterAck{BackendID: 3, Incarnation: reg.Incarnation, KeepaliveInterval: time.Second})
 	ka, _ := recv[*proto.Keepalive](r, 5*time.Second)
 	if ka.Seq == 0 || ka.Incarnation != reg.Incarnation {
 		t.Fatalf("keepalive %+v", ka)
@@ -322,7 +325,7 @@ func (r *daemonRig) controlProtocol() {
 	if a, _ := recv[*proto.SpliceAck](r, 2*time.Second); a.OK || a.RequestID != 12 || a.Reason == "" {
 		t.Fatalf("ack %+v, want a refusal of request 12", a)
 	}
-	// A probe is answered at once (well inside the 100 ms interval).
+	// A probe is answered at once (well inside the 1 s interval).
 	r.send(shim, &proto.Keepalive{BackendID: 3, Incarnation: reg.Incarnation, Seq: 0})
 	recv[*proto.Keepalive](r, 2*time.Second)
 	// Garbage is counted, not fatal. Nothing answers it, so the status is

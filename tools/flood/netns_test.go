@@ -125,8 +125,16 @@ func TestSynFloodOnTheWire(t *testing.T) {
 	if sum.Sent < 1000 || sum.Sent > 2500 {
 		t.Errorf("sent %d SYNs in 0.4 s at 5000/s", sum.Sent)
 	}
-	if uint64(syns) != sum.Sent {
-		t.Errorf("the victim saw %d SYNs, the generator sent %d", syns, sum.Sent)
+	// Every SYN reached the victim's socket: those it did not read, the
+	// kernel dropped because the socket's buffer was full (a loaded
+	// machine leaves the victim's goroutine unscheduled for tens of
+	// milliseconds at 5000 frames/s); a few percent at most.
+	drops, err := w.victim.KernelDrops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(syns)+drops != sum.Sent || drops > sum.Sent/10 {
+		t.Errorf("the victim saw %d SYNs and its socket dropped %d, the generator sent %d", syns, drops, sum.Sent)
 	}
 	for a := range srcs {
 		if !SpoofPrefix.Contains(a) {

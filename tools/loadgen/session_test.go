@@ -88,8 +88,12 @@ func TestSessionsMarkov(t *testing.T) {
 	if len(res.Classes) != session.NumPages {
 		t.Errorf("%d classes, want the %d pages", len(res.Classes), session.NumPages)
 	}
+	// Every search the server got, its client gave up on; a search whose
+	// client timed out before its request reached a handler (a loaded
+	// machine, 300 ms of patience) the server never sees, so it may see
+	// fewer, never more.
 	srv.Close() // waits for the handlers: each returns once its client hung up
-	if got := gaveUp.Load(); got != by["search"].TimedOut {
+	if got := gaveUp.Load(); got == 0 || got > by["search"].TimedOut {
 		t.Errorf("server saw %d abandoned searches, client timed out %d", got, by["search"].TimedOut)
 	}
 }
