@@ -96,6 +96,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	if flags&wire.TCPFlagFIN != 0 {
 		f.cliFin = true
+		f.tl.stamp(StepClose, now)
 	}
 	if flags&wire.TCPFlagRST != 0 {
 		e.linger(f, now, CloseRST, out)
