@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/timeline"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice"
 )
@@ -30,6 +31,9 @@ type flowRec struct {
 	// ready: handed off ahead and confirmed, in be.ready waiting for a
 	// slot.
 	ready bool
+
+	// Handoff timeline (issue 11, timeline.go).
+	tl flowTimeline
 }
 
 type waitState uint8
@@ -114,6 +118,7 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		c.flowsPeak = max(c.flowsPeak, len(c.flows))
 	}
 	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
+	c.tlQueued(rec, ev, cust, now)
 	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host,
 			"path", r.Path, "customer", cust, "follow_up", ev.FollowUp)
@@ -248,6 +253,7 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 		return true
 	}
 	rec.be = be
+	c.tlSet(rec, timeline.Admitted, now)
 	be.dispatched++
 	c.startServing(rec, r, q.credit, now)
 	return true
@@ -377,6 +383,7 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 		return // never queued, or a second report (a failed handoff, then the answer)
 	}
 	delete(c.flows, ev.Flow)
+	c.tlClosed(rec, ev, out)
 	c.shrinkFlows()
 	defer c.keepRec(rec)
 	be := rec.be
