@@ -310,6 +310,7 @@ func (c *Controller) admit(rec *flowRec, r sched.Request, credited bool, now spl
 	rec.be.followUps++
 	c.startServing(rec, r, credited, now)
 	c.markSent(rec, now) // Admit sent it
+	c.tlAdmitted(rec, now)
 }
 
 func (c *Controller) startServing(rec *flowRec, r sched.Request, credited bool, now splice.Time) {
@@ -441,7 +442,7 @@ func (c *Controller) newRec(id splice.FlowID) *flowRec {
 // other structure names flows by id.
 func (c *Controller) keepRec(rec *flowRec) {
 	clear(rec.serving)
-	*rec = flowRec{serving: rec.serving[:0]}
+	*rec = flowRec{serving: rec.serving[:0], tl: flowTimeline{follow: rec.tl.follow[:0]}}
 	lim := min(maxSpareRecs, max(minSpareRecs, len(c.flows)))
 	if len(c.spareRecs) < lim {
 		c.spareRecs = append(c.spareRecs, rec)

@@ -137,3 +137,58 @@ func TestTimelinesAllocateNothingPerConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineOfAFollowUpRequest: a keep-alive follow-up gets a record of
+// its own when its Feedback comes (request 2: head to feedback, the
+// shim's times placed with the connection's Splice round trip), and the
+// connection's record, at its close, counts every request.
+func TestTimelineOfAFollowUpRequest(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "a", Reservation: 100})
+	cfg.Timelines = true
+	h := newHarness(t, cfg)
+	h.register(1, 4, 1, t0)
+	h.requestOn(5, 80, "a.example", "/first", t0)
+	h.connected(5, t0+1*ms)
+	h.spliceAck(5, t0+3*ms) // round trip 2 ms: one way 1 ms, uncertainty 1 ms
+	h.eng.takeCalls()
+	if out := h.feedback(5, 4*time.Millisecond, t0+9*ms); len(out.Timelines) != 0 {
+		t.Fatalf("the first request's record before the close: %+v", out.Timelines)
+	}
+	f := h.eng.flows[5]
+	f.waiting = true
+	h.event(splice.Event{Kind: splice.EvRequest, Flow: 5, Backend: 1, FollowUp: true,
+		Request: &splice.RequestInfo{Method: "GET", Host: "a.example", Path: "/second", Port: 80, HeadLen: 30}}, t0+20*ms)
+	h.wantCalls("admit 5")
+	out := h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(5), ServiceTime: 7 * time.Millisecond,
+		FirstByte: 5 * time.Millisecond, ResponseBytes: 900}, t0+30*ms)
+	if len(out.Timelines) != 1 {
+		t.Fatalf("%d records at the follow-up's Feedback, want 1", len(out.Timelines))
+	}
+	r := out.Timelines[0]
+	want := map[timeline.Step]splice.Time{
+		timeline.HeadComplete: t0 + 20*ms,
+		timeline.Queued:       t0 + 20*ms,
+		timeline.Admitted:     t0 + 20*ms,
+		timeline.RequestSent:  t0 + 20*ms,
+		timeline.FirstByte:    t0 + 20*ms + 1*ms + 5*ms,
+		timeline.LastByte:     t0 + 20*ms + 1*ms + 7*ms,
+		timeline.Feedback:     t0 + 30*ms,
+	}
+	for s := range timeline.NumSteps {
+		got, ok := r.Get(s)
+		if w, wanted := want[s]; ok != wanted || ok && splice.Time(got) != w {
+			t.Errorf("%v at %v (%v), want %v (%v)", s, time.Duration(got)-time.Duration(t0), ok, time.Duration(w-t0), wanted)
+		}
+	}
+	if r.Flow != 5 || r.Request != 2 || r.Path != "/second" || r.HeadBytes != 30 || r.ResponseBytes != 900 ||
+		r.Backend != 1 || r.ShimUncertainty != time.Millisecond {
+		t.Errorf("follow-up record %+v", r)
+	}
+	if err := r.CheckOrder(); err != nil {
+		t.Error(err)
+	}
+	out = h.closed(5, splice.CloseFIN, t0+40*ms)
+	if len(out.Timelines) != 1 || out.Timelines[0].Request != 1 || out.Timelines[0].Requests != 2 || out.Timelines[0].Path != "/first" {
+		t.Fatalf("connection record %+v", out.Timelines)
+	}
+}

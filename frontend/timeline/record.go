@@ -24,8 +24,14 @@
 //	close          engine: the first FIN or RST in either direction (or
 //	               the flow's end, when it ended without one)
 //
-// Each is the step's first occurrence; a record describes the
-// connection's first request (Requests counts them all).
+// Each is the step's first occurrence. A connection's record describes
+// its first request (Request 1; Requests counts them all) and goes out
+// when the connection ends; each keep-alive follow-up gets a record of
+// its own (Request 2, 3, ...) when its Feedback comes, with the steps a
+// request on a spliced connection has: head_complete (the controller's
+// time of the engine's report, the same pass), queued, admitted,
+// request_sent (Admit sends it at once), first_byte, last_byte,
+// feedback.
 //
 // # Clocks
 //
@@ -113,8 +119,13 @@ type Record struct {
 	Method   string
 	Path     string
 	Reason   string // how the connection ended (splice.CloseReason)
-	Requests int    // requests on the connection (keep-alive follow-ups too)
-	SYNs     int    // SYNs seen for it (more than 1: retransmitted); 0: not remembered
+	// Request is which request of the connection the record describes:
+	// 1, the first, whose record has the connection's steps too (and
+	// goes out when the connection ends), or a keep-alive follow-up's
+	// (2, 3, ...: head_complete to feedback, out when it is served).
+	Request  int
+	Requests int // requests on the connection (follow-ups too), in request 1's record
+	SYNs     int // SYNs seen for it (more than 1: retransmitted); 0: not remembered
 
 	HeadBytes      int    // the first request's head
 	RequestBytes   uint64 // what the front-end handed over on C2 itself
@@ -228,6 +239,7 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendField(b, "method", r.Method)
 	b = appendField(b, "path", r.Path)
 	b = appendField(b, "reason", r.Reason)
+	b = appendInt(b, "request", int64(r.Request))
 	b = appendInt(b, "requests", int64(r.Requests))
 	b = appendInt(b, "syns", int64(r.SYNs))
 	b = appendInt(b, "head_bytes", int64(r.HeadBytes))
@@ -310,6 +322,7 @@ type jsonRecord struct {
 	Method          string           `json:"method"`
 	Path            string           `json:"path"`
 	Reason          string           `json:"reason"`
+	Request         int              `json:"request"`
 	Requests        int              `json:"requests"`
 	SYNs            int              `json:"syns"`
 	HeadBytes       int              `json:"head_bytes"`
@@ -330,7 +343,7 @@ func ParseJSON(line []byte) (Record, error) {
 	}
 	r := Record{
 		Flow: j.Flow, Port: j.Port, Backend: j.Backend, Customer: j.Customer, Method: j.Method, Path: j.Path,
-		Reason: j.Reason, Requests: j.Requests, SYNs: j.SYNs, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
+		Reason: j.Reason, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
 		ResponseBytes: j.ResponseBytes, ForwardedBytes: j.ForwardedBytes, ShimUncertainty: time.Duration(j.ShimUncertainty),
 	}
 	if j.Client != "" {

@@ -69,7 +69,7 @@ func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
 	// its linger (1 s) after the close: wait for all 200.
 	ours := func(recs []timeline.Record) []timeline.Record {
 		return slices.DeleteFunc(recs, func(r timeline.Record) bool {
-			return r.Client.Addr() != l.ClientAddr(1) || r.Path != "/data/4K"
+			return r.Client.Addr() != l.ClientAddr(1) || r.Path != "/data/4K" || r.Request != 1
 		})
 	}
 	var recs []timeline.Record
@@ -144,7 +144,7 @@ func replayedSteps(t *testing.T) []timeline.Step {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if r.Backend != 0 {
+		if r.Backend != 0 && r.Request == 1 {
 			return r.Steps()
 		}
 	}

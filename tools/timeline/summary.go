@@ -60,7 +60,9 @@ type Summary struct {
 }
 
 // Summarize computes the percentiles of every step's offset from the SYN
-// and of every gap between adjacent steps.
+// and of every gap between adjacent steps. Keep-alive follow-ups' records
+// (Request > 1) have no SYN: they count in the gaps between the steps
+// they have.
 func Summarize(recs []tl.Record) Summary {
 	s := Summary{Records: len(recs)}
 	from := make([][]time.Duration, tl.NumSteps)
