@@ -153,6 +153,7 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 				return
 			}
 			e.stats.Retransmits++
+			f.tl.RequestResends = min(f.tl.RequestResends+1, 255)
 			e.sendRequest(f, now, out)
 			e.setDeadline(f, f.rto)
 		case f.cliFin && f.srvFin:

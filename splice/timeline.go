@@ -61,6 +61,10 @@ type FlowTimeline struct {
 	// (retransmissions show as more than 1); 0 when the SYN was not
 	// remembered.
 	SYNs uint8
+	// C2SYNs counts the handoff connection's SYNs (more than 1: the
+	// back-end did not answer at once, or held an old connection);
+	// RequestResends the retransmissions of the request on C2.
+	C2SYNs, RequestResends uint8
 	// RequestBytes is what the front-end handed over on C2 itself: the
 	// request head and the body bytes it buffered.
 	RequestBytes uint32

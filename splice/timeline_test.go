@@ -19,8 +19,9 @@ func timelineOf(t *testing.T, out *Output, id FlowID) FlowTimeline {
 
 // TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime drives one
 // connection through the handoff at hand-picked times, a retransmitted
-// SYN and C2 SYN included, and checks the timeline its EvClosed carries:
-// each step at the time of its first occurrence.
+// SYN, C2 SYN and request included, and checks the timeline its EvClosed
+// carries: each step at the time of its first occurrence, and the
+// retransmissions counted.
 func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 	h := newFE(t, func(c *FrontEndConfig) { c.Timelines = true })
 	p := defaultSpliceParams()
@@ -46,10 +47,13 @@ func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	if resent := h.tick((t0 + 1027*ms).Add(h.cfg.RTOMin)); len(resent.Frames) == 0 { // not acknowledged: sent again
+		t.Fatal("the request was not retransmitted")
+	}
 	srv.rcvNxt += wire.Seq(len(p.request))
-	h.input(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, nil), t0+1040*ms) // the shim's copy of the server's FIN
+	h.input(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, nil), t0+1240*ms) // the shim's copy of the server's FIN
 	c.tsVal++
-	out := h.input(c.seg(wire.TCPFlagRST, c.nxt, 0, nil), t0+1050*ms)
+	out := h.input(c.seg(wire.TCPFlagRST, c.nxt, 0, nil), t0+1250*ms)
 	tl := timelineOf(t, out, id)
 
 	want := map[FlowStep]Time{
@@ -59,7 +63,7 @@ func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 		StepC2SYN:        t0 + 14*ms,
 		StepC2SYNACK:     t0 + 1020*ms,
 		StepRequestSent:  t0 + 1027*ms,
-		StepClose:        t0 + 1040*ms,
+		StepClose:        t0 + 1240*ms,
 	}
 	for s := range NumFlowSteps {
 		got, ok := tl.Get(s)
@@ -67,8 +71,8 @@ func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 			t.Errorf("%v at %v (stamped %v), want %v", s, time.Duration(got-t0), ok, time.Duration(want[s]-t0))
 		}
 	}
-	if tl.SYNs != 2 {
-		t.Errorf("SYNs %d, want 2 (one retransmission)", tl.SYNs)
+	if tl.SYNs != 2 || tl.C2SYNs != 2 || tl.RequestResends != 1 {
+		t.Errorf("SYNs %d, C2 SYNs %d, request resends %d: want 2, 2, 1 (one retransmission each)", tl.SYNs, tl.C2SYNs, tl.RequestResends)
 	}
 	if tl.RequestBytes != uint32(len(p.request)) {
 		t.Errorf("RequestBytes %d, want %d", tl.RequestBytes, len(p.request))

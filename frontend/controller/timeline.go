@@ -89,6 +89,7 @@ func (c *Controller) tlSet(rec *flowRec, s timeline.Step, now splice.Time) {
 func (c *Controller) tlSpliceSent(rec *flowRec, now splice.Time) {
 	if c.cfg.Timelines {
 		rec.tl.rec.Set(timeline.SpliceSent, int64(now))
+		rec.tl.rec.SpliceSends++
 		rec.tl.spliceLast = now
 	}
 }
@@ -206,7 +207,7 @@ func (c *Controller) tlClosed(rec *flowRec, ev splice.Event, out *Output) {
 	tl.Reason = ev.Reason.String()
 	tl.ForwardedBytes = ev.Bytes
 	et := &ev.Timeline
-	tl.SYNs = int(et.SYNs)
+	tl.SYNs, tl.C2SYNs, tl.RequestResends = int(et.SYNs), int(et.C2SYNs), int(et.RequestResends)
 	tl.RequestBytes = uint64(et.RequestBytes)
 	for s, step := range engineSteps {
 		if t, ok := et.Get(splice.FlowStep(s)); ok {

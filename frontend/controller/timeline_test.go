@@ -41,6 +41,7 @@ func TestTimelineRecordHasEveryStepAtItsExactTime(t *testing.T) {
 	var et splice.FlowTimeline
 	et.At = [splice.NumFlowSteps]splice.Time{t0, t0 + 1*ms, t0 + 3*ms, t0 + 3*ms, t0 + 5*ms, t0 + 19*ms, t0 + 70*ms}
 	et.Have, et.SYNs, et.RequestBytes = 1<<splice.NumFlowSteps-1, 2, 40
+	et.C2SYNs, et.RequestResends = 3, 1
 	h.eng.flows[5].state = "closed"
 	out := h.event(splice.Event{Kind: splice.EvClosed, Flow: 5, Backend: 1, Reason: splice.CloseFIN, Bytes: 77, Timeline: et}, t0+1070*ms)
 	if len(out.Timelines) != 1 {
@@ -71,7 +72,8 @@ func TestTimelineRecordHasEveryStepAtItsExactTime(t *testing.T) {
 	}
 	if r.Flow != 5 || r.Backend != 1 || r.Customer != "a" || r.Client != client || r.Path != "/x" || r.Method != "GET" ||
 		r.Reason != "fin" || r.Requests != 1 || r.SYNs != 2 || r.HeadBytes != 40 || r.RequestBytes != 40 ||
-		r.ResponseBytes != 5000 || r.ForwardedBytes != 77 || r.ShimUncertainty != 2*time.Millisecond {
+		r.ResponseBytes != 5000 || r.ForwardedBytes != 77 || r.ShimUncertainty != 2*time.Millisecond ||
+		r.C2SYNs != 3 || r.SpliceSends != 2 || r.RequestResends != 1 {
 		t.Errorf("record %+v", r)
 	}
 	if err := r.CheckOrder(); err != nil {

@@ -126,6 +126,10 @@ type Record struct {
 	Request  int
 	Requests int // requests on the connection (follow-ups too), in request 1's record
 	SYNs     int // SYNs seen for it (more than 1: retransmitted); 0: not remembered
+	// Retransmissions of the handoff: the C2 SYNs sent, the Splice
+	// messages sent (more than 1: resent for want of a SpliceAck), the
+	// request's retransmissions on C2.
+	C2SYNs, SpliceSends, RequestResends int
 
 	HeadBytes      int    // the first request's head
 	RequestBytes   uint64 // what the front-end handed over on C2 itself
@@ -242,6 +246,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendInt(b, "request", int64(r.Request))
 	b = appendInt(b, "requests", int64(r.Requests))
 	b = appendInt(b, "syns", int64(r.SYNs))
+	b = appendInt(b, "c2_syns", int64(r.C2SYNs))
+	b = appendInt(b, "splice_sends", int64(r.SpliceSends))
+	b = appendInt(b, "request_resends", int64(r.RequestResends))
 	b = appendInt(b, "head_bytes", int64(r.HeadBytes))
 	b = appendInt(b, "request_bytes", int64(r.RequestBytes))
 	b = appendInt(b, "response_bytes", int64(r.ResponseBytes))
@@ -325,6 +332,9 @@ type jsonRecord struct {
 	Request         int              `json:"request"`
 	Requests        int              `json:"requests"`
 	SYNs            int              `json:"syns"`
+	C2SYNs          int              `json:"c2_syns"`
+	SpliceSends     int              `json:"splice_sends"`
+	RequestResends  int              `json:"request_resends"`
 	HeadBytes       int              `json:"head_bytes"`
 	RequestBytes    uint64           `json:"request_bytes"`
 	ResponseBytes   uint64           `json:"response_bytes"`
@@ -343,7 +353,8 @@ func ParseJSON(line []byte) (Record, error) {
 	}
 	r := Record{
 		Flow: j.Flow, Port: j.Port, Backend: j.Backend, Customer: j.Customer, Method: j.Method, Path: j.Path,
-		Reason: j.Reason, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
+		Reason: j.Reason, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
+		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
 		ResponseBytes: j.ResponseBytes, ForwardedBytes: j.ForwardedBytes, ShimUncertainty: time.Duration(j.ShimUncertainty),
 	}
 	if j.Client != "" {
