@@ -56,7 +56,10 @@ type Summary struct {
 	FirstErr   string
 	// MaxShimUncertainty is the largest uncertainty of a placed step.
 	MaxShimUncertainty time.Duration
-	Steps              []StepSummary // one per step, in Step order
+	// Connections whose handoff repeated something: the client's SYN,
+	// the C2 SYN, the Splice, the request on C2.
+	SYNRetries, C2SYNRetries, SpliceResent, RequestResent int
+	Steps                                                 []StepSummary // one per step, in Step order
 }
 
 // Summarize computes the percentiles of every step's offset from the SYN
@@ -76,6 +79,15 @@ func Summarize(recs []tl.Record) Summary {
 			s.OutOfOrder++
 		}
 		s.MaxShimUncertainty = max(s.MaxShimUncertainty, r.ShimUncertainty)
+		count := func(n *int, yes bool) {
+			if yes {
+				*n++
+			}
+		}
+		count(&s.SYNRetries, r.SYNs > 1)
+		count(&s.C2SYNRetries, r.C2SYNs > 1)
+		count(&s.SpliceResent, r.SpliceSends > 1)
+		count(&s.RequestResent, r.RequestResends > 0)
 		syn, hasSYN := r.Get(tl.SYN)
 		for st := range tl.NumSteps {
 			t, ok := r.Get(st)
@@ -109,7 +121,9 @@ func (s Summary) Write(w io.Writer) error {
 	if s.FirstErr != "" {
 		fmt.Fprintf(w, " (first: %s)", s.FirstErr)
 	}
-	fmt.Fprintf(w, "\nfirst_byte and last_byte are placed on the front-end's clock within +-%v at most\n\n", s.MaxShimUncertainty)
+	fmt.Fprintf(w, "\nconnections with retransmissions: syn %d, c2 syn %d, splice %d, request %d\n",
+		s.SYNRetries, s.C2SYNRetries, s.SpliceResent, s.RequestResent)
+	fmt.Fprintf(w, "first_byte and last_byte are placed on the front-end's clock within +-%v at most\n\n", s.MaxShimUncertainty)
 	fmt.Fprintf(w, "%-14s %7s %10s %10s %10s   (ms from syn)\n", "step", "n", "p50", "p90", "p99")
 	for _, st := range s.Steps {
 		p := st.FromSYN

@@ -34,9 +34,13 @@ func seedRecords() []tl.Record {
 func TestSummarizeSeedRecords(t *testing.T) {
 	recs := seedRecords()
 	recs[3].At[tl.Feedback] = recs[3].At[tl.RequestSent] // out of order
+	recs[5].SYNs, recs[6].C2SYNs, recs[6].SpliceSends, recs[7].RequestResends = 2, 2, 3, 1
 	s := Summarize(recs)
 	if s.Records != 100 || s.OutOfOrder != 1 || !strings.Contains(s.FirstErr, "flow 4") {
 		t.Errorf("records %d, out of order %d (%s)", s.Records, s.OutOfOrder, s.FirstErr)
+	}
+	if s.SYNRetries != 1 || s.C2SYNRetries != 1 || s.SpliceResent != 1 || s.RequestResent != 1 {
+		t.Errorf("retransmissions: %d %d %d %d, want 1 each", s.SYNRetries, s.C2SYNRetries, s.SpliceResent, s.RequestResent)
 	}
 	if s.MaxShimUncertainty != 100*time.Microsecond {
 		t.Errorf("max uncertainty %v", s.MaxShimUncertainty)
@@ -60,7 +64,8 @@ func TestSummarizeSeedRecords(t *testing.T) {
 	if err := s.Write(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"c2_syn             100      5.250      5.450      5.495", "admitted -> c2_syn"} {
+	for _, want := range []string{"c2_syn             100      5.250      5.450      5.495", "admitted -> c2_syn",
+		"retransmissions: syn 1, c2 syn 1, splice 1, request 1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
