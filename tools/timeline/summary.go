@@ -59,7 +59,8 @@ type Summary struct {
 	// Connections whose handoff repeated something: the client's SYN,
 	// the C2 SYN, the Splice, the request on C2.
 	SYNRetries, C2SYNRetries, SpliceResent, RequestResent int
-	Steps                                                 []StepSummary // one per step, in Step order
+
+	Steps []StepSummary // one per step, in Step order
 }
 
 // Summarize computes the percentiles of every step's offset from the SYN
