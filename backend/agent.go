@@ -350,6 +350,7 @@ func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
 	*fb = proto.Feedback{
 		BackendID: a.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
 		ResponseBytes: ev.Bytes, Concurrency: a.load(), ResponseEnd: ev.ResponseEnd,
+		FirstByte: ev.FirstByte, // handoff timelines (issue 11)
 	}
 	out.Send = append(out.Send, fb)
 }

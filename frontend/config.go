@@ -33,6 +33,9 @@ type Config struct {
 	// back-end's key is derived from it (proto.DeriveKey).
 	Key     []byte
 	Capture string // pcap file of everything on the link (.pcapng: and the control datagrams); "" disables
+	// Timeline is the file the handoff timelines go to, one JSON line
+	// per connection (issue 11, frontend/timeline); "" disables.
+	Timeline string
 	// RxRing makes an afpacket link receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.
 	RxRing *link.RingConfig

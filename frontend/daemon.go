@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/frontend/timeline"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
@@ -51,6 +52,8 @@ type Daemon struct {
 	start time.Time
 
 	requestIDPrefix uint32 // controller.Config.RequestIDPrefix
+
+	timelines *timeline.Writer // Config.Timeline's, under ctrlMu; nil: none
 }
 
 // New opens the link, the control socket and the admin listener; Run
@@ -90,6 +93,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		capture.RecordControl(ctl.sock)
 	}
 	d, err := newDaemon(cfg, log, links, ctl)
+	if err == nil {
+		err = d.openTimelines()
+	}
 	if err != nil {
 		closeAll()
 		ctl.Close()
@@ -223,6 +229,7 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		MaxFlows: share(maxFlows), MaxFlowsPerSource: share(perSource), MaxPortsPerSource: share(ports),
 		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
 		Shard: i, Shards: n,
+		Timelines: cfg.Timeline != "",
 	}
 }
 
@@ -231,6 +238,7 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 func (d *Daemon) controllerConfig(cfg Config) controller.Config {
 	cc := ControllerConfig(cfg)
 	cc.RequestIDPrefix = d.requestIDPrefix
+	cc.Timelines = cfg.Timeline != ""
 	cc.LogLevel = slog.LevelError
 	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
 		if d.log.Enabled(context.Background(), l) {
@@ -279,6 +287,7 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 		d.ctrl.Tick(now, &s.out)
 	}
 	d.sendDatagrams(&s.out)
+	d.writeTimelines(&s.out)
 	next := d.ctrl.NextDeadline()
 	d.ctrlDeadline.Store(int64(next))
 	touched := d.engines.touched

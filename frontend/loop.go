@@ -65,6 +65,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}()
 	defer d.ctl.Close()
+	defer d.closeTimelines()
 	if d.adminLn != nil {
 		defer d.serveAdmin().Close() // closes the listener too
 	}

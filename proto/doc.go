@@ -160,7 +160,7 @@
 //	13 u8    n            reason length
 //	14 n     Reason       free text, bytes kept as sent
 //
-// Feedback (type 5), back-end -> front-end, 34 bytes:
+// Feedback (type 5), back-end -> front-end, 34 bytes (42 with FirstByte):
 //
 //	0  u32   BackendID
 //	4  u64   RequestID
@@ -169,6 +169,9 @@
 //	28 u16   Concurrency  requests in service on that back-end now
 //	30 u32   ResponseEnd  the back-end's sequence number just past the
 //	                      response's last byte (C2 numbers)
+//	34 dur   FirstByte    optional: request arrival to the response's
+//	                      first byte at the shim; absent means not
+//	                      reported (a zero FirstByte is not sent)
 //
 // Keepalive (type 6), either direction, 22 bytes:
 //

@@ -108,6 +108,13 @@ type Feedback struct {
 	// response byte it sent on C2: where the front-end may answer a
 	// refused follow-up request inside the same stream.
 	ResponseEnd uint32
+
+	// Handoff timelines (issue 11). FirstByte is the time from the
+	// request's first byte arriving at the shim to the response's first
+	// byte leaving the server, on the shim's clock (the same origin as
+	// ServiceTime). 0 means not reported, and then the 8 bytes are not on
+	// the wire: a shim reports at least 1 ns for a response it saw start.
+	FirstByte time.Duration
 }
 
 // Keepalive proves liveness in either direction and carries the current
@@ -324,6 +331,9 @@ func (m *Feedback) encode(e *encoder) {
 	e.u64(m.ResponseBytes)
 	e.u16(m.Concurrency)
 	e.u32(m.ResponseEnd)
+	if m.FirstByte != 0 {
+		e.duration("FirstByte", m.FirstByte)
+	}
 }
 
 func (m *Feedback) decode(d *decoder) {
@@ -333,6 +343,11 @@ func (m *Feedback) decode(d *decoder) {
 	m.ResponseBytes = d.u64("ResponseBytes")
 	m.Concurrency = d.u16("Concurrency")
 	m.ResponseEnd = d.u32("ResponseEnd")
+	m.FirstByte = 0
+	if len(d.b) >= 8 { // fewer are trailing bytes, refused as such
+
+		m.FirstByte = d.duration("FirstByte")
+	}
 }
 
 func (m *Keepalive) encode(e *encoder) {

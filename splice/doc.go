@@ -88,6 +88,8 @@
 //     dispatched). CloseHandoffFailed reports only the back-end part gone:
 //     the flow stays to carry its answer and is reported closed again
 //     later.
+//     Its Timeline holds when each handoff step the engine saw happened
+//     (timeline.go; the per-connection records of frontend/timeline).
 //   - Not events but inputs from the shims: the end of a response
 //     (proto.Feedback.ResponseEnd) goes to ResponseEnded; a back-end that
 //     died takes its flows down with Abort, which resets both ends.
@@ -95,7 +97,8 @@
 // On the back-end, AddSplice installs a proto.Splice; the daemon's
 // SpliceAck says OK only after AddSplice returned nil. The shim's
 // one event, EvResponseDone, reports a served request (RequestID,
-// ServiceTime, Bytes, ResponseEnd) and becomes a proto.Feedback.
+// ServiceTime, FirstByte, Bytes, ResponseEnd) and becomes a
+// proto.Feedback.
 //
 // Neither engine is safe for concurrent use: one goroutine feeds it, so no
 // lock is taken per packet. The back-end daemon runs one Shim per worker.

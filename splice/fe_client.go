@@ -77,6 +77,7 @@ func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Outpu
 		return
 	}
 	isn, tsval := e.cookies.make(now, key, t.Seq(), o)
+	e.syns.noteSYN(key, t.Seq(), now) // timeline.go
 	so := wire.SynOptions{MSS: e.cfg.MSS, WScale: -1, SACKPermitted: o.SACKPermitted}
 	if o.HasWScale {
 		so.WScale = e.cfg.WScale
@@ -169,6 +170,7 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 	f.cliWin = t.Window()
 	f.cliAck = t.Ack() // where the client's receive sequence stands until it ACKs replies
 	e.stats.Accepted++
+	e.timelineAccepted(f, now)
 	e.setDeadline(f, now.Add(e.cfg.HeadTimeout))
 	return f
 }
@@ -260,6 +262,7 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		f.rcvNxt++
 		f.cliFin = true
 		f.finInBuf = true
+		f.tl.stamp(StepClose, now)
 	}
 	if f.state == stReading {
 		e.parseHead(f, now, out)
@@ -304,6 +307,7 @@ func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
 			return
 		}
 		f.state = stQueued
+		f.tl.stamp(StepHeadComplete, now)
 		e.trimToRequest(f)
 		e.stats.Requests++
 		e.setDeadline(f, now.Add(e.cfg.IdleTimeout))

@@ -113,6 +113,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 func (e *FrontEnd) forwardedClientSegment(f *flow, flags uint8, now Time, out *Output) {
 	if flags&wire.TCPFlagFIN != 0 {
 		f.cliFin = true
+		f.tl.stamp(StepClose, now)
 	}
 	if flags&wire.TCPFlagRST != 0 {
 		e.linger(f, now, CloseRST, out)
@@ -169,6 +170,7 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 				return
 			}
 			e.stats.Retransmits++
+			f.tl.RequestResends = min(f.tl.RequestResends+1, 255)
 			e.sendRequest(f, now, out)
 			e.setDeadline(f, f.rto)
 		case f.cliFin && f.srvFin:

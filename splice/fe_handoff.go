@@ -46,6 +46,7 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 	e.takePort(f)
 	f.state = stConnecting
 	f.retries = 0
+	f.tl.stamp(StepC2SYN, now)
 	e.stats.HandoffsStarted++
 	e.sendC2SYN(f, now, out)
 	e.setDeadline(f, now.Add(e.cfg.HandoffTimeout))
@@ -55,6 +56,7 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 // sendC2SYN offers the back-end exactly what the client offered us, so it
 // negotiates nothing the client cannot honour (design trap 4).
 func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
+	f.tl.C2SYNs = min(f.tl.C2SYNs+1, 255)
 	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack}
 	if f.syn.ts {
 		so.TS, so.TSVal = true, f.tsRecent
@@ -161,6 +163,9 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 		if flags&wire.TCPFlagACK != 0 && f.reqUna.LessThan(t.Ack()) {
 			f.reqUna = t.Ack()
 		}
+		if flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
+			f.tl.stamp(StepClose, now)
+		}
 		if flags&wire.TCPFlagFIN != 0 {
 			f.srvFin = true
 			e.serverClosed(f)
@@ -190,6 +195,7 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	f.isnB = t.Seq()
 	f.c2Up = true
+	f.tl.stamp(StepC2SYNACK, now)
 	f.mssB = 536
 	if o.HasMSS {
 		f.mssB = max(o.MSS, minMSS) // a tiny MSS would leave no room for payload
@@ -302,6 +308,7 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 	f.respPending = 1
 	e.stats.HandoffsDone++
 	e.trackFollowUps(f)
+	f.tl.requestSent(now, len(f.buf))
 	e.sendRequest(f, now, out)
 	for _, h := range f.held {
 		var p wire.Packet
@@ -378,7 +385,7 @@ func (e *FrontEnd) handoffFailed(f *flow, reason string, now Time, out *Output) 
 func (e *FrontEnd) abandonHandoff(f *flow, status int, reason string, retryAfter time.Duration, now Time, out *Output) {
 	e.stats.HandoffsFailed++
 	e.abortC2(f, out)
-	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed})
+	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed, Timeline: f.tl})
 	e.releasePort(f)
 	f.hport = 0
 	f.spliceHeld = false

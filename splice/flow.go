@@ -132,6 +132,9 @@ type flow struct {
 
 	// TCP validation (fe_validate.go).
 	ck segCheck
+
+	// Handoff timeline (issue 11, timeline.go): when each step happened.
+	tl FlowTimeline
 }
 
 // closed reports whether both ends are done with f: it is lingering, or
@@ -328,7 +331,8 @@ func (e *FrontEnd) linger(f *flow, now Time, reason CloseReason, out *Output) {
 	f.buf = nil
 	f.sendBuf = nil
 	e.setDeadline(f, now.Add(e.cfg.Linger))
-	ev := Event{Kind: EvClosed, Flow: f.id, Reason: reason, Bytes: f.forwardedBytes}
+	f.tl.stamp(StepClose, now) // ended without a FIN or RST seen before
+	ev := Event{Kind: EvClosed, Flow: f.id, Reason: reason, Bytes: f.forwardedBytes, Timeline: f.tl}
 	if wasDispatched {
 		ev.Backend = f.backend.ID
 	}

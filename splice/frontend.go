@@ -87,6 +87,11 @@ type FrontEndConfig struct {
 	// the fanout group hands its own socket, and FlowIDs congruent to
 	// Shard modulo Shards.
 	Shard, Shards int
+
+	// Timelines (issue 11, timeline.go) makes the engine remember when
+	// SYNs arrived, so that a flow's timeline starts at its SYN; the
+	// other steps are stamped whether it is set or not.
+	Timelines bool
 }
 
 // WithDefaults returns c with every zero field set to its default, as
@@ -227,6 +232,7 @@ type FrontEnd struct {
 	// Request rewriting (fe_rewrite.go): a rewritten follow-up's bytes
 	// are put together here on their way to C2.
 	rwScratch []byte
+	syns      synTable // when recent SYNs came, with Timelines (timeline.go)
 }
 
 // NewFrontEnd validates cfg and returns an engine.
@@ -248,6 +254,7 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		// A tenth of a second's worth at once.
 		rstLimit: newRateLimit(cfg.RSTRate, cfg.RSTRate/10),
 		nextID:   FlowID(cfg.Shard),
+		syns:     newSynTable(cfg.Timelines),
 	}
 	for _, v := range cfg.VIPs {
 		e.vips = append(e.vips, wire.IP4From(v))

@@ -134,6 +134,13 @@ type Event struct {
 	// ResponseEnd (EvResponseDone) is the back-end's sequence number just
 	// past the response's last byte on C2.
 	ResponseEnd uint32
+
+	// Handoff timelines (issue 11, timeline.go). Timeline (EvClosed) is
+	// when each step the engine saw happened; FirstByte (EvResponseDone)
+	// is the time from the request's first byte at the shim to the
+	// response's first byte there (at least 1 ns).
+	Timeline  FlowTimeline
+	FirstByte time.Duration
 }
 
 // FlowID names a client connection for the lifetime of the engine.

@@ -165,6 +165,7 @@ type spliceEntry struct {
 	respEnd      wire.Seq
 	respEndKnown bool
 	headRequest  bool // the request in service is a HEAD: no body comes
+	firstReply   Time // the response's first byte (timelines, issue 11)
 	drained      bool // the client acknowledged all reply bytes so far
 	drainedAt    Time
 

@@ -88,6 +88,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		if !ent.responding {
 			ent.responding = true
 			ent.srvNxt = t.Seq()
+			ent.firstReply = now
 			ent.respEnd, ent.respEndKnown = responseEnd(t.Seq(), t.Payload(), ent.headRequest)
 		}
 		ent.lastReply = now
@@ -254,6 +255,7 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 			ServiceTime: ent.lastReply.Sub(ent.reqStart),
 			Bytes:       ent.replyBytes,
 			ResponseEnd: uint32(ent.srvNxt),
+			FirstByte:   max(ent.firstReply.Sub(ent.reqStart), 1),
 		})
 	}
 	ent.inService = false

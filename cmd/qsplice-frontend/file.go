@@ -22,11 +22,14 @@ var configFlags = map[string]bool{
 }
 
 // tuning holds the flags that are not configuration but combine with
-// -config: a debugging switch (-pprof) and tuning (-rx-ring, -workers).
+// -config: a debugging switch (-pprof), tuning (-rx-ring, -workers) and
+// the handoff timelines (-timeline).
 type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
+	// timeline is an output, like a profile: it combines with -config.
+	timeline string
 }
 
 func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, ...any)) {
@@ -49,6 +52,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.Pprof = tune.pprof
 	cfg.RxRing = tune.rxRing
 	cfg.Workers = tune.workers
+	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)
 }
 

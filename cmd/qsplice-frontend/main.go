@@ -75,6 +75,7 @@ func main() {
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status and /metrics (empty: off)")
 	flag.BoolVar(&cfg.Pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on -admin (CPU and allocation profiles)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the link to this pcap file (a .pcapng file also gets the control datagrams)")
+	flag.StringVar(&cfg.Timeline, "timeline", "", "write each connection's handoff timeline to this file, one JSON line per connection (qsplice-timeline reads it)")
 	// Slots by default: measured in the lab under a download (wrk, 8
 	// connections, 64M), they take the front-end's recvmmsg calls (about
 	// 0.2 per frame) to none with the 1K time to first byte unchanged,
@@ -127,7 +128,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

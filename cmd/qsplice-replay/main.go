@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -71,7 +72,10 @@ type options struct {
 	in, out string
 	json    bool
 	config  string
-	cfg     replay.Config
+	// timeline is the -timeline file: each connection's handoff
+	// timeline, as qsplice-frontend -timeline writes them.
+	timeline string
+	cfg      replay.Config
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -105,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&c.Engine.HeadTimeout, "head-timeout", 10*time.Second, "engine: a client must finish its request head within this (408)")
 	fs.DurationVar(&c.Engine.Linger, "linger", 5*time.Second, "engine: how long a closed flow is kept for late segments")
 	fs.DurationVar(&c.Engine.IdleTimeout, "idle-timeout", 15*time.Minute, "engine: spliced flow idle limit")
+	fs.StringVar(&o.timeline, "timeline", "", "write each connection's handoff timeline to this file, one JSON line per connection, as qsplice-frontend -timeline (qsplice-timeline reads it)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -206,7 +211,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.Remove(out.Name()) // fails harmlessly once renamed
+	var tf *os.File
+	var tw *bufio.Writer
+	if o.timeline != "" {
+		if tf, err = os.Create(o.timeline); err != nil {
+			return err
+		}
+		tw = bufio.NewWriter(tf)
+		o.cfg.Timeline = tw
+	}
 	sum, err := replay.Run(o.cfg, in, out)
+	if tw != nil {
+		if ferr := tw.Flush(); err == nil {
+			err = ferr
+		}
+		if cerr := tf.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

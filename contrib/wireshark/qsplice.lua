@@ -90,6 +90,9 @@ local layouts = {
 		{ "SeqDelta", "u32" }, { "TSOffset", "u32" }, { "Flags", "flags" },
 		{ "WScaleBackend", "u8" }, { "WScaleFrontend", "u8" }, { "ClientNextHopMAC", "mac" },
 		{ "RequestEnd", "u32" }, { "BackendID", "u32" },
+		-- Only with Flags bit 3 (the request's target was rewritten).
+		{ "RewriteStart", "u32", "rewrite" }, { "RewriteEnd", "u32", "rewrite" },
+		{ "RequestOffset", "u32", "rewrite" },
 	} },
 	[4] = { "spliceack", {
 		{ "RequestID", "u64" }, { "BackendID", "u32" }, { "OK", "bool" }, { "Reason", "reason" },
@@ -97,6 +100,8 @@ local layouts = {
 	[5] = { "feedback", {
 		{ "BackendID", "u32" }, { "RequestID", "u64" }, { "ServiceTime", "dur" },
 		{ "ResponseBytes", "u64" }, { "Concurrency", "u16" }, { "ResponseEnd", "u32" },
+		-- Only when the shim reported it (the body is 8 bytes longer).
+		{ "FirstByte", "dur", "optional" },
 	} },
 	[6] = { "keepalive", {
 		{ "BackendID", "u32" }, { "Incarnation", "u64" }, { "Seq", "u64" }, { "Concurrency", "u16" },
@@ -153,7 +158,8 @@ for mtype, layout in pairs(layouts) do
 			add_field(key .. ".ts", ProtoField.bool(abbr .. ".timestamps", "Timestamps", 8, nil, 0x01))
 			add_field(key .. ".sack", ProtoField.bool(abbr .. ".sack", "SACK", 8, nil, 0x02))
 			add_field(key .. ".ws", ProtoField.bool(abbr .. ".window_scale", "Window scale", 8, nil, 0x04))
-			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xf8))
+			add_field(key .. ".rewrite", ProtoField.bool(abbr .. ".rewrite", "Rewritten target", 8, nil, 0x08))
+			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xf0))
 		elseif kind == "ports" then
 			add_field(key .. ".count", ProtoField.uint8(abbr .. "_count", go .. " count", base.DEC))
 			add_field(key, ProtoField.uint16(abbr, go, base.DEC))
@@ -196,6 +202,7 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 	local msg, list = layout[1], layout[2]
 	local off, stop = boff, boff + blen
 	local summary = {}
+	local flags = 0 -- the Splice's Flags, once read
 	local function have(n, go)
 		if off + n > stop then
 			tree:add_proto_expert_info(ef_malformed,
@@ -205,9 +212,11 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 		return true
 	end
 	for _, fd in ipairs(list) do
-		local go, kind = fd[1], fd[2]
+		local go, kind, when = fd[1], fd[2], fd[3]
 		local key = msg .. "." .. go
-		if kind == "ports" then
+		if (when == "rewrite" and bit32.band(flags, 0x08) == 0) or (when == "optional" and off >= stop) then
+			-- not on the wire this time
+		elseif kind == "ports" then
 			if not have(1, go) then return summary end
 			local n = tvb(off, 1):uint()
 			local ci = tree:add(f[key .. ".count"], tvb(off, 1))
@@ -253,8 +262,10 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 				item:add(f[key .. ".ts"], r)
 				item:add(f[key .. ".sack"], r)
 				item:add(f[key .. ".ws"], r)
+				item:add(f[key .. ".rewrite"], r)
 				item:add(f[key .. ".unknown"], r)
-				if bit32.band(r:uint(), 0xf8) ~= 0 then
+				flags = r:uint()
+				if bit32.band(r:uint(), 0xf0) ~= 0 then
 					item:add_proto_expert_info(ef_malformed, "unknown flag bits must be 0")
 				end
 			elseif (go == "WScaleBackend" or go == "WScaleFrontend") and r:uint() > 14 then

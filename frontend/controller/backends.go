@@ -155,6 +155,7 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 	}
 	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
 	rec := c.flows[flow]
+	c.tlFeedback(rec, m, now, out)
 	c.noteSize(rec, m.ResponseBytes)
 	c.feedbackCompleted(m.ResponseBytes, now)
 	c.served(rec, m.ServiceTime, now, out)

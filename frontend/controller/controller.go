@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/timeline"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice"
@@ -67,6 +68,10 @@ type Config struct {
 	// controller sends: drawn at random per start of the front-end by
 	// the daemon, so that RequestIDs of different runs never meet.
 	RequestIDPrefix uint32
+
+	// Timelines (issue 11, timeline.go): every connection that ends puts
+	// its handoff timeline in Output.Timelines.
+	Timelines bool
 }
 
 // Listener is one VIP port and its scheduling policy.
@@ -122,6 +127,10 @@ type Output struct {
 	// splices hold the Splice messages of Datagrams, one request's each:
 	// a copy, so that a flow closed in the same pass changes none.
 	splices []proto.Splice
+
+	// Timelines are the handoff timelines of the connections that ended
+	// in this pass, with Config.Timelines (timeline.go).
+	Timelines []timeline.Record
 }
 
 // Reset empties the output for the next pass.
@@ -132,6 +141,7 @@ func (o *Output) Reset() {
 	o.Logs = o.Logs[:0]
 	o.handled = 0
 	o.splices = o.splices[:0]
+	o.Timelines = o.Timelines[:0]
 }
 
 // Datagram is a control message to send. Msg is valid until the Output's

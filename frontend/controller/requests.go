@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/timeline"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice"
 )
@@ -30,6 +31,9 @@ type flowRec struct {
 	// ready: handed off ahead and confirmed, in be.ready waiting for a
 	// slot.
 	ready bool
+
+	// Handoff timeline (issue 11, timeline.go).
+	tl flowTimeline
 }
 
 type waitState uint8
@@ -114,6 +118,7 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		c.flowsPeak = max(c.flowsPeak, len(c.flows))
 	}
 	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
+	c.tlQueued(rec, ev, cust, now)
 	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host,
 			"path", r.Path, "customer", cust, "follow_up", ev.FollowUp)
@@ -249,6 +254,7 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 		return true
 	}
 	rec.be = be
+	c.tlSet(rec, timeline.Admitted, now)
 	be.dispatched++
 	c.startServing(rec, r, q.credit, now)
 	return true
@@ -306,6 +312,7 @@ func (c *Controller) admit(rec *flowRec, r sched.Request, credited bool, now spl
 	rec.be.followUps++
 	c.startServing(rec, r, credited, now)
 	c.markSent(rec, now) // Admit sent it
+	c.tlAdmitted(rec, now)
 }
 
 func (c *Controller) startServing(rec *flowRec, r sched.Request, credited bool, now splice.Time) {
@@ -379,6 +386,7 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 		return // never queued, or a second report (a failed handoff, then the answer)
 	}
 	delete(c.flows, ev.Flow)
+	c.tlClosed(rec, ev, out)
 	c.shrinkFlows()
 	defer c.keepRec(rec)
 	be := rec.be
@@ -436,7 +444,7 @@ func (c *Controller) newRec(id splice.FlowID) *flowRec {
 // other structure names flows by id.
 func (c *Controller) keepRec(rec *flowRec) {
 	clear(rec.serving)
-	*rec = flowRec{serving: rec.serving[:0]}
+	*rec = flowRec{serving: rec.serving[:0], tl: flowTimeline{follow: rec.tl.follow[:0]}}
 	lim := min(maxSpareRecs, max(minSpareRecs, len(c.flows)))
 	if len(c.spareRecs) < lim {
 		c.spareRecs = append(c.spareRecs, rec)

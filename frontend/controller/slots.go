@@ -73,6 +73,7 @@ func (c *Controller) sendFirstRequest(rec *flowRec, now splice.Time, out *Output
 		return
 	}
 	c.markSent(rec, now)
+	c.tlRequestSent(rec, now)
 }
 
 // fillSlots hands be's free slots to the connections waiting ready, then
@@ -187,6 +188,7 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
 	out.sendSplice(rec.be.ctl, &p.msg)
+	c.tlSpliceSent(rec, now)
 }
 
 // resendSplices repeats Splice messages whose ack has not come: UDP may
@@ -207,6 +209,7 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		p.due = now.Add(c.cfg.SpliceRetry)
 		c.splices.push(rec.id, p.due)
 		out.sendSplice(rec.be.ctl, &p.msg)
+		c.tlSpliceSent(rec, now)
 	}
 }
 
@@ -220,6 +223,7 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		return // a duplicate ack of a resent Splice, or a flow gone
 	}
 	rec.splice = nil
+	c.tlSpliceAck(rec, now)
 	if len(rec.serving) > 0 {
 		handoff := now.Sub(rec.serving[0].dispatched)
 		rec.be.handoffs++

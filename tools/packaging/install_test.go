@@ -17,7 +17,7 @@ const testVersion = "v0.0.0-packaging-test"
 // cmds are the binaries under cmd/, all of which make install installs.
 var cmds = []string{
 	"qsplice-backend", "qsplice-bench-proxy", "qsplice-demo", "qsplice-experiment", "qsplice-flood",
-	"qsplice-frontend", "qsplice-lab", "qsplice-load", "qsplice-replay", "qsplice-testserver",
+	"qsplice-frontend", "qsplice-lab", "qsplice-load", "qsplice-replay", "qsplice-testserver", "qsplice-timeline",
 }
 
 // installed is one make install, shared by the tests of this package.

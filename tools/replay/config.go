@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -78,6 +79,11 @@ type Config struct {
 	// Engine tunes the engine (timeouts, buffers). Its MAC, VIPs, Ports,
 	// HandoffAddr and CookieSecret are replaced by the fields above.
 	Engine splice.FrontEndConfig
+
+	// Timeline, if set, receives each connection's handoff timeline as
+	// a JSON line, as qsplice-frontend -timeline writes them (issue 11,
+	// timeline.go).
+	Timeline io.Writer
 }
 
 func (c *Config) setDefaults() {
@@ -144,6 +150,7 @@ func (c *Config) engineConfig() splice.FrontEndConfig {
 	e.Ports = append([]uint16(nil), c.Ports...)
 	e.HandoffAddr = c.HandoffAddr
 	e.CookieSecret = sha256.Sum256([]byte(c.CookieSeed))
+	e.Timelines = c.Timeline != nil
 	return e
 }
 
@@ -154,6 +161,7 @@ func (c *Config) schedulerConfig() controller.Config {
 		sc.Ports = append([]uint16(nil), c.Ports...)
 	}
 	sc.LogLevel = slog.LevelError + 1
+	sc.Timelines = c.Timeline != nil
 	return sc
 }
 

@@ -45,6 +45,10 @@ type replayer struct {
 	outPkt    wire.Packet // an engine frame being routed
 	sum       Summary
 	err       error // first error writing the output
+
+	// Handoff timelines (timeline.go), with Config.Timeline.
+	tlBuf []byte
+	tlErr error
 }
 
 // c2Ref is a flow's handoff connection: back-end k, from handoff port.
@@ -107,6 +111,9 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 	}
 	if ferr := bw.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("replay: output: %w", ferr)
+	}
+	if err == nil && r.tlErr != nil {
+		err = fmt.Errorf("replay: timeline: %w", r.tlErr)
 	}
 	return r.sum, err
 }
@@ -332,6 +339,7 @@ func (r *replayer) act() {
 	for _, d := range r.out.Datagrams {
 		r.datagram(d)
 	}
+	r.writeTimelines()
 }
 
 // datagram plays a shim receiving a control message: a Splice is
@@ -362,7 +370,8 @@ func (r *replayer) feedback(flow splice.FlowID) {
 	if !ok {
 		return
 	}
-	fb := &proto.Feedback{BackendID: uint32(ref.k), RequestID: uint64(flow), ServiceTime: r.cfg.ServiceDelay}
+	fb := &proto.Feedback{BackendID: uint32(ref.k), RequestID: uint64(flow), ServiceTime: r.cfg.ServiceDelay,
+		FirstByte: r.cfg.ServiceDelay} // the simulated response leaves in one piece at the end of service
 	if c := r.backends[ref.k-1].conns[ref.port]; c != nil {
 		fb.ResponseEnd = uint32(c.isn + 1) // no response bytes: it ends where it starts
 	}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend/timeline"
+	"github.com/qsplice/qsplice/tools/lab"
+	"github.com/qsplice/qsplice/tools/replay"
+)
+
+// TestTimelinesOf200LabConnectionsMatchReplay (issue 11 item 2): a lab
+// front-end with -timeline serves 200 connections (a request each); every
+// one of them comes out with a timeline whose steps are in order, whose
+// shim's first response byte comes after the SpliceAck, and whose steps
+// are named as those of a replayed request (qsplice-replay -timeline of
+// the committed capture).
+func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
+	const conns, parallel, size = 200, 8, 4 << 10
+	file := filepath.Join(t.TempDir(), "timeline.jsonl")
+	l := extraLab(t, "h", func(cfg *lab.Config) {
+		cfg.Backends = 2
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-timeline", file, "-linger", "1s")
+	})
+	client := l.HTTPClient("c1")
+	client.Transport.(*http.Transport).DisableKeepAlives = true // a connection per request
+	client.Timeout = 30 * time.Second
+	url := vipURL(8080, size)
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	next := make(chan int, conns)
+	for i := range conns {
+		next <- i
+	}
+	close(next)
+	for range parallel {
+		wg.Go(func() {
+			for range next {
+				resp, err := client.Get(url)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err == nil && (resp.StatusCode != 200 || n != size) {
+					err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+
+	// A connection's record is written when the front-end forgets it,
+	// its linger (1 s) after the close: wait for all 200.
+	ours := func(recs []timeline.Record) []timeline.Record {
+		return slices.DeleteFunc(recs, func(r timeline.Record) bool {
+			return r.Client.Addr() != l.ClientAddr(1) || r.Path != "/data/4K" || r.Request != 1
+		})
+	}
+	var recs []timeline.Record
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := timeline.Read(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs = ours(all); len(recs) >= conns || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the front-end's linger runs on its own clock
+	}
+	if len(recs) != conns {
+		t.Fatalf("%d timelines of the %d connections", len(recs), conns)
+	}
+
+	want := replayedSteps(t)
+	for _, r := range recs {
+		if err := r.CheckOrder(); err != nil {
+			t.Error(err)
+		}
+		fb, ok1 := r.Get(timeline.FirstByte)
+		ack, ok2 := r.Get(timeline.SpliceAck)
+		if !ok1 || !ok2 || fb <= ack {
+			t.Errorf("flow %d: first response byte at %d (%v), SpliceAck at %d (%v): not after it", r.Flow, fb, ok1, ack, ok2)
+		}
+		if got := r.Steps(); !slices.Equal(got, want) {
+			t.Errorf("flow %d: steps %v, replay's %v", r.Flow, got, want)
+		}
+		if r.Backend < 1 || r.Backend > 2 || r.ResponseBytes < size || r.Reason == "" {
+			t.Errorf("flow %d: back-end %d, %d response bytes, reason %q", r.Flow, r.Backend, r.ResponseBytes, r.Reason)
+		}
+	}
+	if t.Failed() {
+		b, _ := os.ReadFile(file)
+		t.Logf("first record: %.2000s", b)
+	}
+}
+
+// replayedSteps are the steps of a request of the committed replay
+// capture, replayed with timelines on.
+func replayedSteps(t *testing.T) []timeline.Step {
+	t.Helper()
+	in, err := os.Open(filepath.Join("..", "replay", "testdata", "three-clients.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out := filepath.Join(t.TempDir(), "tl.jsonl")
+	tf, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = replay.Run(replay.Config{Timeline: tf}, in, io.Discard)
+	tf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := timeline.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Backend != 0 && r.Request == 1 {
+			return r.Steps()
+		}
+	}
+	t.Fatal("no replayed request was handed off")
+	return nil
+}
