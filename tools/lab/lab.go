@@ -97,18 +97,19 @@ type Config struct {
 	// use the lab's addresses (see FrontendYAML).
 	FrontendConfig string
 
-	ServiceTime time.Duration // qsplice-testserver -service-time
-	Capacity    int           // qsplice-backend -capacity
-	Files       []int64       // sizes served by nginx under /data/
-	// Trees > 1 has nginx serve the Files in that many content trees
-	// (issue 10; see nginxtrees.go): /tree<k>/data/<size> for k < Trees.
-	Trees        int
+	ServiceTime  time.Duration // qsplice-testserver -service-time
+	Capacity     int           // qsplice-backend -capacity
+	Files        []int64       // sizes served by nginx under /data/
 	FrontendArgs []string      // extra arguments for qsplice-frontend
 	BackendArgs  []string      // extra arguments for every qsplice-backend
 	ReadyTimeout time.Duration // how long Up waits for each readiness check
 	// TestServerArgs are extra arguments for every qsplice-testserver
 	// (e.g. -shop for the LIFO-Pri shop pages).
 	TestServerArgs []string
+
+	// Trees > 1 has nginx serve the Files in that many content trees
+	// (issue 10; see nginxtrees.go): /tree<k>/data/<size> for k < Trees.
+	Trees int
 }
 
 // DefaultConfig returns the configuration the CLI starts from.
