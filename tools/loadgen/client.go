@@ -78,6 +78,7 @@ type outcome struct {
 	kind       errorKind   // when err
 	class      statusClass // when !err
 	retryAfter bool        // the answer carried Retry-After
+	tree       int         // X-Content-Tree of the answer; 0: none
 	bodyBytes  int64
 	// connAt is when the request had a connection to go out on; zero if
 	// it never got one (refused, or timed out connecting or queued).
@@ -105,6 +106,10 @@ type client struct {
 	poolSize int
 	slots    chan struct{} // a token per busy pooled connection
 	idle     chan *conn    // pooled connections waiting for a request
+	// requests, when set, are sent in turn instead of request (a
+	// stream's cookies, cookies.go).
+	requests [][]byte
+	ring     requestRing
 }
 
 func newClient(target string, st Stream, poolSize int, timeout time.Duration) *client {
@@ -275,14 +280,14 @@ func (c *client) exchange(cn *conn, deadline time.Time) (response, bool, error) 
 	if err := cn.SetDeadline(deadline); err != nil {
 		return response{}, false, err
 	}
-	if _, err := cn.Write(c.request); err != nil {
+	if _, err := cn.Write(c.ring.pick(c.requests, c.request)); err != nil {
 		return response{}, false, err
 	}
 	return readResponse(cn.br)
 }
 
 func (o outcome) answered(r response) outcome {
-	o.class, o.retryAfter, o.bodyBytes = classify(r.status), r.retryAfter, r.bodyBytes
+	o.class, o.retryAfter, o.bodyBytes, o.tree = classify(r.status), r.retryAfter, r.bodyBytes, r.tree
 	return o
 }
 

@@ -15,6 +15,8 @@ type Result struct {
 	ConnsPerStream int       `json:"conns_per_stream"`
 	Seed           uint64    `json:"seed"`
 	Interrupted    bool      `json:"interrupted"`
+	// Steps is the step load the rates were multiplied by (Config.Steps).
+	Steps []LoadStep `json:"steps,omitempty"`
 
 	Streams []StreamResult `json:"streams"`
 	Total   StreamResult   `json:"total"` // all streams merged; name "total"
@@ -38,6 +40,10 @@ type StreamResult struct {
 	RetryAfter RetryAfter   `json:"retry_after"`
 	Errors     ErrorCounts  `json:"errors"`
 	BodyBytes  int64        `json:"body_bytes"`
+
+	// Trees counts the 2xx answers per content tree they named in
+	// X-Content-Tree (index 1..M; index 0 unused); absent when none did.
+	Trees []int64 `json:"trees,omitempty"`
 
 	// ThroughputOK is 2xx answers per second of the measured window.
 	ThroughputOK float64 `json:"throughput_ok_per_s"`
@@ -120,6 +126,7 @@ type tally struct {
 	classes, retryAfter    [numClasses]int64
 	errors                 [numErrorKinds]int64
 	bodyBytes              int64
+	trees                  []int64
 	latencyOK, latencyAll  Histogram
 	sendLag                Histogram
 }
@@ -138,6 +145,12 @@ func (t *tally) add(s *streamState) {
 		t.errors[i] += s.errors[i]
 	}
 	t.bodyBytes += s.bodyBytes
+	for k, n := range s.trees {
+		for len(t.trees) <= k {
+			t.trees = append(t.trees, 0)
+		}
+		t.trees[k] += n
+	}
 	t.latencyOK.Merge(&s.latencyOK)
 	t.latencyAll.Merge(&s.latencyAll)
 	t.sendLag.Merge(&s.sendLag)
@@ -165,6 +178,7 @@ func (t *tally) result(window time.Duration) StreamResult {
 			Other:          t.errors[errOther],
 		},
 		BodyBytes:  t.bodyBytes,
+		Trees:      t.trees,
 		Latency:    t.latencyOK.Summary(),
 		LatencyAll: t.latencyAll.Summary(),
 		SendLag:    t.sendLag.Summary(),
@@ -189,6 +203,7 @@ func (r *runner) result(stoppedAt time.Duration, interrupted bool) *Result {
 		ConnsPerStream: r.cfg.ConnsPerStream,
 		Seed:           r.cfg.Seed,
 		Interrupted:    interrupted,
+		Steps:          r.cfg.Steps,
 	}
 	var total tally
 	for _, s := range r.streams {

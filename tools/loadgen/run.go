@@ -22,6 +22,7 @@ type streamState struct {
 	retryAfter [numClasses]int64
 	errors     [numErrorKinds]int64
 	bodyBytes  int64
+	trees      []int64   // 2xx answers per X-Content-Tree, index 1..
 	latencyOK  Histogram // 2xx answers
 	latencyAll Histogram // every sent request, answered or failed
 	sendLag    Histogram // got a connection - intended time
@@ -41,6 +42,12 @@ func (s *streamState) record(o outcome, intended time.Time) {
 		s.classes[o.class]++
 		if o.retryAfter {
 			s.retryAfter[o.class]++
+		}
+		if o.class == class2xx && o.tree > 0 {
+			for len(s.trees) <= o.tree {
+				s.trees = append(s.trees, 0)
+			}
+			s.trees[o.tree]++
 		}
 		if o.class == class2xx {
 			s.latencyOK.Record(latency)
@@ -80,11 +87,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	}
 	r := &runner{cfg: cfg}
 	for i, st := range cfg.Streams {
-		r.streams = append(r.streams, &streamState{
+		s := &streamState{
 			cfg:    st,
 			client: newClient(cfg.Target, st, cfg.ConnsPerStream, cfg.Timeout),
 			sched:  newSchedule(st.Arrival, st.Rate, cfg.Seed, i),
-		})
+		}
+		s.sched.steps = cfg.Steps
+		s.client.requests = streamRequests(s.client.request, st, cfg.SessionCookie)
+		r.streams = append(r.streams, s)
 	}
 	defer func() {
 		for _, s := range r.streams {
