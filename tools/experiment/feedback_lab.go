@@ -276,6 +276,8 @@ type FeedbackLabResult struct {
 	// (their point repeats the one before).
 	MissedSamples int    `json:"missed_samples"`
 	LabName       string `json:"lab"`
+	// Load is qsplice-load's result (written as feedback_load.json).
+	Load *loadgen.Result `json:"-"`
 }
 
 // RunFeedbackLab builds a lab, runs cfg in it and removes it, also on
@@ -363,6 +365,7 @@ func runFeedbackInLab(ctx context.Context, cfg FeedbackLabConfig, l *lab.Lab, di
 	}
 	res.FeedbackResult = feedbackSeries(cfg, samples)
 	res.MissedSamples = missed
+	res.Load = &lr
 	res.Classes = labClasses(&lr, before.Feedback, after.Feedback)
 	for _, c := range res.Classes {
 		res.Summary.QueueTimeouts += int(c.TimedOut)

@@ -10,7 +10,10 @@ import (
 
 // feedbackLabJSON is the live run's own file beside the simulated run's:
 // each class's counts at the clients and at the front-end.
-const feedbackLabJSON = "feedback_lab.json"
+const (
+	feedbackLabJSON  = "feedback_lab.json"
+	feedbackLoadJSON = "feedback_load.json" // qsplice-load's own result
+)
 
 // WriteFeedbackLabAll writes the files of WriteFeedbackAll (the series,
 // summary and plots) and feedback_lab.json into dir.
@@ -31,6 +34,16 @@ func WriteFeedbackLabAll(dir string, res FeedbackLabResult) ([]string, error) {
 			Summary       FeedbackSummary    `json:"summary"`
 			Classes       []FeedbackLabClass `json:"classes"`
 		}{res.LabName, res.CapacityRPS, res.Trees, res.MissedSamples, res.Summary, res.Classes})
+	})
+	paths = append(paths, path)
+	if err != nil || res.Load == nil {
+		return paths, err
+	}
+	path = filepath.Join(dir, feedbackLoadJSON)
+	err = writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res.Load)
 	})
 	return append(paths, path), err
 }
