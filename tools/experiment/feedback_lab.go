@@ -66,6 +66,10 @@ type FeedbackLabConfig struct {
 	Seed    uint64
 	BinDir  string
 	Log     io.Writer // progress lines; nil: none
+	// BeforeLoad, when set, runs once the lab is up, before the load
+	// (tests check the content trees through the VIP there); an error
+	// ends the run.
+	BeforeLoad func(ctx context.Context, l *lab.Lab) error
 }
 
 // Lab defaults of the loop: a period of 100 ms sees about 25 requests at
@@ -322,6 +326,11 @@ func RunFeedbackLab(ctx context.Context, cfg FeedbackLabConfig) (res FeedbackLab
 		}
 		fmt.Fprintf(logw, "feedback: lab %s removed\n", name)
 	}()
+	if cfg.BeforeLoad != nil {
+		if err := cfg.BeforeLoad(ctx, l); err != nil {
+			return res, err
+		}
+	}
 	res, err = runFeedbackInLab(ctx, cfg, l, dir, logw)
 	res.LabName = name
 	return res, err
