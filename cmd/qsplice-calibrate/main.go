@@ -52,7 +52,8 @@ const usageHead = `Usage: qsplice-calibrate -target URL [-sizes 1K,64K,1M] [-wri
 Measures a and b of the feedback policy's utilization U = a*R + b*W. For each
 size it offers GET /data/<size> at rates rising by -factor from -start, each
 for -step, until a step fails (more than -max-errors of its requests without
-a 2xx, or its p99 latency above -latency-factor times the first step's median),
+a 2xx, or its mean latency above -latency-factor times the first step's and
+by -latency-floor: the queue is growing),
 keeps the best clean step as (Rmax, Wmax), and fits 1 = a*Rmax + b*Wmax over
 the sizes (least squares, a, b >= 0). Prints the feedback.content keys; -write
 sets them in a configuration file, keeping its other lines and comments.
@@ -77,7 +78,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.DurationVar(&o.cfg.Step, "step", calibrate.DefaultStep, "`time` each rate is offered")
 	fs.DurationVar(&o.cfg.Pause, "pause", calibrate.DefaultPause, "quiet `time` after each step")
 	fs.Float64Var(&o.cfg.MaxErrors, "max-errors", calibrate.DefaultMaxErrors, "a step fails above this `fraction` of requests without a 2xx")
-	fs.Float64Var(&o.cfg.LatencyFactor, "latency-factor", calibrate.DefaultLatencyFactor, "a step fails when its p99 exceeds `F` x the first step's median")
+	fs.Float64Var(&o.cfg.LatencyFactor, "latency-factor", calibrate.DefaultLatencyFactor, "a step fails when its mean latency exceeds `F` x the first step's (and by -latency-floor)")
+	fs.DurationVar(&o.cfg.LatencyFloor, "latency-floor", calibrate.DefaultLatencyFloor, "a step fails on latency only when its mean exceeds the first step's by this `time` too")
 	fs.DurationVar(&o.cfg.Timeout, "timeout", calibrate.DefaultTimeout, "per-request `time` limit")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the Poisson arrivals")
 	fs.StringVar(&o.write, "write", "", "set a and b in this front-end configuration `FILE`")

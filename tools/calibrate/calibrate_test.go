@@ -14,13 +14,16 @@ import (
 
 // modelProbe is a cluster whose capacity at size s is 1/(a + b*s)
 // requests/s: below it every request is served in 20 ms; above it the
-// queue grows and latency with it, and beyond 1.5 times it requests
-// time out.
+// queue grows through the step and the mean latency with it, and beyond
+// 1.5 times it requests time out.
 func modelProbe(a, b float64) func(context.Context, int64, float64, time.Duration) (Step, error) {
 	return func(_ context.Context, size int64, rate float64, d time.Duration) (Step, error) {
 		capacity := 1 / (a + b*float64(size))
-		st := Step{OKRate: min(rate, capacity), P50Ms: 20, P99Ms: 30}
+		st := Step{OKRate: min(rate, capacity), MeanMs: 20, P50Ms: 20, P99Ms: 30}
 		if rate > capacity {
+			// The backlog grows at rate - capacity; a request waits for
+			// the backlog ahead of it, on average half the step's.
+			st.MeanMs = 20 + 1000*(rate-capacity)/capacity*d.Seconds()/2
 			st.P99Ms = 20 + 1000*(rate-capacity)/capacity*d.Seconds()
 		}
 		if rate > 1.5*capacity {
@@ -58,7 +61,7 @@ func TestRunOnAModelCluster(t *testing.T) {
 }
 
 func TestRunRefusesAFailingStart(t *testing.T) {
-	_, err := Run(context.Background(), Config{Sizes: []int64{1 << 10, 1 << 20}, Start: 5000, Probe: modelProbe(0.0008, 1e-8)})
+	_, err := Run(context.Background(), Config{Sizes: []int64{1 << 10, 1 << 20}, Start: 5000, Pause: time.Nanosecond, Probe: modelProbe(0.0008, 1e-8)})
 	if err == nil || !strings.Contains(err.Error(), "lower the start rate") {
 		t.Errorf("start above the capacity: %v", err)
 	}

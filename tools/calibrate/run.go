@@ -27,11 +27,15 @@ type Config struct {
 	// it for queues to drain.
 	Step, Pause time.Duration
 	// A step fails when more than MaxErrors of its requests got no 2xx
-	// answer, or when its p99 latency exceeds LatencyFactor times the
-	// first step's median (at the start rate the cluster is idle, so
-	// that median is the service time): the queue is growing.
+	// answer, or when its mean latency exceeds LatencyFactor times the
+	// first step's and by more than LatencyFloor (at the start rate the
+	// cluster is idle, so that mean is the service time; above the
+	// capacity the queue grows through the step, and the mean with it).
+	// The mean, not a high percentile: one slow connect must not end
+	// the climb.
 	MaxErrors     float64
 	LatencyFactor float64
+	LatencyFloor  time.Duration
 	Timeout       time.Duration
 	Seed          uint64
 	// Probe offers one rate for one step; nil sends it with loadgen
@@ -48,7 +52,8 @@ const (
 	DefaultStep          = 3 * time.Second
 	DefaultPause         = time.Second
 	DefaultMaxErrors     = 0.01
-	DefaultLatencyFactor = 5.0
+	DefaultLatencyFactor = 3.0
+	DefaultLatencyFloor  = 50 * time.Millisecond
 	DefaultTimeout       = 5 * time.Second
 )
 
@@ -62,8 +67,9 @@ type Step struct {
 	Bytes  float64 `json:"bytes_per_s"` // body bytes per second of the 2xx answers
 	// Errors is the fraction of the offered requests without a 2xx.
 	Errors float64 `json:"errors"`
-	P50Ms  float64 `json:"p50_ms"` // of the 2xx answers
-	P99Ms  float64 `json:"p99_ms"` // of every request sent
+	MeanMs float64 `json:"mean_ms"` // of the 2xx answers
+	P50Ms  float64 `json:"p50_ms"`  // of the 2xx answers
+	P99Ms  float64 `json:"p99_ms"`  // of every request sent
 	Failed bool    `json:"failed"`
 }
 
@@ -99,6 +105,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Pause == 0 {
 		c.Pause = DefaultPause
+	}
+	if c.LatencyFloor == 0 {
+		c.LatencyFloor = DefaultLatencyFloor
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -157,20 +166,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // saturate raises the rate for one size until a step fails.
 func saturate(ctx context.Context, cfg Config, size int64, logw io.Writer) (SizeResult, error) {
 	sr := SizeResult{Point: Point{Size: size}}
-	var baseP50 float64
+	var baseMean float64
+	floor := float64(cfg.LatencyFloor) / 1e6
 	for rate := cfg.Start; rate <= cfg.MaxRate*(1+1e-9); rate *= cfg.Factor {
 		st, err := cfg.Probe(ctx, size, rate, cfg.Step)
 		if err != nil {
 			return sr, err
 		}
 		st.Rate = rate
-		if baseP50 == 0 {
-			baseP50 = st.P50Ms
+		first := baseMean == 0
+		if first {
+			baseMean = st.MeanMs
 		}
-		st.Failed = st.Errors > cfg.MaxErrors || (baseP50 > 0 && st.P99Ms > cfg.LatencyFactor*baseP50)
+		st.Failed = st.Errors > cfg.MaxErrors ||
+			!first && st.MeanMs > cfg.LatencyFactor*baseMean && st.MeanMs > baseMean+floor
 		sr.Steps = append(sr.Steps, st)
-		fmt.Fprintf(logw, "size %s: %7.1f req/s offered, %7.1f 2xx/s, %6.2f MB/s, %5.2f%% errors, p50 %.1f ms, p99 %.1f ms%s\n",
-			content.FormatSize(size), rate, st.OKRate, st.Bytes/1e6, 100*st.Errors, st.P50Ms, st.P99Ms, map[bool]string{true: "  FAILED"}[st.Failed])
+		fmt.Fprintf(logw, "size %s: %7.1f req/s offered, %7.1f 2xx/s, %6.2f MB/s, %5.2f%% errors, mean %.1f ms, p99 %.1f ms%s\n",
+			content.FormatSize(size), rate, st.OKRate, st.Bytes/1e6, 100*st.Errors, st.MeanMs, st.P99Ms, map[bool]string{true: "  FAILED"}[st.Failed])
 		if st.Failed {
 			sr.Saturated = true
 			break
@@ -209,7 +221,7 @@ func (c Config) loadProbe(ctx context.Context, size int64, rate float64, d time.
 
 // stepOf condenses a loadgen result of window d.
 func stepOf(t loadgen.StreamResult, d time.Duration) Step {
-	st := Step{OKRate: t.ThroughputOK, P50Ms: t.Latency.P50Ms, P99Ms: t.LatencyAll.P99Ms}
+	st := Step{OKRate: t.ThroughputOK, MeanMs: t.Latency.MeanMs, P50Ms: t.Latency.P50Ms, P99Ms: t.LatencyAll.P99Ms}
 	if d > 0 {
 		// Body bytes of every answer: the 2xx carry all but a few.
 		st.Bytes = float64(t.BodyBytes) / d.Seconds()
