@@ -148,6 +148,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	host := fs.String("host", "", "session mode: Host header (default: the target's host)")
 	maxSessions := fs.Int("max-sessions", loadgen.DefaultMaxSessions, "session mode: most sessions alive at once; arrivals beyond are not started")
 	fs.DurationVar(&o.drain, "drain", 0, "session mode: follow the measured sessions up to this `time` past the window until they end, with arrivals going on")
+	sources := fs.String("sources", "", "spread the connections over these local `addresses` in turn: IPv4 addresses and prefixes, comma-separated (they must be configured on this host)")
 	steps := fs.String("steps", "", "step load: `FACTOR@TIME,...` multiplying every stream's rate from each offset on, e.g. 0.5@0,2@10s,0.5@40s")
 	fs.StringVar(&o.cfg.SessionCookie, "session-cookie", loadgen.DefaultSessionCookie, "`name` of the session cookie of streams with sessions=N")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -159,6 +160,12 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *sources != "" {
+		var err error
+		if o.cfg.Sources, err = loadgen.ParseSources(*sources); err != nil {
+			return o, fmt.Errorf("-sources: %v", err)
+		}
 	}
 	if *steps != "" {
 		var err error

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,12 @@ type FeedbackLabConfig struct {
 	// RefusePeriods, ...); zero fields take the lab's defaults below or
 	// the policy's.
 	Policy sched.FeedbackConfig
+	// ClientAddrs is how many addresses the clients' connections come
+	// from, in turn (at most 64, and Backends at most 11: they are
+	// 198.18.0.32 on, added to the client namespace): the content
+	// adaptor splits G between clients by a hash of their address, so
+	// one address would see all or nothing.
+	ClientAddrs int
 	// Timeout is the clients' per-request timeout: far above what the
 	// loop lets a request wait, so a timeout is a failure of the policy.
 	Timeout time.Duration
@@ -90,7 +97,7 @@ func DefaultFeedbackLabConfig() FeedbackLabConfig {
 		Classes: []string{"gold", "silver", "bronze"}, Weights: []float64{3, 2, 1},
 		Low: 0.5, High: 2, Up: 10 * time.Second, Down: 40 * time.Second, End: 60 * time.Second,
 		Trees: 3, TargetUtil: sched.DefaultFeedbackUtilization,
-		Timeout: 10 * time.Second, Seed: 1,
+		ClientAddrs: 32, Timeout: 10 * time.Second, Seed: 1,
 	}
 }
 
@@ -120,6 +127,8 @@ func (c FeedbackLabConfig) validate() error {
 		return errors.New("experiment: Low or High must be > 0")
 	case c.Timeout <= 0:
 		return errors.New("experiment: Timeout must be > 0")
+	case c.ClientAddrs < 0 || c.ClientAddrs > 64 || c.ClientAddrs > 0 && c.Backends > 11:
+		return errors.New("experiment: ClientAddrs must be in 0..64, with at most 11 back-ends")
 	case c.BinDir == "":
 		return errors.New("experiment: BinDir is required")
 	}
@@ -234,6 +243,13 @@ func (c FeedbackLabConfig) loadArgs(jsonPath string) []string {
 		"-warmup", "0s", "-duration", c.End.String(), "-timeout", c.Timeout.String(),
 		"-steps", loadgen.FormatSteps(c.Steps()), "-seed", strconv.FormatUint(c.Seed, 10),
 		"-json", jsonPath, "-progress=false"}
+	if src := c.clientAddrs(); len(src) > 0 {
+		list := make([]string, len(src))
+		for i, a := range src {
+			list[i] = a.String()
+		}
+		args = append(args, "-sources", strings.Join(list, ","))
+	}
 	for _, st := range c.Streams() {
 		spec := fmt.Sprintf("name=%s,host=%s,path=%s,rate=%s", st.Name, st.Host, st.Path, strconv.FormatFloat(st.Rate, 'g', -1, 64))
 		if st.Sessions > 0 {
@@ -242,6 +258,26 @@ func (c FeedbackLabConfig) loadArgs(jsonPath string) []string {
 		args = append(args, "-stream", spec)
 	}
 	return args
+}
+
+// clientAddrs are the addresses the clients' connections come from:
+// 198.18.0.32 on, above every back-end's of a lab with at most 11.
+func (c FeedbackLabConfig) clientAddrs() []netip.Addr {
+	var out []netip.Addr
+	for i := range c.ClientAddrs {
+		out = append(out, netip.AddrFrom4([4]byte{198, 18, 0, byte(32 + i)}))
+	}
+	return out
+}
+
+// addClientAddrs configures the clients' extra addresses in c1.
+func addClientAddrs(l *lab.Lab, addrs []netip.Addr) error {
+	for _, a := range addrs {
+		if out, err := l.Command("c1", "ip", "addr", "add", a.String()+"/32", "dev", "eth0").CombinedOutput(); err != nil {
+			return fmt.Errorf("adding %v to c1: %v: %s", a, err, out)
+		}
+	}
+	return nil
 }
 
 // FeedbackLabClass is what one class came to, at the clients and at the
@@ -347,6 +383,9 @@ func runFeedbackInLab(ctx context.Context, cfg FeedbackLabConfig, l *lab.Lab, di
 	}
 	if before.Feedback == nil {
 		return res, errors.New("the front-end has no feedback listener")
+	}
+	if err := addClientAddrs(l, cfg.clientAddrs()); err != nil {
+		return res, err
 	}
 	jsonPath := filepath.Join(dir, "load.json")
 	args := cfg.loadArgs(jsonPath)

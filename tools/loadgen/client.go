@@ -110,6 +110,7 @@ type client struct {
 	// stream's cookies, cookies.go).
 	requests [][]byte
 	ring     requestRing
+	sources  *sourceRing // local addresses in turn (sources.go); nil: any
 }
 
 func newClient(target string, st Stream, poolSize int, timeout time.Duration) *client {
@@ -268,6 +269,9 @@ func (c *client) doOnce(deadline time.Time) (o outcome) {
 
 func (c *client) dial(deadline time.Time) (*conn, error) {
 	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
+	if a := c.sources.next(); a != nil {
+		d.LocalAddr = a
+	}
 	nc, err := d.Dial("tcp", c.addr)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"time"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	// SessionCookie names the cookie of a stream's sessions (Stream.
 	// Sessions); "" means DefaultSessionCookie.
 	SessionCookie string
+	// Sources are local addresses the connections of every stream use
+	// in turn (sources.go); nil: the kernel's choice.
+	Sources []netip.Addr
 }
 
 // DefaultSessionCookie is the feedback policy's usual session cookie.

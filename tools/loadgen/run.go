@@ -86,6 +86,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg}
+	sources := newSourceRing(cfg.Sources) // shared: every stream spreads over all
 	for i, st := range cfg.Streams {
 		s := &streamState{
 			cfg:    st,
@@ -94,6 +95,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 		s.sched.steps = cfg.Steps
 		s.client.requests = streamRequests(s.client.request, st, cfg.SessionCookie)
+		if len(cfg.Sources) > 0 {
+			s.client.sources = sources
+		}
 		r.streams = append(r.streams, s)
 	}
 	defer func() {
