@@ -1,9 +1,12 @@
 package calibrate
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // FormatNumber writes a calibration constant with six significant
@@ -50,6 +53,36 @@ func parseLine(s string) line {
 // YAML (as the examples are written) and refuses a content section in
 // flow style ({...}), which it cannot edit without losing comments.
 func RewriteConfig(text string, a, b float64) (string, error) {
+	out, err := rewriteLines(text, a, b)
+	if err != nil {
+		return "", err
+	}
+	// The edit works on lines, not on YAML: read the result back, and
+	// refuse it unless it says what was meant (odd but valid YAML, such
+	// as tags or anchors on the keys, ends here rather than in a file
+	// the front-end reads otherwise).
+	var doc struct {
+		Feedback struct {
+			Content struct {
+				A, B *float64
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
+		return "", fmt.Errorf("calibrate: the file rewritten does not read back (%v): set a and b by hand", err)
+	}
+	if c := doc.Feedback.Content; c.A == nil || c.B == nil || *c.A != mustParse(FormatNumber(a)) || *c.B != mustParse(FormatNumber(b)) {
+		return "", errors.New("calibrate: could not place a and b in the file's feedback.content: set them by hand")
+	}
+	return out, nil
+}
+
+func mustParse(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
+}
+
+func rewriteLines(text string, a, b float64) (string, error) {
 	lines := strings.Split(text, "\n")
 	parsed := make([]line, len(lines))
 	for i, s := range lines {
@@ -87,6 +120,14 @@ func RewriteConfig(text string, a, b float64) (string, error) {
 			}
 		}
 		return def
+	}
+	for i, p := range parsed {
+		if p.key != "" || strings.HasPrefix(strings.TrimSpace(p.text), "-") {
+			if p.indent != 0 {
+				return "", fmt.Errorf("calibrate: line %d: the top-level keys must start in the first column", i+1)
+			}
+			break
+		}
 	}
 	fb := find(0, len(parsed), 0, "feedback")
 	if fb < 0 {
