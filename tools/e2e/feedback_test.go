@@ -140,3 +140,37 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
 }
+
+// The lab's nginx serves the content trees too: through the VIP on port
+// 80, /data/<size> is tree M and /tree<k>/data/<size> tree k, each byte
+// for byte, each naming its tree.
+func TestContentTreesNginxLive(t *testing.T) {
+	const size, trees = 16 << 10, 3
+	l := extraLab(t, "n", func(cfg *lab.Config) {
+		cfg.Backends, cfg.Nginx, cfg.TestServer = 2, true, false
+		cfg.Files, cfg.Trees = []int64{size}, trees
+	})
+	c := l.HTTPClient("c1")
+	c.Timeout = 5 * time.Second
+	for round := range 2 { // both back-ends, most likely
+		for tree := 1; tree <= trees; tree++ {
+			path := content.TreePath("/data/"+content.FormatSize(size), tree, trees)
+			resp, err := c.Get("http://" + lab.VIP + ":80" + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := strconv.Atoi(resp.Header.Get("X-Content-Tree"))
+			id, _ := strconv.ParseUint(resp.Header.Get("X-Backend-Id"), 10, 32)
+			want, _ := io.ReadAll(content.NewTreeBody(uint32(id), size, tree, trees))
+			if resp.StatusCode != http.StatusOK || got != tree || !bytes.Equal(body, want) {
+				t.Errorf("round %d, %s: %s, tree %d, back-end %d, %d bytes; want tree %d's %d bytes", round, path,
+					resp.Status, got, id, len(body), tree, len(want))
+			}
+		}
+	}
+}
