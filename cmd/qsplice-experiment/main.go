@@ -30,7 +30,7 @@
 //
 //	qsplice-experiment -policy feedback [-lab] -out DIR [-duration 60s]
 //	                   [-step-up 10s] [-step-down 40s] [-low 0.5] [-high 2]
-//	                   [-trees 3] [-gain K] [-seed 1] [-bin DIR]
+//	                   [-trees 3] [-gain K] [-sessions N] [-seed 1] [-bin DIR]
 package main
 
 import (
@@ -86,6 +86,7 @@ type options struct {
 	low, high        float64
 	trees            int     // content trees M; 0: the default
 	gain             float64 // the utilization controller's k; 0: the default
+	sessions         int     // session cookies per class; 0: session awareness off
 	// duration, warmup and drain are those given on the command line;
 	// the ones not given (durationSet and so on false) are each preset's.
 	duration, warmup, drain          time.Duration
@@ -114,6 +115,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.low, "low", 0, "-policy feedback: load before and after the step, x capacity (default 0.5)")
 	fs.Float64Var(&o.high, "high", 0, "-policy feedback: load during the step, x capacity (default 2)")
 	fs.IntVar(&o.trees, "trees", 0, "-policy feedback -lab: content trees `M` (1: no content adaptation; default 3)")
+	fs.IntVar(&o.sessions, "sessions", 0, "-policy feedback -lab: turn session awareness on (cookie sid) and have each class's requests carry the cookies of `N` sessions in turn")
 	fs.Float64Var(&o.gain, "gain", 0, "-policy feedback -lab: the utilization controller's gain `k` in G += k(U*-U) per period (default the policy's)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -223,6 +225,7 @@ func (o options) feedbackLabConfig() experiment.FeedbackLabConfig {
 	if o.gain > 0 {
 		cfg.Policy.Gain = o.gain
 	}
+	cfg.Sessions = o.sessions
 	cfg.Down = min(cfg.Down, cfg.End)
 	cfg.Up = min(cfg.Up, cfg.Down)
 	return cfg
