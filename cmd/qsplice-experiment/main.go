@@ -30,7 +30,7 @@
 //
 //	qsplice-experiment -policy feedback [-lab] -out DIR [-duration 60s]
 //	                   [-step-up 10s] [-step-down 40s] [-low 0.5] [-high 2]
-//	                   [-trees 3] [-gain K] [-sessions N] [-seed 1] [-bin DIR]
+//	                   [-trees 3] [-gain K] [-sessions N [-session-requests 10]] [-seed 1] [-bin DIR]
 package main
 
 import (
@@ -87,6 +87,7 @@ type options struct {
 	trees            int     // content trees M; 0: the default
 	gain             float64 // the utilization controller's k; 0: the default
 	sessions         int     // session cookies per class; 0: session awareness off
+	sessionRequests  int     // requests per session; 0: sessions never end
 	// duration, warmup and drain are those given on the command line;
 	// the ones not given (durationSet and so on false) are each preset's.
 	duration, warmup, drain          time.Duration
@@ -116,6 +117,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.high, "high", 0, "-policy feedback: load during the step, x capacity (default 2)")
 	fs.IntVar(&o.trees, "trees", 0, "-policy feedback -lab: content trees `M` (1: no content adaptation; default 3)")
 	fs.IntVar(&o.sessions, "sessions", 0, "-policy feedback -lab: turn session awareness on (cookie sid) and have each class's requests carry the cookies of `N` sessions in turn")
+	fs.IntVar(&o.sessionRequests, "session-requests", 10, "-policy feedback -lab -sessions: a session ends after `K` requests, a new one taking its place (0: never)")
 	fs.Float64Var(&o.gain, "gain", 0, "-policy feedback -lab: the utilization controller's gain `k` in G += k(U*-U) per period (default the policy's)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -225,7 +227,7 @@ func (o options) feedbackLabConfig() experiment.FeedbackLabConfig {
 	if o.gain > 0 {
 		cfg.Policy.Gain = o.gain
 	}
-	cfg.Sessions = o.sessions
+	cfg.Sessions, cfg.SessionRequests = o.sessions, o.sessionRequests
 	cfg.Down = min(cfg.Down, cfg.End)
 	cfg.Up = min(cfg.Up, cfg.Down)
 	return cfg

@@ -89,6 +89,8 @@ SPEC is comma-separated key=value pairs:
   sessions=100   carry the session cookie (-session-cookie) of one of this many
                  sessions in turn, <name>-<i>: the first request of each is a
                  new session, the later ones a session the front-end has seen
+  session-requests=10  with sessions=N: a session ends after this many
+                 requests and a new one takes its slot (1 in 10 starts one)
 
 -steps 0.5@0,2@10s,0.5@40s multiplies every stream's rate by 0.5 from the
 start, by 2 from 10 s, by 0.5 again from 40 s (offsets include the warm-up):

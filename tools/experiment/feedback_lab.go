@@ -57,6 +57,10 @@ type FeedbackLabConfig struct {
 	// Sessions > 0 turns session awareness on (session_cookie: sid) and
 	// has each class's requests carry the cookies of that many sessions.
 	Sessions int
+	// SessionRequests > 0 ends each session after that many requests, a
+	// new one taking its place (loadgen.Stream.SessionRequests): one
+	// request in SessionRequests starts a session.
+	SessionRequests int
 	// Policy holds the loop's settings (Period, TargetQueue, Q0, Q1,
 	// RefusePeriods, ...); zero fields take the lab's defaults below or
 	// the policy's.
@@ -232,7 +236,8 @@ func (c FeedbackLabConfig) Streams() []loadgen.Stream {
 	var out []loadgen.Stream
 	for i, name := range c.Classes {
 		out = append(out, loadgen.Stream{Name: name, Host: classHost(name), Path: "/data/" + content.FormatSize(c.Size),
-			Rate: c.Capacity() * c.Weights[i] / total, Arrival: loadgen.Poisson, Sessions: c.Sessions})
+			Rate: c.Capacity() * c.Weights[i] / total, Arrival: loadgen.Poisson, Sessions: c.Sessions,
+			SessionRequests: c.SessionRequests})
 	}
 	return out
 }
@@ -254,6 +259,9 @@ func (c FeedbackLabConfig) loadArgs(jsonPath string) []string {
 		spec := fmt.Sprintf("name=%s,host=%s,path=%s,rate=%s", st.Name, st.Host, st.Path, strconv.FormatFloat(st.Rate, 'g', -1, 64))
 		if st.Sessions > 0 {
 			spec += ",sessions=" + strconv.Itoa(st.Sessions)
+		}
+		if st.Sessions > 0 && st.SessionRequests > 0 {
+			spec += ",session-requests=" + strconv.Itoa(st.SessionRequests)
 		}
 		args = append(args, "-stream", spec)
 	}

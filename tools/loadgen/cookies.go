@@ -24,7 +24,8 @@ func validCookieName(name string) bool {
 	return true
 }
 
-// streamRequests returns the requests a stream's client sends in turn,
+// streamRequests returns (for sessions that never end, see
+// rollingSessions for those that do) the requests a stream's client sends in turn,
 // built from base (the request without cookies, ending in the blank
 // line): nil when the stream sends no cookie (base is used as it is),
 // one request with the stream's Cookie, or one per session carrying
@@ -57,11 +58,59 @@ func streamRequests(base []byte, st Stream, sessionCookie string) [][]byte {
 // requestRing hands out a stream's requests in turn.
 type requestRing struct {
 	n atomic.Uint64
+	// rolling, when set, builds each request instead (sessions that end).
+	rolling *rollingSessions
 }
 
 func (r *requestRing) pick(reqs [][]byte, base []byte) []byte {
+	if r.rolling != nil {
+		return r.rolling.request(r.n.Add(1) - 1)
+	}
 	if len(reqs) == 0 {
 		return base
 	}
 	return reqs[(r.n.Add(1)-1)%uint64(len(reqs))]
+}
+
+// rollingSessions are Stream.Sessions sessions of Stream.SessionRequests
+// requests each: request n goes to slot n mod Sessions, and a slot's
+// session is replaced by a new one after SessionRequests requests, so
+// one request in SessionRequests starts a new session and the others
+// belong to sessions the front-end has seen.
+type rollingSessions struct {
+	head   []byte // the request up to the blank line, without cookies
+	prefix string // "Cookie: [<cookie>; ]<name>=<stream>-"
+	slots  uint64
+	length uint64
+}
+
+func newRollingSessions(base []byte, st Stream, sessionCookie string) *rollingSessions {
+	if st.Sessions == 0 || st.SessionRequests == 0 {
+		return nil
+	}
+	prefix := "Cookie: "
+	if st.Cookie != "" {
+		prefix += st.Cookie + "; "
+	}
+	return &rollingSessions{head: base[:len(base)-2], prefix: prefix + sessionCookie + "=" + st.Name + "-",
+		slots: uint64(st.Sessions), length: uint64(st.SessionRequests)}
+}
+
+// request is the n-th request: session "<stream>-<slot>.<generation>".
+func (r *rollingSessions) request(n uint64) []byte {
+	slot, gen := n%r.slots, n/r.slots/r.length
+	b := make([]byte, 0, len(r.head)+len(r.prefix)+32)
+	b = append(b, r.head...)
+	b = append(b, r.prefix...)
+	b = strconv.AppendUint(b, slot, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, gen, 10)
+	return append(b, "\r\n\r\n"...)
+}
+
+// SessionID is the session the n-th request of a stream with rolling
+// sessions carries (for tests and for reading a capture).
+func SessionID(st Stream, n uint64) string {
+	slot, gen := n%uint64(st.Sessions), n/uint64(st.Sessions)/uint64(st.SessionRequests)
+	return st.Name + "-" + strconv.FormatUint(slot, 10) + "." + strconv.FormatUint(gen, 10)
 }

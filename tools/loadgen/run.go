@@ -95,6 +95,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 		s.sched.steps = cfg.Steps
 		s.client.requests = streamRequests(s.client.request, st, cfg.SessionCookie)
+		s.client.ring.rolling = newRollingSessions(s.client.request, st, cfg.SessionCookie)
 		if len(cfg.Sources) > 0 {
 			s.client.sources = sources
 		}

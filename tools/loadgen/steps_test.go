@@ -186,3 +186,36 @@ func TestParseStreamClassKeys(t *testing.T) {
 		t.Error("a session cookie name with a space accepted")
 	}
 }
+
+// Rolling sessions: request n goes to slot n mod N; a slot's session is
+// replaced after K requests, so one request in K starts a session.
+func TestRollingSessions(t *testing.T) {
+	st := Stream{Name: "gold", Sessions: 2, SessionRequests: 3, Cookie: "tier=gold"}
+	r := newRollingSessions([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), st, "sid")
+	want := []string{"gold-0.0", "gold-1.0", "gold-0.0", "gold-1.0", "gold-0.0", "gold-1.0", "gold-0.1", "gold-1.1"}
+	seen := map[string]bool{}
+	for n, id := range want {
+		req := string(r.request(uint64(n)))
+		if req != "GET / HTTP/1.1\r\nHost: x\r\nCookie: tier=gold; sid="+id+"\r\n\r\n" || SessionID(st, uint64(n)) != id {
+			t.Errorf("request %d: %q, SessionID %q; want session %s", n, req, SessionID(st, uint64(n)), id)
+		}
+		seen[id] = true
+	}
+	// 6000 requests: 2 slots x 1000 generations, each of 3 requests.
+	news := 0
+	for n := range uint64(6000) {
+		if id := SessionID(st, n); !seen[id] {
+			seen[id] = true
+			news++
+		}
+	}
+	if news != 2000-4 {
+		t.Errorf("%d new sessions in 6000 requests after the first 8, want 1996", news)
+	}
+	if newRollingSessions(nil, Stream{Sessions: 5}, "sid") != nil {
+		t.Error("sessions that never end rolled")
+	}
+	if _, err := ParseStream("name=a,rate=1,session-requests=3"); err == nil {
+		t.Error("session-requests without sessions accepted")
+	}
+}
