@@ -343,6 +343,11 @@ func RunFeedbackLab(ctx context.Context, cfg FeedbackLabConfig) (res FeedbackLab
 		return res, err
 	}
 	defer os.RemoveAll(dir)
+	// The daemons may run unprivileged: they read the configuration and
+	// the state below dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return res, err
+	}
 	var suffix [3]byte
 	rand.Read(suffix[:])
 	name := "f" + hex.EncodeToString(suffix[:])

@@ -26,7 +26,7 @@ func (s *server) withTrees(mux *http.ServeMux) http.Handler {
 		}
 		w.Header().Set(TreeHeader, strconv.Itoa(tree))
 		if sizeText, ok := cutData(rest); ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			s.treeData(w, r, sizeText, tree)
+			s.serveTreeData(w, r, sizeText, tree)
 			return
 		}
 		if rest != r.URL.Path {
@@ -47,8 +47,8 @@ func cutData(path string) (string, bool) {
 	return path[len(prefix):], true
 }
 
-// treeData answers /data/<size> from tree k.
-func (s *server) treeData(w http.ResponseWriter, r *http.Request, sizeText string, tree int) {
+// serveTreeData answers /data/<size> from tree k.
+func (s *server) serveTreeData(w http.ResponseWriter, r *http.Request, sizeText string, tree int) {
 	size, err := content.ParseSize(sizeText)
 	if err != nil {
 		http.Error(w, "no such size: "+err.Error(), http.StatusNotFound)
