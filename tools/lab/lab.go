@@ -97,6 +97,10 @@ type Config struct {
 	// use the lab's addresses (see FrontendYAML).
 	FrontendConfig string
 
+	// Trees > 1 has nginx serve the Files in that many content trees
+	// (issue 10; see nginxtrees.go): /tree<k>/data/<size> for k < Trees.
+	Trees int
+
 	ServiceTime  time.Duration // qsplice-testserver -service-time
 	Capacity     int           // qsplice-backend -capacity
 	Files        []int64       // sizes served by nginx under /data/
@@ -106,10 +110,6 @@ type Config struct {
 	// TestServerArgs are extra arguments for every qsplice-testserver
 	// (e.g. -shop for the LIFO-Pri shop pages).
 	TestServerArgs []string
-
-	// Trees > 1 has nginx serve the Files in that many content trees
-	// (issue 10; see nginxtrees.go): /tree<k>/data/<size> for k < Trees.
-	Trees int
 }
 
 // DefaultConfig returns the configuration the CLI starts from.
