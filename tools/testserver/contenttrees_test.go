@@ -47,14 +47,15 @@ func TestContentTreesServeEachTree(t *testing.T) {
 	}
 }
 
-// Without trees the paths and headers are what they were.
+// Without Trees the plain paths name no tree and /tree<k>/ is not
+// served from the falling-size trees.
 func TestContentTreesOffByDefault(t *testing.T) {
 	srv := start(t, Config{ID: 1})
 	resp, _ := do(t, srv, "GET", "/data/1K", nil)
 	if resp.Header.Get(TreeHeader) != "" {
 		t.Errorf("tree header without trees: %q", resp.Header.Get(TreeHeader))
 	}
-	if resp, _ := do(t, srv, "GET", "/tree1/data/1K", nil); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("/tree1 without trees: %s", resp.Status)
+	if resp, body := do(t, srv, "GET", "/tree1/data/1K", nil); resp.StatusCode == http.StatusOK && len(body) != 1024 {
+		t.Errorf("/tree1 without trees: %s, %d bytes: a falling-size tree", resp.Status, len(body))
 	}
 }
