@@ -112,6 +112,19 @@ func TestFeedbackExperimentLive(t *testing.T) {
 		if named != c.OK {
 			t.Errorf("%s: %d answers 2xx, %d named their tree", c.Name, c.OK, named)
 		}
+		// Once the front-end rewrites request targets (issue 10 item 6),
+		// the clients receive exactly the trees it chose.
+		if n := len(c.ClientTrees); n > 0 && named > c.ClientTrees[n-1] {
+			for k := 1; k < len(c.FETrees); k++ {
+				var got int64
+				if k < len(c.ClientTrees) {
+					got = c.ClientTrees[k]
+				}
+				if uint64(got) != c.FETrees[k] {
+					t.Errorf("%s: tree %d: front-end chose it %d times, clients received it %d times", c.Name, k, c.FETrees[k], got)
+				}
+			}
+		}
 		var served uint64
 		for _, n := range c.FETrees {
 			served += n
