@@ -304,6 +304,10 @@ type FeedbackLabClass struct {
 	TimedOut    int64   `json:"client_timed_out"`
 	Failed      int64   `json:"client_failed_otherwise"`
 	ClientTrees []int64 `json:"client_trees"`
+	// With sessions: the requests that started a session and those of
+	// sessions the front-end had seen.
+	NewSessions   *loadgen.SessionKindCounts `json:"client_new_sessions,omitempty"`
+	KnownSessions *loadgen.SessionKindCounts `json:"client_known_sessions,omitempty"`
 	// The front-end's counts (Status.Feedback, the run's difference):
 	// requests that reached the policy, dispatched, refused (loop,
 	// overload, full, expired), and the trees it chose per request.
@@ -488,7 +492,8 @@ func labClasses(lr *loadgen.Result, before, after *controller.FeedbackStatus) []
 		c := FeedbackLabClass{Name: s.Name, Sent: s.Sent, NotSent: s.NotSent, OK: s.Completed.OK,
 			Refused: s.Completed.ServiceUnavailable, RetryAfter: s.RetryAfter.ServiceUnavailable,
 			Other: s.Completed.TooManyRequests + s.Completed.Other, TimedOut: s.Errors.Timeout,
-			Failed: s.Errors.ConnectRefused + s.Errors.Reset + s.Errors.Other, ClientTrees: s.Trees}
+			Failed: s.Errors.ConnectRefused + s.Errors.Reset + s.Errors.Other, ClientTrees: s.Trees,
+			NewSessions: s.NewSessions, KnownSessions: s.KnownSessions}
 		for i, a := range after.Classes {
 			if a.Name != s.Name || i >= len(before.Classes) {
 				continue

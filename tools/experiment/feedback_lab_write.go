@@ -69,6 +69,18 @@ func WriteFeedbackLabSummary(w io.Writer, res FeedbackLabResult) error {
 		fmt.Fprintf(w, "%-8s %7d %7d %7d %9d %8d %7d | %8d %10d %8d  %v / %v\n", c.Name, c.Sent, c.OK, c.Refused,
 			c.RetryAfter, c.TimedOut, c.Failed, c.Arrived, c.Dispatched, c.FERefused, cl, fe)
 	}
+	for _, c := range res.Classes {
+		if n, k := c.NewSessions, c.KnownSessions; n != nil && k != nil {
+			frac := func(a, b int64) float64 {
+				if b == 0 {
+					return 0
+				}
+				return float64(a) / float64(b)
+			}
+			fmt.Fprintf(w, "%-8s new sessions %d: %.1f%% 2xx, %d 503, %d timed out; known sessions %d: %.1f%% 2xx, %d 503, %d timed out\n",
+				c.Name, n.Sent, 100*frac(n.OK, n.Sent), n.Refused, n.TimedOut, k.Sent, 100*frac(k.OK, k.Sent), k.Refused, k.TimedOut)
+		}
+	}
 	_, err := fmt.Fprintf(w, "%d of %d periods not sampled\n", res.MissedSamples, len(res.Series))
 	return err
 }

@@ -55,21 +55,46 @@ func streamRequests(base []byte, st Stream, sessionCookie string) [][]byte {
 	return reqs
 }
 
+// sessionKind says whether a request starts a session or continues one.
+type sessionKind uint8
+
+const (
+	noSession    sessionKind = iota // the stream has no sessions
+	newSession                      // the first request of its session
+	knownSession                    // a later request of a session
+)
+
 // requestRing hands out a stream's requests in turn.
 type requestRing struct {
 	n atomic.Uint64
-	// rolling, when set, builds each request instead (sessions that end).
-	rolling *rollingSessions
+	// sessions: the requests are Stream.Sessions sessions' (the first
+	// len(reqs) start them); rolling, when set, builds each request
+	// instead (sessions that end).
+	sessions bool
+	rolling  *rollingSessions
 }
 
-func (r *requestRing) pick(reqs [][]byte, base []byte) []byte {
+// pick returns the next request and whether it starts its session.
+func (r *requestRing) pick(reqs [][]byte, base []byte) ([]byte, sessionKind) {
 	if r.rolling != nil {
-		return r.rolling.request(r.n.Add(1) - 1)
+		n := r.n.Add(1) - 1
+		kind := knownSession
+		if n/r.rolling.slots%r.rolling.length == 0 {
+			kind = newSession
+		}
+		return r.rolling.request(n), kind
 	}
 	if len(reqs) == 0 {
-		return base
+		return base, noSession
 	}
-	return reqs[(r.n.Add(1)-1)%uint64(len(reqs))]
+	n := r.n.Add(1) - 1
+	switch {
+	case !r.sessions:
+		return reqs[n%uint64(len(reqs))], noSession
+	case n < uint64(len(reqs)):
+		return reqs[n], newSession
+	}
+	return reqs[n%uint64(len(reqs))], knownSession
 }
 
 // rollingSessions are Stream.Sessions sessions of Stream.SessionRequests

@@ -44,6 +44,11 @@ type StreamResult struct {
 	// Trees counts the 2xx answers per content tree they named in
 	// X-Content-Tree (index 1..M; index 0 unused); absent when none did.
 	Trees []int64 `json:"trees,omitempty"`
+	// NewSessions and KnownSessions split the requests of a stream with
+	// sessions (Stream.Sessions): those that started a session and those
+	// that continued one. Absent without sessions.
+	NewSessions   *SessionKindCounts `json:"new_sessions,omitempty"`
+	KnownSessions *SessionKindCounts `json:"known_sessions,omitempty"`
 
 	// ThroughputOK is 2xx answers per second of the measured window.
 	ThroughputOK float64 `json:"throughput_ok_per_s"`
@@ -127,6 +132,7 @@ type tally struct {
 	errors                 [numErrorKinds]int64
 	bodyBytes              int64
 	trees                  []int64
+	sessions               [2]SessionKindCounts
 	latencyOK, latencyAll  Histogram
 	sendLag                Histogram
 }
@@ -145,6 +151,9 @@ func (t *tally) add(s *streamState) {
 		t.errors[i] += s.errors[i]
 	}
 	t.bodyBytes += s.bodyBytes
+	for i := range t.sessions {
+		t.sessions[i].merge(s.sessions[i])
+	}
 	for k, n := range s.trees {
 		for len(t.trees) <= k {
 			t.trees = append(t.trees, 0)
@@ -186,7 +195,45 @@ func (t *tally) result(window time.Duration) StreamResult {
 	if window > 0 {
 		r.ThroughputOK = float64(r.Completed.OK) / window.Seconds()
 	}
+	if n, k := t.sessions[0], t.sessions[1]; n.Sent+k.Sent > 0 {
+		r.NewSessions, r.KnownSessions = &n, &k
+	}
 	return r
+}
+
+// SessionKindCounts is what came of the requests of one kind (new or known
+// session): sent, answered 2xx, answered 503, timed out, failed
+// otherwise (any other status or error).
+type SessionKindCounts struct {
+	Sent     int64 `json:"sent"`
+	OK       int64 `json:"2xx"`
+	Refused  int64 `json:"503"`
+	TimedOut int64 `json:"timeout"`
+	Failed   int64 `json:"other"`
+}
+
+func (c *SessionKindCounts) add(o outcome) {
+	c.Sent++
+	switch {
+	case o.err && o.kind == errTimeout:
+		c.TimedOut++
+	case o.err:
+		c.Failed++
+	case o.class == class2xx:
+		c.OK++
+	case o.class == class503:
+		c.Refused++
+	default:
+		c.Failed++
+	}
+}
+
+func (c *SessionKindCounts) merge(d SessionKindCounts) {
+	c.Sent += d.Sent
+	c.OK += d.OK
+	c.Refused += d.Refused
+	c.TimedOut += d.TimedOut
+	c.Failed += d.Failed
 }
 
 // result builds the run's Result once every request has finished.

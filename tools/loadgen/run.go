@@ -22,10 +22,11 @@ type streamState struct {
 	retryAfter [numClasses]int64
 	errors     [numErrorKinds]int64
 	bodyBytes  int64
-	trees      []int64   // 2xx answers per X-Content-Tree, index 1..
-	latencyOK  Histogram // 2xx answers
-	latencyAll Histogram // every sent request, answered or failed
-	sendLag    Histogram // got a connection - intended time
+	trees      []int64              // 2xx answers per X-Content-Tree, index 1..
+	sessions   [2]SessionKindCounts // new, known (streams with sessions)
+	latencyOK  Histogram            // 2xx answers
+	latencyAll Histogram            // every sent request, answered or failed
+	sendLag    Histogram            // got a connection - intended time
 
 	// Every phase, for the progress line.
 	liveSent, liveOK atomic.Int64
@@ -52,6 +53,9 @@ func (s *streamState) record(o outcome, intended time.Time) {
 		if o.class == class2xx {
 			s.latencyOK.Record(latency)
 		}
+	}
+	if o.session != noSession {
+		s.sessions[o.session-newSession].add(o)
 	}
 	s.bodyBytes += o.bodyBytes
 	s.latencyAll.Record(latency)
@@ -96,6 +100,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		s.sched.steps = cfg.Steps
 		s.client.requests = streamRequests(s.client.request, st, cfg.SessionCookie)
 		s.client.ring.rolling = newRollingSessions(s.client.request, st, cfg.SessionCookie)
+		s.client.ring.sessions = st.Sessions > 0
 		if len(cfg.Sources) > 0 {
 			s.client.sources = sources
 		}

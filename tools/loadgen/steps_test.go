@@ -219,3 +219,36 @@ func TestRollingSessions(t *testing.T) {
 		t.Error("session-requests without sessions accepted")
 	}
 }
+
+// The results split a stream's requests into those that started a
+// session and those that continued one: here the server serves slot 0's
+// sessions and refuses slot 1's, and one request in three starts one.
+func TestSessionSplitInResults(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Cookie"), "sid=s-1.") {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	st := Stream{Name: "s", Path: "/", Rate: 300, Arrival: Constant, Sessions: 2, SessionRequests: 3}
+	res, err := Run(context.Background(), Config{Target: srv.URL, Duration: 200 * time.Millisecond, Streams: []Stream{st}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Streams[0]
+	if r.Sent != 60 || r.NewSessions == nil || r.KnownSessions == nil {
+		t.Fatalf("sent %d, split %v %v", r.Sent, r.NewSessions, r.KnownSessions)
+	}
+	if got, want := *r.NewSessions, (SessionKindCounts{Sent: 20, OK: 10, Refused: 10}); got != want {
+		t.Errorf("new sessions %+v, want %+v", got, want)
+	}
+	if got, want := *r.KnownSessions, (SessionKindCounts{Sent: 40, OK: 20, Refused: 20}); got != want {
+		t.Errorf("known sessions %+v, want %+v", got, want)
+	}
+	res, _ = Run(context.Background(), Config{Target: srv.URL, Duration: 50 * time.Millisecond,
+		Streams: []Stream{{Name: "c", Path: "/", Rate: 100, Arrival: Constant, Cookie: "a=b"}}}, nil)
+	if res.Streams[0].NewSessions != nil {
+		t.Error("a split without sessions")
+	}
+}
