@@ -160,3 +160,16 @@ experiment-lab: build
 .PHONY: experiment-lab-retry
 experiment-lab-retry: build
 	$(BIN)/qsplice-experiment -lab -model retry -timescale 0.25 -loads 1.4 -out out/experiment-lab-retry
+
+# The feedback policy's step-load experiment (issue 10): gold, silver and
+# bronze (3:2:1) at 0.5x the capacity, 2x from 10 s to 40 s, 0.5x to 60 s.
+# Simulated into out/experiment-feedback/sim, then live (needs root: a lab
+# of 5 back-ends x 5 slots serving 3 content trees, about 80 s) into
+# out/experiment-feedback/lab: feedback.csv, feedback.json and the plots
+# feedback_queues.png (q against target_q), feedback_proqos.png (proQoS
+# against the target shares), feedback_adaptation.png (U, G/M, load) and
+# feedback_quality.png (quality served per class); the summaries on stdout.
+.PHONY: experiment-feedback
+experiment-feedback: build
+	$(BIN)/qsplice-experiment -policy feedback -out out/experiment-feedback/sim
+	$(BIN)/qsplice-experiment -policy feedback -lab -out out/experiment-feedback/lab

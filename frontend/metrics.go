@@ -159,6 +159,7 @@ var (
 
 func (sc statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	exposition.Describe(ch, frontendFamilies...)
+	exposition.Describe(ch, feedbackFamilies...)
 }
 
 func (sc statusCollector) Collect(ch chan<- prometheus.Metric) {
@@ -231,6 +232,7 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	for i := range st.Backends {
 		collectBackend(ch, &st.Backends[i])
 	}
+	collectFeedback(ch, st.Feedback)
 }
 
 func collectLimits(ch chan<- prometheus.Metric, l *LimitsStatus) {

@@ -61,6 +61,13 @@ func TestMetricsParseBack(t *testing.T) {
 			Slot:           histogramOf(40 * time.Millisecond),
 		}},
 		Lifo: &controller.LifoStatus{Utilization: 0.5, LIFO: true},
+		Feedback: &controller.FeedbackStatus{Adapting: true, Trees: 3, U: 0.87, G: 2.25, Sessions: 11,
+			Classes: []controller.FeedbackClassStatus{{
+				Name: "gold", Weight: 3, Share: 0.5, Queued: 48, Reserve: 7, TargetQueue: 50, PassProbability: 0.75,
+				ProQoS: 0.46, Arrived: 900, Dispatched: 850, Refused: 20, Overload: 5, Full: 1, Expired: 2,
+				Trees: []uint64{0, 100, 200, 550},
+			}},
+		},
 	}
 	f, _ := expositiontest.Gather(t, statusCollector{snapshot: func() (Status, bool) { return st, true }})
 	for _, c := range []struct {
@@ -107,10 +114,48 @@ func TestMetricsParseBack(t *testing.T) {
 		{"qsplice_backend_capacity", []string{"backend", "7"}, 4},
 		{"qsplice_lifo_utilization", nil, 0.5},
 		{"qsplice_lifo_browsing_lifo", nil, 1},
+		{"qsplice_feedback_queue", []string{"class", "gold"}, 48},
+		{"qsplice_feedback_reserve", []string{"class", "gold"}, 7},
+		{"qsplice_feedback_target_queue", []string{"class", "gold"}, 50},
+		{"qsplice_feedback_pass_probability", []string{"class", "gold"}, 0.75},
+		{"qsplice_feedback_pro_qos", []string{"class", "gold"}, 0.46},
+		{"qsplice_feedback_target_share", []string{"class", "gold"}, 0.5},
+		{"qsplice_feedback_utilization", nil, 0.87},
+		{"qsplice_feedback_g", nil, 2.25},
+		{"qsplice_feedback_trees", nil, 3},
+		{"qsplice_feedback_sessions", nil, 11},
 	} {
 		if got := f.Gauge(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
 		}
+	}
+	// The feedback policy's counters: what became of the class's
+	// requests and the trees it was served (tree 0, a refusal, never).
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"qsplice_feedback_arrived_total", []string{"class", "gold"}, 900},
+		{"qsplice_feedback_dispatched_total", []string{"class", "gold"}, 850},
+		{"qsplice_feedback_refused_total", []string{"class", "gold", "reason", "loop"}, 20},
+		{"qsplice_feedback_refused_total", []string{"class", "gold", "reason", "overload"}, 5},
+		{"qsplice_feedback_refused_total", []string{"class", "gold", "reason", "full"}, 1},
+		{"qsplice_feedback_refused_total", []string{"class", "gold", "reason", "expired"}, 2},
+		{"qsplice_feedback_trees_served_total", []string{"class", "gold", "tree", "1"}, 100},
+		{"qsplice_feedback_trees_served_total", []string{"class", "gold", "tree", "3"}, 550},
+	} {
+		if got := f.Counter(t, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
+		}
+	}
+	if got := f.Labels("qsplice_feedback_trees_served_total", "tree"); len(got) != 3 {
+		t.Errorf("trees served has trees %v, want 1, 2 and 3", got)
+	}
+	// Without a feedback listener there is no feedback family at all.
+	st.Feedback = nil
+	if f, _ := expositiontest.Gather(t, statusCollector{snapshot: func() (Status, bool) { return st, true }}); f["qsplice_feedback_queue"] != nil || f["qsplice_feedback_g"] != nil {
+		t.Error("feedback metrics without a feedback listener")
 	}
 	// The wait histogram: 1 ms, 15 ms twice, 3 s; buckets cumulative.
 	w := f.Histogram(t, "qsplice_customer_queue_wait_seconds", "customer", "main")

@@ -20,6 +20,17 @@
 // in simulation its window (600 s for shop, 4500 s for retry), in the
 // lab its warm-up, counted window and drain (shop 60 s, 120 s, 60 s;
 // retry 180 s, 600 s, 240 s) times -timescale, in wall-clock time.
+//
+// -policy feedback runs the feedback policy's step-load experiment
+// instead (issue 10): simulated, or live with -lab (a lab of 5 back-ends
+// x 5 slots at 100 ms serving 3 content trees, qsplice-load offering
+// gold, silver and bronze streams 3:2:1, the front-end's /status read
+// every period), writing feedback.csv, feedback.json, four PNGs and,
+// live, feedback_lab.json:
+//
+//	qsplice-experiment -policy feedback [-lab] -out DIR [-duration 60s]
+//	                   [-step-up 10s] [-step-down 40s] [-low 0.5] [-high 2]
+//	                   [-trees 3] [-gain K] [-sessions N [-session-requests 10]] [-seed 1] [-bin DIR]
 package main
 
 import (
@@ -69,6 +80,14 @@ type options struct {
 	seed      uint64
 	bin       string
 	policy    string // "feedback": the feedback policy's experiment (issue 10)
+	// The feedback experiment's step (-policy feedback): load low x the
+	// capacity, high from stepUp to stepDown; 0 or negative: the default.
+	stepUp, stepDown time.Duration
+	low, high        float64
+	trees            int     // content trees M; 0: the default
+	gain             float64 // the utilization controller's k; 0: the default
+	sessions         int     // session cookies per class; 0: session awareness off
+	sessionRequests  int     // requests per session; 0: sessions never end
 	// duration, warmup and drain are those given on the command line;
 	// the ones not given (durationSet and so on false) are each preset's.
 	duration, warmup, drain          time.Duration
@@ -91,7 +110,15 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
 	fs.StringVar(&o.bin, "bin", lab.ExecutableDir(), "-lab: directory holding the qsplice binaries")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.StringVar(&o.policy, "policy", "", "feedback: run the feedback policy's step-load experiment (simulated) instead of the sweep")
+	fs.StringVar(&o.policy, "policy", "", "feedback: run the feedback policy's step-load experiment instead of the sweep (simulated, or live with -lab: 60 s by default, -duration for longer)")
+	fs.DurationVar(&o.stepUp, "step-up", 0, "-policy feedback: `time` of the step up to -high (default 10s)")
+	fs.DurationVar(&o.stepDown, "step-down", 0, "-policy feedback: `time` of the step back down to -low (default 40s)")
+	fs.Float64Var(&o.low, "low", 0, "-policy feedback: load before and after the step, x capacity (default 0.5)")
+	fs.Float64Var(&o.high, "high", 0, "-policy feedback: load during the step, x capacity (default 2)")
+	fs.IntVar(&o.trees, "trees", 0, "-policy feedback -lab: content trees `M` (1: no content adaptation; default 3)")
+	fs.IntVar(&o.sessions, "sessions", 0, "-policy feedback -lab: turn session awareness on (cookie sid) and have each class's requests carry the cookies of `N` sessions in turn")
+	fs.IntVar(&o.sessionRequests, "session-requests", 10, "-policy feedback -lab -sessions: a session ends after `K` requests, a new one taking its place (0: never)")
+	fs.Float64Var(&o.gain, "gain", 0, "-policy feedback -lab: the utilization controller's gain `k` in G += k(U*-U) per period (default the policy's)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -150,6 +177,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, version.Line("qsplice-experiment"))
 		return nil
 	}
+	if o.policy == "feedback" && o.lab {
+		return experiment.RunFeedbackLabCommand(ctx, o.out, o.feedbackLabConfig(), stdout)
+	}
 	if o.policy == "feedback" {
 		return experiment.RunFeedbackCommand(o.out, o.seed, o.duration, o.lab, stdout)
 	}
@@ -168,6 +198,39 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// feedbackLabConfig is the live feedback run with the command line's
+// seed, binaries and times: -duration is the whole run, -step-up and
+// -step-down the step's times (each kept within the run).
+func (o options) feedbackLabConfig() experiment.FeedbackLabConfig {
+	cfg := experiment.DefaultFeedbackLabConfig()
+	cfg.Seed, cfg.BinDir = o.seed, o.bin
+	if o.durationSet {
+		cfg.End = o.duration
+	}
+	if o.stepUp > 0 {
+		cfg.Up = o.stepUp
+	}
+	if o.stepDown > 0 {
+		cfg.Down = o.stepDown
+	}
+	if o.low > 0 {
+		cfg.Low = o.low
+	}
+	if o.high > 0 {
+		cfg.High = o.high
+	}
+	if o.trees > 0 {
+		cfg.Trees = o.trees
+	}
+	if o.gain > 0 {
+		cfg.Policy.Gain = o.gain
+	}
+	cfg.Sessions, cfg.SessionRequests = o.sessions, o.sessionRequests
+	cfg.Down = min(cfg.Down, cfg.End)
+	cfg.Up = min(cfg.Up, cfg.Down)
+	return cfg
 }
 
 // simConfig is preset p's simulation with the command line's seed and,

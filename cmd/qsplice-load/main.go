@@ -85,6 +85,16 @@ SPEC is comma-separated key=value pairs:
   host=a.example Host header (default: the target's host)
   path=/data/1K  path and query, e.g. /data/1K?service=40ms (default /; no commas)
   arrival=poisson|constant  (default poisson)
+  cookie=tier=gold  Cookie header of every request (no commas; join with ;)
+  sessions=100   carry the session cookie (-session-cookie) of one of this many
+                 sessions in turn, <name>-<i>: the first request of each is a
+                 new session, the later ones a session the front-end has seen
+  session-requests=10  with sessions=N: a session ends after this many
+                 requests and a new one takes its slot (1 in 10 starts one)
+
+-steps 0.5@0,2@10s,0.5@40s multiplies every stream's rate by 0.5 from the
+start, by 2 from 10 s, by 0.5 again from 40 s (offsets include the warm-up):
+a step load, with Poisson arrivals an inhomogeneous Poisson process.
 
 Results count the requests whose intended time falls after the warm-up: offered,
 sent, not sent (in-flight bound reached), answers by status (2xx, 429, 503,
@@ -140,6 +150,9 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	host := fs.String("host", "", "session mode: Host header (default: the target's host)")
 	maxSessions := fs.Int("max-sessions", loadgen.DefaultMaxSessions, "session mode: most sessions alive at once; arrivals beyond are not started")
 	fs.DurationVar(&o.drain, "drain", 0, "session mode: follow the measured sessions up to this `time` past the window until they end, with arrivals going on")
+	sources := fs.String("sources", "", "spread the connections over these local `addresses` in turn: IPv4 addresses and prefixes, comma-separated (they must be configured on this host)")
+	steps := fs.String("steps", "", "step load: `FACTOR@TIME,...` multiplying every stream's rate from each offset on, e.g. 0.5@0,2@10s,0.5@40s")
+	fs.StringVar(&o.cfg.SessionCookie, "session-cookie", loadgen.DefaultSessionCookie, "`name` of the session cookie of streams with sessions=N")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -149,6 +162,18 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *sources != "" {
+		var err error
+		if o.cfg.Sources, err = loadgen.ParseSources(*sources); err != nil {
+			return o, fmt.Errorf("-sources: %v", err)
+		}
+	}
+	if *steps != "" {
+		var err error
+		if o.cfg.Steps, err = loadgen.ParseSteps(*steps); err != nil {
+			return o, fmt.Errorf("-steps: %v", err)
+		}
 	}
 	// Checked here, before -json's file is created, rather than by
 	// loadgen once it is.
@@ -256,4 +281,9 @@ func writeTable(w io.Writer, res *loadgen.Result) {
 	t := res.Total
 	fmt.Fprintf(w, "latency of 2xx answers from intended send time; send lag p99 %.2f ms, max %.2f ms\n",
 		t.SendLag.P99Ms, t.SendLag.MaxMs)
+	for _, r := range append(res.Streams, res.Total) {
+		if len(r.Trees) > 0 {
+			fmt.Fprintf(w, "%s: 2xx per content tree 1..%d: %v\n", r.Name, len(r.Trees)-1, r.Trees[1:])
+		}
+	}
 }

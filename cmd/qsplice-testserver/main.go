@@ -54,6 +54,11 @@ The qsplice lab's back-end web server. Routes:
   POST /echo          echoes the request body (upload tests)
 Every response carries X-Backend-Id: N; /data and /echo carry X-Service-Time.
 
+With -trees M (M > 1) the site comes in M content trees of falling cost:
+  GET  /tree<k>/data/<size>  tree k < M: k/M of the size (other bytes) and of
+                             the service time; the plain paths are tree M.
+Every response then carries X-Content-Tree: k.
+
 With -shop (or -shop-service), the eight pages of the LIFO-Pri shop experiment
   GET / /browse /search /details /login /shipping /payment /confirm
 answer a small HTML page after an exponential service time with the page's mean
@@ -77,6 +82,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.UintVar(&id, "id", 0, "back-end `id`: seeds the /data bodies and is sent as X-Backend-Id")
 	fs.DurationVar(&o.cfg.ServiceTime, "service-time", 0, "`time` /data and /echo wait before answering, modelling the application's work")
 	fs.DurationVar(&o.cfg.ServiceJitter, "service-jitter", 0, "spread the service time uniformly over service-time ± this `time` (never below 0)")
+	fs.IntVar(&o.cfg.Trees, "trees", 0, "serve the site in `M` content trees: /tree<k>/data/<size> for k < M (k/M of the size and service time), the plain paths as tree M; answers carry X-Content-Tree")
 	shop := fs.Bool("shop", false, "serve the shop experiment's eight pages with the default mean service times")
 	shopService := fs.String("shop-service", "", "serve the shop pages with these mean service times, `page=time,...` (pages not listed keep the default); implies -shop")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -98,6 +104,8 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case id > 1<<32-1:
 		return o, fmt.Errorf("-id %d does not fit 32 bits", id)
+	case o.cfg.Trees < 0 || o.cfg.Trees > 255:
+		return o, fmt.Errorf("-trees %d is out of range 0..255", o.cfg.Trees)
 	case o.cfg.ServiceTime < 0 || o.cfg.ServiceJitter < 0:
 		return o, errors.New("-service-time and -service-jitter must not be negative")
 	}

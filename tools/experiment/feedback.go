@@ -10,7 +10,8 @@ import (
 	"github.com/qsplice/qsplice/sched/sim"
 )
 
-// The feedback experiment (issue 10, simulated): the front-end's
+// The feedback experiment (issue 10, simulated; feedback_lab.go runs it
+// live): the front-end's
 // controller with a feedback listener in sched/sim's cluster, three
 // priority classes offering their weights' shares of a load that steps
 // from Low to High times the capacity at Up and back at Down. It records

@@ -213,11 +213,11 @@ func WriteFeedbackAll(dir string, res FeedbackResult) ([]string, error) {
 
 // RunFeedbackCommand is qsplice-experiment -policy feedback: the default
 // feedback experiment with the given seed (and End, when > 0), its files
-// written into dir and its summary printed. The live -lab run is not
-// built yet (issue 10 items 6-8).
+// written into dir and its summary printed. The live run is
+// RunFeedbackLabCommand.
 func RunFeedbackCommand(dir string, seed uint64, end time.Duration, lab bool, stdout io.Writer) error {
 	if lab {
-		return fmt.Errorf("-policy feedback: the live lab run is not built yet; run it simulated (without -lab)")
+		return fmt.Errorf("-policy feedback: the live run is RunFeedbackLabCommand")
 	}
 	cfg := DefaultFeedbackConfig()
 	cfg.Seed = seed

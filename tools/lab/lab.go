@@ -101,6 +101,10 @@ type Config struct {
 	// writes it into its state directory and runs the front-end from it.
 	FrontendConfigText string `json:",omitempty"`
 
+	// Trees > 1 has nginx serve the Files in that many content trees
+	// (issue 10; see nginxtrees.go): /tree<k>/data/<size> for k < Trees.
+	Trees int
+
 	ServiceTime  time.Duration // qsplice-testserver -service-time
 	Capacity     int           // qsplice-backend -capacity
 	Files        []int64       // sizes served by nginx under /data/
@@ -190,6 +194,9 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.Clients < 1 || c.Clients > MaxClients {
 		return c, fmt.Errorf("lab: %d clients, want 1..%d", c.Clients, MaxClients)
+	}
+	if c.Trees < 0 || c.Trees > 255 {
+		return c, fmt.Errorf("lab: %d content trees, want 0..255", c.Trees)
 	}
 	for _, size := range c.Files {
 		if size < 0 {

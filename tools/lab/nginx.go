@@ -41,12 +41,22 @@ http {
     fastcgi_temp_path {{.Dir}}/fastcgi;
     uwsgi_temp_path {{.Dir}}/uwsgi;
     scgi_temp_path {{.Dir}}/scgi;
-
+{{if gt .Trees 1}}
+    # Content trees (issue 10): /tree<k>/data/ is tree k, /data/ tree {{.Trees}}.
+    map $uri $content_tree {
+        ~^/tree(?<k>[0-9]+)/ $k;
+        default {{.Trees}};
+    }
+{{end}}
     server {
         listen 80;
         root {{.Root}};
         add_header X-Backend-Id {{.ID}} always;
         location /data/ {}
+{{- if gt .Trees 1}}
+        add_header X-Content-Tree $content_tree always;
+        location ~ ^/tree[0-9]+/data/ {}
+{{- end}}
     }
 }
 `))
@@ -56,6 +66,7 @@ type nginxParams struct {
 	Dir      string // nginx's private directory: pid file, temp paths
 	Root     string // document root; files are under Root/data/
 	ErrorLog string
+	Trees    int // Config.Trees
 }
 
 func (l *Lab) nginxParams(k int) nginxParams {
@@ -64,6 +75,7 @@ func (l *Lab) nginxParams(k int) nginxParams {
 		Dir:      l.statePath(nginxDir, backendHost(k)),
 		Root:     l.statePath(wwwDir, backendHost(k)),
 		ErrorLog: l.LogPath(nginxName(k)),
+		Trees:    l.cfg.Trees,
 	}
 }
 
@@ -93,7 +105,10 @@ func (l *Lab) prepareNginx(k int) error {
 	if err := os.WriteFile(l.nginxConfPath(k), conf, 0o644); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	return l.writeContent(k)
+	if err := l.writeContent(k); err != nil {
+		return err
+	}
+	return l.writeTreeContent(k)
 }
 
 // DataPath is the file nginx on back-end k serves as /data/<size>.

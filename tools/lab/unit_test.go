@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -208,5 +209,46 @@ func TestLogTail(t *testing.T) {
 	}
 	if !strings.Contains(l.logTail("missing", 20), "no log") {
 		t.Fatal("missing log not reported")
+	}
+}
+
+// With content trees, nginx serves /tree<k>/data/ and names the tree of
+// every answer; nginx -t accepts the configuration.
+func TestNginxConfTrees(t *testing.T) {
+	cfg := DefaultConfig("abc")
+	cfg.StateDir = t.TempDir()
+	cfg.Trees = 3
+	cfg.Files = []int64{1 << 20}
+	l := newLab(cfg)
+	conf, err := l.renderNginxConf(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"map $uri $content_tree", "~^/tree(?<k>[0-9]+)/ $k;", "default 3;",
+		"add_header X-Content-Tree $content_tree always;", "location ~ ^/tree[0-9]+/data/ {}"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("config lacks %q:\n%s", want, conf)
+		}
+	}
+	plain, _ := newLab(DefaultConfig("abc")).renderNginxConf(1)
+	if strings.Contains(string(plain), "tree") {
+		t.Errorf("config without trees mentions them:\n%s", plain)
+	}
+	if err := l.prepareNginx(1); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(l.nginxParams(1).ErrorLog), 0o755)
+	out, err := exec.Command(nginxPath(), "-t", "-c", l.nginxConfPath(1), "-p", l.nginxParams(1).Dir, "-e", l.nginxParams(1).ErrorLog).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	for tree, want := range []int64{0, 1 << 20 / 3, 2 << 20 / 3, 1 << 20} {
+		if tree == 0 {
+			continue
+		}
+		fi, err := os.Stat(l.TreeDataPath(1, 1<<20, tree))
+		if err != nil || fi.Size() != want {
+			t.Errorf("tree %d file: %v, want %d bytes", tree, err, want)
+		}
 	}
 }

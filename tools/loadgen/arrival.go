@@ -35,6 +35,10 @@ type schedule struct {
 	rng     *rand.Rand
 	n       int64   // arrivals yielded so far (constant)
 	elapsed float64 // seconds, sum of the gaps so far (poisson)
+	// steps, when set, modulate the rate (steps.go); mass is then the
+	// cumulative intensity reached so far.
+	steps []LoadStep
+	mass  float64
 }
 
 // newSchedule returns the schedule for one stream. Streams of one run get
@@ -52,6 +56,15 @@ func newSchedule(a Arrival, rate float64, seed uint64, index int) *schedule {
 // offsets are n/rate computed afresh each time, so rounding never
 // accumulates; Poisson offsets add exponential gaps in float seconds.
 func (s *schedule) next() time.Duration {
+	if s.steps != nil {
+		if s.arrival == Constant {
+			s.mass = float64(s.n)
+			s.n++
+		} else {
+			s.mass += s.rng.ExpFloat64()
+		}
+		return stepTime(s.steps, s.rate, s.mass)
+	}
 	if s.arrival == Constant {
 		d := time.Duration(float64(s.n) * 1e9 / s.rate)
 		s.n++

@@ -78,6 +78,8 @@ type outcome struct {
 	kind       errorKind   // when err
 	class      statusClass // when !err
 	retryAfter bool        // the answer carried Retry-After
+	session    sessionKind // whether the request started a session
+	tree       int         // X-Content-Tree of the answer; 0: none
 	bodyBytes  int64
 	// connAt is when the request had a connection to go out on; zero if
 	// it never got one (refused, or timed out connecting or queued).
@@ -105,6 +107,11 @@ type client struct {
 	poolSize int
 	slots    chan struct{} // a token per busy pooled connection
 	idle     chan *conn    // pooled connections waiting for a request
+	// requests, when set, are sent in turn instead of request (a
+	// stream's cookies, cookies.go).
+	requests [][]byte
+	ring     requestRing
+	sources  *sourceRing // local addresses in turn (sources.go); nil: any
 }
 
 func newClient(target string, st Stream, poolSize int, timeout time.Duration) *client {
@@ -137,8 +144,10 @@ func (c *client) do() (o outcome) {
 		}
 	}()
 	deadline := time.Now().Add(c.timeout)
+	req, session := c.ring.pick(c.requests, c.request)
+	defer func() { o.session = session }()
 	if c.poolSize == 0 {
-		return c.doOnce(deadline)
+		return c.doOnce(req, deadline)
 	}
 	if err := c.acquireSlot(deadline); err != nil {
 		return outcome{err: true, kind: kindOf(err)}
@@ -149,12 +158,12 @@ func (c *client) do() (o outcome) {
 	case cn = <-c.idle:
 	default:
 	}
-	o, retry := c.doPooled(cn, deadline)
+	o, retry := c.doPooled(cn, req, deadline)
 	if retry {
 		// The server had closed the idle connection before our request
 		// reached it (keep-alive timeout): nothing was answered, so send
 		// again on a new connection, as browsers and net/http do.
-		o, _ = c.doPooled(nil, deadline)
+		o, _ = c.doPooled(nil, req, deadline)
 	}
 	return o
 }
@@ -179,7 +188,7 @@ func (c *client) acquireSlot(deadline time.Time) error {
 // doPooled runs one request on cn, or on a new connection when cn is nil,
 // and returns the connection to the pool if it can carry another. retry
 // says a reused connection failed before any byte of an answer came back.
-func (c *client) doPooled(cn *conn, deadline time.Time) (o outcome, retry bool) {
+func (c *client) doPooled(cn *conn, req []byte, deadline time.Time) (o outcome, retry bool) {
 	reused := cn != nil
 	if !reused {
 		var err error
@@ -188,7 +197,7 @@ func (c *client) doPooled(cn *conn, deadline time.Time) (o outcome, retry bool) 
 		}
 	}
 	o.connAt = time.Now()
-	resp, started, err := c.exchange(cn, deadline)
+	resp, started, err := c.exchange(cn, req, deadline)
 	if err != nil {
 		cn.Close()
 		if reused && !started && isClosed(err) {
@@ -231,7 +240,7 @@ func newPageClient(target, host, method, path, body string) *client {
 // for the answer until deadline; a request not answered by then is given
 // up and its connection closed.
 func (c *client) doUntil(deadline time.Time) outcome {
-	o := c.doOnce(deadline)
+	o := c.doOnce(c.request, deadline)
 	if o.doneAt.IsZero() {
 		o.doneAt = time.Now()
 	}
@@ -239,13 +248,13 @@ func (c *client) doUntil(deadline time.Time) outcome {
 }
 
 // doOnce runs one request on a connection of its own.
-func (c *client) doOnce(deadline time.Time) (o outcome) {
+func (c *client) doOnce(req []byte, deadline time.Time) (o outcome) {
 	cn, err := c.dial(deadline)
 	if err != nil {
 		return outcome{err: true, kind: kindOf(err)}
 	}
 	o.connAt = time.Now()
-	resp, _, err := c.exchange(cn, deadline)
+	resp, _, err := c.exchange(cn, req, deadline)
 	if err != nil {
 		cn.Close()
 		o.err, o.kind, o.bodyBytes = true, kindOf(err), resp.bodyBytes
@@ -263,6 +272,9 @@ func (c *client) doOnce(deadline time.Time) (o outcome) {
 
 func (c *client) dial(deadline time.Time) (*conn, error) {
 	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
+	if a := c.sources.next(); a != nil {
+		d.LocalAddr = a
+	}
 	nc, err := d.Dial("tcp", c.addr)
 	if err != nil {
 		return nil, err
@@ -271,18 +283,18 @@ func (c *client) dial(deadline time.Time) (*conn, error) {
 }
 
 // exchange writes the request and reads the answer, all before deadline.
-func (c *client) exchange(cn *conn, deadline time.Time) (response, bool, error) {
+func (c *client) exchange(cn *conn, req []byte, deadline time.Time) (response, bool, error) {
 	if err := cn.SetDeadline(deadline); err != nil {
 		return response{}, false, err
 	}
-	if _, err := cn.Write(c.request); err != nil {
+	if _, err := cn.Write(req); err != nil {
 		return response{}, false, err
 	}
 	return readResponse(cn.br)
 }
 
 func (o outcome) answered(r response) outcome {
-	o.class, o.retryAfter, o.bodyBytes = classify(r.status), r.retryAfter, r.bodyBytes
+	o.class, o.retryAfter, o.bodyBytes, o.tree = classify(r.status), r.retryAfter, r.bodyBytes, r.tree
 	return o
 }
 

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"time"
 )
@@ -44,7 +45,20 @@ type Config struct {
 
 	// Seed makes the Poisson schedules reproducible.
 	Seed uint64
+
+	// Steps multiply every stream's rate by a factor that changes at the
+	// given offsets from the start (steps.go); nil: constant rates.
+	Steps []LoadStep
+	// SessionCookie names the cookie of a stream's sessions (Stream.
+	// Sessions); "" means DefaultSessionCookie.
+	SessionCookie string
+	// Sources are local addresses the connections of every stream use
+	// in turn (sources.go); nil: the kernel's choice.
+	Sources []netip.Addr
 }
+
+// DefaultSessionCookie is the feedback policy's usual session cookie.
+const DefaultSessionCookie = "sid"
 
 // withDefaults returns c with zero fields defaulted, or why it cannot run.
 // checkTarget accepts http://host[:port] with nothing after it; noPath
@@ -68,6 +82,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.SessionCookie == "" {
+		c.SessionCookie = DefaultSessionCookie
+	}
+	if err := checkSteps(c.Steps); err != nil {
+		return c, err
+	}
+	if !validCookieName(c.SessionCookie) {
+		return c, fmt.Errorf("session cookie name %q is not a cookie name", c.SessionCookie)
 	}
 	switch err := checkTarget(c.Target, "give the path in each stream, not in the target"); {
 	case err != nil:

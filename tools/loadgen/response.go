@@ -21,11 +21,18 @@ import (
 // errMalformed marks an answer that is not HTTP/1.x as we read it.
 var errMalformed = errors.New("malformed HTTP response")
 
+// maxTree is the highest content tree an answer may name (the feedback
+// policy's bound on M).
+const maxTree = 255
+
 // response is what the generator keeps of an answer.
 type response struct {
 	status     int
 	retryAfter bool
-	bodyBytes  int64
+	// tree is the content tree the answer names in X-Content-Tree
+	// (1..255); 0 when it names none.
+	tree      int
+	bodyBytes int64
 	// reusable: HTTP/1.1, no "Connection: close", and the body's end was
 	// known without closing, so the connection can carry another request.
 	reusable bool
@@ -114,6 +121,10 @@ func readHead(br *bufio.Reader) (resp response, length int64, chunked bool, err 
 			}
 		case bytes.EqualFold(name, []byte("Retry-After")):
 			resp.retryAfter = true
+		case bytes.EqualFold(name, []byte("X-Content-Tree")):
+			if k, err := strconv.Atoi(string(value)); err == nil && k >= 1 && k <= maxTree {
+				resp.tree = k
+			}
 		}
 	}
 }

@@ -15,6 +15,8 @@ type Result struct {
 	ConnsPerStream int       `json:"conns_per_stream"`
 	Seed           uint64    `json:"seed"`
 	Interrupted    bool      `json:"interrupted"`
+	// Steps is the step load the rates were multiplied by (Config.Steps).
+	Steps []LoadStep `json:"steps,omitempty"`
 
 	Streams []StreamResult `json:"streams"`
 	Total   StreamResult   `json:"total"` // all streams merged; name "total"
@@ -38,6 +40,15 @@ type StreamResult struct {
 	RetryAfter RetryAfter   `json:"retry_after"`
 	Errors     ErrorCounts  `json:"errors"`
 	BodyBytes  int64        `json:"body_bytes"`
+
+	// Trees counts the 2xx answers per content tree they named in
+	// X-Content-Tree (index 1..M; index 0 unused); absent when none did.
+	Trees []int64 `json:"trees,omitempty"`
+	// NewSessions and KnownSessions split the requests of a stream with
+	// sessions (Stream.Sessions): those that started a session and those
+	// that continued one. Absent without sessions.
+	NewSessions   *SessionKindCounts `json:"new_sessions,omitempty"`
+	KnownSessions *SessionKindCounts `json:"known_sessions,omitempty"`
 
 	// ThroughputOK is 2xx answers per second of the measured window.
 	ThroughputOK float64 `json:"throughput_ok_per_s"`
@@ -120,6 +131,8 @@ type tally struct {
 	classes, retryAfter    [numClasses]int64
 	errors                 [numErrorKinds]int64
 	bodyBytes              int64
+	trees                  []int64
+	sessions               [2]SessionKindCounts
 	latencyOK, latencyAll  Histogram
 	sendLag                Histogram
 }
@@ -138,6 +151,15 @@ func (t *tally) add(s *streamState) {
 		t.errors[i] += s.errors[i]
 	}
 	t.bodyBytes += s.bodyBytes
+	for i := range t.sessions {
+		t.sessions[i].merge(s.sessions[i])
+	}
+	for k, n := range s.trees {
+		for len(t.trees) <= k {
+			t.trees = append(t.trees, 0)
+		}
+		t.trees[k] += n
+	}
 	t.latencyOK.Merge(&s.latencyOK)
 	t.latencyAll.Merge(&s.latencyAll)
 	t.sendLag.Merge(&s.sendLag)
@@ -165,6 +187,7 @@ func (t *tally) result(window time.Duration) StreamResult {
 			Other:          t.errors[errOther],
 		},
 		BodyBytes:  t.bodyBytes,
+		Trees:      t.trees,
 		Latency:    t.latencyOK.Summary(),
 		LatencyAll: t.latencyAll.Summary(),
 		SendLag:    t.sendLag.Summary(),
@@ -172,7 +195,45 @@ func (t *tally) result(window time.Duration) StreamResult {
 	if window > 0 {
 		r.ThroughputOK = float64(r.Completed.OK) / window.Seconds()
 	}
+	if n, k := t.sessions[0], t.sessions[1]; n.Sent+k.Sent > 0 {
+		r.NewSessions, r.KnownSessions = &n, &k
+	}
 	return r
+}
+
+// SessionKindCounts is what came of the requests of one kind (new or known
+// session): sent, answered 2xx, answered 503, timed out, failed
+// otherwise (any other status or error).
+type SessionKindCounts struct {
+	Sent     int64 `json:"sent"`
+	OK       int64 `json:"2xx"`
+	Refused  int64 `json:"503"`
+	TimedOut int64 `json:"timeout"`
+	Failed   int64 `json:"other"`
+}
+
+func (c *SessionKindCounts) add(o outcome) {
+	c.Sent++
+	switch {
+	case o.err && o.kind == errTimeout:
+		c.TimedOut++
+	case o.err:
+		c.Failed++
+	case o.class == class2xx:
+		c.OK++
+	case o.class == class503:
+		c.Refused++
+	default:
+		c.Failed++
+	}
+}
+
+func (c *SessionKindCounts) merge(d SessionKindCounts) {
+	c.Sent += d.Sent
+	c.OK += d.OK
+	c.Refused += d.Refused
+	c.TimedOut += d.TimedOut
+	c.Failed += d.Failed
 }
 
 // result builds the run's Result once every request has finished.
@@ -189,6 +250,7 @@ func (r *runner) result(stoppedAt time.Duration, interrupted bool) *Result {
 		ConnsPerStream: r.cfg.ConnsPerStream,
 		Seed:           r.cfg.Seed,
 		Interrupted:    interrupted,
+		Steps:          r.cfg.Steps,
 	}
 	var total tally
 	for _, s := range r.streams {

@@ -22,9 +22,11 @@ type streamState struct {
 	retryAfter [numClasses]int64
 	errors     [numErrorKinds]int64
 	bodyBytes  int64
-	latencyOK  Histogram // 2xx answers
-	latencyAll Histogram // every sent request, answered or failed
-	sendLag    Histogram // got a connection - intended time
+	trees      []int64              // 2xx answers per X-Content-Tree, index 1..
+	sessions   [2]SessionKindCounts // new, known (streams with sessions)
+	latencyOK  Histogram            // 2xx answers
+	latencyAll Histogram            // every sent request, answered or failed
+	sendLag    Histogram            // got a connection - intended time
 
 	// Every phase, for the progress line.
 	liveSent, liveOK atomic.Int64
@@ -42,9 +44,18 @@ func (s *streamState) record(o outcome, intended time.Time) {
 		if o.retryAfter {
 			s.retryAfter[o.class]++
 		}
+		if o.class == class2xx && o.tree > 0 {
+			for len(s.trees) <= o.tree {
+				s.trees = append(s.trees, 0)
+			}
+			s.trees[o.tree]++
+		}
 		if o.class == class2xx {
 			s.latencyOK.Record(latency)
 		}
+	}
+	if o.session != noSession {
+		s.sessions[o.session-newSession].add(o)
 	}
 	s.bodyBytes += o.bodyBytes
 	s.latencyAll.Record(latency)
@@ -79,12 +90,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg}
+	sources := newSourceRing(cfg.Sources) // shared: every stream spreads over all
 	for i, st := range cfg.Streams {
-		r.streams = append(r.streams, &streamState{
+		s := &streamState{
 			cfg:    st,
 			client: newClient(cfg.Target, st, cfg.ConnsPerStream, cfg.Timeout),
 			sched:  newSchedule(st.Arrival, st.Rate, cfg.Seed, i),
-		})
+		}
+		s.sched.steps = cfg.Steps
+		s.client.requests = streamRequests(s.client.request, st, cfg.SessionCookie)
+		s.client.ring.rolling = newRollingSessions(s.client.request, st, cfg.SessionCookie)
+		s.client.ring.sessions = st.Sessions > 0
+		if len(cfg.Sources) > 0 {
+			s.client.sources = sources
+		}
+		r.streams = append(r.streams, s)
 	}
 	defer func() {
 		for _, s := range r.streams {

@@ -17,10 +17,23 @@ type Stream struct {
 	Path    string  `json:"path"`           // request path and query, e.g. /data/1K?service=40ms
 	Rate    float64 `json:"rate"`           // intended requests per second
 	Arrival Arrival `json:"arrival"`        // Poisson or Constant
+	// Cookie, when set, is sent as the Cookie header of every request
+	// ("tier=gold"), e.g. to match a feedback class's cookie rule.
+	Cookie string `json:"cookie,omitempty"`
+	// Sessions > 0 has the requests carry the session cookie
+	// (Config.SessionCookie) of one of that many sessions in turn,
+	// "<name>-<i>": the first request of each is a new session, the
+	// later ones belong to a session the front-end has seen.
+	Sessions int `json:"sessions,omitempty"`
+	// SessionRequests > 0 ends each session after that many requests,
+	// a new one taking its place (cookies.go: rollingSessions), so that
+	// one request in SessionRequests starts a session; 0: sessions
+	// never end.
+	SessionRequests int `json:"session_requests,omitempty"`
 }
 
 // streamKeys are the keys ParseStream knows, in the order help shows them.
-var streamKeys = []string{"name", "host", "rate", "path", "arrival"}
+var streamKeys = []string{"name", "host", "rate", "path", "arrival", "cookie", "sessions", "session-requests"}
 
 // maxRate bounds a stream's rate; far beyond what one process can send,
 // it only catches typos such as a missing decimal point.
@@ -51,6 +64,20 @@ func ParseStream(s string) (Stream, error) {
 			st.Path = value
 		case "arrival":
 			st.Arrival = Arrival(value)
+		case "cookie":
+			st.Cookie = value
+		case "sessions":
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return fail("key \"sessions\": %q is not a whole number", value)
+			}
+			st.Sessions = n
+		case "session-requests":
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return fail("key \"session-requests\": %q is not a whole number", value)
+			}
+			st.SessionRequests = n
 		case "rate":
 			r, err := strconv.ParseFloat(value, 64)
 			if err != nil {
@@ -81,6 +108,12 @@ func (st Stream) validate() error {
 		return fmt.Errorf("key \"path\": %q must start with / and contain no spaces or fragment", st.Path)
 	case math.IsNaN(st.Rate) || st.Rate <= 0 || st.Rate > maxRate:
 		return fmt.Errorf("key \"rate\": %v must be in (0, %g] requests/s", st.Rate, float64(maxRate))
+	case strings.ContainsAny(st.Cookie, "\r\n,"):
+		return fmt.Errorf("key \"cookie\": %q must be one line without commas (join cookies with ;)", st.Cookie)
+	case st.Sessions < 0 || st.Sessions > maxSessionsPerStream:
+		return fmt.Errorf("key \"sessions\": %d is out of range 0..%d", st.Sessions, maxSessionsPerStream)
+	case st.SessionRequests < 0 || st.SessionRequests > 0 && st.Sessions == 0:
+		return fmt.Errorf("key \"session-requests\": %d needs sessions=N and must not be negative", st.SessionRequests)
 	}
 	if err := st.Arrival.valid(); err != nil {
 		return fmt.Errorf("key \"arrival\": %v", err)

@@ -16,6 +16,11 @@
 //	GET  / and /health  "qsplice-testserver id=N", with no service time
 //	POST /echo          the request body, back (for upload tests)
 //
+// With Config.Trees = M > 1 the site comes in M content trees (issue 10):
+// GET /tree<k>/data/<size> for k < M answers content.NewTreeBody(id,
+// size, k, M), content.TreeSize bytes after k/M of the service time;
+// the plain paths are tree M; every answer carries X-Content-Tree: k.
+//
 // With Config.Shop set (qsplice-testserver -shop), the eight pages of the
 // LIFO-Pri shop workload (/, /browse, /search, /details, /login,
 // /shipping, /payment, /confirm; see Shop) answer a small HTML page after
@@ -55,6 +60,11 @@ type Config struct {
 
 	// Shop, when set, serves the shop experiment's pages (see Shop).
 	Shop *Shop
+
+	// Trees > 1 serves the site in that many content trees (see
+	// contenttrees.go): /tree<k>/... for k < Trees, the plain paths as
+	// tree Trees; every answer then says its tree in X-Content-Tree.
+	Trees int
 }
 
 // NewHandler returns the test server's handler for cfg.
@@ -73,9 +83,13 @@ func NewHandler(cfg Config) http.Handler {
 	mux.HandleFunc("GET /data/{size}", s.data)
 	s.trees(mux) // trees.go
 	mux.HandleFunc("POST /echo", s.echo)
+	var h http.Handler = mux
+	if cfg.Trees > 1 {
+		h = s.withTrees(mux)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend-Id", s.id)
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -123,10 +137,18 @@ func (s *server) echo(w http.ResponseWriter, r *http.Request) {
 // X-Service-Time. It returns false, having answered if still possible,
 // when the request should not proceed.
 func (s *server) serviceWait(w http.ResponseWriter, r *http.Request) bool {
+	return s.serviceWaitScaled(w, r, 1, 1)
+}
+
+// serviceWaitScaled is serviceWait with the configured service time
+// scaled by num/den (a cheaper content tree); a ?service= query is
+// taken as it is.
+func (s *server) serviceWaitScaled(w http.ResponseWriter, r *http.Request, num, den int64) bool {
 	d := s.cfg.ServiceTime
 	if j := s.cfg.ServiceJitter; j > 0 {
 		d += time.Duration(rand.Int64N(2*int64(j)+1)) - j
 	}
+	d = d * time.Duration(num) / time.Duration(den)
 	if q := r.URL.Query().Get("service"); q != "" {
 		var err error
 		if d, err = time.ParseDuration(q); err != nil || d < 0 {

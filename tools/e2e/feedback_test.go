@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/tools/content"
+	"github.com/qsplice/qsplice/tools/experiment"
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// checkTreesThroughVIP fetches /data/<size> and each lower tree's
+// /tree<k>/data/<size> through the VIP while the cluster is idle (G = M,
+// so the policy serves what was asked) and checks each body byte for
+// byte against the tree it names.
+func checkTreesThroughVIP(ctx context.Context, l *lab.Lab, size int64, trees int) error {
+	c := l.HTTPClient("c1")
+	c.Timeout = 5 * time.Second
+	for tree := 1; tree <= trees; tree++ {
+		path := content.TreePath("/data/"+content.FormatSize(size), tree, trees)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+lab.VIP+":8080"+path, nil)
+		req.Host = "gold.example"
+		resp, err := c.Do(req)
+		if err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		got, _ := strconv.Atoi(resp.Header.Get("X-Content-Tree"))
+		id, _ := strconv.ParseUint(resp.Header.Get("X-Backend-Id"), 10, 32)
+		want, _ := io.ReadAll(content.NewTreeBody(uint32(id), size, got, trees))
+		if resp.StatusCode != http.StatusOK || got != tree || !bytes.Equal(body, want) {
+			return fmt.Errorf("%s: %s, tree %d of back-end %d, %d bytes: not tree %d's %d bytes", path, resp.Status, got, id,
+				len(body), tree, content.TreeSize(size, tree, trees))
+		}
+	}
+	return nil
+}
+
+// A short live run of the feedback experiment (issue 10 item 8): a step
+// from 0.5 to 2 times the capacity and back. What holds on a short run:
+// every request is accounted for, the refused ones got 503 with
+// Retry-After and no client timed out, the trees served lie in 1..M,
+// and the front-end's counts agree with the clients'. The content trees
+// answer byte-exact through the VIP before the load.
+func TestFeedbackExperimentLive(t *testing.T) {
+	base := needLab(t)
+	cfg := experiment.DefaultFeedbackLabConfig()
+	cfg.Backends = 3
+	cfg.Up, cfg.Down, cfg.End = 3*time.Second, 9*time.Second, 12*time.Second
+	cfg.BinDir = base.Config().BinDir
+	cfg.Log = testWriter{t}
+	cfg.BeforeLoad = func(ctx context.Context, l *lab.Lab) error { return checkTreesThroughVIP(ctx, l, cfg.Size, cfg.Trees) }
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := experiment.RunFeedbackLab(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	experiment.WriteFeedbackLabSummary(&table, res)
+	t.Logf("capacity %.0f req/s:\n%s", cfg.Capacity(), table.String())
+
+	if want := int(cfg.End / (100 * time.Millisecond)); len(res.Series) < want*9/10 {
+		t.Errorf("%d points for %d periods", len(res.Series), want)
+	}
+	for _, p := range res.Series {
+		if p.G < 0 || p.G > float64(cfg.Trees) || p.U < 0 || p.U > 2 {
+			t.Fatalf("at %.1f s: U %v, G %v", p.TSeconds, p.U, p.G)
+		}
+	}
+	var refused int64
+	for _, c := range res.Classes {
+		for _, s := range res.Load.Streams {
+			if s.Name == c.Name && (s.Offered != s.Sent+s.NotSent || s.Sent != s.Completed.Total()+s.Errors.Total()) {
+				t.Errorf("%s: offered %d, sent %d, not sent %d, answered %d, failed %d", c.Name, s.Offered, s.Sent,
+					s.NotSent, s.Completed.Total(), s.Errors.Total())
+			}
+		}
+		if c.NotSent != 0 || c.TimedOut != 0 || c.Other != 0 {
+			t.Errorf("%s: %d not sent, %d timed out, %d other answers", c.Name, c.NotSent, c.TimedOut, c.Other)
+		}
+		if c.RetryAfter != c.Refused {
+			t.Errorf("%s: %d 503s, %d with Retry-After", c.Name, c.Refused, c.RetryAfter)
+		}
+		// A request that failed on the wire may or may not have reached
+		// the policy; every other one is counted the same on both sides.
+		slack := uint64(c.Failed)
+		if c.Failed > c.Sent/200 {
+			t.Errorf("%s: %d of %d requests failed", c.Name, c.Failed, c.Sent)
+		}
+		if diff(c.Arrived, uint64(c.Sent)) > slack || diff(c.Dispatched, uint64(c.OK)) > slack || c.FERefused != uint64(c.Refused) {
+			t.Errorf("%s: front-end arrived %d, dispatched %d, refused %d; clients sent %d, 2xx %d, 503 %d",
+				c.Name, c.Arrived, c.Dispatched, c.FERefused, c.Sent, c.OK, c.Refused)
+		}
+		if len(c.ClientTrees) > cfg.Trees+1 || len(c.FETrees) != cfg.Trees+1 || c.FETrees[0] != 0 {
+			t.Errorf("%s: trees served %v (clients), %v (front-end); want 1..%d", c.Name, c.ClientTrees, c.FETrees, cfg.Trees)
+		}
+		var named int64
+		for _, n := range c.ClientTrees {
+			named += n
+		}
+		if named != c.OK {
+			t.Errorf("%s: %d answers 2xx, %d named their tree", c.Name, c.OK, named)
+		}
+		// Once the front-end rewrites request targets (issue 10 item 6),
+		// the clients receive exactly the trees it chose.
+		if n := len(c.ClientTrees); n > 0 && named > c.ClientTrees[n-1] {
+			for k := 1; k < len(c.FETrees); k++ {
+				var got int64
+				if k < len(c.ClientTrees) {
+					got = c.ClientTrees[k]
+				}
+				if uint64(got) != c.FETrees[k] {
+					t.Errorf("%s: tree %d: front-end chose it %d times, clients received it %d times", c.Name, k, c.FETrees[k], got)
+				}
+			}
+		}
+		var served uint64
+		for _, n := range c.FETrees {
+			served += n
+		}
+		if served != c.Dispatched {
+			t.Errorf("%s: %d dispatched, %d counted per tree", c.Name, c.Dispatched, served)
+		}
+		refused += c.Refused
+	}
+	if refused == 0 {
+		t.Error("no request refused at twice the capacity")
+	}
+}
+
+func diff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// The lab's nginx serves the content trees too: through the VIP on port
+// 80, /data/<size> is tree M and /tree<k>/data/<size> tree k, each byte
+// for byte, each naming its tree.
+func TestContentTreesNginxLive(t *testing.T) {
+	const size, trees = 16 << 10, 3
+	l := extraLab(t, "n", func(cfg *lab.Config) {
+		cfg.Backends, cfg.Nginx, cfg.TestServer = 2, true, false
+		cfg.Files, cfg.Trees = []int64{size}, trees
+	})
+	c := l.HTTPClient("c1")
+	c.Timeout = 5 * time.Second
+	for round := range 2 { // both back-ends, most likely
+		for tree := 1; tree <= trees; tree++ {
+			path := content.TreePath("/data/"+content.FormatSize(size), tree, trees)
+			resp, err := c.Get("http://" + lab.VIP + ":80" + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := strconv.Atoi(resp.Header.Get("X-Content-Tree"))
+			id, _ := strconv.ParseUint(resp.Header.Get("X-Backend-Id"), 10, 32)
+			want, _ := io.ReadAll(content.NewTreeBody(uint32(id), size, tree, trees))
+			if resp.StatusCode != http.StatusOK || got != tree || !bytes.Equal(body, want) {
+				t.Errorf("round %d, %s: %s, tree %d, back-end %d, %d bytes; want tree %d's %d bytes", round, path,
+					resp.Status, got, id, len(body), tree, len(want))
+			}
+		}
+	}
+}

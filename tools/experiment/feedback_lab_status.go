@@ -1,0 +1,153 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// labStatus is the part of the front-end's /status the feedback
+// experiment reads.
+type labStatus struct {
+	Queue    int                                  `json:"queue"`
+	Backends []controller.BackendStatus           `json:"backends"`
+	Feedback *controller.FeedbackStatus           `json:"feedback"`
+	Engine   struct{ Answered map[string]uint64 } `json:"engine"`
+}
+
+// fetchStatus reads /status once, trying again a few times while the
+// front-end is too busy to answer.
+func fetchStatus(ctx context.Context, c *http.Client) (*labStatus, error) {
+	var last error
+	for try := 0; try < 20; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		st, err := fetchStatusOnce(ctx, c)
+		if err == nil {
+			return st, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func fetchStatusOnce(ctx context.Context, c *http.Client) (*labStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("front-end /status: %s", resp.Status)
+	}
+	var st labStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("front-end /status: %v", err)
+	}
+	return &st, nil
+}
+
+// settleStatus waits until the front-end has no request queued or in
+// service, so that its counts cover everything the run sent; it gives up
+// after limit.
+func settleStatus(ctx context.Context, c *http.Client, limit time.Duration) (*labStatus, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := fetchStatus(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		busy := st.Queue
+		for _, b := range st.Backends {
+			busy += b.InService
+		}
+		if st.Feedback != nil {
+			for _, cl := range st.Feedback.Classes {
+				busy += cl.Reserve
+			}
+		}
+		if busy == 0 {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("front-end still has %d requests queued or in service after %v", busy, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// statusSampler reads the feedback state once per period for a run of
+// the given length: sample k is the state at (k+1) periods, nil where
+// the front-end did not answer in time.
+type statusSampler struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	mu      sync.Mutex
+	samples []*controller.FeedbackStatus
+}
+
+func startStatusSampler(ctx context.Context, c *http.Client, period, length time.Duration) *statusSampler {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &statusSampler{cancel: cancel, done: make(chan struct{}),
+		samples: make([]*controller.FeedbackStatus, int(length/period))}
+	start := time.Now()
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			k := int((time.Since(start)+period/2)/period) - 1
+			if k >= len(s.samples) {
+				return
+			}
+			st, err := fetchStatusOnce(ctx, c)
+			if err != nil || st.Feedback == nil || k < 0 {
+				continue // a missed sample: its point repeats the one before
+			}
+			s.mu.Lock()
+			s.samples[k] = st.Feedback
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the samples and how many are
+// missing.
+func (s *statusSampler) stop() ([]*controller.FeedbackStatus, int) {
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	missed := 0
+	for _, f := range s.samples {
+		if f == nil {
+			missed++
+		}
+	}
+	return s.samples, missed
+}
