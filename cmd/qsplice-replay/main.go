@@ -86,6 +86,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHead)
 		fs.PrintDefaults()
+		fmt.Fprint(stderr, "\n")
+		runLive([]string{"-h"}, io.Discard, stderr) // the -live mode's flags (live.go)
 	}
 	var vip, handoff, mac, ports string
 	fs.StringVar(&o.in, "in", "", "input capture (pcap or pcapng, Ethernet link type); required")
