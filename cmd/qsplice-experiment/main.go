@@ -80,6 +80,7 @@ type options struct {
 	seed      uint64
 	bin       string
 	policy    string // "feedback": the feedback policy's experiment (issue 10)
+	quiet     bool   // no progress lines
 	// The feedback experiment's step (-policy feedback): load low x the
 	// capacity, high from stepUp to stepDown; 0 or negative: the default.
 	stepUp, stepDown time.Duration
@@ -110,6 +111,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed; in simulation the same seed gives the same files")
 	fs.StringVar(&o.bin, "bin", lab.ExecutableDir(), "-lab: directory holding the qsplice binaries")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVar(&o.quiet, "quiet", false, "-lab: no progress lines ([k/N] run, time in, time left) on stderr")
 	fs.StringVar(&o.policy, "policy", "", "feedback: run the feedback policy's step-load experiment instead of the sweep (simulated, or live with -lab: 60 s by default, -duration for longer)")
 	fs.DurationVar(&o.stepUp, "step-up", 0, "-policy feedback: `time` of the step up to -high (default 10s)")
 	fs.DurationVar(&o.stepDown, "step-down", 0, "-policy feedback: `time` of the step back down to -low (default 40s)")
@@ -286,7 +288,8 @@ func simulate(o options, p experiment.Preset, dir string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	paths, err := experiment.WriteAll(dir, results)
+	tag := fmt.Sprintf("preset %s, seed %d, sessions arriving in [%v, %v)", p, base.Seed, base.Warmup, base.Duration)
+	paths, err := experiment.WriteAll(dir, results, tag)
 	if err != nil {
 		return err
 	}
@@ -306,6 +309,9 @@ func runLab(ctx context.Context, o options, p experiment.Preset, dir string, std
 		return err
 	}
 	cfg.Log = os.Stderr
+	if o.quiet {
+		cfg.Log = nil
+	}
 	start := time.Now()
 	results, runErr := experiment.RunLab(ctx, cfg)
 	if len(results) == 0 {

@@ -165,12 +165,23 @@ func TestConservation(t *testing.T) {
 func TestWriteAllProducesFilesAndPNGs(t *testing.T) {
 	dir := t.TempDir()
 	res := sharedSweep(t)
-	paths, err := WriteAll(dir, res)
+	paths, err := WriteAll(dir, res, "preset test-7, seed 99")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pngs := 0
+	pngs, svgs := 0, 0
 	for _, p := range paths {
+		if strings.HasSuffix(p, ".svg") {
+			svgs++
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "preset test-7, seed 99") {
+				t.Errorf("%s: not an SVG naming the run", p)
+			}
+			continue
+		}
 		if !strings.HasSuffix(p, ".png") {
 			continue
 		}
@@ -184,12 +195,12 @@ func TestWriteAllProducesFilesAndPNGs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		if cfg.Width < 300 || cfg.Height < 200 {
+		if cfg.Width < 800 || cfg.Height < 500 {
 			t.Errorf("%s: %dx%d is too small to read", p, cfg.Width, cfg.Height)
 		}
 	}
-	if pngs != 5 {
-		t.Errorf("wrote %d PNGs, want 5: %v", pngs, paths)
+	if pngs != 5 || svgs != 5 {
+		t.Errorf("wrote %d PNGs and %d SVGs, want 5 of each: %v", pngs, svgs, paths)
 	}
 	f, err := os.Open(filepath.Join(dir, resultsCSV))
 	if err != nil {
@@ -262,5 +273,20 @@ func TestResponseTimeCCDF(t *testing.T) {
 		if grid[i].P > grid[i-1].P {
 			t.Fatalf("CCDF rises at %v s", grid[i].TSeconds)
 		}
+	}
+}
+
+// TestCCDFAxisShowsWhereThePoliciesDiffer: one policy's rare 40 s wait
+// does not stretch the t axis to 40 s; it ends a tenth past where the
+// last policy falls below 1e-3.
+func TestCCDFAxisShowsWhereThePoliciesDiffer(t *testing.T) {
+	fast := Result{Policy: "lifo-pri", Load: 1.4, CCDF: []CCDFPoint{{TSeconds: 0, P: 1}, {TSeconds: 1, P: 0.1}, {TSeconds: 2, P: 0.0005}}}
+	slow := Result{Policy: "single-fifo", Load: 1.4, CCDF: []CCDFPoint{{TSeconds: 0, P: 1}, {TSeconds: 4, P: 0.01}, {TSeconds: 40, P: 0.0002}}}
+	p, err := ccdfPlot([]Result{fast, slow}, 1.4, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.X.Max < 4 || p.X.Max > 5 {
+		t.Errorf("t axis ends at %v s, want 4.4 (a tenth past 4 s, where the last policy is still above 1e-3)", p.X.Max)
 	}
 }

@@ -58,7 +58,7 @@ func TestFeedbackExperiment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 6 {
+	if len(paths) != 10 { // CSV, JSON, and four plots as PNG and SVG
 		t.Fatalf("wrote %v", paths)
 	}
 	for _, p := range paths {

@@ -141,10 +141,10 @@ func PlotFeedback(dir string, res FeedbackResult) ([]string, error) {
 	var paths []string
 	save := func(p *plot.Plot, name string) error {
 		path := filepath.Join(dir, name)
-		if err := p.Save(plotWidth, plotHeight, path); err != nil {
+		if err := savePlot(p, path); err != nil {
 			return err
 		}
-		paths = append(paths, path)
+		paths = append(paths, path, svgPath(path))
 		return nil
 	}
 	q := timePlot("Queue length per class (dashed: target_q)", "requests queued")

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/progress"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/tools/lab"
 	"github.com/qsplice/qsplice/tools/loadgen"
@@ -48,8 +49,10 @@ type LabConfig struct {
 	TimeScale float64
 	// BinDir holds the qsplice binaries.
 	BinDir string
-	// Log receives progress lines; nil: none.
+	// Log receives progress lines ([k/N] with the time left); nil: none.
 	Log io.Writer
+	// progress counts the sweep's runs (RunLab sets it).
+	progress *progress.Progress
 }
 
 // DefaultLabConfig is the lab sweep of cmd/qsplice-experiment -lab: the
@@ -176,6 +179,9 @@ func RunLab(ctx context.Context, cfg LabConfig) ([]LabResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	var out []LabResult
+	runs := len(cfg.Policies) * len(cfg.Loads)
+	cfg.progress = progress.New(cfg.Log, "lab sweep", runs, float64(runs))
+	defer cfg.progress.Done()
 	for _, mode := range cfg.Policies {
 		res, err := runPolicy(ctx, cfg, dir, mode)
 		out = append(out, res...)
@@ -248,6 +254,7 @@ func runLoad(ctx context.Context, cfg LabConfig, l *lab.Lab, dir string, mode sc
 		"-target", "http://" + lab.VIP + ":8080", "-sessions", cfg.sessionsSpec(load),
 		"-warmup", cfg.Warmup.String(), "-duration", cfg.Duration.String(), "-drain", cfg.Drain.String(),
 		"-seed", strconv.FormatUint(cfg.Base.Seed, 10), "-json", jsonPath, "-progress=false"}
+	cfg.progress.Step(fmt.Sprintf("%v at load %.2f", mode, load), 1)
 	fmt.Fprintf(cfg.Log, "%v: load %.2f for %v + %v warm-up (+ up to %v drain): %s\n",
 		mode, load, cfg.Duration, cfg.Warmup, cfg.Drain, strings.Join(args[1:], " "))
 	sampler := startLIFOSampler(ctx, client, cfg.scale(cfg.Base.UtilInterval), cfg.Warmup, cfg.Warmup+cfg.Duration)

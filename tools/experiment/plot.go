@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -13,15 +14,42 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/qsplice/qsplice/tools/session"
 )
 
-// Size of every PNG.
+// Size of every plot: at the PNG's 96 dpi, 907 x 605 pixels.
 const (
-	plotWidth  = 16 * vg.Centimeter
-	plotHeight = 11 * vg.Centimeter
+	plotWidth  = 24 * vg.Centimeter
+	plotHeight = 16 * vg.Centimeter
 )
+
+// savePlot writes p as the PNG at path and, beside it, the same plot as
+// SVG (path with .svg), which scales for print and slides.
+func savePlot(p *plot.Plot, path string) error {
+	if err := p.Save(plotWidth, plotHeight, path); err != nil {
+		return err
+	}
+	return p.Save(plotWidth, plotHeight, svgPath(path))
+}
+
+// svgPath is the SVG beside the PNG at path.
+func svgPath(path string) string { return strings.TrimSuffix(path, filepath.Ext(path)) + ".svg" }
+
+// titled is title with the run's tag (preset, seed, window) under it.
+func titled(title, tag string) string {
+	if tag == "" {
+		return title
+	}
+	return title + "\n" + tag
+}
+
+// ccdfFloor is where a P(RT > t) plot's t axis may end: every policy is
+// below it by then, and what is left of the tails is too rare to read on
+// the log scale. A run whose worst request waited 40 s would otherwise
+// squeeze the others into the first tenth of the axis.
+const ccdfFloor = 1e-3
 
 // byPolicy groups results by policy name, keeping the order in which
 // the policies first appear.
@@ -51,9 +79,9 @@ func atLoad(results []Result, load float64) []Result {
 // and saves it as a PNG at path.
 // The legend goes in the top left corner, or the bottom right one when
 // legendLow, whichever the lines leave free.
-func PlotVsLoad(results []Result, title, yLabel string, y func(Result) float64, legendLow bool, path string) error {
+func PlotVsLoad(results []Result, title, tag, yLabel string, y func(Result) float64, legendLow bool, path string) error {
 	p := plot.New()
-	p.Title.Text = title
+	p.Title.Text = titled(title, tag)
 	p.X.Label.Text = "offered load (x capacity)"
 	p.X.Tick.Marker = plot.TickerFunc(loadTicks)
 	p.Y.Label.Text = yLabel
@@ -78,19 +106,29 @@ func PlotVsLoad(results []Result, title, yLabel string, y func(Result) float64, 
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return err
 	}
-	return p.Save(plotWidth, plotHeight, path)
+	return savePlot(p, path)
 }
 
 // PlotCCDF draws P(response time > t) of every policy at load on a
 // logarithmic y axis and saves it as a PNG at path. Points where the
 // probability is 0 cannot be drawn on a log scale and end the line.
-func PlotCCDF(results []Result, load float64, path string) error {
+func PlotCCDF(results []Result, load float64, tag, path string) error {
+	p, err := ccdfPlot(results, load, tag)
+	if err != nil {
+		return err
+	}
+	return savePlot(p, path)
+}
+
+// ccdfPlot is PlotCCDF's plot: the t axis ends a tenth past where the
+// last policy falls below ccdfFloor.
+func ccdfPlot(results []Result, load float64, tag string) (*plot.Plot, error) {
 	rows := atLoad(results, load)
 	if len(rows) == 0 {
-		return fmt.Errorf("experiment: no results at load %v", load)
+		return nil, fmt.Errorf("experiment: no results at load %v", load)
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Response time distribution at offered load %.2f", load)
+	p.Title.Text = titled(fmt.Sprintf("Response time distribution at offered load %.2f", load), tag)
 	p.X.Label.Text = "t (s)"
 	p.Y.Label.Text = "P(response time > t)"
 	p.Y.Scale = plot.LogScale{}
@@ -98,6 +136,7 @@ func PlotCCDF(results []Result, load float64, path string) error {
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	var lines []any
+	xmax := 0.0 // where the last policy falls below ccdfFloor
 	for _, r := range rows {
 		var pts plotter.XYs
 		for _, c := range r.CCDF {
@@ -105,13 +144,20 @@ func PlotCCDF(results []Result, load float64, path string) error {
 				break
 			}
 			pts = append(pts, plotter.XY{X: c.TSeconds, Y: c.P})
+			if c.P >= ccdfFloor {
+				xmax = max(xmax, c.TSeconds)
+			}
 		}
 		lines = append(lines, r.Policy, pts)
 	}
 	if err := plotutil.AddLines(p, lines...); err != nil {
-		return err
+		return nil, err
 	}
-	return p.Save(plotWidth, plotHeight, path)
+	if xmax > 0 {
+		p.X.Min, p.X.Max = 0, 1.1*xmax
+		p.Y.Min = ccdfFloor / 2
+	}
+	return p, nil
 }
 
 // PlotPerClass draws completions per page class at load as grouped bars,
@@ -119,7 +165,7 @@ func PlotCCDF(results []Result, load float64, path string) error {
 // browsing and the transaction classes get a panel each, with its own
 // linear y axis, because transaction pages are a few percent of the
 // traffic and would not show next to browsing.
-func PlotPerClass(results []Result, load float64, path string) error {
+func PlotPerClass(results []Result, load float64, tag, path string) error {
 	rows := atLoad(results, load)
 	if len(rows) == 0 {
 		return fmt.Errorf("experiment: no results at load %v", load)
@@ -157,24 +203,34 @@ func PlotPerClass(results []Result, load float64, path string) error {
 		p.Y.Max = 1.3 * float64(highest) // room for the legend above the bars
 		return p, nil
 	}
-	browsing, err := panel(fmt.Sprintf("Browsing pages, load %.2f", load), session.Main, session.Details)
+	browsing, err := panel(titled(fmt.Sprintf("Browsing pages, load %.2f", load), tag), session.Main, session.Details)
 	if err != nil {
 		return err
 	}
-	transactions, err := panel(fmt.Sprintf("Transaction pages, load %.2f", load), session.Login, session.Confirm)
+	transactions, err := panel(titled(fmt.Sprintf("Transaction pages, load %.2f", load), tag), session.Login, session.Confirm)
 	if err != nil {
 		return err
+	}
+	draw2 := func(c vg.CanvasSizer) {
+		dc := draw.New(c)
+		tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadLeft: vg.Millimeter * 3,
+			PadRight: vg.Millimeter * 3, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3}
+		canvases := plot.Align([][]*plot.Plot{{browsing, transactions}}, tiles, dc)
+		browsing.Draw(canvases[0][0])
+		transactions.Draw(canvases[0][1])
 	}
 	img := vgimg.New(2*plotWidth, plotHeight)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadLeft: vg.Millimeter * 3,
-		PadRight: vg.Millimeter * 3, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3}
-	panels := [][]*plot.Plot{{browsing, transactions}}
-	canvases := plot.Align(panels, tiles, dc)
-	browsing.Draw(canvases[0][0])
-	transactions.Draw(canvases[0][1])
-	return writeFile(path, func(w io.Writer) error {
+	draw2(img)
+	if err := writeFile(path, func(w io.Writer) error {
 		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+		return err
+	}); err != nil {
+		return err
+	}
+	svg := vgsvg.New(2*plotWidth, plotHeight)
+	draw2(svg)
+	return writeFile(svgPath(path), func(w io.Writer) error {
+		_, err := svg.WriteTo(w)
 		return err
 	})
 }
@@ -206,33 +262,36 @@ const (
 	ccdfPNGPattern = "rt_ccdf_%.2f.png"
 )
 
-// PlotAll writes the four kinds of plot into dir and returns their paths.
-func PlotAll(dir string, results []Result) ([]string, error) {
+// PlotAll writes the four kinds of plot into dir, each as PNG and SVG,
+// their titles carrying tag (the preset and the run), and returns their
+// paths.
+func PlotAll(dir string, results []Result, tag string) ([]string, error) {
 	var paths []string
 	add := func(name string, err error) error {
 		if err == nil {
-			paths = append(paths, filepath.Join(dir, name))
+			p := filepath.Join(dir, name)
+			paths = append(paths, p, svgPath(p))
 		}
 		return err
 	}
 	name := throughputPNG
-	if err := add(name, PlotVsLoad(results, "Throughput (requests completed in time)", "requests/s",
+	if err := add(name, PlotVsLoad(results, "Throughput (requests completed in time)", tag, "requests/s",
 		func(r Result) float64 { return r.ThroughputRPS }, true, filepath.Join(dir, name))); err != nil {
 		return nil, err
 	}
 	name = responsePNG
-	if err := add(name, PlotVsLoad(results, "Mean response time (all served requests)", "seconds",
+	if err := add(name, PlotVsLoad(results, "Mean response time (all served requests)", tag, "seconds",
 		func(r Result) float64 { return r.MeanRTSeconds }, false, filepath.Join(dir, name))); err != nil {
 		return nil, err
 	}
 	for _, load := range []float64{CCDFLoadBelow, CCDFLoadAbove} {
 		name = fmt.Sprintf(ccdfPNGPattern, load)
-		if err := add(name, PlotCCDF(results, load, filepath.Join(dir, name))); err != nil {
+		if err := add(name, PlotCCDF(results, load, tag, filepath.Join(dir, name))); err != nil {
 			return nil, err
 		}
 	}
 	name = perClassPNG
-	if err := add(name, PlotPerClass(results, TableLoad, filepath.Join(dir, name))); err != nil {
+	if err := add(name, PlotPerClass(results, TableLoad, tag, filepath.Join(dir, name))); err != nil {
 		return nil, err
 	}
 	return paths, nil

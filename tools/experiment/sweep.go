@@ -172,8 +172,9 @@ func WithPublishedLoads(loads []float64) []float64 {
 }
 
 // WriteAll writes results.csv, results.json and the plots into dir,
-// creating it, and returns the paths written.
-func WriteAll(dir string, results []Result) ([]string, error) {
+// creating it, and returns the paths written; tag names the run in the
+// plots' titles (e.g. "preset shop, seed 1, sessions arriving in [60s, 600s)").
+func WriteAll(dir string, results []Result, tag string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -188,7 +189,7 @@ func WriteAll(dir string, results []Result) ([]string, error) {
 		paths = append(paths, path)
 	}
 	slices.Sort(paths)
-	plots, err := PlotAll(dir, results)
+	plots, err := PlotAll(dir, results, tag)
 	return append(paths, plots...), err
 }
 
