@@ -14,11 +14,22 @@ import (
 // print it.
 const testVersion = "v0.0.0-packaging-test"
 
-// cmds are the binaries under cmd/, all of which make install installs.
-var cmds = []string{
-	"qsplice-backend", "qsplice-bench-proxy", "qsplice-demo", "qsplice-experiment", "qsplice-flood",
-	"qsplice-frontend", "qsplice-lab", "qsplice-load", "qsplice-replay", "qsplice-testserver", "qsplice-timeline",
-}
+// cmds are the binaries under cmd/, all of which make install installs
+// (read from the tree, so that a new command is held to the same tests
+// without anyone remembering to list it here).
+var cmds = func() []string {
+	ents, err := os.ReadDir("../../cmd")
+	if err != nil {
+		panic(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}()
 
 // installed is one make install, shared by the tests of this package.
 type installed struct {
