@@ -38,6 +38,7 @@ var (
 	numberedHead = regexp.MustCompile(`^(\d+)\.\s`)
 	binaryRE     = regexp.MustCompile(`^qsplice-[a-z]+(-[a-z]+)*$`)
 	flagRE       = regexp.MustCompile(`(?:^|[\s\[(])-([a-z][a-z0-9-]*)`)
+	quotedRE     = regexp.MustCompile(`"[^"]*"|'[^']*'`) // a quoted shell word
 	linkRE       = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	sectRE       = regexp.MustCompile(`docs/architecture\.md\s+§(\d+)`)
 	localRE      = regexp.MustCompile(`(?:^|[^\w/])§(\d+)`)

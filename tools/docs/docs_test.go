@@ -385,3 +385,16 @@ func TestReadmeShellLines(t *testing.T) {
 		t.Errorf("ran %d README shell lines; the key block (genkey, derivekey) should run", ran)
 	}
 }
+
+// TestFlagsOfSkipsQuotedValuesAndOtherPrograms: flags inside a quoted
+// value and after " -- " belong to something else.
+func TestFlagsOfSkipsQuotedValuesAndOtherPrograms(t *testing.T) {
+	got := flagsOf(`qsplice-lab up -name x -frontend-args "-timeline F -capture G" -backends 2`)
+	if strings.Join(got, ",") != "name,frontend-args,backends" {
+		t.Errorf("quoted: %v", got)
+	}
+	got = flagsOf(`qsplice-lab exec -name x c1 -- wrk -t2 -c16 http://vip/`)
+	if strings.Join(got, ",") != "name" {
+		t.Errorf("after --: %v", got)
+	}
+}

@@ -182,7 +182,15 @@ func command(doc string, line int, text string) (Command, bool) {
 	return c, true
 }
 
+// flagsOf returns the flags text passes to its binary: not those inside
+// quotes (the value of a flag such as -frontend-args "-timeline F"), nor
+// those after " -- " (another program's, as in qsplice-lab exec c1 --
+// wrk -c16).
 func flagsOf(text string) []string {
+	if i := strings.Index(text, " -- "); i >= 0 {
+		text = text[:i]
+	}
+	text = quotedRE.ReplaceAllString(text, `""`)
 	var flags []string
 	for _, m := range flagRE.FindAllStringSubmatch(text, -1) {
 		flags = append(flags, m[1])
