@@ -76,6 +76,18 @@ func eachTCP(t *testing.T, file string, f func(ip *layers.IPv4, tcp *layers.TCP)
 
 // sharedTempDir is a temporary directory the lab's daemons (nobody, with
 // two capabilities) can search, unlike t.TempDir's; removed at the end.
+// writableTempDir is a temporary directory the lab's daemons, which run
+// as nobody, may create files in (a timeline, a capture), removed when
+// the test ends.
+func writableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := sharedTempDir(t)
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func sharedTempDir(t *testing.T) string {
 	t.Helper()
 	dir, err := lab.SharedTempDir("qsplice-e2e-")

@@ -24,7 +24,7 @@ import (
 // the committed capture).
 func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
 	const conns, parallel, size = 200, 8, 4 << 10
-	file := filepath.Join(t.TempDir(), "timeline.jsonl")
+	file := filepath.Join(writableTempDir(t), "timeline.jsonl") // the front-end, run as nobody, writes it
 	l := extraLab(t, "h", func(cfg *lab.Config) {
 		cfg.Backends = 2
 		cfg.FrontendArgs = append(cfg.FrontendArgs, "-timeline", file, "-linger", "1s")
