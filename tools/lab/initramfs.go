@@ -123,11 +123,12 @@ func writeInitramfs(path string, s initramfsSpec) error {
 }
 
 // guestModules returns the .ko files (dependencies first) that make the
-// named modules available in a guest running kernel version ver; a module
-// built into the kernel (modules.builtin) needs nothing. Compressed
-// modules are refused: busybox's insmod takes plain ELF objects.
-func guestModules(ver string, names []string) ([]string, error) {
-	dir := filepath.Join("/lib/modules", ver)
+// named modules available in a guest running the kernel whose modules are
+// in dir (/lib/modules/VERSION); a module built into the kernel
+// (modules.builtin) needs nothing. Compressed modules are refused:
+// busybox's insmod takes plain ELF objects.
+func guestModules(dir string, names []string) ([]string, error) {
+	ver := filepath.Base(dir)
 	builtin, err := os.ReadFile(filepath.Join(dir, "modules.builtin"))
 	if err != nil {
 		return nil, fmt.Errorf("lab: guest kernel %s: %w", ver, err)

@@ -251,7 +251,7 @@ func (l *Lab) prepareVM(k int) error {
 			return err
 		}
 	}
-	modules, err := guestModules(kernelVersion(l.cfg.VMKernel), vmModules)
+	modules, err := guestModules(filepath.Join("/lib/modules", kernelVersion(l.cfg.VMKernel)), vmModules)
 	if err != nil {
 		return err
 	}

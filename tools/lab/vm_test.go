@@ -38,6 +38,10 @@ func staticBins(t *testing.T) string {
 // through the VIP from it, sha256-exact, checks on the front-end's switch
 // port that no response byte passed the front-end, and checks that Down
 // leaves no namespace, TAP, QEMU or file behind.
+//
+// It runs with the lab's offloads on (virtio-net TSO and checksum offload
+// negotiated by the guest, super-frames through the shim) and off
+// (MTU-sized frames, complete checksums), as make test runs the e2e suite.
 func TestVMBackend(t *testing.T) {
 	requireRoot(t)
 	if err := CheckVMSupport(); err != nil {
@@ -46,11 +50,21 @@ func TestVMBackend(t *testing.T) {
 		}
 		t.Skipf("cannot run a VM back-end here: %v", err)
 	}
+	bins := staticBins(t)
+	for _, offloads := range []bool{true, false} {
+		t.Run("offloads-"+map[bool]string{true: "on", false: "off"}[offloads], func(t *testing.T) {
+			testVMBackend(t, bins, offloads)
+		})
+	}
+}
+
+func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 	cfg := daemonConfig(t)
+	cfg.Offloads = offloads
 	cfg.Backends = 1
 	cfg.VMBackends = []int{1}
 	cfg.Nginx = false
-	cfg.VMBinDir = staticBins(t)
+	cfg.VMBinDir = staticBinDir
 	cfg.BackendArgs = []string{"-linger", "1s"}
 	accel := VMAccel()
 
