@@ -81,7 +81,8 @@ type initramfsSpec struct {
 
 // writeInitramfs writes the archive to path.
 func writeInitramfs(path string, s initramfsSpec) error {
-	f, err := os.Create(path)
+	// 0600: the archive holds the back-end's key.
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}

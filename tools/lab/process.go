@@ -142,6 +142,9 @@ func (l *Lab) checkPrograms() error {
 			errs = append(errs, fmt.Errorf("lab: %s needs %s: %w", p.name, prog, err))
 		}
 	}
+	if len(l.cfg.VMBackends) > 0 {
+		errs = append(errs, CheckVMSupport())
+	}
 	for _, tool := range []string{"ip", "ethtool"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			errs = append(errs, fmt.Errorf("lab: %w", err))

@@ -71,6 +71,12 @@ func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 	start := time.Now()
 	l := upLab(t, cfg)
 	t.Logf("lab with a VM back-end (%s) up in %v", accel, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { // before upLab's Down, which removes the logs
+		if t.Failed() {
+			console, _ := os.ReadFile(l.VMConsolePath(1))
+			t.Logf("guest console:\n%s\nfront-end log:\n%s", console, l.logTail(frontendName, 40))
+		}
+	})
 	var qemuPID int
 	for _, p := range l.Processes() {
 		if p.Name == vmName(1) && p.Alive {
@@ -104,9 +110,25 @@ func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 		t.Errorf("%d response payload bytes to the client crossed the front-end's link; the guest's shim should send them directly", payload)
 	}
 
-	if t.Failed() {
-		console, _ := os.ReadFile(l.VMConsolePath(1))
-		t.Logf("guest console:\n%s", console)
+	if offloads {
+		// A guest stopped and started again boots afresh and its shim
+		// registers again.
+		if err := l.StopProcess(vmName(1)); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		if err := l.StartProcess(vmName(1)); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("guest restarted and registered in %v", time.Since(began).Round(time.Millisecond))
+		client.CloseIdleConnections()
+		fetchFromVM(t, client, 1<<20)
+		client.CloseIdleConnections()
+		for _, p := range l.Processes() {
+			if p.Name == vmName(1) {
+				qemuPID = p.PID
+			}
+		}
 	}
 	if err := l.Down(); err != nil {
 		t.Fatalf("Down: %v", err)
