@@ -29,6 +29,8 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+	@mkdir -p $(BIN)/static
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/static/ ./cmd/qsplice-testserver ./cmd/qsplice-backend
 
 # Binaries, systemd units (with this PREFIX's paths written in), the
 # sysusers.d entry for the qsplice user, examples and documents. Nothing

@@ -118,6 +118,12 @@ type Config struct {
 	// CAP_NET_ADMIN and CAP_NET_RAW (privilege.go; README, "Privileges").
 	// DaemonUID 0 runs them as root with -allow-root.
 	DaemonUID, DaemonGID uint32
+
+	// VM back-ends (vm.go): the back-ends listed here are QEMU guests on
+	// a TAP of the lab's bridge instead of namespaces.
+	VMBackends []int  `json:",omitempty"`
+	VMKernel   string `json:",omitempty"` // guest kernel; default: the newest /boot/vmlinuz-* with modules, cloud flavour first
+	VMBinDir   string `json:",omitempty"` // static qsplice-testserver and qsplice-backend; default: BinDir/static, else BinDir
 }
 
 // DefaultConfig returns the configuration the CLI starts from.
@@ -202,6 +208,9 @@ func (c Config) normalized() (Config, error) {
 		if size < 0 {
 			return c, fmt.Errorf("lab: negative file size %d", size)
 		}
+	}
+	if err := c.normalizeVM(); err != nil {
+		return c, err
 	}
 	abs, err := filepath.Abs(c.StateDir)
 	if err != nil {

@@ -45,6 +45,10 @@ func (l *Lab) processes() []procSpec {
 	var specs []procSpec
 	bin := func(name string) string { return filepath.Join(l.cfg.BinDir, name) }
 	for k := 1; k <= l.cfg.Backends; k++ {
+		if l.isVM(k) {
+			specs = append(specs, l.vmSpec(k)) // test server and shim inside the guest
+			continue
+		}
 		if l.cfg.TestServer {
 			specs = append(specs, procSpec{
 				name: testserverName(k), host: backendHost(k),
@@ -69,6 +73,9 @@ func (l *Lab) processes() []procSpec {
 		return specs
 	}
 	for k := 1; k <= l.cfg.Backends; k++ {
+		if l.isVM(k) {
+			continue
+		}
 		argv := []string{bin("qsplice-backend"), "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
 			"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
 			"-web-ports", webPorts, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", l.BackendKeyPath(k),
@@ -134,6 +141,9 @@ func (l *Lab) checkPrograms() error {
 		if _, err := exec.LookPath(prog); err != nil {
 			errs = append(errs, fmt.Errorf("lab: %s needs %s: %w", p.name, prog, err))
 		}
+	}
+	if len(l.cfg.VMBackends) > 0 {
+		errs = append(errs, CheckVMSupport())
 	}
 	for _, tool := range []string{"ip", "ethtool"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -120,7 +120,7 @@ func readConfig(stateDir string) (Config, error) {
 // the lab creates.
 func isStateEntry(name string) bool {
 	switch name {
-	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir, binCopyDir, userConfigFile:
+	case configFile, keyFile, pidDir, logDir, wwwDir, nginxDir, binCopyDir, userConfigFile, vmDir:
 		return true
 	}
 	if rest, ok := strings.CutPrefix(name, keyFile+"-b"); ok { // a back-end's key

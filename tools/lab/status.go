@@ -85,6 +85,7 @@ func (l *Lab) WriteStatus(ctx context.Context, w io.Writer) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "  (none configured)")
 	}
+	l.writeVMStatus(w)
 
 	if !c.Daemons {
 		return nil

@@ -26,6 +26,9 @@ const (
 func (l *Lab) buildTopology() error {
 	hosts := l.Hosts()
 	for _, h := range append([]string{"sw"}, hosts...) {
+		if l.vmHost(h) {
+			continue // a QEMU guest on a TAP in the switch (vm.go)
+		}
 		ns := l.NS(h)
 		if err := netns.Add(ns); err != nil {
 			return err
@@ -46,6 +49,10 @@ func (l *Lab) buildTopology() error {
 		"link set " + bridgeDev + " up",
 	}
 	for _, h := range hosts {
+		if l.vmHost(h) {
+			swCmds = append(swCmds, l.vmTapCmds(h)...)
+			continue
+		}
 		// The peer is created directly in the host's namespace under its
 		// final name, so there is never a second "eth0" in the switch.
 		swCmds = append(swCmds,
@@ -56,6 +63,9 @@ func (l *Lab) buildTopology() error {
 		return err
 	}
 	for _, h := range hosts {
+		if l.vmHost(h) {
+			continue // QEMU sets its TAP's offloads from the guest's virtio features
+		}
 		if err := l.linkOffloads(sw, h); err != nil {
 			return err
 		}
@@ -74,6 +84,9 @@ func (l *Lab) buildTopology() error {
 		return err
 	}
 	for k := 1; k <= l.cfg.Backends; k++ {
+		if l.isVM(k) {
+			continue // the guest's init does this (vm.go)
+		}
 		ns := l.NS(backendHost(k))
 		// No address on eth0: the shim owns the wire in userspace and sees
 		// frames for the back-end's MAC and the VIP's clients alike. The
@@ -199,11 +212,17 @@ func (l *Lab) topologyComplete() (bool, string) {
 		if !linkExists(sw, h) {
 			return false, sw + " " + h
 		}
+		if l.vmHost(h) {
+			continue
+		}
 		if !linkExists(l.NS(h), hostDev) {
 			return false, l.NS(h) + " " + hostDev
 		}
 	}
 	for k := 1; k <= l.cfg.Backends; k++ {
+		if l.isVM(k) {
+			continue
+		}
 		if !linkExists(l.NS(backendHost(k)), tapDev) {
 			return false, l.NS(backendHost(k)) + " " + tapDev
 		}

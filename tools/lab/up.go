@@ -199,7 +199,7 @@ func (l *Lab) StartProcess(name string) error {
 	if p.ready != nil {
 		checks = append(checks, p.ready)
 	}
-	if p.daemon && p.backend > 0 {
+	if (p.daemon || l.isVM(p.backend)) && p.backend > 0 { // a VM back-end's shim is in the guest
 		if fe, err := l.spec(frontendName); err == nil && l.status(fe).alive {
 			watch = append(watch, fe)
 			checks = append(checks, l.shimRegisteredCheck(p.backend), l.frontendCheck(p.backend))

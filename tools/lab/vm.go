@@ -1,0 +1,377 @@
+package lab
+
+// VM back-ends: `qsplice-lab up -vm b1` makes back-end k a QEMU guest
+// instead of a namespace. The guest's virtio NIC is a host TAP named bK
+// on the lab's bridge in the switch namespace, where a namespace
+// back-end has its veth; QEMU runs in the switch namespace, so Down's
+// sweep of the lab's namespaces ends it, and deleting the namespace
+// deletes the TAP.
+//
+// The shim runs inside the guest, exactly as in a namespace back-end:
+// wire = the guest's eth0 (AF_PACKET), tap0 in the guest with the
+// back-end's address, the same flags and the back-end's key. The other
+// design, a shim on the host on the guest's TAP (for an unmodified guest
+// OS), needs the guest's frames to reach the shim instead of QEMU's
+// virtio back-end: a second TAP pair or a bridge the shim sits between,
+// with the shim's own "tap0" becoming QEMU's device, and TCP offload
+// negotiation between guest and shim. Inside the guest nothing changes
+// for the shim, the test covers the same code a deployment runs, and the
+// guest is a real kernel with a real NIC driver (virtio-net with its
+// offloads) under the shim, which is what a VM lab is for.
+//
+// What the guest runs: qsplice-testserver on :8080 and the shim. nginx is
+// not in the guest (port 80 is not served by a VM back-end).
+//
+// The guest boots Debian's kernel from /boot with an initramfs the lab
+// builds (initramfs.go): busybox-static, the modules the guest needs, the
+// static binaries, the key (in the initramfs, not on the kernel command
+// line, which any guest process and the host's ps can read) and /init.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	vmDir        = "vm" // state-directory entry with the guests' initramfs files
+	vmReadyMark  = "qsplice-vm: ready"
+	qemuProgram  = "qemu-system-x86_64"
+	vmMemory     = "512"
+	kvmDevice    = "/dev/kvm"
+	busyboxPath  = "/bin/busybox"
+	vmBinStatic  = "static"
+	vmTestServer = "qsplice-testserver"
+	vmShim       = "qsplice-backend"
+)
+
+// vmModules are the modules the guest needs; those built into the
+// kernel are skipped (guestModules).
+var vmModules = []string{"virtio_pci", "virtio_net", "tun", "af_packet", "virtio_rng"}
+
+func vmName(k int) string { return "vm-" + backendHost(k) }
+
+// isVM reports whether back-end k is a QEMU guest.
+func (l *Lab) isVM(k int) bool { return l.cfg.isVM(k) }
+
+func (c Config) isVM(k int) bool {
+	for _, v := range c.VMBackends {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// vmHost reports whether host (b1, ...) is a VM back-end.
+func (l *Lab) vmHost(host string) bool {
+	if rest, ok := strings.CutPrefix(host, "b"); ok {
+		k, err := strconv.Atoi(rest)
+		return err == nil && l.isVM(k)
+	}
+	return false
+}
+
+// ParseVMHosts turns "b1,b3" into [1 3].
+func ParseVMHosts(s string) ([]int, error) {
+	var ks []int
+	for _, h := range strings.Split(s, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		rest, ok := strings.CutPrefix(h, "b")
+		k, err := strconv.Atoi(rest)
+		if !ok || err != nil || k < 1 {
+			return nil, fmt.Errorf("-vm %q: want back-end hosts b1,b2,... (a VM front-end is not built yet)", h)
+		}
+		ks = append(ks, k)
+	}
+	return ks, nil
+}
+
+// normalizeVM checks the VM back-ends and picks the guest kernel.
+func (c *Config) normalizeVM() error {
+	if len(c.VMBackends) == 0 {
+		return nil
+	}
+	for _, k := range c.VMBackends {
+		if k < 1 || k > c.Backends {
+			return fmt.Errorf("lab: VM back-end b%d: the lab has b1..b%d", k, c.Backends)
+		}
+	}
+	c.ReadyTimeout = max(c.ReadyTimeout, vmBootTimeout)
+	if c.VMKernel == "" {
+		kernel, err := FindGuestKernel()
+		if err != nil {
+			return err
+		}
+		c.VMKernel = kernel
+	}
+	if c.VMBinDir == "" {
+		c.VMBinDir = c.BinDir
+		if st, err := os.Stat(filepath.Join(c.BinDir, vmBinStatic)); err == nil && st.IsDir() {
+			c.VMBinDir = filepath.Join(c.BinDir, vmBinStatic)
+		}
+	}
+	return nil
+}
+
+// FindGuestKernel returns the kernel a VM back-end boots: the newest
+// /boot/vmlinuz-* whose modules are installed, a cloud flavour first
+// (linux-image-cloud-amd64: virtio drivers, small).
+func FindGuestKernel() (string, error) {
+	paths, _ := filepath.Glob("/boot/vmlinuz-*")
+	var usable []string
+	for _, p := range paths {
+		if _, err := os.Stat(filepath.Join("/lib/modules", kernelVersion(p), "modules.dep")); err == nil {
+			usable = append(usable, p)
+		}
+	}
+	if len(usable) == 0 {
+		return "", fmt.Errorf("lab: no guest kernel: no /boot/vmlinuz-* with modules in /lib/modules (apt-get install linux-image-cloud-amd64)")
+	}
+	sort.SliceStable(usable, func(i, j int) bool {
+		ci, cj := strings.Contains(usable[i], "cloud"), strings.Contains(usable[j], "cloud")
+		if ci != cj {
+			return ci
+		}
+		return usable[i] > usable[j]
+	})
+	return usable[0], nil
+}
+
+func kernelVersion(vmlinuz string) string {
+	return strings.TrimPrefix(filepath.Base(vmlinuz), "vmlinuz-")
+}
+
+// VMAccel is how the guests run: "kvm" when /dev/kvm opens for reading
+// and writing and the CPU has hardware virtualisation (vmx or svm in
+// /proc/cpuinfo), "tcg" (QEMU's emulator, slower) otherwise. The CPU
+// check matters inside VMs without nested virtualisation: there /dev/kvm
+// may exist and open, yet a guest started on it never runs (measured on
+// this project's Firecracker build machines: no console output at all).
+func VMAccel() string {
+	f, err := os.OpenFile(kvmDevice, os.O_RDWR, 0)
+	if err != nil {
+		return "tcg"
+	}
+	f.Close()
+	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "tcg"
+	}
+	for _, line := range strings.Split(string(cpuinfo), "\n") {
+		if name, flags, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "flags" {
+			for _, f := range strings.Fields(flags) {
+				if f == "vmx" || f == "svm" {
+					return "kvm"
+				}
+			}
+			return "tcg"
+		}
+	}
+	return "tcg"
+}
+
+// CheckVMSupport says why VM back-ends cannot run here, or nil.
+func CheckVMSupport() error {
+	if _, err := exec.LookPath(qemuProgram); err != nil {
+		return fmt.Errorf("lab: VM back-ends need %s (apt-get install qemu-system-x86): %w", qemuProgram, err)
+	}
+	if _, err := os.Stat(busyboxPath); err != nil {
+		return fmt.Errorf("lab: VM back-ends need a static busybox at %s (apt-get install busybox-static): %w", busyboxPath, err)
+	}
+	if ok, err := isStaticELF(busyboxPath); err != nil || !ok {
+		return fmt.Errorf("lab: %s is not a static busybox (apt-get install busybox-static)", busyboxPath)
+	}
+	_, err := FindGuestKernel()
+	return err
+}
+
+// vmInitramfsPath is back-end k's initramfs in the state directory.
+func (l *Lab) vmInitramfsPath(k int) string {
+	return l.statePath(vmDir, "initramfs-"+backendHost(k)+".cpio")
+}
+
+// VMConsolePath is back-end k's serial console log.
+func (l *Lab) VMConsolePath(k int) string { return l.statePath(logDir, vmName(k)+".console") }
+
+// vmGuestMAC is the MAC of the guest's virtio NIC. The back-end's MAC on
+// the wire is tap0's (BackendMAC), which the shim answers for; eth0's
+// own only has to be unique on the bridge.
+func (l *Lab) vmGuestMAC(k int) string { return fmt.Sprintf("02:00:c6:12:01:%02x", 20+k) }
+
+// vmSpec is the process of VM back-end k: QEMU in the switch namespace.
+func (l *Lab) vmSpec(k int) procSpec {
+	accel := VMAccel()
+	cpu := "max"
+	if accel == "kvm" {
+		cpu = "host"
+	}
+	nic := "virtio-net-pci,netdev=n0,mac=" + l.vmGuestMAC(k)
+	if !l.cfg.Offloads {
+		// MTU-sized frames with complete checksums, as on the other links.
+		nic += ",csum=off,guest_csum=off,gso=off,host_tso4=off,host_tso6=off,host_ecn=off,host_ufo=off," +
+			"guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off"
+	}
+	argv := []string{qemuProgram,
+		"-name", l.cfg.Name + "-" + backendHost(k),
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-accel", accel, "-cpu", cpu, "-smp", "1", "-m", vmMemory,
+		"-kernel", l.cfg.VMKernel, "-initrd", l.vmInitramfsPath(k),
+		"-append", "console=ttyS0 panic=-1 ipv6.disable=1 net.ifnames=0",
+		"-serial", "file:" + l.VMConsolePath(k),
+		"-netdev", "tap,id=n0,ifname=" + backendHost(k) + ",script=no,downscript=no,vnet_hdr=on",
+		"-device", nic,
+		"-device", "virtio-rng-pci",
+	}
+	return procSpec{
+		name: vmName(k), host: "sw", argv: argv,
+		prepare: func() error { return l.prepareVM(k) },
+		backend: k,
+		ready:   l.vmBootedCheck(k),
+	}
+}
+
+// prepareVM writes back-end k's initramfs and makes sure its TAP is on
+// the bridge (it is persistent: it outlives a QEMU that stopped).
+func (l *Lab) prepareVM(k int) error {
+	if err := os.MkdirAll(l.statePath(vmDir), 0o700); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if !linkExists(l.NS("sw"), backendHost(k)) {
+		if err := ipBatch(l.NS("sw"), l.vmTapCmds(backendHost(k))); err != nil {
+			return err
+		}
+	}
+	modules, err := guestModules(filepath.Join("/lib/modules", kernelVersion(l.cfg.VMKernel)), vmModules)
+	if err != nil {
+		return err
+	}
+	bins := make(map[string]string)
+	for _, b := range []string{vmTestServer, vmShim} {
+		p := filepath.Join(l.cfg.VMBinDir, b)
+		static, err := isStaticELF(p)
+		if err != nil {
+			return fmt.Errorf("lab: VM back-end b%d: %w", k, err)
+		}
+		if !static {
+			return fmt.Errorf("lab: VM back-end b%d: %s is dynamically linked; the guest has no libc: build it with CGO_ENABLED=0 into %s (make build does)",
+				k, p, filepath.Join(l.cfg.BinDir, vmBinStatic))
+		}
+		bins[b] = p
+	}
+	key, err := os.ReadFile(l.BackendKeyPath(k))
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	// A fresh console log per boot, so the ready check reads this boot's.
+	if err := os.Remove(l.VMConsolePath(k)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("lab: %w", err)
+	}
+	return writeInitramfs(l.vmInitramfsPath(k), initramfsSpec{
+		busybox:  busyboxPath,
+		modules:  modules,
+		binaries: bins,
+		files:    map[string][]byte{"/etc/qsplice/key": key},
+		init:     l.vmInit(k),
+	})
+}
+
+// vmTapCmds create a VM back-end's TAP on the bridge, in the switch.
+func (l *Lab) vmTapCmds(host string) []string {
+	return []string{
+		"tuntap add name " + host + " mode tap",
+		"link set " + host + " master " + bridgeDev + " up",
+	}
+}
+
+// vmInit is the guest's /init: the namespace back-end's setup (topology.go)
+// and processes (process.go), in busybox sh.
+func (l *Lab) vmInit(k int) string {
+	q := func(args []string) string {
+		out := make([]string, len(args))
+		for i, a := range args {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		return strings.Join(out, " ")
+	}
+	server := append([]string{"/bin/" + vmTestServer, "-listen", ":8080", "-id", strconv.Itoa(k),
+		"-service-time", l.cfg.ServiceTime.String()}, l.cfg.TestServerArgs...)
+	shim := append([]string{"/bin/" + vmShim, "-allow-root", "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
+		"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
+		"-web-ports", "8080", "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", "/etc/qsplice/key",
+		"-tap-mac", l.BackendMAC(k).String(), "-admin", fmt.Sprintf("%s:%d", l.BackendAddr(k), BackendAdminPort),
+		"-offloads=" + strconv.FormatBool(l.cfg.Offloads), "-workers", "1"}, l.cfg.BackendArgs...)
+	var b strings.Builder
+	fmt.Fprintf(&b, `#!/bin/sh
+# qsplice-lab VM back-end b%d
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+for m in $(cat /etc/qsplice/modules); do insmod /lib/modules/$m || echo "qsplice-vm: insmod $m failed"; done
+ip link set lo up
+# As in a namespace back-end: the shim owns the wire in userspace; no ARP
+# and strict reverse-path filtering keep the kernel off it.
+ip link set %s arp off promisc on up
+echo 1 > /proc/sys/net/ipv4/conf/%s/rp_filter
+`, k, hostDev, hostDev)
+	if l.cfg.TestServer {
+		fmt.Fprintf(&b, "%s &\n", q(server))
+	}
+	if l.cfg.Daemons {
+		fmt.Fprintf(&b, "%s &\n", q(shim))
+	}
+	fmt.Fprintf(&b, "echo '%s'\nwait\necho 'qsplice-vm: every process exited'\npoweroff -f\n", vmReadyMark)
+	return b.String()
+}
+
+// vmBootedCheck succeeds once the guest's console shows that its init
+// started the test server and the shim. Registration with the front-end
+// is the front-end's ready check, as for every back-end.
+func (l *Lab) vmBootedCheck(k int) *readyCheck {
+	return &readyCheck{
+		what:  fmt.Sprintf("VM back-end b%d (%s on its console %s)", k, vmReadyMark, l.VMConsolePath(k)),
+		owner: vmName(k),
+		check: func(ctx context.Context) error {
+			data, err := os.ReadFile(l.VMConsolePath(k))
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(data), vmReadyMark) {
+				return nil
+			}
+			lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+			if len(lines) > tailLines {
+				lines = lines[len(lines)-tailLines:]
+			}
+			return fmt.Errorf("not booted yet; last console lines:\n%s", strings.Join(lines, "\n"))
+		},
+	}
+}
+
+// writeVMStatus adds the VM back-ends to a status report.
+func (l *Lab) writeVMStatus(w io.Writer) {
+	if len(l.cfg.VMBackends) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nVM back-ends (QEMU with %s, kernel %s; test server on :8080 only, no nginx):\n",
+		strings.ToUpper(VMAccel()), l.cfg.VMKernel)
+	for _, k := range l.cfg.VMBackends {
+		fmt.Fprintf(w, "  b%d: TAP %s on %s in %s, console %s\n", k, backendHost(k), bridgeDev, l.NS("sw"), l.VMConsolePath(k))
+	}
+}
+
+// vmBootTimeout is the least ReadyTimeout of a lab with VM back-ends: a
+// guest under TCG takes tens of seconds to boot.
+const vmBootTimeout = 120 * time.Second
