@@ -3,13 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/internal/flagcheck"
 )
 
 // profile is -cpuprofile: serve starts it once everything was checked.
@@ -44,27 +41,9 @@ func checkFlags(cfg *frontend.Config) error {
 		errs = append(errs, fmt.Errorf("-link-type %q: want afpacket or tap", cfg.LinkType))
 	}
 	if cfg.Admin != "" {
-		if err := checkHostPort(cfg.Admin); err != nil {
+		if err := flagcheck.HostPort(cfg.Admin); err != nil {
 			errs = append(errs, fmt.Errorf("-admin %q: %v", cfg.Admin, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// checkHostPort accepts what net.Listen("tcp", s) can bind: a host (or
-// nothing) and a port number.
-func checkHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return errors.New("want HOST:PORT")
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("bad port %q", port)
-	}
-	if host != "" {
-		if _, err := netip.ParseAddr(host); err != nil && strings.ContainsAny(host, " /:") {
-			return fmt.Errorf("bad host %q", host)
-		}
-	}
-	return nil
 }

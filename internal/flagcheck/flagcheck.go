@@ -1,0 +1,31 @@
+// Package flagcheck holds the checks the daemons' command lines share,
+// so that both refuse a bad value in the same words before they open or
+// create anything.
+package flagcheck
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// HostPort accepts what net.Listen("tcp", s) can bind: a host (or
+// nothing) and a port number.
+func HostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want HOST:PORT")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("bad port %q", port)
+	}
+	if host != "" {
+		if _, err := netip.ParseAddr(host); err != nil && strings.ContainsAny(host, " /:") {
+			return fmt.Errorf("bad host %q", host)
+		}
+	}
+	return nil
+}
