@@ -40,7 +40,8 @@ const (
 	uringCancelAll = 1 << 0
 	uringCancelAny = 1 << 2
 
-	uringRegisterFiles = 2
+	uringRegisterFiles   = 2
+	uringUnregisterFiles = 3
 )
 
 type uringSQOffsets struct {
@@ -262,8 +263,15 @@ func (r *uring) advance() {
 }
 
 // close unmaps the queues and closes the ring, which cancels whatever is
-// still in flight.
+// still in flight. The registered file is unregistered first: the ring's
+// teardown runs later in a kernel worker, and until then its reference
+// would keep the device open (a TAP would outlive its last queue, and a
+// shim restarted at once would attach to the dying device).
 func (r *uring) close() error {
+	if r.fixedFile {
+		unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uringUnregisterFiles, 0, 0, 0, 0)
+		r.fixedFile = false
+	}
 	if r.sqeMem != nil {
 		unix.Munmap(r.sqeMem)
 	}

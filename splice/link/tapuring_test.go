@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -313,9 +314,10 @@ func firstDifference(a, b []byte) int {
 }
 
 // TestUringTAPCloseUnblocksRead: a ReadFrame waiting for a frame returns
-// net.ErrClosed when the link is closed, and the TAP queue is closed too.
+// net.ErrClosed when the link is closed, and the TAP queue is closed too,
+// so the device is gone when Close returns.
 func TestUringTAPCloseUnblocksRead(t *testing.T) {
-	_, u := newUringTAP(t)
+	ns, u := newUringTAP(t)
 	readErr := make(chan error)
 	go func() {
 		_, err := u.ReadFrame(make([]byte, MaxFrame))
@@ -326,6 +328,11 @@ func TestUringTAPCloseUnblocksRead(t *testing.T) {
 	}
 	if err := <-readErr; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("read: %v, want net.ErrClosed", err)
+	}
+	// Gone at once: nothing (the ring's registered file) keeps it open
+	// until the ring's deferred teardown.
+	if out, err := exec.Command("ip", "-n", ns, "link", "show", tapName).CombinedOutput(); err == nil {
+		t.Errorf("%s still exists after Close:\n%s", tapName, out)
 	}
 	if _, err := u.tap.ReadBatch(NewBatch(1, 100)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("the TAP queue after Close: %v, want closed", err)
