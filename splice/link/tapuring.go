@@ -20,17 +20,24 @@ import (
 // frame it writes, mostly the clients' ACKs; under bulk load that was
 // about half a system call per frame on the shim (docs/results.md).
 //
-// Reads: Slots reads are kept in flight, each into a slot of memory
-// mapped for the purpose (the kernel writes into it while the read waits,
-// so it must be memory the Go runtime neither moves nor frees). A slot
+// Reads: one multishot read (IORING_OP_READ_MULTISHOT, Linux 6.7) stays
+// armed on the device and reads every frame as it comes into a buffer of
+// its choice from a ring of provided buffers (IORING_REGISTER_PBUF_RING):
+// Slots slots of memory mapped for the purpose, which the Go runtime
+// neither moves nor frees while the kernel may write into them. A slot
 // holds the vnet header and then up to MaxFrame bytes. ReadBatch collects
 // the completed reads from the completion queue without a system call and
 // lends the caller their slots: after ReadBatch returned n, b.Bufs[i] for
 // i < n is replaced by a slice of the slot, valid until the next
-// ReadBatch (which gives the slot back to the kernel) or Close. That is
-// the lifetime a Batch's frames have anyway; the lending saves the copy
-// of every super-frame that handing them over in the caller's buffers
-// would cost.
+// ReadBatch (which puts the slot back in the buffer ring, again without a
+// system call) or Close. That is the lifetime a Batch's frames have
+// anyway; the lending saves the copy of every super-frame that handing
+// them over in the caller's buffers would cost. One request, not one per
+// slot: reads waiting side by side would all be woken by each frame (a
+// device's wait queue wakes every waiter), and all but one would find
+// nothing and wait again, which cost more CPU than the system calls it
+// saved. When the buffers run out the multishot read ends (ENOBUFS) and
+// is armed again once slots come back.
 //
 // Writes: WriteBatch queues one writev per frame, linked so that the
 // kernel writes them in order and stops at the first it refuses (so its
@@ -56,12 +63,18 @@ type UringTAP struct {
 
 	// Read slots, in memory of their own (mem); frames[s] is slot s's
 	// frame area and hdrs[s] its vnet header.
-	mem      []byte
-	slots    int
-	hdrs     [][]byte
-	frames   [][]byte
-	inFlight int
-	lent     []int // slots the last ReadBatch lent out
+	mem    []byte
+	slots  int
+	hdrs   [][]byte
+	frames [][]byte
+	lent   []int // slots the last ReadBatch lent out
+	// The provided-buffer ring (at the start of mem): bufs are its
+	// entries; the kernel takes them from its head, bufTail is ours.
+	bufs     []uringBuf
+	bufTail  uint16
+	tailWord *uint32 // the 32-bit word holding bufs[0].bid and the tail
+	owned    int     // slots in the buffer ring, the kernel's to fill
+	armed    bool    // a multishot read is queued or in the kernel
 	done     []uringDone
 	doneHead int // done[doneHead:] are completed reads not yet delivered
 
@@ -81,6 +94,15 @@ type UringTAP struct {
 	emptyReads uint64
 }
 
+// uringBuf is struct io_uring_buf, an entry of a provided-buffer ring. The
+// ring's tail overlays the resv field of entry 0.
+type uringBuf struct {
+	addr uint64
+	len  uint32
+	bid  uint16
+	resv uint16
+}
+
 // uringDone is a completed read: its slot and its result (bytes read,
 // vnet header included, or a negative errno).
 type uringDone struct {
@@ -90,12 +112,15 @@ type uringDone struct {
 
 // UringTAPConfig tunes NewUringTAP.
 type UringTAPConfig struct {
-	// Slots is the number of reads kept in flight (0: 96). Each slot is
-	// MaxFrame bytes of memory plus its header. A ReadBatch delivers at
-	// most a third of them, so the kernel always has reads to complete
-	// while the caller holds the frames of the last two batches.
+	// Slots is the number of receive buffers (0: 96, at most 1024). Each
+	// is MaxFrame bytes of memory plus its header. A ReadBatch delivers
+	// at most a third of them, so the kernel has buffers to fill while
+	// the caller holds a batch and the next waits in the queue.
 	Slots int
 }
+
+// uringBufGroup is the provided-buffer group of the read slots.
+const uringBufGroup = 0
 
 // Kinds of request, in the top byte of a request's user data.
 const (
@@ -144,36 +169,53 @@ func NewUringTAP(t *OffloadTAP, cfg UringTAPConfig) (*UringTAP, error) {
 		u.release()
 		return nil, fmt.Errorf("tap %s: io_uring: %w", t.name, err)
 	}
+	if !ring.supports(uringOpReadMultishot) {
+		u.release()
+		return nil, fmt.Errorf("tap %s: io_uring: no multishot read (Linux 6.7 or later): %w", t.name, unix.EOPNOTSUPP)
+	}
+	if err := ring.registerBufRing(unsafe.Pointer(&u.bufs[0]), len(u.bufs), uringBufGroup); err != nil {
+		u.release()
+		return nil, fmt.Errorf("tap %s: io_uring: %w", t.name, err)
+	}
 	ring.useFile(t.fd)
 	// Blocking from now on, which only io_uring sees (the device supports
 	// IOCB_NOWAIT, so no read ever blocks a thread): on a non-blocking
-	// descriptor, a read that woke for a frame another read took ends
-	// with EAGAIN instead of waiting again (in TestUringTAPBumpSuperFramesBothWays,
-	// 91 of 727 reads did).
+	// descriptor, a read that wakes for a frame another reader took ends
+	// with EAGAIN instead of waiting again.
 	if err := unix.SetNonblock(t.fd, false); err != nil {
 		u.release()
 		return nil, fmt.Errorf("tap %s: %w", t.name, err)
 	}
+	for s := range slots {
+		u.lent = append(u.lent, s)
+	}
+	u.giveBack()
 	// Queued, not submitted: the kernel runs a read that had to wait in
 	// the thread that submitted it, and that should be the thread that
 	// drives the link (see Submit).
-	for s := range slots {
-		u.queueRead(s)
-	}
+	u.arm()
 	return u, nil
 }
 
 // allocate maps the slots and the write state, and makes the bookkeeping
 // slices; nothing allocates after this.
 func (u *UringTAP) allocate() error {
+	entries := 1
+	for entries < u.slots {
+		entries <<= 1
+	}
+	ringBytes := (entries*int(unsafe.Sizeof(uringBuf{})) + 4095) &^ 4095 // page-aligned, as the kernel wants
 	slotBytes := u.slots * uringSlotSize
 	whdrBytes := uringMaxWrites * 16
 	iovBytes := 2 * uringMaxWrites * int(unsafe.Sizeof(unix.Iovec{}))
-	mem, err := unix.Mmap(-1, 0, slotBytes+whdrBytes+iovBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := unix.Mmap(-1, 0, ringBytes+slotBytes+whdrBytes+iovBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("map buffers: %w", err)
 	}
 	u.mem = mem
+	u.bufs = unsafe.Slice((*uringBuf)(unsafe.Pointer(&mem[0])), entries)
+	u.tailWord = (*uint32)(unsafe.Pointer(&mem[12]))
+	mem = mem[ringBytes:]
 	u.hdrs, u.frames = make([][]byte, u.slots), make([][]byte, u.slots)
 	for s := range u.slots {
 		slot := mem[s*uringSlotSize : (s+1)*uringSlotSize]
@@ -207,12 +249,22 @@ func (u *UringTAP) release() {
 	}
 }
 
-// queueRead prepares the read into slot s.
-func (u *UringTAP) queueRead(s int) {
-	e := u.ring.next(uringOpRead, uringKindRead|uint64(s))
-	e.addr = uint64(uintptr(unsafe.Pointer(&u.hdrs[s][0])))
-	e.len = uint32(wire.VNetHdrLen + MaxFrame)
-	u.inFlight++
+// arm queues the multishot read, submitted with the next enter.
+func (u *UringTAP) arm() {
+	e := u.ring.next(uringOpReadMultishot, uringKindRead)
+	e.flags |= uringSQEBufferSelect
+	e.bufIndex = uringBufGroup // the union's buf_group
+	u.armed = true
+}
+
+// rearm arms the multishot read again if it ended and the kernel has
+// buffers to read into; it reports whether it queued the request.
+func (u *UringTAP) rearm() bool {
+	if u.armed || u.owned == 0 {
+		return false
+	}
+	u.arm()
+	return true
 }
 
 // reap moves every completion in the queue into the read and write
@@ -232,14 +284,12 @@ func (u *UringTAP) take(c *uringCQE) {
 	data := c.userData
 	switch data & uringKindMask {
 	case uringKindRead:
-		u.inFlight--
-		if c.res == -int32(unix.EAGAIN) {
-			u.emptyReads++
+		if d, ok := u.readDone(c); ok {
+			if u.doneHead == len(u.done) {
+				u.done, u.doneHead = u.done[:0], 0
+			}
+			u.done = append(u.done, d)
 		}
-		if u.doneHead == len(u.done) {
-			u.done, u.doneHead = u.done[:0], 0
-		}
-		u.done = append(u.done, uringDone{slot: int(data &^ uringKindMask), res: c.res})
 	case uringKindWrite:
 		if u.current(data) {
 			u.wres[uint32(data)] = c.res
@@ -254,12 +304,42 @@ func (u *UringTAP) current(data uint64) bool {
 	return uint32(data>>32)&0xffffff == u.wseq&0xffffff
 }
 
-// giveBack queues the reads of the slots the last ReadBatch lent out.
-func (u *UringTAP) giveBack() {
-	for _, s := range u.lent {
-		u.queueRead(s)
+// readDone accounts for a completion of the multishot read: ok with the
+// slot it filled (or its error), not ok for its end without a buffer
+// (ENOBUFS, a cancellation), which only disarms it.
+func (u *UringTAP) readDone(c *uringCQE) (uringDone, bool) {
+	if c.flags&uringCQEFMore == 0 {
+		u.armed = false
 	}
+	if c.res == -int32(unix.EAGAIN) {
+		u.emptyReads++
+	}
+	if c.flags&uringCQEFBuffer == 0 {
+		return uringDone{}, false
+	}
+	u.owned--
+	return uringDone{slot: int(c.flags >> uringCQEBufferShift), res: c.res}, true
+}
+
+// giveBack puts the slots the last ReadBatch lent out back in the buffer
+// ring, where the kernel takes them from without a system call.
+func (u *UringTAP) giveBack() {
+	if len(u.lent) == 0 {
+		return
+	}
+	mask := uint16(len(u.bufs) - 1)
+	for _, s := range u.lent {
+		b := &u.bufs[u.bufTail&mask]
+		b.addr = uint64(uintptr(unsafe.Pointer(&u.hdrs[s][0])))
+		b.len = uint32(wire.VNetHdrLen + MaxFrame)
+		b.bid = uint16(s)
+		u.bufTail++
+	}
+	u.owned += len(u.lent)
 	u.lent = u.lent[:0]
+	// Publish the tail (the upper half of the word whose lower half is
+	// bufs[0].bid, written above if at all) with a release store.
+	atomic.StoreUint32(u.tailWord, uint32(u.bufs[0].bid)|uint32(u.bufTail)<<16)
 }
 
 // FD implements BatchLink: the ring's descriptor, readable while
@@ -294,6 +374,11 @@ func (u *UringTAP) ReadBatch(b *Batch) (int, error) {
 		return 0, closedError(u.tap.name, "read")
 	}
 	u.giveBack()
+	if u.rearm() {
+		if err := u.ring.enter(0); err != nil {
+			return 0, fmt.Errorf("tap %s: read: %w", u.tap.name, err)
+		}
+	}
 	limit := min(len(b.Bufs), u.slots/3)
 	n := 0
 	var rerr error
@@ -327,17 +412,16 @@ func (u *UringTAP) ReadBatch(b *Batch) (int, error) {
 			break
 		}
 		if c.userData&uringKindMask == uringKindRead {
-			u.inFlight--
-			if c.res == -int32(unix.EAGAIN) {
-				u.emptyReads++
+			if d, ok := u.readDone(c); ok {
+				deliver(d)
 			}
-			deliver(uringDone{slot: int(c.userData &^ uringKindMask), res: c.res})
 		}
 		u.ring.advance()
 	}
-	// Normally the slots given back go with the pass's WriteBatch or
-	// Submit; submit them now if the kernel is running short of reads.
-	if u.ring.pending > 0 && u.inFlight-int(u.ring.pending) < u.slots/6 {
+	// The read ended (its buffers ran out) and slots are back: arm it
+	// again now, since the caller may sleep on FD before its next
+	// WriteBatch or Submit.
+	if u.rearm() {
 		if err := u.ring.enter(0); err != nil && rerr == nil {
 			rerr = fmt.Errorf("tap %s: read: %w", u.tap.name, err)
 		}
@@ -374,6 +458,7 @@ func (u *UringTAP) Submit() error {
 		return closedError(u.tap.name, "submit")
 	}
 	u.giveBack()
+	u.rearm()
 	if u.ring.pending == 0 {
 		return nil
 	}
@@ -400,6 +485,7 @@ func (u *UringTAP) WriteBatch(frames [][]byte, hdrs []wire.VNetHdr) (int, error)
 		return 0, closedError(u.tap.name, "write")
 	}
 	u.giveBack()
+	u.rearm()
 	sent := 0
 	for sent < len(frames) {
 		k := min(len(frames)-sent, uringMaxWrites)
@@ -558,6 +644,7 @@ func (u *UringTAP) readOne(buf []byte) (n int, got bool, err error) {
 	}
 	// Nothing completed: hand back the slots, then the caller waits.
 	u.giveBack()
+	u.rearm()
 	if u.ring.pending > 0 {
 		if err := u.ring.enter(0); err != nil {
 			return 0, false, fmt.Errorf("tap %s: read: %w", u.tap.name, err)
@@ -625,7 +712,7 @@ func (u *UringTAP) cancelReads(limit time.Duration) bool {
 	pfd := [1]unix.PollFd{{Fd: int32(u.ring.fd), Events: unix.POLLIN}}
 	for {
 		u.reap()
-		if u.inFlight == 0 {
+		if !u.armed {
 			return true
 		}
 		left := time.Until(deadline)

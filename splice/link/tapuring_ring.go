@@ -1,6 +1,7 @@
 package link
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -27,21 +28,30 @@ const (
 
 	uringFeatSingleMmap = 1 << 0
 
-	uringOpNop         = 0
-	uringOpWritev      = 2
-	uringOpAsyncCancel = 14
-	uringOpRead        = 22
+	uringOpNop           = 0
+	uringOpWritev        = 2
+	uringOpAsyncCancel   = 14
+	uringOpReadMultishot = 49
 
-	uringSQEFixedFile = 1 << 0
-	uringSQEIOLink    = 1 << 2
+	uringSQEFixedFile    = 1 << 0
+	uringSQEIOLink       = 1 << 2
+	uringSQEBufferSelect = 1 << 5
+
+	uringCQEFBuffer     = 1 << 0
+	uringCQEFMore       = 1 << 1
+	uringCQEBufferShift = 16
 
 	uringEnterGetEvents = 1 << 0
 
 	uringCancelAll = 1 << 0
 	uringCancelAny = 1 << 2
 
-	uringRegisterFiles   = 2
-	uringUnregisterFiles = 3
+	uringRegisterFiles    = 2
+	uringUnregisterFiles  = 3
+	uringRegisterProbe    = 8
+	uringRegisterPbufRing = 22
+
+	uringOpSupported = 1 << 0 // io_uring_probe_op.flags
 )
 
 type uringSQOffsets struct {
@@ -198,6 +208,37 @@ func (r *uring) useFile(fd int) {
 	if r.fixedFile {
 		r.target = 0
 	}
+}
+
+// supports asks the kernel whether it knows opcode op
+// (IORING_REGISTER_PROBE).
+func (r *uring) supports(op uint8) bool {
+	// struct io_uring_probe: last_op, ops_len, resv, resv2[3], then
+	// ops_len entries of struct io_uring_probe_op (op, resv, flags, resv2).
+	var probe [16 + 256*8]byte
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uringRegisterProbe,
+		uintptr(unsafe.Pointer(&probe[0])), 256, 0, 0)
+	if errno != 0 || int(op) > int(probe[0]) {
+		return false
+	}
+	entry := probe[16+int(op)*8:]
+	return entry[0] == op && binary.NativeEndian.Uint16(entry[2:])&uringOpSupported != 0
+}
+
+// registerBufRing registers entries provided-buffer ring entries at ring
+// (page-aligned memory) as buffer group group (IORING_REGISTER_PBUF_RING).
+func (r *uring) registerBufRing(ring unsafe.Pointer, entries int, group uint16) error {
+	// struct io_uring_buf_reg: ring_addr, ring_entries, bgid, flags, resv[3].
+	var reg [40]byte
+	binary.NativeEndian.PutUint64(reg[0:], uint64(uintptr(ring)))
+	binary.NativeEndian.PutUint32(reg[8:], uint32(entries))
+	binary.NativeEndian.PutUint16(reg[12:], group)
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), uringRegisterPbufRing,
+		uintptr(unsafe.Pointer(&reg[0])), 1, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("register provided-buffer ring: %w", errno)
+	}
+	return nil
 }
 
 // room is how many more SQEs can be prepared before an enter.
