@@ -428,9 +428,9 @@ func (w *worker) flush(now splice.Time) {
 		}
 	}
 	if w.tapRing != nil {
-		// The reads this pass's ReadBatch gave back, when no TAP write
-		// took them along: without it the device could run out of
-		// reads while the loop sleeps.
+		// The TAP's read, if it ended for want of buffers and no TAP
+		// write took it along: without it the device could be left
+		// unread while the loop sleeps. No system call otherwise.
 		if err := w.tapRing.Submit(); err != nil && !w.d.stopping.Load() {
 			w.writeFailed(w.tapRing, err)
 		}

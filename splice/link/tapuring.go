@@ -41,10 +41,11 @@ import (
 //
 // Writes: WriteBatch queues one writev per frame, linked so that the
 // kernel writes them in order and stops at the first it refuses (so its
-// count means what BatchLink says), together with the reads ReadBatch
-// gave back, and submits them with one io_uring_enter that also waits for
-// the writes to complete: nothing is retained when it returns. A pass
-// without TAP writes calls Submit to hand back the reads.
+// count means what BatchLink says), and submits them with one
+// io_uring_enter that also waits for the writes to complete: nothing is
+// retained when it returns. The enter also takes along the multishot read
+// if it has to be armed again; a pass without TAP writes calls Submit
+// for that (which makes no system call when there is nothing to submit).
 //
 // FD is the ring's descriptor, which a Poller sees readable while
 // completions wait in the queue. The kernel runs a read that waited for
@@ -92,6 +93,7 @@ type UringTAP struct {
 	// emptyReads counts reads that completed with EAGAIN (woken for a
 	// frame another read took), under mu.
 	emptyReads uint64
+	rearms     uint64 // times the multishot read was armed again, under mu
 }
 
 // uringBuf is struct io_uring_buf, an entry of a provided-buffer ring. The
@@ -264,6 +266,7 @@ func (u *UringTAP) rearm() bool {
 		return false
 	}
 	u.arm()
+	u.rearms++
 	return true
 }
 
@@ -445,19 +448,19 @@ func errnoOrShort(res int32) error {
 	return unix.EINVAL
 }
 
-// Submit hands the kernel the reads that are queued but not submitted:
-// what ReadBatch gave back, when no WriteBatch followed in the pass, and
-// at first the reads NewUringTAP queued. A read that waits for data runs
-// later in the thread that submitted it, so the loop that drives the link
-// should call Submit once from its own thread before it first waits on FD
-// (ReadFrame does so itself).
+// Submit hands the kernel the multishot read if it is queued but not
+// submitted: at first (NewUringTAP queues it), and after it ended for
+// want of buffers, when no WriteBatch followed in the pass to take it
+// along. Without a request to submit it makes no system call. A read
+// that waits for data runs later in the thread that submitted it, so the
+// loop that drives the link should call Submit once from its own thread
+// before it first waits on FD (ReadFrame does so itself).
 func (u *UringTAP) Submit() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closed.Load() {
 		return closedError(u.tap.name, "submit")
 	}
-	u.giveBack()
 	u.rearm()
 	if u.ring.pending == 0 {
 		return nil
@@ -484,7 +487,8 @@ func (u *UringTAP) WriteBatch(frames [][]byte, hdrs []wire.VNetHdr) (int, error)
 		u.ctr.txErrors.Add(1)
 		return 0, closedError(u.tap.name, "write")
 	}
-	u.giveBack()
+	// Only ReadBatch gives slots back: the frames written may be slices
+	// of the slots it lent last.
 	u.rearm()
 	sent := 0
 	for sent < len(frames) {

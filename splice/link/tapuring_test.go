@@ -470,3 +470,48 @@ func TestNewUringTAPFallsBackWhenRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestUringTAPReadsOnWhenBuffersRunOut: with six slots, a burst of
+// datagrams fills every buffer and ends the multishot read (ENOBUFS);
+// ReadBatch, which delivers two at a time, gives the slots back and arms
+// the read again, and every datagram arrives, in order.
+func TestUringTAPReadsOnWhenBuffersRunOut(t *testing.T) {
+	ns := nstest.New(t, "shimio-uring")
+	disableIPv6(t, ns)
+	var taps []*OffloadTAP
+	if err := nstest.Do(ns, func() error {
+		var err error
+		taps, err = OpenOffloadTAP(tapName, OffloadTAPConfig{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := NewUringTAP(taps[0], UringTAPConfig{Slots: 6})
+	if err != nil {
+		taps[0].Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	nstest.Run(t, "ip", "-n", ns, "addr", "add", tapAddr.String()+"/24", "dev", tapName)
+	nstest.Run(t, "ip", "-n", ns, "link", "set", tapName, "up")
+	if err := u.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	var sent []string
+	var payloads [][]byte
+	for i := range 40 {
+		sent = append(sent, fmt.Sprintf("datagram %d", i))
+		payloads = append(payloads, []byte(sent[i]))
+	}
+	sendUDP(t, ns, payloads...)
+	got, most := readDatagrams(t, u, NewBatch(16, 64), len(sent))
+	if fmt.Sprint(got) != fmt.Sprint(sent) {
+		t.Fatalf("datagrams %q, want %q", got, sent)
+	}
+	if most > 2 {
+		t.Errorf("a ReadBatch delivered %d frames with 6 slots, want at most 2", most)
+	}
+	if u.rearms == 0 {
+		t.Error("the multishot read never ended and was armed again: the test did not run out of buffers")
+	}
+}
