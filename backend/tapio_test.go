@@ -21,7 +21,7 @@ import (
 )
 
 func TestParseTAPIO(t *testing.T) {
-	for in, want := range map[string]TAPIO{"": TAPIOAuto, "auto": TAPIOAuto, "uring": TAPIOURing, "rw": TAPIORW} {
+	for in, want := range map[string]TAPIO{"": TAPIORW, "auto": TAPIOAuto, "uring": TAPIOURing, "rw": TAPIORW} {
 		if got, err := ParseTAPIO(in); got != want || err != nil {
 			t.Errorf("ParseTAPIO(%q) = %q %v, want %q", in, got, err, want)
 		}
@@ -51,8 +51,9 @@ func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // TestDaemonTAPIO runs the shim with each way of driving the TAP and
 // downloads through it byte for byte: io_uring (what auto picks on this
-// kernel), read/write, and auto on a kernel that refuses io_uring, which
-// falls back to read/write and says so once (-tap-io uring there fails).
+// kernel), read/write (also the default), and auto on a kernel that
+// refuses io_uring, which falls back to read/write and says so once
+// (-tap-io uring there fails).
 func TestDaemonTAPIO(t *testing.T) {
 	refuse := func(*link.OffloadTAP) (*link.UringTAP, error) {
 		return nil, fmt.Errorf("io_uring_setup: %w", unix.ENOSYS)
@@ -67,6 +68,7 @@ func TestDaemonTAPIO(t *testing.T) {
 		{"auto-2", TAPIOAuto, 2, false, "uring"},
 		{"uring-1", TAPIOURing, 1, false, "uring"},
 		{"rw-2", TAPIORW, 2, false, "rw"},
+		{"default-1", "", 1, false, "rw"},
 		{"auto-refused-2", TAPIOAuto, 2, true, "rw"},
 		{"uring-refused-1", TAPIOURing, 1, true, ""},
 	} {

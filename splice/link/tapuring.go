@@ -52,6 +52,13 @@ import (
 // data in the context of the thread that submitted it (task work); the
 // daemon's worker is one locked thread, so that is the worker.
 //
+// The price: each frame's read completes, and makes FD readable, as soon
+// as the frame arrives, where a readv loop takes whatever queued up by
+// the time the loop comes; under light load a loop's passes get smaller.
+// Measured in the lab (docs/results.md) that cost more CPU per short
+// request than the saved system calls, so the shim uses it only when
+// asked (its -tap-io flag).
+//
 // Open one with NewUringTAP; when the kernel has no io_uring or refuses it
 // (ENOSYS, EPERM with the kernel.io_uring_disabled sysctl, a seccomp
 // filter) it returns an error and the caller keeps the OffloadTAP.
