@@ -64,6 +64,10 @@ type Config struct {
 	// TxRing makes the wire sockets send through a memory-mapped
 	// transmit ring (link.TxRingConfig); nil: sendmmsg.
 	TxRing *link.TxRingConfig
+
+	// TAPIO is how the offload TAP's queues are read and written
+	// (tapio.go); "" is rw. Without Offloads it does not apply.
+	TAPIO TAPIO
 }
 
 func (c *Config) validate() error {
@@ -85,6 +89,9 @@ func (c *Config) validate() error {
 	}
 	if c.Capacity <= 0 || c.Capacity > 65535 {
 		errs = append(errs, fmt.Errorf("capacity: %d out of 1..65535", c.Capacity))
+	}
+	if _, err := ParseTAPIO(string(c.TAPIO)); err != nil {
+		errs = append(errs, fmt.Errorf("tap-io: %w", err))
 	}
 	if c.Workers < 0 || c.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers: %d out of 0..256", c.Workers))
@@ -108,6 +115,10 @@ type Daemon struct {
 	// on the plain path one water TAP, read by readPlainTAP.
 	taps     []*link.OffloadTAP
 	plainTAP *link.TAP
+	// tapLinks are what the workers drive, one per queue: the queue's
+	// UringTAP (also in urings) or the queue itself (tapio.go).
+	tapLinks []link.BatchLink
+	urings   []*link.UringTAP
 	wires    []*link.AFPacket
 	capture  *capture
 	ctl      *link.ControlSocket // read and written by workers[0]
@@ -235,13 +246,18 @@ func (d *Daemon) openTAP(n int) error {
 		return err
 	}
 	d.taps = taps
-	return nil
+	mode, _ := ParseTAPIO(string(d.cfg.TAPIO)) // validated
+	d.tapLinks, d.urings, err = tapLinks(taps, mode, openURing, d.log)
+	return err
 }
 
 // closeDevices closes whatever New opened; safe to call twice.
 func (d *Daemon) closeDevices() {
 	for _, w := range d.workers {
 		w.poller.Close()
+	}
+	for _, u := range d.urings {
+		u.Close() // and its queue
 	}
 	for _, t := range d.taps {
 		t.Close()
@@ -312,7 +328,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopOnCancel := context.AfterFunc(ctx, d.stop)
 	defer stopOnCancel()
 	d.log.Info("back-end shim up", "id", d.cfg.ID, "tap", d.cfg.TAP, "wire", d.cfg.Wire, "addr", d.cfg.Addr,
-		"mac", d.mac.String(), "frontend", d.cfg.Frontend, "workers", len(d.workers), "offloads", d.cfg.Offloads)
+		"mac", d.mac.String(), "frontend", d.cfg.Frontend, "workers", len(d.workers), "offloads", d.cfg.Offloads, "tap-io", d.tapIO())
 	err = <-errc // nil: stopped
 	d.stop()
 	wg.Wait()
@@ -322,6 +338,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	<-readerDone
 	return err
+}
+
+// tapIO names how the TAP is read and written, for the log.
+func (d *Daemon) tapIO() string {
+	switch {
+	case !d.cfg.Offloads:
+		return "water"
+	case len(d.urings) > 0:
+		return string(TAPIOURing)
+	}
+	return string(TAPIORW)
 }
 
 // stop makes every worker return.

@@ -75,8 +75,11 @@ type worker struct {
 	poller *link.Poller
 	ready  [8]uint32
 	wire   *link.AFPacket
-	tap    *link.OffloadTAP // nil on the plain path (Daemon.plainTAP)
-	wb, tb *link.Batch
+	tap    link.BatchLink // nil on the plain path (Daemon.plainTAP)
+	// tapRing is tap when it is a UringTAP: the pass ends with its
+	// Submit (see flush).
+	tapRing *link.UringTAP
+	wb, tb  *link.Batch
 
 	// The pass's output, split per link.
 	wireFrames, tapFrames [][]byte
@@ -158,8 +161,12 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 		return nil, err
 	}
 	if d.taps != nil {
-		w.tap = d.taps[id]
+		w.tap = d.tapLinks[id]
 		w.tb = link.NewBatch(batchFrames, link.MaxFrame)
+		if u, ok := w.tap.(*link.UringTAP); ok {
+			// It lends its own buffers (link.UringTAP.ReadBatch).
+			w.tapRing, w.tb = u, link.NewBatch(batchFrames, 64)
+		}
 		if err := p.Add(w.tap.FD(), tokTAP); err != nil {
 			p.Close()
 			return nil, err
@@ -202,6 +209,13 @@ func (w *worker) run() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	d := w.d
+	if w.tapRing != nil {
+		// The first reads, submitted from this thread: a read that
+		// waits for a frame runs later in its submitter's thread.
+		if err := w.tapRing.Submit(); err != nil {
+			return fmt.Errorf("backend: worker %d: %w", w.id, err)
+		}
+	}
 	for !d.stopping.Load() {
 		timeout := w.timeout()
 		w.asleep.Store(true)
@@ -411,6 +425,14 @@ func (w *worker) flush(now splice.Time) {
 					w.writeFailed(w.d.plainTAP, err)
 				}
 			}
+		}
+	}
+	if w.tapRing != nil {
+		// The TAP's read, if it ended for want of buffers and no TAP
+		// write took it along: without it the device could be left
+		// unread while the loop sleeps. No system call otherwise.
+		if err := w.tapRing.Submit(); err != nil && !w.d.stopping.Load() {
+			w.writeFailed(w.tapRing, err)
 		}
 	}
 	clear(w.wireFrames) // drop the references to buffers about to be reused

@@ -88,6 +88,7 @@ func main() {
 	// namespace, so the ring's own copy is extra; BenchmarkTxRingBump
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
+	tapIO := flag.String("tap-io", string(backend.TAPIORW), backend.TAPIOUsage)
 	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)
 	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {
@@ -132,6 +133,9 @@ func main() {
 	}
 	if cfg.TxRing, err = link.ParseTxRingFlag(*txRing); err != nil {
 		fail("-tx-ring: %v", err)
+	}
+	if cfg.TAPIO, err = backend.ParseTAPIO(*tapIO); err != nil {
+		fail("-tap-io: %v", err)
 	}
 	cfg.ID = uint32(*id)
 	cfg.ControlPort = uint16(*ctlPort)
