@@ -23,6 +23,25 @@ import (
 // N (in [0, 1)) is below F and tree I otherwise, where I and F are G's
 // integer and fractional parts: the same client sees the same quality as
 // long as G does not move past its N.
+//
+// # Periods nobody watched
+//
+// The monitor counts a completion when the front-end reads its report,
+// so a period during which the front-end did not run at all (its
+// process stalled: a loaded machine, a long garbage collection) shows
+// no completions, and the one after it all of them at once. Taken as
+// they come, the first reads U = 0 and pushes G up by k*U* per period,
+// where the clamp at M keeps only part of it, and the burst then pulls G
+// down without the matching part: on the shared 2-core lab a stall of
+// 300 ms sent G from 1.2 to 3 and U through 1.0 for a second, which put
+// whole seconds outside 0.85 +/- 0.05. So a period in which Feedback
+// was not called at all (unobserved) does not step G: its length is
+// carried into the next observed period, whose U is measured over both
+// and whose step is k times the number of periods it spans, the same
+// sum of k*(U* - U) over time that the periods taken one by one would
+// have added had the reports come in time. A cluster that is simply
+// idle is still called every period while G < M (NextExpiry), so its
+// periods are observed and G climbs back as before.
 type contentAdaptor struct {
 	m               int
 	a, b, target, k float64
@@ -30,6 +49,9 @@ type contentAdaptor struct {
 	served, bytes   uint64 // current period
 	lastR, lastW    float64
 	enabled         bool
+	// carried is how many unobserved periods the current one's
+	// measurement spans besides itself.
+	carried int
 }
 
 func newContentAdaptor(m int, a, b, target, k float64) contentAdaptor {
@@ -88,13 +110,19 @@ func (c *contentAdaptor) completed(bytes uint64) {
 	c.bytes += bytes
 }
 
-// endPeriod closes a period of the given length in seconds.
-func (c *contentAdaptor) endPeriod(seconds float64) {
-	c.lastR, c.lastW = float64(c.served)/seconds, float64(c.bytes)/seconds
-	c.served, c.bytes = 0, 0
+// endPeriod closes a period of the given length in seconds; observed
+// says whether Feedback was called during it (see contentAdaptor).
+func (c *contentAdaptor) endPeriod(seconds float64, observed bool) {
+	if !observed {
+		c.carried++
+		return
+	}
+	span := float64(1 + c.carried)
+	c.lastR, c.lastW = float64(c.served)/(seconds*span), float64(c.bytes)/(seconds*span)
+	c.served, c.bytes, c.carried = 0, 0, 0
 	if !c.enabled {
 		return
 	}
 	c.u = utilization(c.a, c.b, c.lastR, c.lastW)
-	c.g = nextG(c.g, c.k, c.target, c.u, c.m)
+	c.g = nextG(c.g, c.k*span, c.target, c.u, c.m)
 }

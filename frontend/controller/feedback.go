@@ -175,16 +175,24 @@ type FeedbackClassStatus struct {
 	TargetQueue     int     `json:"target_queue"`
 	TargetIn        float64 `json:"target_in"`
 	PassProbability float64 `json:"pass_probability"`
-	LastIn          int     `json:"last_in"`
-	LastOut         int     `json:"last_out"`
-	AbsQoS          float64 `json:"abs_qos"`
-	ProQoS          float64 `json:"pro_qos"`
-	Arrived         uint64  `json:"arrived"`
-	Dispatched      uint64  `json:"dispatched"`
-	Refused         uint64  `json:"refused"`
-	Overload        uint64  `json:"overload"`
-	Full            uint64  `json:"full"`
-	Expired         uint64  `json:"expired"`
+	// PassSession and PassTransactional are p for known sessions and
+	// transactional stages: below 1 only when they alone exceed
+	// target_in.
+	PassSession       float64 `json:"pass_session"`
+	PassTransactional float64 `json:"pass_transactional"`
+	LastIn            int     `json:"last_in"`
+	LastOut           int     `json:"last_out"`
+	AbsQoS            float64 `json:"abs_qos"`
+	ProQoS            float64 `json:"pro_qos"`
+	Arrived           uint64  `json:"arrived"`
+	Dispatched        uint64  `json:"dispatched"`
+	Refused           uint64  `json:"refused"`
+	Overload          uint64  `json:"overload"`
+	Full              uint64  `json:"full"`
+	Expired           uint64  `json:"expired"`
+	// Displaced counts known-session requests due for refusal that were
+	// admitted in place of a new session's (refused instead).
+	Displaced uint64 `json:"displaced"`
 	// Trees counts the requests dispatched per content tree, index 0..M
 	// (0 unused: tree 0 is a refusal).
 	Trees []uint64 `json:"trees"`
@@ -206,6 +214,7 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 		st.Classes = append(st.Classes, FeedbackClassStatus{
 			Name: cs.Name, Weight: cs.Weight, Share: cs.Share, Queued: cs.Queued, Reserve: cs.Reserve,
 			TargetQueue: cs.TargetQueue, TargetIn: cs.TargetIn, PassProbability: cs.PassProbability,
+			PassSession: cs.PassSession, PassTransactional: cs.PassTransactional, Displaced: cs.Displaced,
 			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS,
 			Arrived: cs.Arrived, Dispatched: cs.Dispatched, Refused: cs.Refused, Overload: cs.Overload,
 			Full: cs.Full, Expired: cs.Expired, Trees: trees,

@@ -39,6 +39,9 @@ type FeedbackConfig struct {
 	TargetUtil    float64 // U*
 	Seed          uint64
 	Policy        sched.FeedbackConfig // the policy's other settings (zero: defaults)
+	// Stalls are times the front-end's process does not run (sim.Stall),
+	// as on a loaded machine.
+	Stalls []sim.Stall
 }
 
 // DefaultFeedbackConfig is the lab cluster of the published experiments
@@ -156,7 +159,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 	}
 	scfg := sim.Config{
 		Seed: cfg.Seed, Duration: cfg.End, Backends: cfg.Backends, Capacity: cfg.Slots, Trees: cfg.Trees,
-		SampleEvery: period,
+		SampleEvery: period, Stalls: cfg.Stalls,
 		Scheduler: controller.Config{
 			Listeners: []controller.Listener{{Port: sim.Port, Policy: "feedback"}},
 			Feedback:  controller.FeedbackConfig{Policy: pol},
