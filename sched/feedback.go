@@ -614,6 +614,10 @@ type AdaptationState struct {
 	// R and W are the completion rate (req/s) and bandwidth (bytes/s)
 	// of the last period.
 	R, W float64
+	// Completions and Bytes count every completion reported so far and
+	// its response bytes: U over any interval is a*dCompletions/dt +
+	// b*dBytes/dt.
+	Completions, Bytes uint64
 }
 
 // Snapshot returns every class's state, in configuration order. It
@@ -641,7 +645,8 @@ func (p *Feedback) Snapshot() []FeedbackClassState {
 // Adaptation returns the content adaptation's state.
 func (p *Feedback) Adaptation() AdaptationState {
 	a := &p.adapt
-	return AdaptationState{Enabled: a.enabled, Trees: a.m, U: a.u, G: a.g, R: a.lastR, W: a.lastW}
+	return AdaptationState{Enabled: a.enabled, Trees: a.m, U: a.u, G: a.g, R: a.lastR, W: a.lastW,
+		Completions: a.totalServed, Bytes: a.totalBytes}
 }
 
 // Period is the loop's period T in ns.

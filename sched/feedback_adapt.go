@@ -35,13 +35,16 @@ import (
 // down without the matching part: on the shared 2-core lab a stall of
 // 300 ms sent G from 1.2 to 3 and U through 1.0 for a second, which put
 // whole seconds outside 0.85 +/- 0.05. So a period in which Feedback
-// was not called at all (unobserved) does not step G: its length is
-// carried into the next observed period, whose U is measured over both
-// and whose step is k times the number of periods it spans, the same
-// sum of k*(U* - U) over time that the periods taken one by one would
-// have added had the reports come in time. A cluster that is simply
-// idle is still called every period while G < M (NextExpiry), so its
-// periods are observed and G climbs back as before.
+// was not called at all (unobserved) does not step G, and neither does
+// the period in which it is called again: that one's U, measured over
+// it and the unobserved ones (as the status shows it), holds the
+// backlog of reports and the back-ends' idle time while nobody
+// dispatched, neither of which G caused. (Stepping it by k times the
+// periods it spans would keep the sum of k*(U* - U) exact, but in the
+// simulator, sched/sim's Stall, that idle time alone still sent G to M
+// at most stalls.) A cluster that is simply idle is still called every
+// period while G < M (NextExpiry), so its periods are observed and G
+// climbs back as before.
 type contentAdaptor struct {
 	m               int
 	a, b, target, k float64
@@ -52,6 +55,9 @@ type contentAdaptor struct {
 	// carried is how many unobserved periods the current one's
 	// measurement spans besides itself.
 	carried int
+	// Every completion and byte counted so far, for measuring U over
+	// any interval from outside.
+	totalServed, totalBytes uint64
 }
 
 func newContentAdaptor(m int, a, b, target, k float64) contentAdaptor {
@@ -108,6 +114,8 @@ func (c *contentAdaptor) tree(client netip.Addr) int {
 func (c *contentAdaptor) completed(bytes uint64) {
 	c.served++
 	c.bytes += bytes
+	c.totalServed++
+	c.totalBytes += bytes
 }
 
 // endPeriod closes a period of the given length in seconds; observed
@@ -118,11 +126,14 @@ func (c *contentAdaptor) endPeriod(seconds float64, observed bool) {
 		return
 	}
 	span := float64(1 + c.carried)
+	stalled := c.carried > 0
 	c.lastR, c.lastW = float64(c.served)/(seconds*span), float64(c.bytes)/(seconds*span)
 	c.served, c.bytes, c.carried = 0, 0, 0
 	if !c.enabled {
 		return
 	}
 	c.u = utilization(c.a, c.b, c.lastR, c.lastW)
-	c.g = nextG(c.g, c.k*span, c.target, c.u, c.m)
+	if !stalled {
+		c.g = nextG(c.g, c.k, c.target, c.u, c.m)
+	}
 }

@@ -241,9 +241,9 @@ func TestFeedbackModelKnownSessionsBeyondCapacity(t *testing.T) {
 }
 
 // A period during which the policy was not called at all (the front-end
-// stalled) does not step G; its length goes into the next observed
-// period's measurement, whose step counts it. a 0.01 s/req (U = R/100),
-// M 3, k 1, G set to 1.5, period T = 100 ms:
+// stalled) does not step G, nor does the one that ends the stall, whose
+// U is measured over both. a 0.01 s/req (U = R/100), M 3, k 1, G set to
+// 1.5, period T = 100 ms:
 //
 //	period 0 (calls at 1): 10 completions: R 100, U 1, G 1.5 - 0.15 = 1.35
 //	periods 1, 2: no call.
@@ -251,8 +251,9 @@ func TestFeedbackModelKnownSessionsBeyondCapacity(t *testing.T) {
 //	  is still 1.35 (taken one by one, periods 1 and 2 would read U 0 and
 //	  have sent G to 3, full quality for everyone just as the backlog
 //	  lands).
-//	at 4T: periods 1-3 measured together: R 30/0.3 s = 100, U 1, G 1.35
-//	  + 3 x (0.85 - 1) = 0.9.
+//	at 4T: periods 1-3 measured together: R 30/0.3 s = 100, U 1, G
+//	  still 1.35.
+//	at 5T: period 4 with 5 completions: R 50, U 0.5, G 1.35 + 0.35 = 1.7.
 func TestFeedbackUnobservedPeriodsMergeIntoTheNext(t *testing.T) {
 	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Trees: 3, A: 0.01})
 	p.Completed(0, 0)
@@ -268,7 +269,14 @@ func TestFeedbackUnobservedPeriodsMergeIntoTheNext(t *testing.T) {
 		t.Fatalf("after the stall: %+v, want G 1.35 U 1 R 100", a)
 	}
 	p.advance(4 * fbT)
-	if a := p.Adaptation(); !near(a.G, 0.9) || !near(a.U, 1) || !near(a.R, 100) {
-		t.Errorf("after the period that ended it: %+v, want G 0.9 U 1 R 100", a)
+	if a := p.Adaptation(); !near(a.G, 1.35) || !near(a.U, 1) || !near(a.R, 100) {
+		t.Errorf("after the period that ended it: %+v, want G 1.35 U 1 R 100", a)
+	}
+	for range 5 {
+		p.Completed(0, 4*fbT+1)
+	}
+	p.advance(5 * fbT)
+	if a := p.Adaptation(); !near(a.G, 1.7) || !near(a.U, 0.5) {
+		t.Errorf("a period later: %+v, want G 1.7 U 0.5", a)
 	}
 }

@@ -153,6 +153,10 @@ type FeedbackStatus struct {
 	G        float64 `json:"g"`
 	R        float64 `json:"completion_rate"`
 	W        float64 `json:"bandwidth"`
+	// Completions and Bytes count every completion reported so far and
+	// its response bytes, so that U can be measured over any interval.
+	Completions uint64 `json:"completions"`
+	Bytes       uint64 `json:"response_bytes"`
 	// Rewritten counts the requests sent to a back-end with their path
 	// rewritten to a tree below M; RewriteFailed those the engine could
 	// not rewrite, which were served at full quality.
@@ -205,6 +209,7 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 	}
 	a := fc.policy.Adaptation()
 	st := &FeedbackStatus{Adapting: a.Enabled, Trees: a.Trees, U: a.U, G: a.G, R: a.R, W: a.W,
+		Completions: a.Completions, Bytes: a.Bytes,
 		Rewritten: fc.rewritten, RewriteFailed: fc.rewriteFailed, Sessions: fc.classifier.Sessions()}
 	for _, cs := range fc.policy.Snapshot() {
 		trees := append([]uint64(nil), fc.trees[cs.Name]...)

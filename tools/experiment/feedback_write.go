@@ -74,8 +74,10 @@ func WriteFeedbackSummary(w io.Writer, res FeedbackResult) error {
 		fmt.Fprintf(w, "%-8s %14.3f %10.2f %21.0f%%\n", c.Name, s.ServedFraction[i], s.RatioToLast[i], 100*s.WithinTarget[i])
 	}
 	if res.Trees > 1 {
-		fmt.Fprintf(w, "U settled in 0.85 +/- 0.05 (per-second mean) %.0f s after the step up (-1: never); "+
-			"G back at M %.2f s after the step down\n", s.USettleSeconds, s.GRecoverSeconds)
+		fmt.Fprintf(w, "U (per second) settled in 0.85 +/- 0.05 %.0f s after the step up, strictly, %.0f s with 80%% of the "+
+			"seconds in it and all in +/- 0.10 (-1: never); from 10 s after the step: mean %.3f, worst second %.3f off, "+
+			"%.0f%% of the seconds in the band; G back at M %.2f s after the step down\n",
+			s.USettleSeconds, s.USettleTolerantSeconds, s.USteadyMean, s.USteadyWorst, 100*s.USteadyInBand, s.GRecoverSeconds)
 	}
 	_, err := fmt.Fprintf(w, "%d queue timeouts, %d overload refusals (503)\n\n", s.QueueTimeouts, s.OverloadRefusals)
 	return err
