@@ -83,7 +83,7 @@ func TestFeedbackLabRateStallsDoNotWindGUp(t *testing.T) {
 		}
 		var gMax float64
 		for _, p := range res.Series {
-			if p.TSeconds > (cfg.Up + 10*time.Second).Seconds() && p.TSeconds <= cfg.Down.Seconds() {
+			if p.TSeconds > (cfg.Up+10*time.Second).Seconds() && p.TSeconds <= cfg.Down.Seconds() {
 				gMax = max(gMax, p.G)
 			}
 		}
