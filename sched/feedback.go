@@ -3,6 +3,7 @@ package sched
 import (
 	"math"
 	"math/rand/v2"
+	"net/netip"
 
 	"github.com/qsplice/qsplice/sched/queue"
 )
@@ -94,7 +95,10 @@ type Feedback struct {
 	pro     []float64 // proQoS, recomputed per Next
 	weights []float64 // service weights of the planned merge
 	served  []int     // dispatches per class, current period
-	logs    []qosLog  // one per class, kept apart for proQoS
+	// degrade is each class's share of the degradation (see
+	// planQuality): class i is served at G_i = M - (M - G) * degrade[i].
+	degrade []float64
+	logs    []qosLog // one per class, kept apart for proQoS
 	draw    func() float64
 	adapt   contentAdaptor
 
@@ -164,7 +168,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 	p := &Feedback{
 		cfg: cfg, classes: make([]fbClass, n), byName: make(map[string]int32, n),
 		shares: make([]float64, n), pro: make([]float64, n), logs: make([]qosLog, n),
-		weights: make([]float64, n), served: make([]int, n),
+		weights: make([]float64, n), served: make([]int, n), degrade: make([]float64, n),
 		adapt:   newContentAdaptor(cfg.Trees, cfg.A, cfg.B, cfg.Utilization, cfg.Gain),
 		lastNow: math.MinInt64,
 	}
@@ -177,6 +181,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 		p.byName[c.Name] = int32(i)
 		p.shares[i] = c.Weight / total
 		p.weights[i] = p.shares[i]
+		p.degrade[i] = 1
 		p.logs[i] = newQoSLog(cfg.LogLength)
 	}
 	p.draw = cfg.draw
@@ -305,7 +310,63 @@ func (p *Feedback) endPeriod(observed bool) {
 		c.loop.endPeriod(c.session.Len() + c.fresh.Len())
 	}
 	p.adapt.endPeriod(p.cfg.Period.Seconds(), observed)
+	p.planQuality()
 	p.planWeights()
+}
+
+// planQuality shares the degradation between the classes, once per
+// period, so that proQoS tracks the target shares also while the
+// content adaptor degrades rather than the loops refuse (the queues are
+// short then, and the merge has nothing to order). With one G for all,
+// every class gets the same mean quality, and as each class's log holds
+// its own last LogLength requests, proQoS ends at 1/3 each for three
+// classes, whatever their weights. Class i is served at
+//
+//	G_i = clamp(M - (M - G) * d_i, 0, M)
+//
+// so that at G = M everyone gets full quality. Each d_i moves like the
+// merge's weights, against its proQoS gap relative to its share,
+//
+//	d_i *= 1 - QualityGain * (share_i - proQoS_i) / share_i
+//
+// (a class below its share is degraded less), kept within [0.05, 20],
+// and the d_i are then scaled so that their mean weighted by the
+// period's dispatches is 1: the classes together cost what G alone
+// would, and the utilization loop is undisturbed. While G = M, or with
+// QualityGain < 0 (uniform quality), the d_i stay.
+func (p *Feedback) planQuality() {
+	if p.cfg.QualityGain < 0 || !p.adapt.enabled || p.adapt.g >= float64(p.adapt.m) {
+		return
+	}
+	proQoS(p.logs, p.cfg.Trees, p.pro)
+	var weighted, total float64
+	for i := range p.degrade {
+		if p.pro[i] > 0 {
+			d := p.degrade[i] * (1 - p.cfg.QualityGain*(p.shares[i]-p.pro[i])/p.shares[i])
+			p.degrade[i] = min(max(d, 0.05), 20)
+		}
+		weighted += float64(p.served[i]) * p.degrade[i]
+		total += float64(p.served[i])
+	}
+	if weighted > 0 {
+		for i := range p.degrade {
+			p.degrade[i] *= total / weighted
+		}
+	}
+}
+
+// classG is the G class i is served at (see planQuality).
+func (p *Feedback) classG(i int) float64 {
+	m := float64(p.adapt.m)
+	return min(max(m-(m-p.adapt.g)*p.degrade[i], 0), m)
+}
+
+// treeFor is the tree class i's request from client is served from now.
+func (p *Feedback) treeFor(i int, client netip.Addr) int {
+	if !p.adapt.enabled || p.adapt.g >= float64(p.adapt.m) {
+		return p.adapt.m
+	}
+	return chooseTree(p.classG(i), p.adapt.m, clientHash(client))
 }
 
 // planWeights is the outer step of the planned merge, once per period:
@@ -400,7 +461,7 @@ func (p *Feedback) Enqueue(r Request, now int64) error {
 	c := &p.classes[i]
 	c.arrived++
 	tier := tierOf(&r)
-	if tier == tierNew && p.adapt.tree(r.Client) == 0 {
+	if tier == tierNew && p.treeFor(int(i), r.Client) == 0 {
 		c.overload++
 		p.logs[i].add(0)
 		return ErrOverload
@@ -468,7 +529,7 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 	p.waiting--
 	// A request admitted is served, from tree 1 at worst: G may have
 	// fallen since it was let in.
-	tree := max(p.adapt.tree(w.r.Client), 1)
+	tree := max(p.treeFor(i, w.r.Client), 1)
 	p.logs[i].add(tree)
 	w.r.Tree = uint8(tree)
 	return w.r, true
@@ -593,6 +654,9 @@ type FeedbackClassState struct {
 	// AbsQoS is the sum of the response-level log, ProQoS its share of
 	// all classes' sums.
 	AbsQoS, ProQoS float64
+	// G is the content adaptor's G for this class's requests (see
+	// Feedback.planQuality): M while the cluster is not saturated.
+	G float64
 
 	Arrived, Admitted, Dispatched uint64
 	// Refused after RefusePeriods in reserve; Overload refused at once by
@@ -634,7 +698,7 @@ func (p *Feedback) Snapshot() []FeedbackClassState {
 			TargetQueue: c.spec.TargetQueue, TargetIn: c.loop.targetIn, PassProbability: c.loop.p[tierNew],
 			PassSession: c.loop.p[tierSession], PassTransactional: c.loop.p[tierTransactional], Displaced: c.displaced,
 			LastIn: c.loop.lastIn, LastOut: c.loop.lastOut,
-			AbsQoS: p.logs[i].absQoS(p.cfg.Trees), ProQoS: pro[i],
+			AbsQoS: p.logs[i].absQoS(p.cfg.Trees), ProQoS: pro[i], G: p.classG(i),
 			Arrived: c.arrived, Admitted: c.admitted, Dispatched: c.dispatched,
 			Refused: c.refused, Overload: c.overload, Full: c.full, Expired: c.expired,
 		}

