@@ -3,6 +3,7 @@ package sched
 import (
 	"math"
 	"math/rand/v2"
+	"net/netip"
 
 	"github.com/qsplice/qsplice/sched/queue"
 )
@@ -26,10 +27,21 @@ import (
 // front-end, which answers 503 with Retry-After), never left to time out.
 //
 // Requests of a known session (Request.Session) or of a session in a
-// transactional stage (Request.Transactional) are exempt: they always
-// pass, and within their class they are served before new-session
-// requests. The loop counts them and leaves the new sessions the rest of
-// target_in, so under overload the refusals fall on new sessions.
+// transactional stage (Request.Transactional) come first: the actuator
+// gives target_in to them before the new sessions (see queueLoop), so
+// under overload the refusals fall on new sessions, and within their
+// class they are served before new-session requests. Only when the known
+// sessions alone bring more than the loop admits are some of their
+// requests held in reserve too (the transactional ones last), because a
+// queue nobody may refuse grows until its requests time out; each
+// reserve request then gets its 503 within RefusePeriods periods like any
+// other. Even so a known session's request that falls due is not
+// refused while a lower tier's request waits: it takes the place of the
+// newest admitted new-session request, which is refused instead, and
+// when none is admitted the lower tiers' reserve requests are refused
+// first (see refuseDue). So a transactional request is never refused
+// while a new session's request waits, nor a known session's while a
+// new session's does, and the queue holds what the loop admitted.
 //
 // # Merge
 //
@@ -83,7 +95,10 @@ type Feedback struct {
 	pro     []float64 // proQoS, recomputed per Next
 	weights []float64 // service weights of the planned merge
 	served  []int     // dispatches per class, current period
-	logs    []qosLog  // one per class, kept apart for proQoS
+	// degrade is each class's share of the degradation (see
+	// planQuality): class i is served at G_i = M - (M - G) * degrade[i].
+	degrade []float64
+	logs    []qosLog // one per class, kept apart for proQoS
 	draw    func() float64
 	adapt   contentAdaptor
 
@@ -91,6 +106,7 @@ type Feedback struct {
 	periodEnd int64 // end of the current period
 	period    int64 // index of the current period
 	lastNow   int64
+	calledAt  int64 // the latest call's now (see advance)
 	waiting   int
 	// drops are requests given up on and not yet handed to Expire's
 	// caller.
@@ -103,10 +119,14 @@ type fbClass struct {
 	// session holds admitted requests of known sessions, fresh those of
 	// new sessions; session is served first.
 	session, fresh queue.Ring[fbWaiter]
-	reserve        queue.Ring[fbWaiter]
-	loop           queueLoop
+	// reserve holds the requests the actuator did not pass, per tier.
+	reserve [fbTiers]queue.Ring[fbWaiter]
+	loop    queueLoop
 
 	arrived, admitted, dispatched, refused, overload, full, expired uint64
+	// displaced counts the due requests of known sessions admitted in
+	// place of a new session's (see refuseDue).
+	displaced uint64
 }
 
 // fbWaiter is a waiting request and when it was enqueued.
@@ -148,7 +168,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 	p := &Feedback{
 		cfg: cfg, classes: make([]fbClass, n), byName: make(map[string]int32, n),
 		shares: make([]float64, n), pro: make([]float64, n), logs: make([]qosLog, n),
-		weights: make([]float64, n), served: make([]int, n),
+		weights: make([]float64, n), served: make([]int, n), degrade: make([]float64, n),
 		adapt:   newContentAdaptor(cfg.Trees, cfg.A, cfg.B, cfg.Utilization, cfg.Gain),
 		lastNow: math.MinInt64,
 	}
@@ -161,6 +181,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 		p.byName[c.Name] = int32(i)
 		p.shares[i] = c.Weight / total
 		p.weights[i] = p.shares[i]
+		p.degrade[i] = 1
 		p.logs[i] = newQoSLog(cfg.LogLength)
 	}
 	p.draw = cfg.draw
@@ -178,15 +199,19 @@ func (p *Feedback) advance(now int64) {
 	p.lastNow = max(p.lastNow, now)
 	period := int64(p.cfg.Period)
 	if !p.started {
-		p.started, p.periodEnd = true, p.lastNow+period
+		p.started, p.periodEnd, p.calledAt = true, p.lastNow+period, p.lastNow
 		return
 	}
+	// calledAt is the call before this one: a period that ended after
+	// it and began after it too saw no call at all.
+	calledAt := p.calledAt
+	p.calledAt = p.lastNow
 	for n := 0; p.lastNow >= p.periodEnd; n++ {
 		if n == maxCatchUp {
 			p.periodEnd += (p.lastNow - p.periodEnd) / period * period
 		}
 		p.refuseDue(p.periodEnd - 1)
-		p.endPeriod()
+		p.endPeriod(calledAt >= p.periodEnd-period)
 		p.periodEnd += period
 		p.period++
 	}
@@ -200,34 +225,148 @@ func (p *Feedback) advance(now int64) {
 // than in a batch at a period's end spreads the refusals (and the zeros
 // they add to the quality logs) over time as the arrivals were, which
 // keeps the merge from lurching at every period's end.
+//
+// A due request of a known session is not refused while a request of a
+// lower tier waits. It takes the admission of the newest new-session
+// request admitted, which is refused in its place (the queue keeps the
+// length the loop set: the same number admitted), as long as that one
+// has not waited RefusePeriods itself (its 503 must not come later than
+// a refusal from the reserve would); when every new-session request
+// admitted has, or when the admitted queue is below target_q (a burst of
+// known sessions outran target_in, not their steady rate), the due
+// request is admitted. Otherwise the requests of the lower tiers still
+// in reserve are refused first, before their own time (the tiers above
+// them are held back, so none would have been topped up), and then the
+// due one.
 func (p *Feedback) refuseDue(t int64) {
 	wait := int64(p.cfg.RefusePeriods) * int64(p.cfg.Period)
 	for i := range p.classes {
 		c := &p.classes[i]
-		for c.reserve.Len() > 0 && c.reserve.Front().at+wait <= t {
-			w := c.reserve.PopFront()
-			p.waiting--
-			c.refused++
-			p.logs[i].add(0)
-			p.drops.PushBack(fbDrop{w.r, DropRefused})
+		for tier := tierNew; ; tier-- {
+			q := &c.reserve[tier]
+			for q.Len() > 0 && q.Front().at+wait <= t {
+				w := q.PopFront()
+				if tier == tierNew {
+					p.refuse(i, w.r)
+					continue
+				}
+				switch {
+				case c.fresh.Len() > 0 && c.fresh.Back().at+wait > t:
+					p.refuse(i, c.fresh.PopBack().r)
+					c.session.PushBack(w)
+					c.displaced++
+					continue
+				case c.fresh.Len() > 0 || c.session.Len() < c.spec.TargetQueue:
+					// Every new session admitted has waited its
+					// RefusePeriods already and will be served
+					// (see Next), or the queue is short of its
+					// target: admit w.
+					c.session.PushBack(w)
+					c.loop.in++
+					c.admitted++
+					continue
+				}
+				for below := tier + 1; below < fbTiers; below++ {
+					for c.reserve[below].Len() > 0 {
+						p.refuse(i, c.reserve[below].PopFront().r)
+					}
+				}
+				p.refuse(i, w.r)
+			}
+			if tier == 0 {
+				break
+			}
 		}
 	}
 }
 
+// refuse gives up on a waiting request of class i: DropRefused.
+func (p *Feedback) refuse(i int, r Request) {
+	p.waiting--
+	p.classes[i].refused++
+	p.logs[i].add(0)
+	p.drops.PushBack(fbDrop{r, DropRefused})
+}
+
 // endPeriod tops each class's queue up from its reserve and steps the
-// loops and the content adaptor.
-func (p *Feedback) endPeriod() {
+// loops and the content adaptor; observed says whether the policy was
+// called during the period (see contentAdaptor).
+func (p *Feedback) endPeriod(observed bool) {
 	for i := range p.classes {
 		c := &p.classes[i]
-		for n := c.loop.topUp(c.reserve.Len()); n > 0; n-- {
-			c.fresh.PushBack(c.reserve.PopFront())
-			c.loop.in++
-			c.admitted++
+		n := c.loop.topUp(p.reserveLen(c))
+		for tier := range c.reserve {
+			for ; n > 0 && c.reserve[tier].Len() > 0; n-- {
+				w := c.reserve[tier].PopFront()
+				if fbTier(tier) == tierNew {
+					c.fresh.PushBack(w)
+				} else {
+					c.session.PushBack(w)
+				}
+				c.loop.in++
+				c.admitted++
+			}
 		}
 		c.loop.endPeriod(c.session.Len() + c.fresh.Len())
 	}
-	p.adapt.endPeriod(p.cfg.Period.Seconds())
+	p.adapt.endPeriod(p.cfg.Period.Seconds(), observed)
+	p.planQuality()
 	p.planWeights()
+}
+
+// planQuality shares the degradation between the classes, once per
+// period, so that proQoS tracks the target shares also while the
+// content adaptor degrades rather than the loops refuse (the queues are
+// short then, and the merge has nothing to order). With one G for all,
+// every class gets the same mean quality, and as each class's log holds
+// its own last LogLength requests, proQoS ends at 1/3 each for three
+// classes, whatever their weights. Class i is served at
+//
+//	G_i = clamp(M - (M - G) * d_i, 0, M)
+//
+// so that at G = M everyone gets full quality. Each d_i moves like the
+// merge's weights, against its proQoS gap relative to its share,
+//
+//	d_i *= 1 - QualityGain * (share_i - proQoS_i) / share_i
+//
+// (a class below its share is degraded less), kept within [0.05, 20],
+// and the d_i are then scaled so that their mean weighted by the
+// period's dispatches is 1: the classes together cost what G alone
+// would, and the utilization loop is undisturbed. While G = M, or with
+// QualityGain < 0 (uniform quality), the d_i stay.
+func (p *Feedback) planQuality() {
+	if p.cfg.QualityGain < 0 || !p.adapt.enabled || p.adapt.g >= float64(p.adapt.m) {
+		return
+	}
+	proQoS(p.logs, p.cfg.Trees, p.pro)
+	var weighted, total float64
+	for i := range p.degrade {
+		if p.pro[i] > 0 {
+			d := p.degrade[i] * (1 - p.cfg.QualityGain*(p.shares[i]-p.pro[i])/p.shares[i])
+			p.degrade[i] = min(max(d, 0.05), 20)
+		}
+		weighted += float64(p.served[i]) * p.degrade[i]
+		total += float64(p.served[i])
+	}
+	if weighted > 0 {
+		for i := range p.degrade {
+			p.degrade[i] *= total / weighted
+		}
+	}
+}
+
+// classG is the G class i is served at (see planQuality).
+func (p *Feedback) classG(i int) float64 {
+	m := float64(p.adapt.m)
+	return min(max(m-(m-p.adapt.g)*p.degrade[i], 0), m)
+}
+
+// treeFor is the tree class i's request from client is served from now.
+func (p *Feedback) treeFor(i int, client netip.Addr) int {
+	if !p.adapt.enabled || p.adapt.g >= float64(p.adapt.m) {
+		return p.adapt.m
+	}
+	return chooseTree(p.classG(i), p.adapt.m, clientHash(client))
 }
 
 // planWeights is the outer step of the planned merge, once per period:
@@ -278,7 +417,16 @@ func (p *Feedback) hasAdmitted(i int) bool {
 	return c.session.Len()+c.fresh.Len() > 0
 }
 
-func (p *Feedback) hasReserve(i int) bool { return p.classes[i].reserve.Len() > 0 }
+func (p *Feedback) hasReserve(i int) bool { return p.reserveLen(&p.classes[i]) > 0 }
+
+// reserveLen is how many requests wait in c's reserve queues.
+func (p *Feedback) reserveLen(c *fbClass) int {
+	var n int
+	for t := range c.reserve {
+		n += c.reserve[t].Len()
+	}
+	return n
+}
 
 // plannedPick is the inner step of the planned merge: among the classes
 // with ok(i), the one furthest below its weight's share of this period's
@@ -312,21 +460,21 @@ func (p *Feedback) Enqueue(r Request, now int64) error {
 	}
 	c := &p.classes[i]
 	c.arrived++
-	exempt := r.Session || r.Transactional
-	if !exempt && p.adapt.tree(r.Client) == 0 {
+	tier := tierOf(&r)
+	if tier == tierNew && p.treeFor(int(i), r.Client) == 0 {
 		c.overload++
 		p.logs[i].add(0)
 		return ErrOverload
 	}
 	r.Tree = 0
 	w := fbWaiter{r: r, at: p.lastNow}
-	if c.loop.arrive(exempt, p.draw()) {
+	if c.loop.arrive(tier, p.draw()) {
 		if c.session.Len()+c.fresh.Len() >= c.spec.QueueCap {
 			c.full++
 			p.logs[i].add(0)
 			return ErrQueueFull
 		}
-		if exempt {
+		if tier != tierNew {
 			c.session.PushBack(w)
 		} else {
 			c.fresh.PushBack(w)
@@ -334,12 +482,12 @@ func (p *Feedback) Enqueue(r Request, now int64) error {
 		c.loop.in++
 		c.admitted++
 	} else {
-		if c.reserve.Len() >= c.spec.ReserveCap {
+		if p.reserveLen(c) >= c.spec.ReserveCap {
 			c.full++
 			p.logs[i].add(0)
 			return ErrQueueFull
 		}
-		c.reserve.PushBack(w)
+		c.reserve[tier].PushBack(w)
 	}
 	p.waiting++
 	return nil
@@ -357,7 +505,7 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 	var w fbWaiter
 	if i >= 0 {
 		c := &p.classes[i]
-		if c.session.Len() > 0 {
+		if p.sessionFirst(c) {
 			w = c.session.PopFront()
 		} else {
 			w = c.fresh.PopFront()
@@ -365,7 +513,12 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 	} else {
 		i = p.pick(true)
 		c := &p.classes[i]
-		w = c.reserve.PopFront()
+		for tier := range c.reserve { // the highest tier's first
+			if c.reserve[tier].Len() > 0 {
+				w = c.reserve[tier].PopFront()
+				break
+			}
+		}
 		c.loop.in++
 		c.admitted++
 	}
@@ -376,10 +529,28 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 	p.waiting--
 	// A request admitted is served, from tree 1 at worst: G may have
 	// fallen since it was let in.
-	tree := max(p.adapt.tree(w.r.Client), 1)
+	tree := max(p.treeFor(i, w.r.Client), 1)
 	p.logs[i].add(tree)
 	w.r.Tree = uint8(tree)
 	return w.r, true
+}
+
+// sessionFirst says whether Next serves c's known-session queue before
+// its new-session queue: when it holds anything, unless the oldest
+// new-session request admitted has waited RefusePeriods and came before
+// the oldest known-session one. Known sessions go first, but once they
+// alone bring what the loop admits they would keep the new sessions it
+// admitted earlier from service until those time out.
+func (p *Feedback) sessionFirst(c *fbClass) bool {
+	if c.session.Len() == 0 {
+		return false
+	}
+	if c.fresh.Len() == 0 {
+		return true
+	}
+	f := c.fresh.Front().at
+	wait := int64(p.cfg.RefusePeriods) * int64(p.cfg.Period)
+	return f+wait > p.lastNow || c.session.Front().at <= f
 }
 
 // Len returns the number of waiting requests, admitted or in reserve.
@@ -412,12 +583,12 @@ func (p *Feedback) ExpireWhy(now int64, f func(Request, FeedbackDrop)) {
 	}
 	for i := range p.classes {
 		c := &p.classes[i]
-		for _, q := range [...]*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve} {
+		for k, q := range [...]*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve[0], &c.reserve[1], &c.reserve[2]} {
 			for q.Len() > 0 && p.lastNow-q.Front().at > timeout {
 				w := q.PopFront()
 				p.waiting--
 				c.expired++
-				if q != &c.reserve {
+				if k < 2 { // admitted
 					c.loop.out++
 				}
 				f(w.r, DropTimeout)
@@ -447,10 +618,12 @@ func (p *Feedback) NextExpiry() (int64, bool) {
 	timeout := int64(p.cfg.QueueTimeout)
 	for i := range p.classes {
 		c := &p.classes[i]
-		if c.reserve.Len() > 0 {
-			next = min(next, c.reserve.Front().at+wait)
+		for t := range c.reserve {
+			if c.reserve[t].Len() > 0 {
+				next = min(next, c.reserve[t].Front().at+wait)
+			}
 		}
-		for _, q := range [...]*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve} {
+		for _, q := range [...]*queue.Ring[fbWaiter]{&c.session, &c.fresh, &c.reserve[0], &c.reserve[1], &c.reserve[2]} {
 			if timeout > 0 && q.Len() > 0 {
 				next = min(next, q.Front().at+timeout+1)
 			}
@@ -473,16 +646,27 @@ type FeedbackClassState struct {
 	TargetQueue     int
 	TargetIn        float64
 	PassProbability float64
-	LastIn, LastOut int
+	// PassSession and PassTransactional are p for the requests of known
+	// sessions and of transactional stages: 1 unless they alone exceed
+	// target_in.
+	PassSession, PassTransactional float64
+	LastIn, LastOut                int
 	// AbsQoS is the sum of the response-level log, ProQoS its share of
 	// all classes' sums.
 	AbsQoS, ProQoS float64
+	// G is the content adaptor's G for this class's requests (see
+	// Feedback.planQuality): M while the cluster is not saturated.
+	G float64
 
 	Arrived, Admitted, Dispatched uint64
 	// Refused after RefusePeriods in reserve; Overload refused at once by
 	// content adaptation (tree 0); Full refused at once with a full
 	// queue; Expired after QueueTimeout.
 	Refused, Overload, Full, Expired uint64
+	// Displaced counts requests of known sessions that fell due in
+	// reserve and were admitted in place of a lower tier's request,
+	// which was refused instead (counted in Refused).
+	Displaced uint64
 }
 
 // AdaptationState is the content adaptation's state.
@@ -494,6 +678,10 @@ type AdaptationState struct {
 	// R and W are the completion rate (req/s) and bandwidth (bytes/s)
 	// of the last period.
 	R, W float64
+	// Completions and Bytes count every completion reported so far and
+	// its response bytes: U over any interval is a*dCompletions/dt +
+	// b*dBytes/dt.
+	Completions, Bytes uint64
 }
 
 // Snapshot returns every class's state, in configuration order. It
@@ -506,10 +694,11 @@ func (p *Feedback) Snapshot() []FeedbackClassState {
 		c := &p.classes[i]
 		out[i] = FeedbackClassState{
 			Name: c.spec.Name, Weight: c.spec.Weight, Share: p.shares[i],
-			Queued: c.session.Len() + c.fresh.Len(), Reserve: c.reserve.Len(),
-			TargetQueue: c.spec.TargetQueue, TargetIn: c.loop.targetIn, PassProbability: c.loop.p,
+			Queued: c.session.Len() + c.fresh.Len(), Reserve: p.reserveLen(c),
+			TargetQueue: c.spec.TargetQueue, TargetIn: c.loop.targetIn, PassProbability: c.loop.p[tierNew],
+			PassSession: c.loop.p[tierSession], PassTransactional: c.loop.p[tierTransactional], Displaced: c.displaced,
 			LastIn: c.loop.lastIn, LastOut: c.loop.lastOut,
-			AbsQoS: p.logs[i].absQoS(p.cfg.Trees), ProQoS: pro[i],
+			AbsQoS: p.logs[i].absQoS(p.cfg.Trees), ProQoS: pro[i], G: p.classG(i),
 			Arrived: c.arrived, Admitted: c.admitted, Dispatched: c.dispatched,
 			Refused: c.refused, Overload: c.overload, Full: c.full, Expired: c.expired,
 		}
@@ -520,7 +709,8 @@ func (p *Feedback) Snapshot() []FeedbackClassState {
 // Adaptation returns the content adaptation's state.
 func (p *Feedback) Adaptation() AdaptationState {
 	a := &p.adapt
-	return AdaptationState{Enabled: a.enabled, Trees: a.m, U: a.u, G: a.g, R: a.lastR, W: a.lastW}
+	return AdaptationState{Enabled: a.enabled, Trees: a.m, U: a.u, G: a.g, R: a.lastR, W: a.lastW,
+		Completions: a.totalServed, Bytes: a.totalBytes}
 }
 
 // Period is the loop's period T in ns.

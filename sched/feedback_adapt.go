@@ -23,6 +23,28 @@ import (
 // N (in [0, 1)) is below F and tree I otherwise, where I and F are G's
 // integer and fractional parts: the same client sees the same quality as
 // long as G does not move past its N.
+//
+// # Periods nobody watched
+//
+// The monitor counts a completion when the front-end reads its report,
+// so a period during which the front-end did not run at all (its
+// process stalled: a loaded machine, a long garbage collection) shows
+// no completions, and the one after it all of them at once. Taken as
+// they come, the first reads U = 0 and pushes G up by k*U* per period,
+// where the clamp at M keeps only part of it, and the burst then pulls G
+// down without the matching part: on the shared 2-core lab a stall of
+// 300 ms sent G from 1.2 to 3 and U through 1.0 for a second, which put
+// whole seconds outside 0.85 +/- 0.05. So a period in which Feedback
+// was not called at all (unobserved) does not step G, and neither does
+// the period in which it is called again: that one's U, measured over
+// it and the unobserved ones (as the status shows it), holds the
+// backlog of reports and the back-ends' idle time while nobody
+// dispatched, neither of which G caused. (Stepping it by k times the
+// periods it spans would keep the sum of k*(U* - U) exact, but in the
+// simulator, sched/sim's Stall, that idle time alone still sent G to M
+// at most stalls.) A cluster that is simply idle is still called every
+// period while G < M (NextExpiry), so its periods are observed and G
+// climbs back as before.
 type contentAdaptor struct {
 	m               int
 	a, b, target, k float64
@@ -30,6 +52,12 @@ type contentAdaptor struct {
 	served, bytes   uint64 // current period
 	lastR, lastW    float64
 	enabled         bool
+	// carried is how many unobserved periods the current one's
+	// measurement spans besides itself.
+	carried int
+	// Every completion and byte counted so far, for measuring U over
+	// any interval from outside.
+	totalServed, totalBytes uint64
 }
 
 func newContentAdaptor(m int, a, b, target, k float64) contentAdaptor {
@@ -86,15 +114,26 @@ func (c *contentAdaptor) tree(client netip.Addr) int {
 func (c *contentAdaptor) completed(bytes uint64) {
 	c.served++
 	c.bytes += bytes
+	c.totalServed++
+	c.totalBytes += bytes
 }
 
-// endPeriod closes a period of the given length in seconds.
-func (c *contentAdaptor) endPeriod(seconds float64) {
-	c.lastR, c.lastW = float64(c.served)/seconds, float64(c.bytes)/seconds
-	c.served, c.bytes = 0, 0
+// endPeriod closes a period of the given length in seconds; observed
+// says whether Feedback was called during it (see contentAdaptor).
+func (c *contentAdaptor) endPeriod(seconds float64, observed bool) {
+	if !observed {
+		c.carried++
+		return
+	}
+	span := float64(1 + c.carried)
+	stalled := c.carried > 0
+	c.lastR, c.lastW = float64(c.served)/(seconds*span), float64(c.bytes)/(seconds*span)
+	c.served, c.bytes, c.carried = 0, 0, 0
 	if !c.enabled {
 		return
 	}
 	c.u = utilization(c.a, c.b, c.lastR, c.lastW)
-	c.g = nextG(c.g, c.k, c.target, c.u, c.m)
+	if !stalled {
+		c.g = nextG(c.g, c.k, c.target, c.u, c.m)
+	}
 }

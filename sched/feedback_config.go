@@ -106,6 +106,10 @@ const (
 	// rates, and larger gains (0.3 and up) then overshoot and oscillate
 	// (measured in the 3:2:1 model with LogLength 100 to 1000).
 	DefaultFeedbackMergeGain = 0.1
+	// DefaultFeedbackQualityGain: the classes' shares of the degradation
+	// move by a tenth of the relative proQoS gap per period, as the
+	// merge's weights do.
+	DefaultFeedbackQualityGain = 0.1
 )
 
 // FeedbackConfig configures a Feedback policy. Zero fields take the
@@ -143,6 +147,10 @@ type FeedbackConfig struct {
 	// MergeGain is the planned merge's gain, per period.
 	Merge     MergeMode
 	MergeGain float64
+	// QualityGain is the gain, per period, with which the classes'
+	// shares of the degradation follow their proQoS gaps (see
+	// Feedback.planQuality); negative: every class at the same G.
+	QualityGain float64
 
 	// Content adaptation. Trees is M, the number of content trees (M is
 	// full quality, 1 the cheapest; 0 means refuse). A and B calibrate
@@ -201,6 +209,7 @@ func (cfg FeedbackConfig) withDefaults() (FeedbackConfig, error) {
 	posF(&cfg.Utilization, DefaultFeedbackUtilization)
 	posF(&cfg.Gain, DefaultFeedbackGain)
 	posF(&cfg.MergeGain, DefaultFeedbackMergeGain)
+	posF(&cfg.QualityGain, DefaultFeedbackQualityGain)
 	switch {
 	case cfg.Period < time.Millisecond:
 		return cfg, fmt.Errorf("sched: Period: %v is below 1ms", cfg.Period)
@@ -232,6 +241,8 @@ func (cfg FeedbackConfig) withDefaults() (FeedbackConfig, error) {
 		return cfg, fmt.Errorf("sched: Gain: must be a finite number > 0")
 	case !finite(cfg.MergeGain) || cfg.MergeGain < 0 || cfg.MergeGain > 1:
 		return cfg, fmt.Errorf("sched: MergeGain: %g is out of range (0, 1]", cfg.MergeGain)
+	case !finite(cfg.QualityGain) || cfg.QualityGain > 1:
+		return cfg, fmt.Errorf("sched: QualityGain: %g is above 1", cfg.QualityGain)
 	case cfg.Merge > MergePerRequest:
 		return cfg, fmt.Errorf("sched: Merge: unknown %v", cfg.Merge)
 	}

@@ -16,16 +16,24 @@ import "math"
 // recursion adds up to.
 //
 // The actuator predicts the next period's arrivals as the mean of the
-// last History periods', separately for exempt requests (those of known
-// sessions, which always pass) and gated ones (new sessions), and passes
-// each gated request with probability
+// last History periods', separately for each tier of requests
+// (fbTier: transactional stages, other known sessions, new sessions),
+// and gives target_in to the tiers in that order: each request of tier t
+// passes with probability
 //
-//	p = (target_in - predicted exempt) / predicted gated,   clamped to [0, 1]
+//	p_t = (target_in - predicted arrivals of the tiers above t)
+//	      / predicted arrivals of tier t,               clamped to [0, 1]
 //
-// (1 while no gated arrivals were seen and target_in leaves room). The Feedback policy puts the
-// requests it does not pass in the class's reserve queue and, at the end
-// of the period, tops the queue up from it when fewer than target_in were
-// admitted (topUp).
+// (1 while no arrivals of the tier were seen and target_in leaves room).
+// So new sessions are gated first, exactly as the published actuator
+// gates them, and a known session's request is held back only when the
+// known sessions alone bring more than target_in (p_new is 0 then), a
+// transactional one only when the transactional requests alone do:
+// otherwise a queue of requests nobody may refuse would grow until they
+// time out. The Feedback policy puts the requests it does not pass in the
+// class's reserve queue of their tier and, at the end of the period,
+// tops the queue up from the reserves, highest tier first, when fewer
+// than target_in were admitted (topUp).
 //
 // The in of the step is min(admitted, target_in): what the loop asked
 // for and got. Taking the admissions as they happened keeps a period
@@ -43,27 +51,51 @@ type queueLoop struct {
 
 	ePrev    float64 // e(t-T)
 	targetIn float64 // for the current period
-	p        float64 // pass probability of gated arrivals, current period
+	// p is the pass probability per tier, current period.
+	p [fbTiers]float64
 
-	in, out            int // admitted and removed, current period
-	gated, exempt      int // arrivals, current period
-	histGated, histExm []int
-	histN, histAt      int
+	in, out       int            // admitted and removed, current period
+	arrived       [fbTiers]int   // arrivals per tier, current period
+	hist          [fbTiers][]int // arrivals per tier, last History periods
+	histN, histAt int
 
 	// The last completed period, for status.
 	lastQ, lastE, lastIn, lastOut int
 }
 
+// fbTier orders a class's requests for admission: a tier is held back
+// only when the tiers above it leave it no room.
+type fbTier uint8
+
+const (
+	tierTransactional fbTier = iota // a session in a transactional stage
+	tierSession                     // another request of a known session
+	tierNew                         // a request of a new session
+	fbTiers
+)
+
+func tierOf(r *Request) fbTier {
+	switch {
+	case r.Transactional:
+		return tierTransactional
+	case r.Session:
+		return tierSession
+	}
+	return tierNew
+}
+
 func newQueueLoop(q0, q1 float64, targetQ, history int) queueLoop {
-	return queueLoop{
+	l := queueLoop{
 		q0: q0, q1: q1, targetQ: float64(targetQ),
 		// As if a period had just ended with an empty queue and nothing
 		// admitted: fill the queue to its target.
-		targetIn:  max(q0*float64(targetQ), 0),
-		p:         1,
-		histGated: make([]int, history),
-		histExm:   make([]int, history),
+		targetIn: max(q0*float64(targetQ), 0),
 	}
+	for t := range l.hist {
+		l.hist[t] = make([]int, history)
+		l.p[t] = 1
+	}
+	return l
 }
 
 // piStep is the loop's control law: the number of requests to admit in
@@ -74,31 +106,26 @@ func piStep(in, e, ePrev, q0, q1 float64) float64 {
 	return max(in+q0*e+q1*ePrev, 0)
 }
 
-// passProbability is the actuator's p for a period: the part of
-// targetIn that the predicted exempt arrivals leave, spread over the
-// predicted gated arrivals.
-func passProbability(targetIn, predExempt, predGated float64) float64 {
-	room := targetIn - predExempt
+// passProbability is the actuator's p for one tier: the part of
+// targetIn that the predicted arrivals of the tiers above it leave,
+// spread over its own predicted arrivals.
+func passProbability(targetIn, predAbove, predTier float64) float64 {
+	room := targetIn - predAbove
 	switch {
 	case room <= 0:
 		return 0
-	case predGated <= 0:
+	case predTier <= 0:
 		return 1
 	}
-	return min(room/predGated, 1)
+	return min(room/predTier, 1)
 }
 
-// arrive counts an arrival and says whether it passes: exempt ones
-// always do, gated ones when the draw u (uniform in [0, 1)) is below p.
-// A passed request is not yet counted as admitted (see admit): the queue
-// may still be full.
-func (l *queueLoop) arrive(exempt bool, u float64) bool {
-	if exempt {
-		l.exempt++
-		return true
-	}
-	l.gated++
-	return u < l.p
+// arrive counts an arrival of tier t and says whether it passes: when
+// the draw u (uniform in [0, 1)) is below the tier's p. A passed request
+// is not yet counted as admitted: the queue may still be full.
+func (l *queueLoop) arrive(t fbTier, u float64) bool {
+	l.arrived[t]++
+	return u < l.p[t]
 }
 
 // topUp is how many requests to take from a reserve queue of reserve
@@ -114,16 +141,23 @@ func (l *queueLoop) endPeriod(q int) {
 	e := l.targetQ - float64(q)
 	l.targetIn = piStep(min(float64(l.in), l.targetIn), e, l.ePrev, l.q0, l.q1)
 	l.ePrev = e
-	l.histGated[l.histAt], l.histExm[l.histAt] = l.gated, l.exempt
-	l.histAt = (l.histAt + 1) % len(l.histGated)
-	l.histN = min(l.histN+1, len(l.histGated))
-	var g, x int
-	for i := range l.histN {
-		g += l.histGated[i]
-		x += l.histExm[i]
+	size := len(l.hist[0])
+	for t := range l.hist {
+		l.hist[t][l.histAt] = l.arrived[t]
 	}
+	l.histAt = (l.histAt + 1) % size
+	l.histN = min(l.histN+1, size)
 	n := float64(max(l.histN, 1))
-	l.p = passProbability(l.targetIn, float64(x)/n, float64(g)/n)
+	var above float64 // predicted arrivals of the tiers above
+	for t := range l.hist {
+		var sum int
+		for i := range l.histN {
+			sum += l.hist[t][i]
+		}
+		pred := float64(sum) / n
+		l.p[t] = passProbability(l.targetIn, above, pred)
+		above += pred
+	}
 	l.lastQ, l.lastE, l.lastIn, l.lastOut = q, int(math.Round(e)), l.in, l.out
-	l.in, l.out, l.gated, l.exempt = 0, 0, 0, 0
+	l.in, l.out, l.arrived = 0, 0, [fbTiers]int{}
 }

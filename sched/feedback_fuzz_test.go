@@ -56,8 +56,10 @@ func FuzzFeedback(f *testing.F) {
 				p.ExpireWhy(now, func(r Request, why FeedbackDrop) { gone(r) })
 			}
 			for i := range p.classes {
-				if q := &p.classes[i].reserve; q.Len() > 0 && now-q.Front().at >= 2*int64(100*time.Millisecond) {
-					t.Fatalf("a request waits in reserve %v after its arrival", time.Duration(now-q.Front().at))
+				for tier := range p.classes[i].reserve {
+					if q := &p.classes[i].reserve[tier]; q.Len() > 0 && now-q.Front().at >= 2*int64(100*time.Millisecond) {
+						t.Fatalf("a request waits in reserve %v after its arrival", time.Duration(now-q.Front().at))
+					}
 				}
 			}
 			// Requests refused by a call other than Expire are no longer

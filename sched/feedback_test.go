@@ -57,7 +57,7 @@ func TestFeedbackPIStep(t *testing.T) {
 	//	3: in 25, out 25 -> q 15, e 5,  e(t-T) 5:   target_in 17.5 + 5 - 3.75  = 18.75
 	//	   (the 7.5 admitted beyond the target are not built in)
 	l := newQueueLoop(1, -0.75, 20, 2)
-	if l.targetIn != 20 || l.p != 1 {
+	if l.targetIn != 20 || l.p != [fbTiers]float64{1, 1, 1} {
 		t.Fatalf("initial target_in %v p %v, want 20 (fill to the target) and 1", l.targetIn, l.p)
 	}
 	l.in = 10
@@ -95,15 +95,15 @@ func TestFeedbackPassProbability(t *testing.T) {
 		}
 	}
 	l := newQueueLoop(1, -0.75, 20, 2)
-	l.gated, l.in = 40, 10
+	l.arrived[tierNew], l.in = 40, 10
 	l.endPeriod(10) // target_in 20
-	l.gated, l.exempt, l.in, l.out = 60, 10, 20, 15
+	l.arrived[tierNew], l.arrived[tierSession], l.in, l.out = 60, 10, 20, 15
 	l.endPeriod(15) // target_in 17.5
-	if !near(l.p, 0.25) {
-		t.Errorf("loop p = %v, want 0.25", l.p)
+	if !near(l.p[tierNew], 0.25) || l.p[tierSession] != 1 || l.p[tierTransactional] != 1 {
+		t.Errorf("loop p = %v, want 1 1 0.25", l.p)
 	}
-	if l.arrive(false, 0.25) || !l.arrive(false, 0.24) || !l.arrive(true, 0.99) {
-		t.Error("arrive: gated passes iff u < p, exempt always")
+	if l.arrive(tierNew, 0.25) || !l.arrive(tierNew, 0.24) || !l.arrive(tierSession, 0.99) {
+		t.Error("arrive: new passes iff u < p, a known session at p 1")
 	}
 }
 
@@ -395,25 +395,30 @@ func TestFeedbackTreeZeroRefusesNewSessionsOnly(t *testing.T) {
 	}
 }
 
-// Known-session and transactional requests always pass the actuator and
-// go before new-session requests of their class.
+// Known-session and transactional requests pass the actuator while they
+// fit in target_in, whatever p the new sessions get, and go before
+// new-session requests of their class.
 func TestFeedbackSessionsGoFirst(t *testing.T) {
-	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 2, History: 2})
-	for i := range 10 {
+	draws := make([]float64, 30) // period 0: all pass at p 1
+	draws = append(draws, 0.5, 0.99, 0.99)
+	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 20, History: 2,
+		draw: scripted(t, draws...)})
+	for i := range 30 {
 		p.Enqueue(Request{ID: RequestID(i), Customer: "a"}, 0)
 	}
-	// Period 0: in 10, q 10, e -8: target_in 10 - 8 = 2, p 2/10.
-	// Period 1: in 0, q 10, e -8: target_in 0 - 8 + 6 -> 0, p 0.
-	p.advance(2 * fbT)
-	if st := p.Snapshot()[0]; st.PassProbability != 0 {
-		t.Fatalf("p = %v, want 0", st.PassProbability)
+	// Period 0: 30 admitted, q 30, e -10: target_in min(30, 20) - 10 =
+	// 10; 30 new arrivals predicted: p 10/30; none of known sessions:
+	// their p is 1.
+	p.advance(fbT)
+	if st := p.Snapshot()[0]; !near(st.PassProbability, 1.0/3) || st.PassSession != 1 || st.PassTransactional != 1 {
+		t.Fatalf("p = %v %v %v, want 1/3 for new sessions, 1 for the others", st.PassProbability, st.PassSession, st.PassTransactional)
 	}
-	now := 2 * fbT
-	p.Enqueue(Request{ID: 20, Customer: "a"}, now)
-	p.Enqueue(Request{ID: 21, Customer: "a", Session: true}, now)
-	p.Enqueue(Request{ID: 22, Customer: "a", Transactional: true}, now)
-	if st := p.Snapshot()[0]; st.Reserve != 1 || st.Queued != 12 {
-		t.Fatalf("queued %d reserve %d, want 12 and the new session in reserve", st.Queued, st.Reserve)
+	now := fbT + 1
+	p.Enqueue(Request{ID: 20, Customer: "a"}, now)                      // draw 0.5: reserve
+	p.Enqueue(Request{ID: 21, Customer: "a", Session: true}, now)       // 0.99 < 1: passes
+	p.Enqueue(Request{ID: 22, Customer: "a", Transactional: true}, now) // the same
+	if st := p.Snapshot()[0]; st.Reserve != 1 || st.Queued != 32 {
+		t.Fatalf("queued %d reserve %d, want 32 and the new session in reserve", st.Queued, st.Reserve)
 	}
 	var got []RequestID
 	for range 3 {
@@ -429,7 +434,7 @@ func TestFeedbackSessionsGoFirst(t *testing.T) {
 // than let a back-end idle.
 func TestFeedbackNextTakesReserveWhenIdle(t *testing.T) {
 	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Classes: []FeedbackClass{{Name: "a", Weight: 1}}, draw: func() float64 { return 0.999 }})
-	p.classes[0].loop.p = 0.5
+	p.classes[0].loop.p[tierNew] = 0.5
 	p.Enqueue(Request{ID: 7, Customer: "a"}, 0)
 	if st := p.Snapshot()[0]; st.Reserve != 1 {
 		t.Fatalf("reserve %d, want 1", st.Reserve)

@@ -153,6 +153,10 @@ type FeedbackStatus struct {
 	G        float64 `json:"g"`
 	R        float64 `json:"completion_rate"`
 	W        float64 `json:"bandwidth"`
+	// Completions and Bytes count every completion reported so far and
+	// its response bytes, so that U can be measured over any interval.
+	Completions uint64 `json:"completions"`
+	Bytes       uint64 `json:"response_bytes"`
 	// Rewritten counts the requests sent to a back-end with their path
 	// rewritten to a tree below M; RewriteFailed those the engine could
 	// not rewrite, which were served at full quality.
@@ -175,16 +179,27 @@ type FeedbackClassStatus struct {
 	TargetQueue     int     `json:"target_queue"`
 	TargetIn        float64 `json:"target_in"`
 	PassProbability float64 `json:"pass_probability"`
-	LastIn          int     `json:"last_in"`
-	LastOut         int     `json:"last_out"`
-	AbsQoS          float64 `json:"abs_qos"`
-	ProQoS          float64 `json:"pro_qos"`
-	Arrived         uint64  `json:"arrived"`
-	Dispatched      uint64  `json:"dispatched"`
-	Refused         uint64  `json:"refused"`
-	Overload        uint64  `json:"overload"`
-	Full            uint64  `json:"full"`
-	Expired         uint64  `json:"expired"`
+	// PassSession and PassTransactional are p for known sessions and
+	// transactional stages: below 1 only when they alone exceed
+	// target_in.
+	PassSession       float64 `json:"pass_session"`
+	PassTransactional float64 `json:"pass_transactional"`
+	LastIn            int     `json:"last_in"`
+	LastOut           int     `json:"last_out"`
+	AbsQoS            float64 `json:"abs_qos"`
+	ProQoS            float64 `json:"pro_qos"`
+	// G is the content adaptor's G for this class (lower classes are
+	// degraded first so that proQoS keeps the shares).
+	G          float64 `json:"g"`
+	Arrived    uint64  `json:"arrived"`
+	Dispatched uint64  `json:"dispatched"`
+	Refused    uint64  `json:"refused"`
+	Overload   uint64  `json:"overload"`
+	Full       uint64  `json:"full"`
+	Expired    uint64  `json:"expired"`
+	// Displaced counts known-session requests due for refusal that were
+	// admitted in place of a new session's (refused instead).
+	Displaced uint64 `json:"displaced"`
 	// Trees counts the requests dispatched per content tree, index 0..M
 	// (0 unused: tree 0 is a refusal).
 	Trees []uint64 `json:"trees"`
@@ -197,6 +212,7 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 	}
 	a := fc.policy.Adaptation()
 	st := &FeedbackStatus{Adapting: a.Enabled, Trees: a.Trees, U: a.U, G: a.G, R: a.R, W: a.W,
+		Completions: a.Completions, Bytes: a.Bytes,
 		Rewritten: fc.rewritten, RewriteFailed: fc.rewriteFailed, Sessions: fc.classifier.Sessions()}
 	for _, cs := range fc.policy.Snapshot() {
 		trees := append([]uint64(nil), fc.trees[cs.Name]...)
@@ -206,7 +222,8 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 		st.Classes = append(st.Classes, FeedbackClassStatus{
 			Name: cs.Name, Weight: cs.Weight, Share: cs.Share, Queued: cs.Queued, Reserve: cs.Reserve,
 			TargetQueue: cs.TargetQueue, TargetIn: cs.TargetIn, PassProbability: cs.PassProbability,
-			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS,
+			PassSession: cs.PassSession, PassTransactional: cs.PassTransactional, Displaced: cs.Displaced,
+			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS, G: cs.G,
 			Arrived: cs.Arrived, Dispatched: cs.Dispatched, Refused: cs.Refused, Overload: cs.Overload,
 			Full: cs.Full, Expired: cs.Expired, Trees: trees,
 		})

@@ -132,6 +132,9 @@ type Config struct {
 	// SampleEvery, when > 0, records the controller's feedback state
 	// every so often in Result.Samples.
 	SampleEvery time.Duration
+	// Stalls are times the front-end's process does not run (in time
+	// order, not overlapping; see Stall).
+	Stalls []Stall
 }
 
 // Port is the VIP port every simulated request arrives on.
@@ -162,6 +165,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.Trees < 0 || cfg.Trees > 255 || cfg.SampleEvery < 0 {
 		return errors.New("sim: Trees must be in 0..255, SampleEvery not negative")
+	}
+	if err := checkStalls(cfg.Stalls); err != nil {
+		return err
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ const (
 	feedback                     // a shim's Feedback reaches the front-end
 	keepalive                    // a shim's keepalive is due
 	sample                       // record the controller's state (Config.SampleEvery)
+	stallEnd                     // a stall ends (Config.Stalls)
 )
 
 // event is something that happens at a virtual instant; events at the

@@ -90,6 +90,7 @@ type run struct {
 	services []*rand.Rand // per customer: service times
 	stats    []tally
 	samples  []Sample
+	held     []deferred // what a stall holds back (stall.go)
 	now      int64
 	err      error
 }
@@ -121,6 +122,9 @@ func Run(cfg Config) (Result, error) {
 	}
 	if cfg.SampleEvery > 0 {
 		r.schedule(event{at: cfg.SampleEvery.Nanoseconds(), kind: sample})
+	}
+	for _, s := range cfg.Stalls {
+		r.schedule(event{at: (s.At + s.For).Nanoseconds(), kind: stallEnd})
 	}
 	for b := 1; b <= cfg.Backends; b++ {
 		r.control(&proto.Register{BackendID: uint32(b), IP: backendIP(b), ControlPort: 7401,
@@ -166,7 +170,7 @@ func (r *run) loop() error {
 		if r.events.len() > 0 {
 			tEv = r.events.next()
 		}
-		tDl := max(int64(r.ctrl.NextDeadline()), r.now)
+		tDl := r.stalledUntil(max(int64(r.ctrl.NextDeadline()), r.now))
 		if min(tEv, tDl) > end {
 			return nil
 		}
@@ -241,6 +245,8 @@ func (r *run) handle(e event) {
 	case keepalive:
 		r.control(&proto.Keepalive{BackendID: e.backend, Incarnation: 1, Concurrency: uint16(r.inServ[e.backend-1])})
 		r.schedule(event{at: r.now + r.keepaliveInterval().Nanoseconds(), kind: keepalive, backend: e.backend})
+	case stallEnd:
+		r.endStall()
 	case sample:
 		r.takeSample()
 		r.schedule(event{at: r.now + r.cfg.SampleEvery.Nanoseconds(), kind: sample})
@@ -296,6 +302,9 @@ func (r *run) serve(id splice.FlowID) {
 
 // event hands the controller an event of the engine's.
 func (r *run) event(ev splice.Event) {
+	if r.holdForStall(ev, nil) {
+		return
+	}
 	r.out.Reset()
 	r.ctrl.Event(ev, splice.Time(r.now), &r.out)
 	r.after()
@@ -304,6 +313,9 @@ func (r *run) event(ev splice.Event) {
 // control hands the controller a shim's message, from that shim's
 // control address (the controller checks it).
 func (r *run) control(m proto.Message) {
+	if r.holdForStall(splice.Event{}, m) {
+		return
+	}
 	r.out.Reset()
 	r.ctrl.Control(netip.AddrPortFrom(backendIP(int(proto.BackendOf(m))), 7401), m, splice.Time(r.now), &r.out)
 	r.after()

@@ -39,6 +39,9 @@ type FeedbackConfig struct {
 	TargetUtil    float64 // U*
 	Seed          uint64
 	Policy        sched.FeedbackConfig // the policy's other settings (zero: defaults)
+	// Stalls are times the front-end's process does not run (sim.Stall),
+	// as on a loaded machine.
+	Stalls []sim.Stall
 }
 
 // DefaultFeedbackConfig is the lab cluster of the published experiments
@@ -78,11 +81,16 @@ func (c FeedbackConfig) validate() error {
 
 // FeedbackPoint is the state at the end of one period.
 type FeedbackPoint struct {
-	TSeconds float64              `json:"t_s"`
-	Load     float64              `json:"offered_load"` // x capacity
-	U        float64              `json:"utilization"`
-	G        float64              `json:"g"`
-	Classes  []FeedbackClassPoint `json:"classes"`
+	TSeconds float64 `json:"t_s"`
+	Load     float64 `json:"offered_load"` // x capacity
+	U        float64 `json:"utilization"`
+	G        float64 `json:"g"`
+	// Completions and Bytes are the front-end's counts of completions
+	// and response bytes reported so far (FeedbackStatus), from which
+	// the summary measures U over whole seconds.
+	Completions uint64               `json:"completions"`
+	Bytes       uint64               `json:"response_bytes"`
+	Classes     []FeedbackClassPoint `json:"classes"`
 }
 
 // FeedbackClassPoint is one class at one FeedbackPoint.
@@ -113,21 +121,38 @@ type FeedbackSummary struct {
 	// WithinTarget is each class's fraction of the periods of the
 	// overload's second half that ended within 20% of target_q.
 	WithinTarget []float64 `json:"within_20pct_of_target_q"`
-	// USettle is how long after the step up the per-second mean of U
-	// entered 0.85 +/- 0.05 to stay until the step down (-1: never);
-	// GRecover how long after the step down G was back at M.
-	USettleSeconds   float64 `json:"u_settle_s"`
-	GRecoverSeconds  float64 `json:"g_recover_s"`
+	// USeconds is U over each second of the run: a*R + b*W from the
+	// completions and bytes reported during that second (a window of
+	// 1 s; one period's U is too noisy to judge by itself).
+	USeconds []float64 `json:"u_per_second"`
+	// USettle is how long after the step up U (per second) entered
+	// U* +/- 0.05 to stay there until the step down (-1: never);
+	// USettleTolerant how long until it stayed within U* +/- 0.10 with
+	// at least 80% of the seconds within U* +/- 0.05 (see
+	// settleTolerant); GRecover how long after the step down G was back
+	// at M.
+	USettleSeconds         float64 `json:"u_settle_s"`
+	USettleTolerantSeconds float64 `json:"u_settle_tolerant_s"`
+	GRecoverSeconds        float64 `json:"g_recover_s"`
+	// From 10 s after the step up to the step down: the mean of
+	// USeconds, its largest distance from U*, and the fraction of its
+	// seconds within U* +/- 0.05.
+	USteadyMean      float64 `json:"u_steady_mean"`
+	USteadyWorst     float64 `json:"u_steady_worst"`
+	USteadyInBand    float64 `json:"u_steady_in_band"`
 	QueueTimeouts    int     `json:"queue_timeouts"`
 	OverloadRefusals int     `json:"overload_refusals"`
 }
 
 // FeedbackResult is a run's time series and summary.
 type FeedbackResult struct {
-	CapacityRPS float64         `json:"capacity_rps"`
-	Trees       int             `json:"trees"`
-	Series      []FeedbackPoint `json:"series"`
-	Summary     FeedbackSummary `json:"summary"`
+	CapacityRPS float64 `json:"capacity_rps"`
+	Trees       int     `json:"trees"`
+	// A and B are the calibration U = A*R + B*W the front-end ran with.
+	A       float64         `json:"a"`
+	B       float64         `json:"b"`
+	Series  []FeedbackPoint `json:"series"`
+	Summary FeedbackSummary `json:"summary"`
 }
 
 // RunFeedback simulates cfg. The same cfg gives the same result.
@@ -156,7 +181,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 	}
 	scfg := sim.Config{
 		Seed: cfg.Seed, Duration: cfg.End, Backends: cfg.Backends, Capacity: cfg.Slots, Trees: cfg.Trees,
-		SampleEvery: period,
+		SampleEvery: period, Stalls: cfg.Stalls,
 		Scheduler: controller.Config{
 			Listeners: []controller.Listener{{Port: sim.Port, Policy: "feedback"}},
 			Feedback:  controller.FeedbackConfig{Policy: pol},
@@ -174,7 +199,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 	if err != nil {
 		return FeedbackResult{}, err
 	}
-	out := FeedbackResult{CapacityRPS: capacity, Trees: cfg.Trees}
+	out := FeedbackResult{CapacityRPS: capacity, Trees: cfg.Trees, A: pol.A, B: pol.B}
 	var prev *controller.FeedbackStatus
 	for _, s := range res.Samples {
 		f := s.Feedback
@@ -182,7 +207,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 		if s.At > cfg.Up && s.At <= cfg.Down {
 			load = cfg.High
 		}
-		pt := FeedbackPoint{TSeconds: s.At.Seconds(), Load: load, U: f.U, G: f.G}
+		pt := FeedbackPoint{TSeconds: s.At.Seconds(), Load: load, U: f.U, G: f.G, Completions: f.Completions, Bytes: f.Bytes}
 		for i, c := range f.Classes {
 			cp := FeedbackClassPoint{Name: c.Name, Queued: c.Queued, Reserve: c.Reserve, TargetQueue: c.TargetQueue,
 				ProQoS: c.ProQoS, Share: c.Share, Dispatched: c.Dispatched, Refused: c.Refused + c.Overload,
@@ -204,7 +229,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 		out.Series = append(out.Series, pt)
 		prev = f
 	}
-	out.Summary = summarizeFeedback(cfg, out.Series, period)
+	out.Summary = summarizeFeedback(cfg, out.Series, period, pol.A, pol.B)
 	for _, c := range res.Customers {
 		out.Summary.QueueTimeouts += c.Rejected.Timeout
 		out.Summary.OverloadRefusals += c.Rejected.Overload
@@ -212,7 +237,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 	return out, nil
 }
 
-func summarizeFeedback(cfg FeedbackConfig, series []FeedbackPoint, period time.Duration) FeedbackSummary {
+func summarizeFeedback(cfg FeedbackConfig, series []FeedbackPoint, period time.Duration, a, b float64) FeedbackSummary {
 	var s FeedbackSummary
 	at := func(t time.Duration) int { return min(max(int(t/period)-1, 0), len(series)-1) }
 	mid, down := at(cfg.Up+(cfg.Down-cfg.Up)/2), at(cfg.Down)
@@ -238,23 +263,28 @@ func summarizeFeedback(cfg FeedbackConfig, series []FeedbackPoint, period time.D
 			s.RatioToLast[i] = s.ServedFraction[i] / last
 		}
 	}
-	// U per second, and the first second from which it stays in the band.
-	perSec := int(time.Second / period)
-	first, last := int(cfg.Up/time.Second), int(cfg.Down/time.Second)
-	mean := func(k int) float64 {
-		var u float64
-		for j := k * perSec; j < (k+1)*perSec && j < len(series); j++ {
-			u += series[j].U
+	s.USeconds = uPerSecond(series, period, a, b)
+	first, last := int(cfg.Up/time.Second), min(int(cfg.Down/time.Second), len(s.USeconds))
+	s.USettleSeconds, s.USettleTolerantSeconds = -1, -1
+	if first < last {
+		during := s.USeconds[first:last]
+		if k := settleStrict(during, cfg.TargetUtil); k >= 0 {
+			s.USettleSeconds = float64(k)
 		}
-		return u / float64(perSec)
+		if k := settleTolerant(during, cfg.TargetUtil); k >= 0 {
+			s.USettleTolerantSeconds = float64(k)
+		}
 	}
-	s.USettleSeconds = -1
-	settled := last
-	for k := last - 1; k >= first && math.Abs(mean(k)-cfg.TargetUtil) <= 0.05; k-- {
-		settled = k
-	}
-	if settled < last {
-		s.USettleSeconds = float64(settled - first)
+	if steady := first + 10; steady < last {
+		var in int
+		for _, u := range s.USeconds[steady:last] {
+			s.USteadyMean += u / float64(last-steady)
+			s.USteadyWorst = max(s.USteadyWorst, math.Abs(u-cfg.TargetUtil))
+			if math.Abs(u-cfg.TargetUtil) <= uBand {
+				in++
+			}
+		}
+		s.USteadyInBand = float64(in) / float64(last-steady)
 	}
 	s.GRecoverSeconds = -1
 	for k := down + 1; k < len(series); k++ {
@@ -264,4 +294,71 @@ func summarizeFeedback(cfg FeedbackConfig, series []FeedbackPoint, period time.D
 		}
 	}
 	return s
+}
+
+// The band U must settle in (issue 10: U* +/- 0.05), and the wider one
+// the tolerant criterion keeps every second within.
+const (
+	uBand     = 0.05
+	uWideBand = 0.10
+)
+
+// uPerSecond is U over each whole second of the series: a*R + b*W from
+// the completions and bytes counted between the points at the second's
+// start and end. The counters make it exact whatever the samples in
+// between (a live sampler misses some), and a period's U is too noisy to
+// judge alone: at the lab's 250 req/s a 100 ms period sees some 20
+// completions.
+func uPerSecond(series []FeedbackPoint, period time.Duration, a, b float64) []float64 {
+	perSec := int(time.Second / period)
+	var out []float64
+	var n0, b0 uint64
+	for j := perSec - 1; j < len(series); j += perSec {
+		p := series[j]
+		out = append(out, a*float64(p.Completions-n0)+b*float64(p.Bytes-b0))
+		n0, b0 = p.Completions, p.Bytes
+	}
+	return out
+}
+
+// settleStrict is the first second k of us from which every second is
+// within target +/- uBand: "settles and stays there" read strictly. -1
+// when even the last second is not.
+func settleStrict(us []float64, target float64) int {
+	k := len(us)
+	for k > 0 && math.Abs(us[k-1]-target) <= uBand {
+		k--
+	}
+	if k == len(us) {
+		return -1
+	}
+	return k
+}
+
+// settleTolerant is the first second k of us from which every second is
+// within target +/- uWideBand and at least 80% of them within target
+// +/- uBand; -1 when there is none. It is the criterion a measurement at
+// the lab's rates can be held to: Poisson arrivals at 500 req/s vary by
+// 4.5% per second, and even the model's best controller leaves U's
+// per-second values 0.025-0.03 (rms) around U* (TestFeedbackLabRateSettles),
+// so about one second in fifteen leaves +/- 0.05 by chance, while a
+// second beyond +/- 0.10 (over three times that) means the loop lost
+// control, as it did when a stall sent G to M.
+func settleTolerant(us []float64, target float64) int {
+	best := -1
+	in, n := 0, 0
+	for k := len(us) - 1; k >= 0; k-- {
+		d := math.Abs(us[k] - target)
+		if d > uWideBand {
+			break
+		}
+		n++
+		if d <= uBand {
+			in++
+		}
+		if 5*in >= 4*n {
+			best = k
+		}
+	}
+	return best
 }

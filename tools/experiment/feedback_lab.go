@@ -446,7 +446,8 @@ func runFeedbackInLab(ctx context.Context, cfg FeedbackLabConfig, l *lab.Lab, di
 // into the simulated run's series and summary.
 func feedbackSeries(cfg FeedbackLabConfig, samples []*controller.FeedbackStatus) FeedbackResult {
 	period := cfg.period()
-	out := FeedbackResult{CapacityRPS: cfg.Capacity(), Trees: cfg.Trees}
+	a, b := cfg.calibration()
+	out := FeedbackResult{CapacityRPS: cfg.Capacity(), Trees: cfg.Trees, A: a, B: b}
 	var prev *controller.FeedbackStatus
 	steps := cfg.Steps()
 	for k, f := range samples {
@@ -457,7 +458,8 @@ func feedbackSeries(cfg FeedbackLabConfig, samples []*controller.FeedbackStatus)
 			continue
 		}
 		at := time.Duration(k+1) * period
-		pt := FeedbackPoint{TSeconds: at.Seconds(), Load: loadgen.FactorAt(steps, at-1), U: f.U, G: f.G}
+		pt := FeedbackPoint{TSeconds: at.Seconds(), Load: loadgen.FactorAt(steps, at-1), U: f.U, G: f.G,
+			Completions: f.Completions, Bytes: f.Bytes}
 		for i, c := range f.Classes {
 			cp := FeedbackClassPoint{Name: c.Name, Queued: c.Queued, Reserve: c.Reserve, TargetQueue: c.TargetQueue,
 				ProQoS: c.ProQoS, Share: c.Share, Dispatched: c.Dispatched, Refused: c.Refused + c.Overload + c.Full + c.Expired,
@@ -480,7 +482,7 @@ func feedbackSeries(cfg FeedbackLabConfig, samples []*controller.FeedbackStatus)
 		prev = f
 	}
 	if len(out.Series) > 0 {
-		out.Summary = summarizeFeedback(cfg.simConfig(), out.Series, period)
+		out.Summary = summarizeFeedback(cfg.simConfig(), out.Series, period, a, b)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
@@ -74,8 +75,10 @@ func WriteFeedbackSummary(w io.Writer, res FeedbackResult) error {
 		fmt.Fprintf(w, "%-8s %14.3f %10.2f %21.0f%%\n", c.Name, s.ServedFraction[i], s.RatioToLast[i], 100*s.WithinTarget[i])
 	}
 	if res.Trees > 1 {
-		fmt.Fprintf(w, "U settled in 0.85 +/- 0.05 (per-second mean) %.0f s after the step up (-1: never); "+
-			"G back at M %.2f s after the step down\n", s.USettleSeconds, s.GRecoverSeconds)
+		fmt.Fprintf(w, "U (per second) settled in 0.85 +/- 0.05 %.0f s after the step up, strictly, %.0f s with 80%% of the "+
+			"seconds in it and all in +/- 0.10 (-1: never); from 10 s after the step: mean %.3f, worst second %.3f off, "+
+			"%.0f%% of the seconds in the band; G back at M %.2f s after the step down\n",
+			s.USettleSeconds, s.USettleTolerantSeconds, s.USteadyMean, s.USteadyWorst, 100*s.USteadyInBand, s.GRecoverSeconds)
 	}
 	_, err := fmt.Fprintf(w, "%d queue timeouts, %d overload refusals (503)\n\n", s.QueueTimeouts, s.OverloadRefusals)
 	return err
@@ -165,16 +168,36 @@ func PlotFeedback(dir string, res FeedbackResult) ([]string, error) {
 		return nil, err
 	}
 	trees := float64(max(res.Trees, 1))
-	ad := timePlot("Content adaptation: utilization U, G / M, offered load / 2", "")
+	ad := timePlot("Content adaptation: U per period and per second (band 0.85 +/- 0.05), G / M, offered load / 2", "")
 	ad.Y.Max = 1.2
-	var u, g, load plotter.XYs
+	var u, g, load, perSec, lo, hi plotter.XYs
 	for _, pt := range res.Series {
 		u = append(u, plotter.XY{X: pt.TSeconds, Y: pt.U})
 		g = append(g, plotter.XY{X: pt.TSeconds, Y: pt.G / trees})
 		load = append(load, plotter.XY{X: pt.TSeconds, Y: pt.Load / 2})
 	}
-	if err := plotutil.AddLines(ad, "U", u, "G / M", g, "load / 2", load); err != nil {
+	// U over each whole second, drawn as steps: what "settles" is
+	// judged on.
+	for k, us := range res.Summary.USeconds {
+		perSec = append(perSec, plotter.XY{X: float64(k), Y: us}, plotter.XY{X: float64(k + 1), Y: us})
+	}
+	if n := len(res.Summary.USeconds); n > 0 {
+		lo = plotter.XYs{{X: 0, Y: 0.85 - uBand}, {X: float64(n), Y: 0.85 - uBand}}
+		hi = plotter.XYs{{X: 0, Y: 0.85 + uBand}, {X: float64(n), Y: 0.85 + uBand}}
+	}
+	if err := plotutil.AddLines(ad, "U per period", u, "U per second", perSec, "G / M", g, "load / 2", load); err != nil {
 		return nil, err
+	}
+	if len(lo) > 0 {
+		for _, band := range []plotter.XYs{lo, hi} {
+			l, err := plotter.NewLine(band)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = color.Gray{Y: 120}
+			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+			ad.Add(l)
+		}
 	}
 	if err := save(ad, feedbackAdaptPNG); err != nil {
 		return nil, err
