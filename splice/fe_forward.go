@@ -39,6 +39,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	ackAdvanced := flags&wire.TCPFlagACK != 0 && f.cliAck.LessThan(t.Ack())
 	if ackAdvanced {
 		f.cliAck = t.Ack()
+		f.cliAckAt = now
 	}
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
 		return // the flow is ours again; the segment's ACK was all it brought
