@@ -90,6 +90,9 @@ func (c *Controller) tlSpliceSent(rec *flowRec, now splice.Time) {
 	if c.cfg.Timelines {
 		rec.tl.rec.Set(timeline.SpliceSent, int64(now))
 		rec.tl.rec.SpliceSends++
+		if rec.tl.rec.SpliceSends > 1 {
+			rec.tl.rec.AddRetx("splice", int64(now))
+		}
 		rec.tl.spliceLast = now
 	}
 }
@@ -209,6 +212,10 @@ func (c *Controller) tlClosed(rec *flowRec, ev splice.Event, out *Output) {
 	et := &ev.Timeline
 	tl.SYNs, tl.C2SYNs, tl.RequestResends = int(et.SYNs), int(et.C2SYNs), int(et.RequestResends)
 	tl.RequestBytes = uint64(et.RequestBytes)
+	for _, m := range et.Marks() {
+		tl.AddRetx(m.Kind.String(), int64(m.At))
+	}
+	tl.NumRetx += int(et.NumRetx) - len(et.Marks()) // the engine's beyond those it kept
 	for s, step := range engineSteps {
 		if t, ok := et.Get(splice.FlowStep(s)); ok {
 			tl.Set(step, int64(t))

@@ -142,7 +142,48 @@ type Record struct {
 
 	At   [NumSteps]int64 // ns on the front-end's clock, where Have says
 	Have uint32          // bit s: step s happened
+
+	// Retx are the first MaxRetx retransmissions seen on the connection,
+	// in time order; NumRetx counts them all (request 1's record only).
+	Retx    [MaxRetx]Retx
+	NumRetx int
 }
+
+// MaxRetx bounds the retransmissions a record lists.
+const MaxRetx = 8
+
+// Retx is one retransmission seen on a connection. Kind is what was
+// sent again (see splice.RetxKind): "syn" (the client's SYN),
+// "client_data" (client bytes the front-end had), "client_sack" (the
+// client began reporting response bytes missing: the back-end resends
+// them), "c2_syn" and "request" (the front-end resent them on C2),
+// "splice" (the front-end resent the Splice message).
+type Retx struct {
+	At   int64 // ns on the front-end's clock
+	Kind string
+}
+
+// AddRetx notes a retransmission of kind at t, keeping the earliest
+// MaxRetx in time order.
+func (r *Record) AddRetx(kind string, t int64) {
+	r.NumRetx++
+	n := min(r.NumRetx-1, MaxRetx)
+	i := n
+	for i > 0 && r.Retx[i-1].At > t {
+		i--
+	}
+	if i == MaxRetx {
+		return // later than every one kept
+	}
+	if n == MaxRetx {
+		n-- // the latest kept gives way
+	}
+	copy(r.Retx[i+1:n+1], r.Retx[i:n])
+	r.Retx[i] = Retx{At: t, Kind: kind}
+}
+
+// Retransmissions lists the retransmissions kept, in time order.
+func (r *Record) Retransmissions() []Retx { return r.Retx[:min(r.NumRetx, MaxRetx)] }
 
 // Set records step s at t (ns on the front-end's clock), unless it has a
 // time already.
@@ -226,7 +267,8 @@ func (r *Record) CheckOrder() error {
 }
 
 // AppendJSON appends r as one JSON object and a newline, allocating
-// nothing when b has room. Step times are written as ns from start_ns.
+// nothing when b has room. Step and retransmission times are written as
+// ns from start_ns.
 func (r *Record) AppendJSON(b []byte) []byte {
 	start := r.Start()
 	b = append(b, `{"flow":`...)
@@ -271,7 +313,19 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `":`...)
 		b = strconv.AppendInt(b, t-start, 10)
 	}
-	return append(b, "}}\n"...)
+	b = append(b, '}')
+	b = appendInt(b, "retransmissions", int64(r.NumRetx))
+	b = append(b, `,"retx":[`...)
+	for i, x := range r.Retransmissions() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"kind":`...)
+		b = appendString(b, x.Kind)
+		b = appendInt(b, "at", x.At-start)
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
 }
 
 func appendInt(b []byte, key string, v int64) []byte {
@@ -342,6 +396,11 @@ type jsonRecord struct {
 	ShimUncertainty int64            `json:"shim_uncertainty_ns"`
 	Start           int64            `json:"start_ns"`
 	Steps           map[string]int64 `json:"steps"`
+	Retransmissions int              `json:"retransmissions"`
+	Retx            []struct {
+		Kind string `json:"kind"`
+		At   int64  `json:"at"`
+	} `json:"retx"`
 }
 
 // ParseJSON reads one record written by AppendJSON. Unknown step names
@@ -371,6 +430,13 @@ func ParseJSON(line []byte) (Record, error) {
 		}
 		r.Set(s, j.Start+off)
 	}
+	if len(j.Retx) > MaxRetx || j.Retransmissions < len(j.Retx) {
+		return Record{}, fmt.Errorf("timeline: %d retransmissions listed, %d counted (at most %d listed)", len(j.Retx), j.Retransmissions, MaxRetx)
+	}
+	for i, x := range j.Retx {
+		r.Retx[i] = Retx{At: j.Start + x.At, Kind: x.Kind}
+	}
+	r.NumRetx = j.Retransmissions
 	return r, nil
 }
 

@@ -9,6 +9,7 @@ package timeline
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -59,6 +60,10 @@ type Summary struct {
 	// Connections whose handoff repeated something: the client's SYN,
 	// the C2 SYN, the Splice, the request on C2.
 	SYNRetries, C2SYNRetries, SpliceResent, RequestResent int
+	// Retransmissions seen in all (tl.Record.NumRetx), the connections
+	// with any, and the listed ones by kind.
+	Retransmissions, RetxConnections int
+	RetxByKind                       map[string]int
 
 	Steps []StepSummary // one per step, in Step order
 }
@@ -68,7 +73,7 @@ type Summary struct {
 // (Request > 1) have no SYN: they count in the gaps between the steps
 // they have.
 func Summarize(recs []tl.Record) Summary {
-	s := Summary{Records: len(recs)}
+	s := Summary{Records: len(recs), RetxByKind: map[string]int{}}
 	from := make([][]time.Duration, tl.NumSteps)
 	gaps := make([][]time.Duration, tl.NumSteps)
 	for i := range recs {
@@ -89,6 +94,11 @@ func Summarize(recs []tl.Record) Summary {
 		count(&s.C2SYNRetries, r.C2SYNs > 1)
 		count(&s.SpliceResent, r.SpliceSends > 1)
 		count(&s.RequestResent, r.RequestResends > 0)
+		count(&s.RetxConnections, r.NumRetx > 0)
+		s.Retransmissions += r.NumRetx
+		for _, x := range r.Retransmissions() {
+			s.RetxByKind[x.Kind]++
+		}
 		syn, hasSYN := r.Get(tl.SYN)
 		for st := range tl.NumSteps {
 			t, ok := r.Get(st)
@@ -124,6 +134,19 @@ func (s Summary) Write(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nconnections with retransmissions: syn %d, c2 syn %d, splice %d, request %d\n",
 		s.SYNRetries, s.C2SYNRetries, s.SpliceResent, s.RequestResent)
+	fmt.Fprintf(w, "retransmissions seen: %d on %d connections", s.Retransmissions, s.RetxConnections)
+	if len(s.RetxByKind) > 0 {
+		kinds := slices.Sorted(maps.Keys(s.RetxByKind))
+		fmt.Fprint(w, " (listed: ")
+		for i, k := range kinds {
+			if i > 0 {
+				fmt.Fprint(w, ", ")
+			}
+			fmt.Fprintf(w, "%s %d", k, s.RetxByKind[k])
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "first_byte and last_byte are placed on the front-end's clock within +-%v at most\n\n", s.MaxShimUncertainty)
 	fmt.Fprintf(w, "%-14s %7s %10s %10s %10s   (ms from syn)\n", "step", "n", "p50", "p90", "p99")
 	for _, st := range s.Steps {
