@@ -243,3 +243,16 @@ func (e *FrontEnd) timelineAccepted(f *flow, now Time) {
 		*s = synSlot{}
 	}
 }
+
+// LiveTimeline returns what the engine saw so far of flow id's handoff
+// and the client bytes it forwarded, while the flow has not been
+// reported closed (no EvClosed yet: open, or spliced and waiting out its
+// linger after both FINs). The front-end asks when it stops, to write
+// the records of the connections it still holds.
+func (e *FrontEnd) LiveTimeline(id FlowID) (FlowTimeline, uint64, bool) {
+	f := e.byID[id]
+	if f == nil || f.state == stLinger {
+		return FlowTimeline{}, 0, false
+	}
+	return f.tl, f.forwardedBytes, true
+}

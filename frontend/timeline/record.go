@@ -26,7 +26,8 @@
 //
 // Each is the step's first occurrence. A connection's record describes
 // its first request (Request 1; Requests counts them all) and goes out
-// when the connection ends; each keep-alive follow-up gets a record of
+// when the connection ends (or, marked at_stop, when the front-end stops
+// while it still holds the connection); each keep-alive follow-up gets a record of
 // its own (Request 2, 3, ...) when its Feedback comes, with the steps a
 // request on a spliced connection has: head_complete (the controller's
 // time of the engine's report, the same pass), queued, admitted,
@@ -118,7 +119,11 @@ type Record struct {
 	Customer string // or the class, for class-based policies
 	Method   string
 	Path     string
-	Reason   string // how the connection ended (splice.CloseReason)
+	Reason   string // how the connection ended (splice.CloseReason); none with AtStop
+	// AtStop: the front-end stopped while it still held the connection
+	// (open, or closed and in its linger), and wrote the steps seen so
+	// far.
+	AtStop bool
 	// Request is which request of the connection the record describes:
 	// 1, the first, whose record has the connection's steps too (and
 	// goes out when the connection ends), or a keep-alive follow-up's
@@ -285,6 +290,8 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendField(b, "method", r.Method)
 	b = appendField(b, "path", r.Path)
 	b = appendField(b, "reason", r.Reason)
+	b = append(b, `,"at_stop":`...)
+	b = strconv.AppendBool(b, r.AtStop)
 	b = appendInt(b, "request", int64(r.Request))
 	b = appendInt(b, "requests", int64(r.Requests))
 	b = appendInt(b, "syns", int64(r.SYNs))
@@ -383,6 +390,7 @@ type jsonRecord struct {
 	Method          string           `json:"method"`
 	Path            string           `json:"path"`
 	Reason          string           `json:"reason"`
+	AtStop          bool             `json:"at_stop"`
 	Request         int              `json:"request"`
 	Requests        int              `json:"requests"`
 	SYNs            int              `json:"syns"`
@@ -412,7 +420,7 @@ func ParseJSON(line []byte) (Record, error) {
 	}
 	r := Record{
 		Flow: j.Flow, Port: j.Port, Backend: j.Backend, Customer: j.Customer, Method: j.Method, Path: j.Path,
-		Reason: j.Reason, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
+		Reason: j.Reason, AtStop: j.AtStop, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
 		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
 		ResponseBytes: j.ResponseBytes, ForwardedBytes: j.ForwardedBytes, ShimUncertainty: time.Duration(j.ShimUncertainty),
 	}

@@ -38,7 +38,7 @@ func TestImpairedDownloadsShowRetransmissionsInTimelines(t *testing.T) {
 	l := upLab(t, cfg)
 	c := l.HTTPClient("c1")
 	c.Transport.(*http.Transport).DisableKeepAlives = true // a connection, and a record, per download
-	getThroughVIP(t, c, 8080, 1<<10)                      // everything up and learnt
+	getThroughVIP(t, c, 8080, 1<<10)                       // everything up and learnt
 	if err := l.Impair("c1", "delay=20ms,loss=1%,seed=11"); err != nil {
 		t.Fatal(err)
 	}

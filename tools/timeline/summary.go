@@ -51,6 +51,9 @@ type StepSummary struct {
 // Summary is what Summarize finds in a set of records.
 type Summary struct {
 	Records int
+	// AtStop counts the records the front-end wrote when it stopped, of
+	// connections it still held (open or lingering).
+	AtStop int
 	// OutOfOrder counts records whose steps break their order
 	// (tl.Record.CheckOrder); FirstErr is the first such error.
 	OutOfOrder int
@@ -95,6 +98,7 @@ func Summarize(recs []tl.Record) Summary {
 		count(&s.SpliceResent, r.SpliceSends > 1)
 		count(&s.RequestResent, r.RequestResends > 0)
 		count(&s.RetxConnections, r.NumRetx > 0)
+		count(&s.AtStop, r.AtStop)
 		s.Retransmissions += r.NumRetx
 		for _, x := range r.Retransmissions() {
 			s.RetxByKind[x.Kind]++
@@ -128,7 +132,7 @@ func Summarize(recs []tl.Record) Summary {
 // Write prints s as two tables: offsets from the SYN, then gaps.
 func (s Summary) Write(w io.Writer) error {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/1e6) }
-	fmt.Fprintf(w, "records %d, out of order %d", s.Records, s.OutOfOrder)
+	fmt.Fprintf(w, "records %d (%d of connections still held at the stop), out of order %d", s.Records, s.AtStop, s.OutOfOrder)
 	if s.FirstErr != "" {
 		fmt.Fprintf(w, " (first: %s)", s.FirstErr)
 	}

@@ -39,8 +39,9 @@ func TestSummarizeSeedRecords(t *testing.T) {
 	recs[8].AddRetx("client_sack", recs[8].At[tl.Feedback])
 	recs[8].AddRetx("client_sack", recs[8].At[tl.Feedback]+1)
 	recs[9].AddRetx("syn", recs[9].At[tl.SYN]+1)
+	recs[10].AtStop = true
 	s := Summarize(recs)
-	if s.Records != 100 || s.OutOfOrder != 1 || !strings.Contains(s.FirstErr, "flow 4") {
+	if s.Records != 100 || s.AtStop != 1 || s.OutOfOrder != 1 || !strings.Contains(s.FirstErr, "flow 4") {
 		t.Errorf("records %d, out of order %d (%s)", s.Records, s.OutOfOrder, s.FirstErr)
 	}
 	if s.SYNRetries != 1 || s.C2SYNRetries != 1 || s.SpliceResent != 1 || s.RequestResent != 1 {
