@@ -25,7 +25,8 @@ func staticBins(t *testing.T) string {
 	t.Helper()
 	dir := sharedTempDir(t)
 	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"github.com/qsplice/qsplice/cmd/qsplice-testserver", "github.com/qsplice/qsplice/cmd/qsplice-backend")
+		"github.com/qsplice/qsplice/cmd/qsplice-testserver", "github.com/qsplice/qsplice/cmd/qsplice-backend",
+		"github.com/qsplice/qsplice/cmd/qsplice-frontend")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("static build: %v\n%s", err, out)
