@@ -30,7 +30,7 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 	@mkdir -p $(BIN)/static
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/static/ ./cmd/qsplice-testserver ./cmd/qsplice-backend
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/static/ ./cmd/qsplice-testserver ./cmd/qsplice-backend ./cmd/qsplice-frontend
 
 # Binaries, systemd units (with this PREFIX's paths written in), the
 # sysusers.d entry for the qsplice user, examples and documents. Nothing

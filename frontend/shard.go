@@ -281,6 +281,25 @@ func (e *shardedEngine) ResponseEnded(id splice.FlowID, backendSeq uint32, now s
 	})
 }
 
+// ClientAckedAt (controller.ClientProgress): when the flow's client last
+// acknowledged new bytes, asked of a silent back-end's flows only. A
+// query: the shard is not marked touched.
+func (e *shardedEngine) ClientAckedAt(id splice.FlowID) (splice.Time, bool) {
+	s := e.shards[splice.FlowShard(id, len(e.shards))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.engine.ClientAckedAt(id)
+}
+
+// LiveTimeline (controller.LiveTimelines): what the flow's engine saw so
+// far, asked when the front-end stops.
+func (e *shardedEngine) LiveTimeline(id splice.FlowID) (splice.FlowTimeline, uint64, bool) {
+	s := e.shards[splice.FlowShard(id, len(e.shards))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.engine.LiveTimeline(id)
+}
+
 // Rewrite (controller.Rewriter): serve the flow's request from a content
 // tree (issue 10).
 func (e *shardedEngine) Rewrite(id splice.FlowID, path []byte) error {

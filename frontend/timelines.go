@@ -38,10 +38,18 @@ func (d *Daemon) writeTimelines(out *controller.Output) {
 	}
 }
 
-// closeTimelines flushes and closes the timeline file.
+// closeTimelines writes the records of the connections still held (open,
+// or lingering after their close: their records would have gone out at
+// the linger's end), marked at_stop, then flushes and closes the file.
+// Run calls it after the shards' loops ended.
 func (d *Daemon) closeTimelines() {
 	d.ctrlMu.Lock()
 	defer d.ctrlMu.Unlock()
+	if d.timelines != nil {
+		var out controller.Output
+		d.ctrl.FlushTimelines(d.ctrlStamp(), &out)
+		d.writeTimelines(&out)
+	}
 	if d.timelines != nil {
 		if err := d.timelines.Close(); err != nil {
 			d.log.Warn("timeline file close failed", "file", d.cfg.Timeline, "err", err)

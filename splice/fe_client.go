@@ -225,6 +225,8 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		// ACK tells the client where we are; it will resend.
 		if f.rcvNxt.LessThan(seq) {
 			e.drop(dropOutOfWindow)
+		} else {
+			f.tl.retx(RetxClientData, now)
 		}
 		e.ackClient(f, now, out)
 		return

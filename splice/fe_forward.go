@@ -26,6 +26,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	if !e.validClient(f, t, now, out) || e.resetAborted(f, t, now, out) {
 		return
 	}
+	f.tl.clientSACK(o.NumSACK, now)
 	if f.state == stSpliced && f.storm.noProgress(t, o.NumSACK, now, e.cfg.StormLimit, e.cfg.StormWindow) {
 		e.stats.AckStorms++
 		e.Abort(f.id, now, out)
@@ -39,6 +40,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	ackAdvanced := flags&wire.TCPFlagACK != 0 && f.cliAck.LessThan(t.Ack())
 	if ackAdvanced {
 		f.cliAck = t.Ack()
+		f.cliAckAt = now
 	}
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
 		return // the flow is ours again; the segment's ACK was all it brought
@@ -59,6 +61,8 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	if end := t.Seq() + wire.Seq(len(t.Payload())); len(t.Payload()) > 0 && f.cliNxt.LessThan(end) {
 		f.cliNxt = end
+	} else if len(t.Payload()) > 0 {
+		f.tl.retx(RetxClientData, now) // bytes the back-end has, or will have from our copy
 	}
 	if off := findRewriteOption(t); off >= 0 {
 		blankRewriteOption(t, off) // only the front-end sets a connection's offsets
@@ -170,7 +174,7 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 				return
 			}
 			e.stats.Retransmits++
-			f.tl.RequestResends = min(f.tl.RequestResends+1, 255)
+			f.tl.requestResent(now)
 			e.sendRequest(f, now, out)
 			e.setDeadline(f, f.rto)
 		case f.cliFin && f.srvFin:

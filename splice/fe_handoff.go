@@ -56,7 +56,7 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 // sendC2SYN offers the back-end exactly what the client offered us, so it
 // negotiates nothing the client cannot honour (design trap 4).
 func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
-	f.tl.C2SYNs = min(f.tl.C2SYNs+1, 255)
+	f.tl.c2SYNSent(now)
 	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack}
 	if f.syn.ts {
 		so.TS, so.TSVal = true, f.tsRecent

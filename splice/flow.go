@@ -83,6 +83,7 @@ type flow struct {
 	held       [][]byte
 	srvFin     bool
 	cliAck     wire.Seq // client's latest ACK (client-facing numbers)
+	cliAckAt   Time     // when cliAck last advanced: the back-end's data reached the client (fe_progress.go)
 	srvRST     bool
 	// ackOwed: the request head's ACK was held back until ackOwedBy
 	// (fe_ackdelay.go); anything sent to the client at rcvNxt clears it.

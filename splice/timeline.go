@@ -68,6 +68,94 @@ type FlowTimeline struct {
 	// RequestBytes is what the front-end handed over on C2 itself: the
 	// request head and the body bytes it buffered.
 	RequestBytes uint32
+	// Retx are the first MaxRetxMarks retransmissions the engine saw on
+	// the connection, in order; NumRetx counts them all.
+	Retx    [MaxRetxMarks]RetxMark
+	NumRetx uint16
+	// sacking: the client's last forwarded segment carried SACK blocks
+	// (a loss episode is under way; its first such ACK was marked).
+	sacking bool
+}
+
+// RetxKind says which retransmission a RetxMark is.
+type RetxKind uint8
+
+const (
+	// RetxSYN: the client resent its SYN (the latest resend's time; the
+	// SYN table keeps one).
+	RetxSYN RetxKind = iota + 1
+	// RetxClientData: the client resent bytes the front-end already had
+	// (the front-end's ACK or the client's segment was lost), before or
+	// after the splice.
+	RetxClientData
+	// RetxClientSACK: the client began reporting response bytes missing
+	// (its first ACK with SACK blocks after one without): the back-end's
+	// retransmission follows, from the shim, which the front-end does not
+	// see. A D-SACK (the client got a byte twice) counts too.
+	RetxClientSACK
+	// RetxC2SYN: the front-end resent the handoff connection's SYN.
+	RetxC2SYN
+	// RetxRequest: the front-end resent the request on C2.
+	RetxRequest
+	numRetxKinds
+)
+
+var retxKindNames = [numRetxKinds]string{"", "syn", "client_data", "client_sack", "c2_syn", "request"}
+
+func (k RetxKind) String() string {
+	if k > 0 && k < numRetxKinds {
+		return retxKindNames[k]
+	}
+	return "unknown"
+}
+
+// MaxRetxMarks bounds the retransmissions a flow keeps the time of: a
+// connection under heavy loss reports its first ones and their count,
+// in a fixed 128 bytes.
+const MaxRetxMarks = 8
+
+// RetxMark is one retransmission the engine saw.
+type RetxMark struct {
+	At   Time
+	Kind RetxKind
+}
+
+// Marks returns the retransmissions kept, in order.
+func (t *FlowTimeline) Marks() []RetxMark {
+	return t.Retx[:min(int(t.NumRetx), MaxRetxMarks)]
+}
+
+// retx notes a retransmission of kind k at now.
+func (t *FlowTimeline) retx(k RetxKind, now Time) {
+	if t.NumRetx < MaxRetxMarks {
+		t.Retx[t.NumRetx] = RetxMark{At: now, Kind: k}
+	}
+	if t.NumRetx < 1<<16-1 {
+		t.NumRetx++
+	}
+}
+
+// c2SYNSent counts a handoff SYN; any after the first is a resend.
+func (t *FlowTimeline) c2SYNSent(now Time) {
+	t.C2SYNs = min(t.C2SYNs+1, 255)
+	if t.C2SYNs > 1 {
+		t.retx(RetxC2SYN, now)
+	}
+}
+
+// requestResent counts a resend of the request on C2.
+func (t *FlowTimeline) requestResent(now Time) {
+	t.RequestResends = min(t.RequestResends+1, 255)
+	t.retx(RetxRequest, now)
+}
+
+// clientSACK marks the start of each loss episode the client reports on
+// the response: numSACK is the SACK blocks of its forwarded segment.
+func (t *FlowTimeline) clientSACK(numSACK int, now Time) {
+	if numSACK > 0 && !t.sacking {
+		t.retx(RetxClientSACK, now)
+	}
+	t.sacking = numSACK > 0
 }
 
 // Get returns the time of step s, if it was stamped.
@@ -99,10 +187,11 @@ func (t *FlowTimeline) requestSent(now Time, n int) {
 const synSlots = 4096
 
 type synSlot struct {
-	key fourTuple
-	isn wire.Seq
-	at  Time
-	n   uint8
+	key  fourTuple
+	isn  wire.Seq
+	at   Time
+	last Time // the latest resend, when n > 1
+	n    uint8
 }
 
 // synTable remembers when recent SYNs arrived (nil: timelines are off).
@@ -131,6 +220,7 @@ func (t synTable) noteSYN(key fourTuple, isn wire.Seq, now Time) {
 	s := t.slot(key)
 	if s.n > 0 && s.key == key && s.isn == isn {
 		s.n = min(s.n+1, 255) // a retransmitted SYN: the first one's time stays
+		s.last = now
 		return
 	}
 	*s = synSlot{key: key, isn: isn, at: now, n: 1}
@@ -147,6 +237,22 @@ func (e *FrontEnd) timelineAccepted(f *flow, now Time) {
 	if s.n > 0 && s.key == f.key && s.isn == f.syn.clientISN {
 		f.tl.stamp(StepSYN, s.at)
 		f.tl.SYNs = s.n
+		if s.n > 1 {
+			f.tl.retx(RetxSYN, s.last)
+		}
 		*s = synSlot{}
 	}
+}
+
+// LiveTimeline returns what the engine saw so far of flow id's handoff
+// and the client bytes it forwarded, while the flow has not been
+// reported closed (no EvClosed yet: open, or spliced and waiting out its
+// linger after both FINs). The front-end asks when it stops, to write
+// the records of the connections it still holds.
+func (e *FrontEnd) LiveTimeline(id FlowID) (FlowTimeline, uint64, bool) {
+	f := e.byID[id]
+	if f == nil || f.state == stLinger {
+		return FlowTimeline{}, 0, false
+	}
+	return f.tl, f.forwardedBytes, true
 }

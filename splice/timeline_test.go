@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ func timelineOf(t *testing.T, out *Output, id FlowID) FlowTimeline {
 
 // TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime drives one
 // connection through the handoff at hand-picked times, a retransmitted
-// SYN, C2 SYN and request included, and checks the timeline its EvClosed
-// carries: each step at the time of its first occurrence, and the
-// retransmissions counted.
+// SYN, request (from the client), C2 SYN and request (on C2) included,
+// and checks the timeline its EvClosed carries: each step at the time of
+// its first occurrence, and each retransmission counted and marked at its
+// time.
 func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 	h := newFE(t, func(c *FrontEndConfig) { c.Timelines = true })
 	p := defaultSpliceParams()
@@ -38,6 +40,8 @@ func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 	}
 	c.tsVal++
 	id := c.sendRequest(t, h, p.request, t0+9*ms)
+	c.tsVal++
+	h.input(c.seg(wire.TCPFlagACK|wire.TCPFlagPSH, c.nxt-wire.Seq(len(p.request)), c.rcvNxt, p.request), t0+11*ms) // as if our ACK was lost
 	syn := dispatch(t, h, id, t0+14*ms)
 	h.tick((t0 + 14*ms).Add(h.cfg.HandoffTimeout)) // the C2 SYN again: not a new step
 	srv := newServer(p.backendISN, p.answer)
@@ -73,6 +77,16 @@ func TestTimelineStampsEveryStepTheEngineSeesAtItsExactTime(t *testing.T) {
 	}
 	if tl.SYNs != 2 || tl.C2SYNs != 2 || tl.RequestResends != 1 {
 		t.Errorf("SYNs %d, C2 SYNs %d, request resends %d: want 2, 2, 1 (one retransmission each)", tl.SYNs, tl.C2SYNs, tl.RequestResends)
+	}
+	// Each retransmission at its time, in order.
+	wantMarks := []RetxMark{
+		{At: t0 + 2*ms, Kind: RetxSYN}, // placed when the cookie ACK made the flow
+		{At: t0 + 11*ms, Kind: RetxClientData},
+		{At: (t0 + 14*ms).Add(h.cfg.HandoffTimeout), Kind: RetxC2SYN},
+		{At: (t0 + 1027*ms).Add(h.cfg.RTOMin), Kind: RetxRequest},
+	}
+	if got := tl.Marks(); !slices.Equal(got, wantMarks) || int(tl.NumRetx) != len(wantMarks) {
+		t.Errorf("retransmissions %v (%d seen), want %v", got, tl.NumRetx, wantMarks)
 	}
 	if tl.RequestBytes != uint32(len(p.request)) {
 		t.Errorf("RequestBytes %d, want %d", tl.RequestBytes, len(p.request))

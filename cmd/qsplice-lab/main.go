@@ -133,7 +133,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 	daemons := fs.Bool("daemons", d.Daemons, "run qsplice-backend on each back-end and qsplice-frontend")
 	offloads := fs.Bool("offloads", d.Offloads, "keep checksum offload, TSO, GSO and GRO on on the lab's links (as in real deployments); off: MTU-sized frames with complete checksums only")
 	feTAP := fs.Bool("frontend-tap", false, "run the front-end as a userspace host on a TAP (vip0) bridged to its wire, as a VM sees it")
-	vm := fs.String("vm", "", "back-ends that are QEMU guests on a TAP of the lab's bridge, e.g. b1,b2 (KVM if usable, else TCG; the guest runs the test server on :8080 and the shim, no nginx)")
+	vm := fs.String("vm", "", "hosts that are QEMU guests on a TAP of the lab's bridge: back-ends (b1,b2: the guest runs the test server on :8080 and the shim, no nginx) and fe, the front-end (KVM if usable, else TCG)")
 	topologyOnly := fs.Bool("topology-only", false, "build the network only, start no process")
 	serviceTime := fs.Duration("service-time", d.ServiceTime, "qsplice-testserver service time per request")
 	capacity := fs.Int("capacity", d.Capacity, "concurrent requests each back-end accepts (qsplice-backend -capacity)")
@@ -177,11 +177,11 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 		cfg.Backends, cfg.Clients, cfg.BinDir = *backends, *clients, *bin
 		cfg.Nginx, cfg.TestServer, cfg.Daemons = *nginx, *testServer, *daemons
 		cfg.FrontendTAP = *feTAP
-		vms, err := lab.ParseVMHosts(*vm)
+		vms, vmFE, err := lab.ParseVMHosts(*vm)
 		if err != nil {
 			return cfg, err
 		}
-		cfg.VMBackends = vms
+		cfg.VMBackends, cfg.VMFrontend = vms, vmFE
 		cfg.Offloads = *offloads
 		if *topologyOnly {
 			cfg.Nginx, cfg.TestServer, cfg.Daemons = false, false, false

@@ -1,8 +1,9 @@
 // Command qsplice-timeline reads the handoff timelines that
 // qsplice-frontend -timeline and qsplice-replay -timeline write (one JSON
 // line per connection), prints the percentiles of each step's offset
-// from the SYN and of each step-to-step gap, and plots a waterfall of one
-// connection and a CDF of each step.
+// from the SYN and of each step-to-step gap and the retransmissions seen,
+// and plots a waterfall of one connection (its retransmissions listed and
+// drawn on a row of their own) and a CDF of each step.
 //
 //	qsplice-timeline [-conn ID -waterfall FILE.png] [-cdf DIR] [-check] FILE
 //
@@ -78,6 +79,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("no connection %d in %s", *conn, fs.Arg(0))
 		}
 		if err := timeline.Waterfall(r, *waterfall); err != nil {
+			return err
+		}
+		if err := timeline.WriteRetx(stdout, r); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "wrote", *waterfall)

@@ -24,6 +24,9 @@ func TestRunSummarisesPlotsAndChecks(t *testing.T) {
 		if i == 3 {
 			r.At[tl.Queued] = r.At[tl.SYN] - 1 // out of order
 		}
+		if i == 2 {
+			r.AddRetx("client_sack", int64(i)*1e9+12_500_000)
+		}
 		lines = r.AppendJSON(lines)
 	}
 	file := filepath.Join(dir, "t.jsonl")
@@ -35,7 +38,8 @@ func TestRunSummarisesPlotsAndChecks(t *testing.T) {
 	if err := run([]string{"-conn", "2", "-waterfall", wf, "-cdf", filepath.Join(dir, "cdf"), file}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"records 3, out of order 1", "c2_synack            3", "wrote " + wf, "wrote 13 CDFs"} {
+	for _, want := range []string{"records 3 (0 of connections still held at the stop), out of order 1", "c2_synack            3", "wrote " + wf, "wrote 13 CDFs",
+		"retransmissions seen: 1 on 1 connections (listed: client_sack 1)", "flow 2: 1 retransmissions seen:", "12.500 ms  client_sack"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -177,13 +177,17 @@ func (be *backend) nextCheck(iv time.Duration) splice.Time {
 }
 
 // checkBackends declares back-ends dead. A back-end that has been silent
-// for 1.25 keepalive intervals (no keepalive, feedback or ack) is probed
-// once; if the probe is not answered within half an interval it is dead:
-// at most 1.75 intervals after its last sign of life, inside the two the
-// design allows.
+// for 1.25 keepalive intervals (no keepalive, feedback or ack, and no
+// client of its connections acknowledging new bytes: liveness.go) is
+// probed once; if the probe is not answered within half an interval it
+// is dead: at most 1.75 intervals after its last sign of life, inside
+// the two the design allows.
 func (c *Controller) checkBackends(now splice.Time, out *Output) {
 	iv := c.cfg.KeepaliveInterval
 	for _, be := range c.order {
+		if be.alive && (be.probing && now.Sub(be.probeSent) > iv/2 || !be.probing && now.Sub(be.lastSeen) > iv*5/4) {
+			c.progressSeen(be) // its clients' ACKs may say it is serving
+		}
 		switch {
 		case !be.alive:
 		case !be.probing && now.Sub(be.lastSeen) > iv*5/4:

@@ -32,6 +32,7 @@ type flowTimeline struct {
 	oneWay    time.Duration
 	haveRTT   bool
 	responded bool // the first Feedback was taken
+	flushed   bool // its record went out at the stop (FlushTimelines)
 	served    int  // follow-ups whose record went out
 	// follow are the keep-alive follow-ups queued and not reported
 	// served yet, oldest first.
@@ -90,6 +91,9 @@ func (c *Controller) tlSpliceSent(rec *flowRec, now splice.Time) {
 	if c.cfg.Timelines {
 		rec.tl.rec.Set(timeline.SpliceSent, int64(now))
 		rec.tl.rec.SpliceSends++
+		if rec.tl.rec.SpliceSends > 1 {
+			rec.tl.rec.AddRetx("splice", int64(now))
+		}
 		rec.tl.spliceLast = now
 	}
 }
@@ -193,9 +197,14 @@ func (c *Controller) tlFollowUpServed(rec *flowRec, m *proto.Feedback, now splic
 // tlClosed completes rec's timeline with the engine's steps and hands it
 // out.
 func (c *Controller) tlClosed(rec *flowRec, ev splice.Event, out *Output) {
-	if !c.cfg.Timelines {
+	if !c.cfg.Timelines || rec.tl.flushed {
 		return
 	}
+	out.Timelines = append(out.Timelines, c.tlRecord(rec, ev.Reason.String(), ev.Bytes, &ev.Timeline))
+}
+
+// tlRecord is rec's record: the controller's steps and the engine's et.
+func (c *Controller) tlRecord(rec *flowRec, reason string, forwarded uint64, et *splice.FlowTimeline) timeline.Record {
 	tl := rec.tl.rec
 	if tl.Flow == 0 {
 		tl.Flow = uint64(rec.id)
@@ -204,17 +213,20 @@ func (c *Controller) tlClosed(rec *flowRec, ev splice.Event, out *Output) {
 		tl.Backend = rec.be.id
 	}
 	tl.Request = 1
-	tl.Reason = ev.Reason.String()
-	tl.ForwardedBytes = ev.Bytes
-	et := &ev.Timeline
+	tl.Reason = reason
+	tl.ForwardedBytes = forwarded
 	tl.SYNs, tl.C2SYNs, tl.RequestResends = int(et.SYNs), int(et.C2SYNs), int(et.RequestResends)
 	tl.RequestBytes = uint64(et.RequestBytes)
+	for _, m := range et.Marks() {
+		tl.AddRetx(m.Kind.String(), int64(m.At))
+	}
+	tl.NumRetx += int(et.NumRetx) - len(et.Marks()) // the engine's beyond those it kept
 	for s, step := range engineSteps {
 		if t, ok := et.Get(splice.FlowStep(s)); ok {
 			tl.Set(step, int64(t))
 		}
 	}
-	out.Timelines = append(out.Timelines, tl)
+	return tl
 }
 
 // engineSteps maps the engine's steps to the record's.

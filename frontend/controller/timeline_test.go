@@ -2,6 +2,7 @@ package controller
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func TestTimelineRecordHasEveryStepAtItsExactTime(t *testing.T) {
 	et.At = [splice.NumFlowSteps]splice.Time{t0, t0 + 1*ms, t0 + 3*ms, t0 + 3*ms, t0 + 5*ms, t0 + 19*ms, t0 + 70*ms}
 	et.Have, et.SYNs, et.RequestBytes = 1<<splice.NumFlowSteps-1, 2, 40
 	et.C2SYNs, et.RequestResends = 3, 1
+	et.Retx[0] = splice.RetxMark{At: t0 + 2*ms, Kind: splice.RetxClientData}
+	et.Retx[1] = splice.RetxMark{At: t0 + 40*ms, Kind: splice.RetxClientSACK}
+	et.NumRetx = 2
 	h.eng.flows[5].state = "closed"
 	out := h.event(splice.Event{Kind: splice.EvClosed, Flow: 5, Backend: 1, Reason: splice.CloseFIN, Bytes: 77, Timeline: et}, t0+1070*ms)
 	if len(out.Timelines) != 1 {
@@ -75,6 +79,13 @@ func TestTimelineRecordHasEveryStepAtItsExactTime(t *testing.T) {
 		r.ResponseBytes != 5000 || r.ForwardedBytes != 77 || r.ShimUncertainty != 2*time.Millisecond ||
 		r.C2SYNs != 3 || r.SpliceSends != 2 || r.RequestResends != 1 {
 		t.Errorf("record %+v", r)
+	}
+	// The engine's retransmissions and the controller's Splice resend,
+	// in time order.
+	wantRetx := []timeline.Retx{{At: int64(t0 + 2*ms), Kind: "client_data"}, {At: int64(t0 + 15*ms), Kind: "splice"},
+		{At: int64(t0 + 40*ms), Kind: "client_sack"}}
+	if got := r.Retransmissions(); !slices.Equal(got, wantRetx) || r.NumRetx != 3 {
+		t.Errorf("retransmissions %v (%d), want %v", got, r.NumRetx, wantRetx)
 	}
 	if err := r.CheckOrder(); err != nil {
 		t.Error(err)

@@ -26,7 +26,8 @@
 //
 // Each is the step's first occurrence. A connection's record describes
 // its first request (Request 1; Requests counts them all) and goes out
-// when the connection ends; each keep-alive follow-up gets a record of
+// when the connection ends (or, marked at_stop, when the front-end stops
+// while it still holds the connection); each keep-alive follow-up gets a record of
 // its own (Request 2, 3, ...) when its Feedback comes, with the steps a
 // request on a spliced connection has: head_complete (the controller's
 // time of the engine's report, the same pass), queued, admitted,
@@ -118,7 +119,11 @@ type Record struct {
 	Customer string // or the class, for class-based policies
 	Method   string
 	Path     string
-	Reason   string // how the connection ended (splice.CloseReason)
+	Reason   string // how the connection ended (splice.CloseReason); none with AtStop
+	// AtStop: the front-end stopped while it still held the connection
+	// (open, or closed and in its linger), and wrote the steps seen so
+	// far.
+	AtStop bool
 	// Request is which request of the connection the record describes:
 	// 1, the first, whose record has the connection's steps too (and
 	// goes out when the connection ends), or a keep-alive follow-up's
@@ -142,7 +147,48 @@ type Record struct {
 
 	At   [NumSteps]int64 // ns on the front-end's clock, where Have says
 	Have uint32          // bit s: step s happened
+
+	// Retx are the first MaxRetx retransmissions seen on the connection,
+	// in time order; NumRetx counts them all (request 1's record only).
+	Retx    [MaxRetx]Retx
+	NumRetx int
 }
+
+// MaxRetx bounds the retransmissions a record lists.
+const MaxRetx = 8
+
+// Retx is one retransmission seen on a connection. Kind is what was
+// sent again (see splice.RetxKind): "syn" (the client's SYN),
+// "client_data" (client bytes the front-end had), "client_sack" (the
+// client began reporting response bytes missing: the back-end resends
+// them), "c2_syn" and "request" (the front-end resent them on C2),
+// "splice" (the front-end resent the Splice message).
+type Retx struct {
+	At   int64 // ns on the front-end's clock
+	Kind string
+}
+
+// AddRetx notes a retransmission of kind at t, keeping the earliest
+// MaxRetx in time order.
+func (r *Record) AddRetx(kind string, t int64) {
+	r.NumRetx++
+	n := min(r.NumRetx-1, MaxRetx)
+	i := n
+	for i > 0 && r.Retx[i-1].At > t {
+		i--
+	}
+	if i == MaxRetx {
+		return // later than every one kept
+	}
+	if n == MaxRetx {
+		n-- // the latest kept gives way
+	}
+	copy(r.Retx[i+1:n+1], r.Retx[i:n])
+	r.Retx[i] = Retx{At: t, Kind: kind}
+}
+
+// Retransmissions lists the retransmissions kept, in time order.
+func (r *Record) Retransmissions() []Retx { return r.Retx[:min(r.NumRetx, MaxRetx)] }
 
 // Set records step s at t (ns on the front-end's clock), unless it has a
 // time already.
@@ -226,7 +272,8 @@ func (r *Record) CheckOrder() error {
 }
 
 // AppendJSON appends r as one JSON object and a newline, allocating
-// nothing when b has room. Step times are written as ns from start_ns.
+// nothing when b has room. Step and retransmission times are written as
+// ns from start_ns.
 func (r *Record) AppendJSON(b []byte) []byte {
 	start := r.Start()
 	b = append(b, `{"flow":`...)
@@ -243,6 +290,8 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendField(b, "method", r.Method)
 	b = appendField(b, "path", r.Path)
 	b = appendField(b, "reason", r.Reason)
+	b = append(b, `,"at_stop":`...)
+	b = strconv.AppendBool(b, r.AtStop)
 	b = appendInt(b, "request", int64(r.Request))
 	b = appendInt(b, "requests", int64(r.Requests))
 	b = appendInt(b, "syns", int64(r.SYNs))
@@ -271,7 +320,19 @@ func (r *Record) AppendJSON(b []byte) []byte {
 		b = append(b, `":`...)
 		b = strconv.AppendInt(b, t-start, 10)
 	}
-	return append(b, "}}\n"...)
+	b = append(b, '}')
+	b = appendInt(b, "retransmissions", int64(r.NumRetx))
+	b = append(b, `,"retx":[`...)
+	for i, x := range r.Retransmissions() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"kind":`...)
+		b = appendString(b, x.Kind)
+		b = appendInt(b, "at", x.At-start)
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
 }
 
 func appendInt(b []byte, key string, v int64) []byte {
@@ -329,6 +390,7 @@ type jsonRecord struct {
 	Method          string           `json:"method"`
 	Path            string           `json:"path"`
 	Reason          string           `json:"reason"`
+	AtStop          bool             `json:"at_stop"`
 	Request         int              `json:"request"`
 	Requests        int              `json:"requests"`
 	SYNs            int              `json:"syns"`
@@ -342,6 +404,11 @@ type jsonRecord struct {
 	ShimUncertainty int64            `json:"shim_uncertainty_ns"`
 	Start           int64            `json:"start_ns"`
 	Steps           map[string]int64 `json:"steps"`
+	Retransmissions int              `json:"retransmissions"`
+	Retx            []struct {
+		Kind string `json:"kind"`
+		At   int64  `json:"at"`
+	} `json:"retx"`
 }
 
 // ParseJSON reads one record written by AppendJSON. Unknown step names
@@ -353,7 +420,7 @@ func ParseJSON(line []byte) (Record, error) {
 	}
 	r := Record{
 		Flow: j.Flow, Port: j.Port, Backend: j.Backend, Customer: j.Customer, Method: j.Method, Path: j.Path,
-		Reason: j.Reason, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
+		Reason: j.Reason, AtStop: j.AtStop, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
 		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
 		ResponseBytes: j.ResponseBytes, ForwardedBytes: j.ForwardedBytes, ShimUncertainty: time.Duration(j.ShimUncertainty),
 	}
@@ -371,6 +438,13 @@ func ParseJSON(line []byte) (Record, error) {
 		}
 		r.Set(s, j.Start+off)
 	}
+	if len(j.Retx) > MaxRetx || j.Retransmissions < len(j.Retx) {
+		return Record{}, fmt.Errorf("timeline: %d retransmissions listed, %d counted (at most %d listed)", len(j.Retx), j.Retransmissions, MaxRetx)
+	}
+	for i, x := range j.Retx {
+		r.Retx[i] = Retx{At: j.Start + x.At, Kind: x.Kind}
+	}
+	r.NumRetx = j.Retransmissions
 	return r, nil
 }
 

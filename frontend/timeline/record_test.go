@@ -18,6 +18,9 @@ func sampleRecord() Record {
 	for s := range NumSteps {
 		r.Set(s, base+int64(s)*1000)
 	}
+	r.AtStop = true
+	r.AddRetx("client_sack", base+10500)
+	r.AddRetx("syn", base+500)
 	return r
 }
 

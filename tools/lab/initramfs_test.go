@@ -134,15 +134,18 @@ func TestIsStaticELF(t *testing.T) {
 }
 
 func TestParseVMHosts(t *testing.T) {
-	got, err := ParseVMHosts("b1, b3,")
-	if err != nil || !reflect.DeepEqual(got, []int{1, 3}) {
-		t.Errorf("b1, b3,: %v, %v", got, err)
+	got, fe, err := ParseVMHosts("b1, b3,")
+	if err != nil || fe || !reflect.DeepEqual(got, []int{1, 3}) {
+		t.Errorf("b1, b3,: %v, %v, %v", got, fe, err)
 	}
-	if got, err := ParseVMHosts(""); err != nil || got != nil {
-		t.Errorf("empty: %v, %v", got, err)
+	if got, fe, err := ParseVMHosts("fe,b2"); err != nil || !fe || !reflect.DeepEqual(got, []int{2}) {
+		t.Errorf("fe,b2: %v, %v, %v", got, fe, err)
 	}
-	for _, bad := range []string{"fe", "b0", "c1", "b", "bx", "b-1"} {
-		if _, err := ParseVMHosts(bad); err == nil {
+	if got, fe, err := ParseVMHosts(""); err != nil || fe || got != nil {
+		t.Errorf("empty: %v, %v, %v", got, fe, err)
+	}
+	for _, bad := range []string{"b0", "c1", "b", "bx", "b-1", "fe1"} {
+		if _, _, err := ParseVMHosts(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -153,7 +156,7 @@ func FuzzParseVMHosts(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ks, err := ParseVMHosts(s)
+		ks, _, err := ParseVMHosts(s)
 		if err != nil {
 			return
 		}

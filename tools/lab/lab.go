@@ -123,7 +123,9 @@ type Config struct {
 	// a TAP of the lab's bridge instead of namespaces.
 	VMBackends []int  `json:",omitempty"`
 	VMKernel   string `json:",omitempty"` // guest kernel; default: the newest /boot/vmlinuz-* with modules, cloud flavour first
-	VMBinDir   string `json:",omitempty"` // static qsplice-testserver and qsplice-backend; default: BinDir/static, else BinDir
+	VMBinDir   string `json:",omitempty"` // static qsplice-testserver, qsplice-backend, qsplice-frontend; default: BinDir/static, else BinDir
+	// VMFrontend makes the front-end host a QEMU guest too (vmfe.go).
+	VMFrontend bool `json:",omitempty"`
 }
 
 // DefaultConfig returns the configuration the CLI starts from.

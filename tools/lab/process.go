@@ -105,6 +105,9 @@ func (l *Lab) processes() []procSpec {
 		argv = []string{bin("qsplice-frontend"), "-config", l.statePath(userConfigFile)}
 	}
 	fe.argv = append(argv, l.cfg.FrontendArgs...)
+	if l.cfg.VMFrontend {
+		fe = l.vmFrontendSpec(fe.argv) // the same command line, in a guest (vmfe.go)
+	}
 	specs = append(specs, fe)
 	return specs
 }

@@ -98,8 +98,9 @@ func (l *Lab) webCheck(k, port int, owner string) *readyCheck {
 // relies on.
 type FrontendStatus struct {
 	Backends []struct {
-		ID    int  `json:"id"`
-		Alive bool `json:"alive"`
+		ID     int    `json:"id"`
+		Alive  bool   `json:"alive"`
+		Deaths uint64 `json:"deaths"`
 	} `json:"backends"`
 	Raw json.RawMessage `json:"-"` // the whole document
 }

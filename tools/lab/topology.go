@@ -76,12 +76,16 @@ func (l *Lab) buildTopology() error {
 			return err
 		}
 	}
-	if l.cfg.FrontendTAP {
+	switch {
+	case l.cfg.VMFrontend: // the guest's init does this (vmfe.go)
+	case l.cfg.FrontendTAP:
 		if err := l.buildFrontendBridge(); err != nil {
 			return err
 		}
-	} else if err := l.buildAddressedHost("fe", FrontendAddr); err != nil {
-		return err
+	default:
+		if err := l.buildAddressedHost("fe", FrontendAddr); err != nil {
+			return err
+		}
 	}
 	for k := 1; k <= l.cfg.Backends; k++ {
 		if l.isVM(k) {

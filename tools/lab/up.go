@@ -80,7 +80,9 @@ func (l *Lab) build(ctx context.Context) error {
 	for _, daemons := range []bool{false, true} {
 		var checks []*readyCheck
 		for _, p := range l.processes() {
-			if p.daemon != daemons {
+			// A VM front-end is QEMU, not a daemon, but it starts with
+			// them: its ready check waits for the shims' registrations.
+			if (p.daemon || p.name == frontendName) != daemons {
 				continue
 			}
 			if err := l.start(p); err != nil {

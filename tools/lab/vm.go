@@ -70,8 +70,11 @@ func (c Config) isVM(k int) bool {
 	return false
 }
 
-// vmHost reports whether host (b1, ...) is a VM back-end.
+// vmHost reports whether host (fe, b1, ...) is a QEMU guest.
 func (l *Lab) vmHost(host string) bool {
+	if host == vmFrontendHost {
+		return l.cfg.VMFrontend
+	}
 	if rest, ok := strings.CutPrefix(host, "b"); ok {
 		k, err := strconv.Atoi(rest)
 		return err == nil && l.isVM(k)
@@ -79,27 +82,34 @@ func (l *Lab) vmHost(host string) bool {
 	return false
 }
 
-// ParseVMHosts turns "b1,b3" into [1 3].
-func ParseVMHosts(s string) ([]int, error) {
-	var ks []int
+// ParseVMHosts turns "fe,b1,b3" into [1 3] and true (the front-end is
+// a guest too).
+func ParseVMHosts(s string) (backends []int, frontend bool, err error) {
 	for _, h := range strings.Split(s, ",") {
 		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if h == vmFrontendHost {
+			frontend = true
 			continue
 		}
 		rest, ok := strings.CutPrefix(h, "b")
 		k, err := strconv.Atoi(rest)
 		if !ok || err != nil || k < 1 {
-			return nil, fmt.Errorf("-vm %q: want back-end hosts b1,b2,... (a VM front-end is not built yet)", h)
+			return nil, false, fmt.Errorf("-vm %q: want fe or back-end hosts b1,b2,...", h)
 		}
-		ks = append(ks, k)
+		backends = append(backends, k)
 	}
-	return ks, nil
+	return backends, frontend, nil
 }
 
 // normalizeVM checks the VM back-ends and picks the guest kernel.
 func (c *Config) normalizeVM() error {
-	if len(c.VMBackends) == 0 {
+	if len(c.VMBackends) == 0 && !c.VMFrontend {
 		return nil
+	}
+	if err := c.checkVMFrontend(); err != nil {
+		return err
 	}
 	for _, k := range c.VMBackends {
 		if k < 1 || k > c.Backends {
@@ -210,44 +220,64 @@ func (l *Lab) vmGuestMAC(k int) string { return fmt.Sprintf("02:00:c6:12:01:%02x
 
 // vmSpec is the process of VM back-end k: QEMU in the switch namespace.
 func (l *Lab) vmSpec(k int) procSpec {
-	accel := VMAccel()
-	cpu := "max"
-	if accel == "kvm" {
-		cpu = "host"
-	}
-	nic := "virtio-net-pci,netdev=n0,mac=" + l.vmGuestMAC(k)
-	if !l.cfg.Offloads {
-		// MTU-sized frames with complete checksums, as on the other links.
-		nic += ",csum=off,guest_csum=off,gso=off,host_tso4=off,host_tso6=off,host_ecn=off,host_ufo=off," +
-			"guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off"
-	}
-	argv := []string{qemuProgram,
-		"-name", l.cfg.Name + "-" + backendHost(k),
-		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-accel", accel, "-cpu", cpu, "-smp", "1", "-m", vmMemory,
-		"-kernel", l.cfg.VMKernel, "-initrd", l.vmInitramfsPath(k),
-		"-append", "console=ttyS0 panic=-1 ipv6.disable=1 net.ifnames=0",
-		"-serial", "file:" + l.VMConsolePath(k),
-		"-netdev", "tap,id=n0,ifname=" + backendHost(k) + ",script=no,downscript=no,vnet_hdr=on",
-		"-device", nic,
-		"-device", "virtio-rng-pci",
-	}
 	return procSpec{
-		name: vmName(k), host: "sw", argv: argv,
+		name: vmName(k), host: "sw",
+		argv:    l.qemuArgv(l.cfg.Name+"-"+backendHost(k), backendHost(k), l.vmGuestMAC(k), l.vmInitramfsPath(k), l.VMConsolePath(k)),
 		prepare: func() error { return l.prepareVM(k) },
 		backend: k,
 		ready:   l.vmBootedCheck(k),
 	}
 }
 
+// qemuArgv runs a guest whose virtio NIC (MAC mac) is the switch's TAP
+// named tap, booting the lab's kernel with initrd, its serial console
+// logged to console.
+func (l *Lab) qemuArgv(name, tap, mac, initrd, console string) []string {
+	accel := VMAccel()
+	cpu := "max"
+	if accel == "kvm" {
+		cpu = "host"
+	}
+	nic := "virtio-net-pci,netdev=n0,mac=" + mac
+	if !l.cfg.Offloads {
+		// MTU-sized frames with complete checksums, as on the other links.
+		nic += ",csum=off,guest_csum=off,gso=off,host_tso4=off,host_tso6=off,host_ecn=off,host_ufo=off," +
+			"guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off"
+	}
+	return []string{qemuProgram,
+		"-name", name,
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-accel", accel, "-cpu", cpu, "-smp", "1", "-m", vmMemory,
+		"-kernel", l.cfg.VMKernel, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 ipv6.disable=1 net.ifnames=0",
+		"-serial", "file:" + console,
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no,vnet_hdr=on",
+		"-device", nic,
+		"-device", "virtio-rng-pci",
+	}
+}
+
 // prepareVM writes back-end k's initramfs and makes sure its TAP is on
-// the bridge (it is persistent: it outlives a QEMU that stopped).
+// the bridge.
 func (l *Lab) prepareVM(k int) error {
+	key, err := os.ReadFile(l.BackendKeyPath(k))
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	return l.prepareGuest(backendHost(k), fmt.Sprintf("VM back-end b%d", k), []string{vmTestServer, vmShim},
+		key, l.vmInit(k), l.vmInitramfsPath(k), l.VMConsolePath(k))
+}
+
+// prepareGuest makes sure the guest's TAP is on the bridge (it is
+// persistent: it outlives a QEMU that stopped), and writes its initramfs:
+// busybox, the modules, the static binaries bins from VMBinDir, the key
+// as /etc/qsplice/key, and init.
+func (l *Lab) prepareGuest(tap, what string, bins []string, key []byte, init, initrd, console string) error {
 	if err := os.MkdirAll(l.statePath(vmDir), 0o700); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	if !linkExists(l.NS("sw"), backendHost(k)) {
-		if err := ipBatch(l.NS("sw"), l.vmTapCmds(backendHost(k))); err != nil {
+	if !linkExists(l.NS("sw"), tap) {
+		if err := ipBatch(l.NS("sw"), l.vmTapCmds(tap)); err != nil {
 			return err
 		}
 	}
@@ -255,33 +285,29 @@ func (l *Lab) prepareVM(k int) error {
 	if err != nil {
 		return err
 	}
-	bins := make(map[string]string)
-	for _, b := range []string{vmTestServer, vmShim} {
+	paths := make(map[string]string)
+	for _, b := range bins {
 		p := filepath.Join(l.cfg.VMBinDir, b)
 		static, err := isStaticELF(p)
 		if err != nil {
-			return fmt.Errorf("lab: VM back-end b%d: %w", k, err)
+			return fmt.Errorf("lab: %s: %w", what, err)
 		}
 		if !static {
-			return fmt.Errorf("lab: VM back-end b%d: %s is dynamically linked; the guest has no libc: build it with CGO_ENABLED=0 into %s (make build does)",
-				k, p, filepath.Join(l.cfg.BinDir, vmBinStatic))
+			return fmt.Errorf("lab: %s: %s is dynamically linked; the guest has no libc: build it with CGO_ENABLED=0 into %s (make build does)",
+				what, p, filepath.Join(l.cfg.BinDir, vmBinStatic))
 		}
-		bins[b] = p
-	}
-	key, err := os.ReadFile(l.BackendKeyPath(k))
-	if err != nil {
-		return fmt.Errorf("lab: %w", err)
+		paths[b] = p
 	}
 	// A fresh console log per boot, so the ready check reads this boot's.
-	if err := os.Remove(l.VMConsolePath(k)); err != nil && !os.IsNotExist(err) {
+	if err := os.Remove(console); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("lab: %w", err)
 	}
-	return writeInitramfs(l.vmInitramfsPath(k), initramfsSpec{
+	return writeInitramfs(initrd, initramfsSpec{
 		busybox:  busyboxPath,
 		modules:  modules,
-		binaries: bins,
+		binaries: paths,
 		files:    map[string][]byte{"/etc/qsplice/key": key},
-		init:     l.vmInit(k),
+		init:     init,
 	})
 }
 
@@ -293,16 +319,31 @@ func (l *Lab) vmTapCmds(host string) []string {
 	}
 }
 
+// shQuote quotes args for busybox sh.
+func shQuote(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// guestInitHead is the start of every guest's /init: busybox, the
+// filesystems, the modules, lo.
+const guestInitHead = `/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+for m in $(cat /etc/qsplice/modules); do insmod /lib/modules/$m || echo "qsplice-vm: insmod $m failed"; done
+ip link set lo up
+`
+
 // vmInit is the guest's /init: the namespace back-end's setup (topology.go)
 // and processes (process.go), in busybox sh.
 func (l *Lab) vmInit(k int) string {
-	q := func(args []string) string {
-		out := make([]string, len(args))
-		for i, a := range args {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		return strings.Join(out, " ")
-	}
+	q := shQuote
 	server := append([]string{"/bin/" + vmTestServer, "-listen", ":8080", "-id", strconv.Itoa(k),
 		"-service-time", l.cfg.ServiceTime.String()}, l.cfg.TestServerArgs...)
 	shim := append([]string{"/bin/" + vmShim, "-allow-root", "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
@@ -311,21 +352,12 @@ func (l *Lab) vmInit(k int) string {
 		"-tap-mac", l.BackendMAC(k).String(), "-admin", fmt.Sprintf("%s:%d", l.BackendAddr(k), BackendAdminPort),
 		"-offloads=" + strconv.FormatBool(l.cfg.Offloads), "-workers", "1"}, l.cfg.BackendArgs...)
 	var b strings.Builder
-	fmt.Fprintf(&b, `#!/bin/sh
-# qsplice-lab VM back-end b%d
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-mount -t tmpfs tmp /tmp
-for m in $(cat /etc/qsplice/modules); do insmod /lib/modules/$m || echo "qsplice-vm: insmod $m failed"; done
-ip link set lo up
-# As in a namespace back-end: the shim owns the wire in userspace; no ARP
+	fmt.Fprintf(&b, "#!/bin/sh\n# qsplice-lab VM back-end b%d\n%s", k, guestInitHead)
+	fmt.Fprintf(&b, `# As in a namespace back-end: the shim owns the wire in userspace; no ARP
 # and strict reverse-path filtering keep the kernel off it.
 ip link set %s arp off promisc on up
 echo 1 > /proc/sys/net/ipv4/conf/%s/rp_filter
-`, k, hostDev, hostDev)
+`, hostDev, hostDev)
 	if l.cfg.TestServer {
 		fmt.Fprintf(&b, "%s &\n", q(server))
 	}
@@ -360,13 +392,26 @@ func (l *Lab) vmBootedCheck(k int) *readyCheck {
 	}
 }
 
-// writeVMStatus adds the VM back-ends to a status report.
+// writeVMStatus adds the lab's QEMU guests to a status report: which
+// hosts they are and whether KVM or TCG runs them.
 func (l *Lab) writeVMStatus(w io.Writer) {
-	if len(l.cfg.VMBackends) == 0 {
+	if len(l.cfg.VMBackends) == 0 && !l.cfg.VMFrontend {
 		return
 	}
-	fmt.Fprintf(w, "\nVM back-ends (QEMU with %s, kernel %s; test server on :8080 only, no nginx):\n",
-		strings.ToUpper(VMAccel()), l.cfg.VMKernel)
+	var hosts []string
+	if l.cfg.VMFrontend {
+		hosts = append(hosts, vmFrontendHost)
+	}
+	for _, k := range l.cfg.VMBackends {
+		hosts = append(hosts, backendHost(k))
+	}
+	fmt.Fprintf(w, "\nVMs: %s (QEMU with %s, kernel %s):\n", strings.Join(hosts, ", "), strings.ToUpper(VMAccel()), l.cfg.VMKernel)
+	if l.cfg.VMFrontend {
+		fmt.Fprintf(w, "  fe: front-end, TAP %s on %s in %s, console %s\n", vmFrontendHost, bridgeDev, l.NS("sw"), l.VMFrontendConsolePath())
+	}
+	if len(l.cfg.VMBackends) > 0 {
+		fmt.Fprintln(w, "  back-ends serve the test server on :8080 only, no nginx")
+	}
 	for _, k := range l.cfg.VMBackends {
 		fmt.Fprintf(w, "  b%d: TAP %s on %s in %s, console %s\n", k, backendHost(k), bridgeDev, l.NS("sw"), l.VMConsolePath(k))
 	}

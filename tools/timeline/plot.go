@@ -3,6 +3,7 @@ package timeline
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"path/filepath"
 	"slices"
 	"time"
@@ -23,24 +24,77 @@ const (
 
 func msOf(d int64) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Find returns the record of flow id.
+// Find returns the record of flow id: the connection's own (request 1,
+// written when it ends), not a keep-alive follow-up's, which comes
+// earlier in the file.
 func Find(recs []tl.Record, id uint64) (tl.Record, bool) {
-	i := slices.IndexFunc(recs, func(r tl.Record) bool { return r.Flow == id })
+	i := slices.IndexFunc(recs, func(r tl.Record) bool { return r.Flow == id && r.Request <= 1 })
+	if i < 0 {
+		i = slices.IndexFunc(recs, func(r tl.Record) bool { return r.Flow == id })
+	}
 	if i < 0 {
 		return tl.Record{}, false
 	}
 	return recs[i], true
 }
 
+// retxStyles tells the retransmission kinds apart in a waterfall
+// (filled glyphs, visible at a glance).
+var retxStyles = map[string]struct {
+	shape draw.GlyphDrawer
+	color color.RGBA
+}{
+	"syn":         {draw.PyramidGlyph{}, color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}},
+	"client_data": {draw.CircleGlyph{}, color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}},
+	"client_sack": {draw.BoxGlyph{}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}},
+	"c2_syn":      {draw.PyramidGlyph{}, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}},
+	"splice":      {draw.BoxGlyph{}, color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}},
+	"request":     {draw.CircleGlyph{}, color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}},
+}
+
+// addRetx draws r's retransmissions on the row at y, one glyph per
+// kind, with a legend entry each.
+func addRetx(p *plot.Plot, r tl.Record, start int64, y float64) error {
+	byKind := map[string]plotter.XYs{}
+	var kinds []string
+	for _, x := range r.Retransmissions() {
+		if _, ok := byKind[x.Kind]; !ok {
+			kinds = append(kinds, x.Kind)
+		}
+		byKind[x.Kind] = append(byKind[x.Kind], plotter.XY{X: msOf(x.At - start), Y: y})
+	}
+	for _, k := range kinds {
+		sc, err := plotter.NewScatter(byKind[k])
+		if err != nil {
+			return err
+		}
+		st, ok := retxStyles[k]
+		if !ok {
+			st.shape, st.color = draw.BoxGlyph{}, color.RGBA{A: 0xff}
+		}
+		sc.GlyphStyle.Shape, sc.GlyphStyle.Color, sc.GlyphStyle.Radius = st.shape, st.color, vg.Points(4)
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("%s x%d", k, len(byKind[k])), sc)
+	}
+	p.Legend.Top = true
+	return nil
+}
+
 // Waterfall draws one connection's steps as a waterfall: a row per step
 // that happened, top to bottom in Step order, each bar running from the
 // step before it to the step itself (ms from the first step), the shim's
-// placed steps with their uncertainty as error bars. It saves a PNG at
-// path.
+// placed steps with their uncertainty as error bars, and below them a
+// row with the retransmissions seen on the connection, a glyph per kind
+// at its time. It saves a PNG at path.
 func Waterfall(r tl.Record, path string) error {
 	steps := r.Steps()
 	if len(steps) == 0 {
 		return fmt.Errorf("timeline: flow %d has no steps", r.Flow)
+	}
+	rows := len(steps)
+	retxRow := r.NumRetx > 0
+	if retxRow {
+		rows++
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("flow %d  back-end %d", r.Flow, r.Backend)
@@ -61,7 +115,7 @@ func Waterfall(r tl.Record, path string) error {
 	var errs plotter.XErrors
 	prev := start
 	for i, s := range steps {
-		y := float64(len(steps) - 1 - i)
+		y := float64(rows - 1 - i)
 		t := r.At[s]
 		from, to := msOf(prev-start), msOf(t-start)
 		bar, err := plotter.NewLine(plotter.XYs{{X: from, Y: y}, {X: to, Y: y}})
@@ -98,8 +152,18 @@ func Waterfall(r tl.Record, path string) error {
 		}
 		p.Add(eb)
 	}
+	if retxRow {
+		if err := addRetx(p, r, start, 0); err != nil {
+			return err
+		}
+		label := fmt.Sprintf("retransmissions %d", r.NumRetx)
+		if n := len(r.Retransmissions()); n < r.NumRetx {
+			label += fmt.Sprintf(" (first %d)", n)
+		}
+		ticks = append(ticks, plot.Tick{Value: 0, Label: label})
+	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Min, p.Y.Max = -0.7, float64(len(steps))-0.3
+	p.Y.Min, p.Y.Max = -0.7, float64(rows)-0.3
 	return p.Save(plotWidth, plotHeight, path)
 }
 
@@ -144,4 +208,23 @@ func CDFs(recs []tl.Record, dir string) ([]string, error) {
 		files = append(files, path)
 	}
 	return files, nil
+}
+
+// WriteRetx lists r's retransmissions, ms from its first step.
+func WriteRetx(w io.Writer, r tl.Record) error {
+	if r.NumRetx == 0 {
+		_, err := fmt.Fprintf(w, "flow %d: no retransmission seen\n", r.Flow)
+		return err
+	}
+	listed := r.Retransmissions()
+	fmt.Fprintf(w, "flow %d: %d retransmissions seen", r.Flow, r.NumRetx)
+	if len(listed) < r.NumRetx {
+		fmt.Fprintf(w, ", the first %d", len(listed))
+	}
+	fmt.Fprintln(w, ":")
+	start := r.Start()
+	for _, x := range listed {
+		fmt.Fprintf(w, "  %10.3f ms  %s\n", msOf(x.At-start), x.Kind)
+	}
+	return nil
 }

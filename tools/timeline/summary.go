@@ -9,6 +9,7 @@ package timeline
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -50,6 +51,9 @@ type StepSummary struct {
 // Summary is what Summarize finds in a set of records.
 type Summary struct {
 	Records int
+	// AtStop counts the records the front-end wrote when it stopped, of
+	// connections it still held (open or lingering).
+	AtStop int
 	// OutOfOrder counts records whose steps break their order
 	// (tl.Record.CheckOrder); FirstErr is the first such error.
 	OutOfOrder int
@@ -59,6 +63,10 @@ type Summary struct {
 	// Connections whose handoff repeated something: the client's SYN,
 	// the C2 SYN, the Splice, the request on C2.
 	SYNRetries, C2SYNRetries, SpliceResent, RequestResent int
+	// Retransmissions seen in all (tl.Record.NumRetx), the connections
+	// with any, and the listed ones by kind.
+	Retransmissions, RetxConnections int
+	RetxByKind                       map[string]int
 
 	Steps []StepSummary // one per step, in Step order
 }
@@ -68,7 +76,7 @@ type Summary struct {
 // (Request > 1) have no SYN: they count in the gaps between the steps
 // they have.
 func Summarize(recs []tl.Record) Summary {
-	s := Summary{Records: len(recs)}
+	s := Summary{Records: len(recs), RetxByKind: map[string]int{}}
 	from := make([][]time.Duration, tl.NumSteps)
 	gaps := make([][]time.Duration, tl.NumSteps)
 	for i := range recs {
@@ -89,6 +97,12 @@ func Summarize(recs []tl.Record) Summary {
 		count(&s.C2SYNRetries, r.C2SYNs > 1)
 		count(&s.SpliceResent, r.SpliceSends > 1)
 		count(&s.RequestResent, r.RequestResends > 0)
+		count(&s.RetxConnections, r.NumRetx > 0)
+		count(&s.AtStop, r.AtStop)
+		s.Retransmissions += r.NumRetx
+		for _, x := range r.Retransmissions() {
+			s.RetxByKind[x.Kind]++
+		}
 		syn, hasSYN := r.Get(tl.SYN)
 		for st := range tl.NumSteps {
 			t, ok := r.Get(st)
@@ -118,12 +132,25 @@ func Summarize(recs []tl.Record) Summary {
 // Write prints s as two tables: offsets from the SYN, then gaps.
 func (s Summary) Write(w io.Writer) error {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/1e6) }
-	fmt.Fprintf(w, "records %d, out of order %d", s.Records, s.OutOfOrder)
+	fmt.Fprintf(w, "records %d (%d of connections still held at the stop), out of order %d", s.Records, s.AtStop, s.OutOfOrder)
 	if s.FirstErr != "" {
 		fmt.Fprintf(w, " (first: %s)", s.FirstErr)
 	}
 	fmt.Fprintf(w, "\nconnections with retransmissions: syn %d, c2 syn %d, splice %d, request %d\n",
 		s.SYNRetries, s.C2SYNRetries, s.SpliceResent, s.RequestResent)
+	fmt.Fprintf(w, "retransmissions seen: %d on %d connections", s.Retransmissions, s.RetxConnections)
+	if len(s.RetxByKind) > 0 {
+		kinds := slices.Sorted(maps.Keys(s.RetxByKind))
+		fmt.Fprint(w, " (listed: ")
+		for i, k := range kinds {
+			if i > 0 {
+				fmt.Fprint(w, ", ")
+			}
+			fmt.Fprintf(w, "%s %d", k, s.RetxByKind[k])
+		}
+		fmt.Fprint(w, ")")
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "first_byte and last_byte are placed on the front-end's clock within +-%v at most\n\n", s.MaxShimUncertainty)
 	fmt.Fprintf(w, "%-14s %7s %10s %10s %10s   (ms from syn)\n", "step", "n", "p50", "p90", "p99")
 	for _, st := range s.Steps {

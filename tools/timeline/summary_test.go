@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"bytes"
+	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -35,8 +36,12 @@ func TestSummarizeSeedRecords(t *testing.T) {
 	recs := seedRecords()
 	recs[3].At[tl.Feedback] = recs[3].At[tl.RequestSent] // out of order
 	recs[5].SYNs, recs[6].C2SYNs, recs[6].SpliceSends, recs[7].RequestResends = 2, 2, 3, 1
+	recs[8].AddRetx("client_sack", recs[8].At[tl.Feedback])
+	recs[8].AddRetx("client_sack", recs[8].At[tl.Feedback]+1)
+	recs[9].AddRetx("syn", recs[9].At[tl.SYN]+1)
+	recs[10].AtStop = true
 	s := Summarize(recs)
-	if s.Records != 100 || s.OutOfOrder != 1 || !strings.Contains(s.FirstErr, "flow 4") {
+	if s.Records != 100 || s.AtStop != 1 || s.OutOfOrder != 1 || !strings.Contains(s.FirstErr, "flow 4") {
 		t.Errorf("records %d, out of order %d (%s)", s.Records, s.OutOfOrder, s.FirstErr)
 	}
 	if s.SYNRetries != 1 || s.C2SYNRetries != 1 || s.SpliceResent != 1 || s.RequestResent != 1 {
@@ -65,7 +70,8 @@ func TestSummarizeSeedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"c2_syn             100      5.250      5.450      5.495", "admitted -> c2_syn",
-		"retransmissions: syn 1, c2 syn 1, splice 1, request 1"} {
+		"retransmissions: syn 1, c2 syn 1, splice 1, request 1",
+		"retransmissions seen: 3 on 2 connections (listed: client_sack 2, syn 1)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -106,4 +112,53 @@ func TestPlotsAreWritten(t *testing.T) {
 	if _, ok := Find(recs, 1000); ok {
 		t.Error("found a flow that is not there")
 	}
+}
+
+// TestWaterfallDrawsRetransmissions: a connection's retransmissions
+// appear in its waterfall in their kind's colour, which a connection
+// without any lacks.
+func TestWaterfallDrawsRetransmissions(t *testing.T) {
+	dir := t.TempDir()
+	r, _ := Find(seedRecords(), 7)
+	without := filepath.Join(dir, "without.png")
+	if err := Waterfall(r, without); err != nil {
+		t.Fatal(err)
+	}
+	r.AddRetx("client_sack", r.At[tl.FirstByte]+int64(time.Millisecond))
+	with := filepath.Join(dir, "with.png")
+	if err := Waterfall(r, with); err != nil {
+		t.Fatal(err)
+	}
+	sack := retxStyles["client_sack"].color
+	if n := pixelsOf(t, without, sack); n != 0 {
+		t.Errorf("%d pixels of client_sack's colour without a retransmission", n)
+	}
+	if n := pixelsOf(t, with, sack); n < 10 {
+		t.Errorf("%d pixels of client_sack's colour with one retransmission", n)
+	}
+}
+
+// pixelsOf counts the pixels of colour c in a PNG.
+func pixelsOf(t *testing.T, file string, c color.RGBA) int {
+	t.Helper()
+	fh, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	img, err := png.Decode(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if uint8(r>>8) == c.R && uint8(g>>8) == c.G && uint8(bl>>8) == c.B {
+				n++
+			}
+		}
+	}
+	return n
 }
