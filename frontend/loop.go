@@ -29,8 +29,8 @@ import (
 //     end of ctx, or a frame from the pump that reads a link which is
 //     not a BatchLink (water's TAP, a capture Recorder, the in-memory
 //     link of tests);
-//   - the earliest deadline of its engine, and for shard 0 of the
-//     controller, passed.
+//   - the earliest deadline of its engine or of the controller passed
+//     (whichever shard wakes first runs the controller's due timers).
 //
 // There is no fixed ticker: an idle front-end does not wake.
 
@@ -197,12 +197,9 @@ func (s *shard) run(ctx context.Context) error {
 }
 
 // timeout is how long the shard's loop may sleep: until its engine's
-// deadline, for shard 0 also the controller's, or for ever.
+// deadline or the controller's (shard.sleep), or for ever.
 func (s *shard) timeout() time.Duration {
-	next := s.deadline()
-	if s.idx == 0 {
-		next = min(next, splice.Time(s.d.ctrlDeadline.Load()))
-	}
+	next := s.sleep()
 	if next == splice.Never {
 		return -1
 	}

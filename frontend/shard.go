@@ -45,9 +45,16 @@ type shard struct {
 	rawLink link.Link
 	poller  *link.Poller
 
-	mu     sync.Mutex // guards engine and last
+	mu     sync.Mutex // guards engine, last and sleepUntil
 	engine *splice.FrontEnd
 	last   splice.Time
+	// sleepUntil is when the shard's loop, asleep in its poller, wakes on
+	// its own; 0 while it is awake (it computes its sleep again before
+	// the next wait). The controller, changing this engine from another
+	// shard, wakes the loop only if the engine's deadline moved before
+	// it (shardedEngine.on): a wake-up is an eventfd write, an epoll
+	// return and an empty pass, once per handoff step otherwise.
+	sleepUntil splice.Time
 
 	// The pass's buffers; only the shard's goroutine touches them.
 	out     controller.Output
@@ -75,11 +82,18 @@ func (s *shard) stamp(now splice.Time) splice.Time {
 	return s.last
 }
 
-// deadline is when the engine next needs a Tick.
-func (s *shard) deadline() splice.Time {
+// sleep is when the shard's loop must wake on its own, at the latest:
+// the engine's deadline or the controller's, whichever is first. Any
+// shard runs the controller's due timers (shard.pass), so the shard
+// that moved the controller's deadline earlier is always one that is
+// about to compute its sleep again, and no other needs waking for it.
+// The answer is published as sleepUntil, under the same lock as the
+// engine changes it is compared with.
+func (s *shard) sleep() splice.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.engine.NextDeadline()
+	s.sleepUntil = min(s.engine.NextDeadline(), splice.Time(s.d.ctrlDeadline.Load()))
+	return s.sleepUntil
 }
 
 // pass is one turn of a shard's loop: the frames read go to the engine
@@ -92,6 +106,7 @@ func (s *shard) pass(control bool) {
 	d := s.d
 	s.out.Reset()
 	s.mu.Lock()
+	s.sleepUntil = 0 // awake: changes to the engine need no wake-up now
 	now := s.stamp(d.clock())
 	for i, f := range s.rxBatch {
 		s.engine.InputVNet(f, s.rxVNet[i], now, &s.out.Engine)
@@ -100,7 +115,7 @@ func (s *shard) pass(control bool) {
 		s.engine.Tick(now, &s.out.Engine)
 	}
 	s.mu.Unlock()
-	if len(s.out.Engine.Events) > 0 || control || (s.idx == 0 && d.ctrlDue(now)) {
+	if len(s.out.Engine.Events) > 0 || control || d.ctrlDue(now) {
 		d.runController(s, func(cnow splice.Time) {
 			d.ctrl.HandleEvents(cnow, &s.out)
 			if control {
@@ -223,8 +238,9 @@ func (s *shard) kernelDrops() uint64 {
 // (controller.Engine): each call goes to the engine that owns the flow,
 // under that engine's lock, at the later of the controller's time and
 // the engine's own. It is used under ctrlMu only; touched records the
-// shards whose engine it changed, whose loops must recompute their
-// deadline (Daemon.runController wakes them).
+// shards whose engine it moved to a deadline before the one their loop
+// sleeps until, so that they compute it again (Daemon.runController
+// wakes them).
 type shardedEngine struct {
 	shards  []*shard
 	touched []bool
@@ -238,8 +254,10 @@ func (e *shardedEngine) on(id splice.FlowID, now splice.Time, f func(eng *splice
 	s := e.shards[i]
 	s.mu.Lock()
 	err := f(s.engine, s.stamp(now))
+	if s.engine.NextDeadline() < s.sleepUntil {
+		e.touched[i] = true
+	}
 	s.mu.Unlock()
-	e.touched[i] = true
 	return err
 }
 
