@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
@@ -66,6 +67,14 @@ type shard struct {
 	// scratch holds the segments of the pass's super-frames (GRO'd
 	// client data) cut to MTU size for the engine.
 	scratch []byte
+	// mod decides the receive-moderation holds (moderate.go); pkt is
+	// its classifier's scratch.
+	mod rxModerator
+	pkt wire.Packet
+	// passes and holds count the loop's turns and, among them, those
+	// that began with a moderation hold (status reads them from shard
+	// 0's goroutine).
+	passes, holds atomic.Uint64
 
 	// Counters the shard's goroutine writes; status() reads them from
 	// shard 0's goroutine, hence under mu.
@@ -160,9 +169,12 @@ func (s *shard) readBatch(bl link.BatchLink) error {
 	if err != nil {
 		return fmt.Errorf("frontend: link %s: %w", bl.Name(), err)
 	}
-	used := 0
+	used, acks := 0, 0
 	for i := 0; i < n; i++ {
 		f, h := s.rb.Frame(i), s.rb.VNet[i]
+		if !h.IsGSO() && isPureACK(f, &s.pkt) {
+			acks++
+		}
 		if !h.IsGSO() {
 			s.rxBatch, s.rxVNet = append(s.rxBatch, f), append(s.rxVNet, h)
 			continue
@@ -188,6 +200,7 @@ func (s *shard) readBatch(bl link.BatchLink) error {
 			s.rxVNet = append(s.rxVNet, wire.VNetHdr{Flags: wire.VNetFlagDataValid})
 		}
 	}
+	s.mod.Observe(s.d.clock(), acks, n-acks)
 	return nil
 }
 
