@@ -129,7 +129,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {
