@@ -218,7 +218,9 @@ func (s *shard) run(ctx context.Context) error {
 // reports a hold: the link is then to be read although no token says so.
 func (s *shard) wait(ready []uint32) (n int, held bool, err error) {
 	timeout := s.timeout()
-	if hold := s.mod.Hold(s.d.clock()); hold > 0 && s.rb != nil {
+	// A pass that filled its batch left frames behind: no hold before
+	// the next, or a backlog could build up one batch per hold.
+	if hold := s.mod.Hold(s.d.clock()); hold > 0 && s.rb != nil && !s.batchFull {
 		if timeout >= 0 {
 			hold = min(hold, timeout)
 		}

@@ -69,8 +69,9 @@ type shard struct {
 	scratch []byte
 	// mod decides the receive-moderation holds (moderate.go); pkt is
 	// its classifier's scratch.
-	mod rxModerator
-	pkt wire.Packet
+	mod       rxModerator
+	pkt       wire.Packet
+	batchFull bool // the last read filled rb: frames may be waiting
 	// passes and holds count the loop's turns and, among them, those
 	// that began with a moderation hold (status reads them from shard
 	// 0's goroutine).
@@ -169,6 +170,7 @@ func (s *shard) readBatch(bl link.BatchLink) error {
 	if err != nil {
 		return fmt.Errorf("frontend: link %s: %w", bl.Name(), err)
 	}
+	s.batchFull = n == len(s.rb.Bufs)
 	used, acks := 0, 0
 	for i := 0; i < n; i++ {
 		f, h := s.rb.Frame(i), s.rb.VNet[i]
