@@ -11,9 +11,9 @@ import (
 // interrupt coalescing. Under bulk load the front-end sees only the
 // clients' pure ACKs, a few thousand a second per shard, and its loop
 // woke for one or two of them at a time: an epoll_wait(2) and a
-// sendmmsg(2) for every two frames. An ACK that waits a fraction of a
-// millisecond costs a bulk transfer nothing (the sender's window covers
-// it many times over), so when recent traffic was a steady stream of
+// sendmmsg(2) for every two frames. An ACK that waits a millisecond or
+// two costs a bulk transfer nothing measurable (the sender's window
+// covers it many times over), so when recent traffic was a steady stream of
 // pure ACKs the loop holds off before its next pass, for about the time
 // it takes Batch of them to arrive, and one pass then forwards them all
 // with one write (merged per flow, splice/fe_ackcoalesce.go).
@@ -21,10 +21,10 @@ import (
 // Every other frame -- a SYN, request data, a FIN, a RST, a C2 reply --
 // is a step some client waits on. When they are more than a quarter of
 // the pure ACKs (a load of short connections: five frames to three), or
-// the stream is thin, the loop never holds, so
-// the first byte of a response is not delayed. A hold still ends at once
-// for a control datagram or a Wake (link.Poller.Hold), and never runs
-// past the shard's next deadline.
+// the stream is thin, the loop never holds, so the first byte of a
+// response is not delayed. A hold still ends at once for a control
+// datagram or a Wake (link.Poller.Hold), and never runs past the shard's
+// next deadline.
 //
 // rxModerator is the policy alone, pure: counts and times in, a hold
 // out. The loop (loop.go) does the waiting.
@@ -32,7 +32,7 @@ import (
 // moderation configures an rxModerator.
 type moderation struct {
 	// Window is the span over which the receive rate is counted; the
-	// decision uses the last complete one.
+	// decision uses the last complete one and the open one.
 	Window time.Duration
 	// MinAcks is the pure ACKs, in the last complete Window and the
 	// open one together, below which the loop never holds: below it a
@@ -45,12 +45,14 @@ type moderation struct {
 }
 
 // defaultModeration was chosen by measurement (docs/results.md): under
-// bench-proxy's bulk load (8 connections, about 1-1.5 GB/s on the busy
-// 2-core development machine) a shard sees 5-15 pure ACKs per
-// millisecond, in bursts, with windows of none when a sender stalls. A
-// hold of at most 1 ms left the front-end at 0.2-0.3 system calls per
-// frame, 2 ms at about 0.15 with bulk throughput unchanged; the window
-// is long enough to smooth the bursts.
+// bench-proxy's bulk load (8 connections, about 1-1.6 GB/s on the busy
+// 2-core development machine) each of two shards sees 3-8 pure ACKs per
+// millisecond, in bursts, with 2 ms windows of none when a sender
+// stalls. A hold of at most 1 ms left the front-end at 0.2-0.3 system
+// calls per frame in the lab, 2 ms at 0.15-0.2 (bench-proxy: 0.3 with
+// two workers, 0.11 with one) with bulk throughput not lower; 4 ms
+// measured about 0.18, too noisy a machine to tell what it cost. The
+// 5 ms window smooths the bursts.
 var defaultModeration = moderation{
 	Window:  5 * time.Millisecond,
 	MinAcks: 10,
