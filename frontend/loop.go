@@ -204,6 +204,7 @@ func (s *shard) run(ctx context.Context) error {
 		}
 		s.passes.Add(1)
 		s.pass(control)
+		s.observeReceived()
 		s.releasePass()
 		if s.idx == 0 {
 			d.mail()
@@ -230,6 +231,15 @@ func (s *shard) wait(ready []uint32) (n int, held bool, err error) {
 	}
 	n, err = s.poller.Wait(timeout, ready)
 	return n, false, err
+}
+
+// observeReceived tells the moderator what the pass received. A pure
+// ACK advertising a narrow window counts as urgent: its sender waits on
+// it (moderate.go).
+func (s *shard) observeReceived() {
+	narrow := min(s.rxNarrow, s.rxAcks)
+	s.mod.Observe(s.d.clock(), s.rxAcks-narrow, s.rxOther+narrow)
+	s.rxAcks, s.rxOther, s.rxNarrow = 0, 0, 0
 }
 
 // timeout is how long the shard's loop may sleep: until its engine's

@@ -19,7 +19,11 @@ import (
 // with one write (merged per flow, splice/fe_ackcoalesce.go).
 //
 // Every other frame -- a SYN, request data, a FIN, a RST, a C2 reply --
-// is a step some client waits on. When they are more than a quarter of
+// is a step some client waits on, and so is a pure ACK that advertises a
+// window under splice.NarrowWindow (1 MiB; the engine counts them,
+// FrontEndStats.NarrowAcks): its sender is bound by the window, and a
+// client with a tiny receive buffer, whose every ACK lets the server send
+// a few KB more, went from MB/s to a few hundred KB/s when they were held. When they are more than a quarter of
 // the pure ACKs (a load of short connections: five frames to three), or
 // the stream is thin, the loop never holds, so the first byte of a
 // response is not delayed. A hold still ends at once for a control

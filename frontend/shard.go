@@ -72,6 +72,10 @@ type shard struct {
 	mod       rxModerator
 	pkt       wire.Packet
 	batchFull bool // the last read filled rb: frames may be waiting
+	// The pass's received frames for mod: pure ACKs, other frames, and
+	// the pure ACKs the engine found advertising a narrow window
+	// (splice.NarrowWindow), which a hold would slow down.
+	rxAcks, rxOther, rxNarrow int
 	// passes and holds count the loop's turns and, among them, those
 	// that began with a moderation hold (status reads them from shard
 	// 0's goroutine).
@@ -118,9 +122,11 @@ func (s *shard) pass(control bool) {
 	s.mu.Lock()
 	s.sleepUntil = 0 // awake: changes to the engine need no wake-up now
 	now := s.stamp(d.clock())
+	narrow := s.engine.NarrowAcks()
 	for i, f := range s.rxBatch {
 		s.engine.InputVNet(f, s.rxVNet[i], now, &s.out.Engine)
 	}
+	s.rxNarrow = int(s.engine.NarrowAcks() - narrow)
 	if s.engine.NextDeadline() <= now {
 		s.engine.Tick(now, &s.out.Engine)
 	}
@@ -202,7 +208,8 @@ func (s *shard) readBatch(bl link.BatchLink) error {
 			s.rxVNet = append(s.rxVNet, wire.VNetHdr{Flags: wire.VNetFlagDataValid})
 		}
 	}
-	s.mod.Observe(s.d.clock(), acks, n-acks)
+	s.rxAcks += acks
+	s.rxOther += n - acks
 	return nil
 }
 
