@@ -70,6 +70,10 @@ type ShardStatus struct {
 	HandoffsDone    uint64 `json:"handoffs_done"`
 	HandoffsFailed  uint64 `json:"handoffs_failed"`
 	ForwardedFrames uint64 `json:"forwarded_frames"`
+	// The loop's turns, and those that began with a receive-moderation
+	// hold (issue 7, moderate.go).
+	Passes  uint64 `json:"passes"`
+	RxHolds uint64 `json:"rx_holds"`
 }
 
 // BackendStatus, CustomerStatus and LifoStatus are the controller's.
@@ -155,7 +159,7 @@ func (d *Daemon) status() Status {
 		ls.Add(s.link.Stats())
 		shards = append(shards, ShardStatus{Flows: one.Flows, RxFrames: one.RxFrames, TxFrames: one.TxFrames,
 			Requests: one.Requests, HandoffsDone: one.HandoffsDone, HandoffsFailed: one.HandoffsFailed,
-			ForwardedFrames: one.ForwardedFrames})
+			ForwardedFrames: one.ForwardedFrames, Passes: s.passes.Load(), RxHolds: s.holds.Load()})
 	}
 	st := Status{
 		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,

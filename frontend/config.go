@@ -44,6 +44,11 @@ type Config struct {
 	// goroutine of its own. 0: one per CPU (runtime.NumCPU); a TAP link
 	// takes one.
 	Workers int
+	// RxHold bounds a receive-moderation hold (issue 7, moderate.go):
+	// under a steady stream of pure ACKs a shard waits up to this long
+	// before a pass, so that one pass forwards many. 0: the default
+	// (2 ms); negative: never hold.
+	RxHold time.Duration
 
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
@@ -129,6 +134,18 @@ func (c *Config) setDefaults() {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
 	}
+}
+
+// moderation is the receive moderation of c.RxHold.
+func (c *Config) moderation() moderation {
+	m := defaultModeration
+	switch {
+	case c.RxHold < 0:
+		m.MaxHold = 0
+	case c.RxHold > 0:
+		m.MaxHold = c.RxHold
+	}
+	return m
 }
 
 func (c *Config) validate() error {

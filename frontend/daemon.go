@@ -35,7 +35,7 @@ type Daemon struct {
 	// The controller and what only it touches, under ctrlMu (shard.go):
 	// engines is its view of the shards' engines, ctrlLast the latest
 	// time it was given. ctrlDeadline is its next deadline, published
-	// for shard 0's loop, which runs its timers.
+	// for the shards' loops: whichever wakes first runs its timers.
 	ctrlMu       sync.Mutex
 	ctrl         *controller.Controller
 	engines      *shardedEngine
@@ -275,21 +275,21 @@ func (d *Daemon) ctrlDue(now splice.Time) bool {
 // runController runs the controller for shard s under ctrlMu: f hands it
 // its input at the controller's time, then its timers due run and the
 // control datagrams it produced are sent, before the pass's frames (see
-// sendDatagrams). Afterwards the shards whose engines it changed are
-// woken to recompute their deadlines, and shard 0, which runs the
-// controller's timers, if their deadline moved earlier.
+// sendDatagrams). Afterwards the shards whose engines it moved to an
+// earlier deadline than they sleep until are woken to recompute it
+// (shardedEngine.on). No shard is woken for the controller's own
+// deadline: s computes its sleep after this pass and takes it into
+// account (shard.sleep), and any shard runs the controller's due timers.
 func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 	d.ctrlMu.Lock()
 	now := d.ctrlStamp()
-	before := splice.Time(d.ctrlDeadline.Load())
 	f(now)
 	if d.ctrl.NextDeadline() <= now {
 		d.ctrl.Tick(now, &s.out)
 	}
 	d.sendDatagrams(&s.out)
 	d.writeTimelines(&s.out)
-	next := d.ctrl.NextDeadline()
-	d.ctrlDeadline.Store(int64(next))
+	d.ctrlDeadline.Store(int64(d.ctrl.NextDeadline()))
 	touched := d.engines.touched
 	var wake [8]int
 	woken := wake[:0]
@@ -302,9 +302,6 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 	d.ctrlMu.Unlock()
 	for _, i := range woken {
 		d.shards[i].poller.Wake()
-	}
-	if s.idx != 0 && next < before {
-		d.shards[0].poller.Wake()
 	}
 }
 

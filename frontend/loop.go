@@ -29,8 +29,8 @@ import (
 //     end of ctx, or a frame from the pump that reads a link which is
 //     not a BatchLink (water's TAP, a capture Recorder, the in-memory
 //     link of tests);
-//   - the earliest deadline of its engine, and for shard 0 of the
-//     controller, passed.
+//   - the earliest deadline of its engine or of the controller passed
+//     (whichever shard wakes first runs the controller's due timers).
 //
 // There is no fixed ticker: an idle front-end does not wake.
 
@@ -41,10 +41,13 @@ const (
 )
 
 // yieldEvery is how often the busy loop passes through the Go scheduler:
-// a goroutine that never does is treated by the runtime as running too
-// long, and its P is taken away whenever it is in a system call (see
-// backend's yieldEvery).
-const yieldEvery = 5 * time.Millisecond
+// a goroutine that never does is, after 10 ms, treated by the runtime as
+// running too long (see backend's yieldEvery) and preempted. Each
+// Gosched costs two futex(2) calls while the spare P is idle
+// (spareProcessor): the runtime starts an M to look for work and puts it
+// back to sleep. 8 ms stays under the 10 ms with a pass or a hold (2 ms)
+// to spare; 5 ms made 400 yields a second for two loops.
+const yieldEvery = 8 * time.Millisecond
 
 // maxDrain bounds the frames one pass takes from the link before it
 // writes what they produced.
@@ -101,6 +104,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	spareProcessor(len(d.shards))
 	s0 := d.shards[0]
 	bl, batched := s0.link.(link.BatchLink)
 	d.log.Info("front-end up", "link", d.cfg.Link, "mac", d.cfg.MAC.String(), "vips", d.cfg.VIPs,
@@ -146,7 +150,10 @@ func (s *shard) open() error {
 		s.scratch = make([]byte, scratchSize)
 	}
 	s.rb = link.NewBatch(maxDrain, size)
-	if err := s.poller.Add(bl.FD(), tokLink); err != nil {
+	// The link is the one descriptor a receive-moderation hold does not
+	// watch (moderate.go).
+	s.mod = newRxModerator(s.d.cfg.moderation())
+	if err := s.poller.AddHeld(bl.FD(), tokLink); err != nil {
 		return fmt.Errorf("frontend: %w", err)
 	}
 	return nil
@@ -159,7 +166,7 @@ func (s *shard) run(ctx context.Context) error {
 	var ready [4]uint32
 	var nextYield splice.Time
 	for {
-		n, err := s.poller.Wait(s.timeout(), ready[:])
+		n, held, err := s.wait(ready[:])
 		if err != nil {
 			return fmt.Errorf("frontend: %w", err)
 		}
@@ -171,6 +178,13 @@ func (s *shard) run(ctx context.Context) error {
 			// backend.yieldEvery says why.
 			runtime.Gosched()
 			nextYield = now.Add(yieldEvery)
+		}
+		if held {
+			// A hold does not report the link: read it anyway, it is
+			// what the hold waited for.
+			if err := s.readBatch(bl); err != nil {
+				return err
+			}
 		}
 		control := false
 		for _, tok := range ready[:n] {
@@ -188,7 +202,9 @@ func (s *shard) run(ctx context.Context) error {
 				return err
 			}
 		}
+		s.passes.Add(1)
 		s.pass(control)
+		s.observeReceived()
 		s.releasePass()
 		if s.idx == 0 {
 			d.mail()
@@ -196,17 +212,61 @@ func (s *shard) run(ctx context.Context) error {
 	}
 }
 
-// timeout is how long the shard's loop may sleep: until its engine's
-// deadline, for shard 0 also the controller's, or for ever.
-func (s *shard) timeout() time.Duration {
-	next := s.deadline()
-	if s.idx == 0 {
-		next = min(next, splice.Time(s.d.ctrlDeadline.Load()))
+// wait sleeps until the shard's loop has work: normally until the link
+// or another descriptor is readable, a Wake or the shard's deadline;
+// under a steady stream of pure ACKs for a short hold first (moderate.go),
+// which only a Wake, a control datagram or the deadline ends early. held
+// reports a hold: the link is then to be read although no token says so.
+func (s *shard) wait(ready []uint32) (n int, held bool, err error) {
+	timeout := s.timeout()
+	// A pass that filled its batch left frames behind: no hold before
+	// the next, or a backlog could build up one batch per hold.
+	if hold := s.mod.Hold(s.d.clock()); hold > 0 && s.rb != nil && !s.batchFull {
+		if timeout >= 0 {
+			hold = min(hold, timeout)
+		}
+		s.holds.Add(1)
+		n, err = s.poller.Hold(hold, ready)
+		return n, true, err
 	}
+	n, err = s.poller.Wait(timeout, ready)
+	return n, false, err
+}
+
+// observeReceived tells the moderator what the pass received. A pure
+// ACK advertising a narrow window counts as urgent: its sender waits on
+// it (moderate.go).
+func (s *shard) observeReceived() {
+	narrow := min(s.rxNarrow, s.rxAcks)
+	s.mod.Observe(s.d.clock(), s.rxAcks-narrow, s.rxOther+narrow)
+	s.rxAcks, s.rxOther, s.rxNarrow = 0, 0, 0
+}
+
+// timeout is how long the shard's loop may sleep: until its engine's
+// deadline or the controller's (shard.sleep), or for ever.
+func (s *shard) timeout() time.Duration {
+	next := s.sleep()
 	if next == splice.Never {
 		return -1
 	}
 	return max(time.Duration(next-s.d.clock()), 0)
+}
+
+// spareProcessor gives the Go runtime one processor (P) more than the
+// shards' loops, unless it has that many already. The loops spend their
+// idle time blocked in epoll_wait(2) (or a moderation hold); when every P
+// is in a system call and none is idle, the runtime's sysmon takes the
+// Ps away from the blocked loops after 20 us (retake), re-arms itself at
+// its shortest period, and each loop's return from the call then has to
+// find a P again. Measured under bulk load with two shards on two CPUs:
+// GOMAXPROCS 2 made 1,900 nanosleep(2) calls a second (sysmon) against
+// 240-450 with 3, a third of the front-end's system calls. The spare P
+// costs nothing while idle; it lets the runtime's own work (GC, the
+// admin server) run without taking a loop's P.
+func spareProcessor(loops int) {
+	if runtime.GOMAXPROCS(0) <= loops {
+		runtime.GOMAXPROCS(loops + 1)
+	}
 }
 
 var errScratchFull = errors.New("no room left this pass for the segments of a super-frame")

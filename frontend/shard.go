@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
@@ -45,9 +46,16 @@ type shard struct {
 	rawLink link.Link
 	poller  *link.Poller
 
-	mu     sync.Mutex // guards engine and last
+	mu     sync.Mutex // guards engine, last and sleepUntil
 	engine *splice.FrontEnd
 	last   splice.Time
+	// sleepUntil is when the shard's loop, asleep in its poller, wakes on
+	// its own; 0 while it is awake (it computes its sleep again before
+	// the next wait). The controller, changing this engine from another
+	// shard, wakes the loop only if the engine's deadline moved before
+	// it (shardedEngine.on): a wake-up is an eventfd write, an epoll
+	// return and an empty pass, once per handoff step otherwise.
+	sleepUntil splice.Time
 
 	// The pass's buffers; only the shard's goroutine touches them.
 	out     controller.Output
@@ -59,6 +67,19 @@ type shard struct {
 	// scratch holds the segments of the pass's super-frames (GRO'd
 	// client data) cut to MTU size for the engine.
 	scratch []byte
+	// mod decides the receive-moderation holds (moderate.go); pkt is
+	// its classifier's scratch.
+	mod       rxModerator
+	pkt       wire.Packet
+	batchFull bool // the last read filled rb: frames may be waiting
+	// The pass's received frames for mod: pure ACKs, other frames, and
+	// the pure ACKs the engine found advertising a narrow window
+	// (splice.NarrowWindow), which a hold would slow down.
+	rxAcks, rxOther, rxNarrow int
+	// passes and holds count the loop's turns and, among them, those
+	// that began with a moderation hold (status reads them from shard
+	// 0's goroutine).
+	passes, holds atomic.Uint64
 
 	// Counters the shard's goroutine writes; status() reads them from
 	// shard 0's goroutine, hence under mu.
@@ -75,11 +96,18 @@ func (s *shard) stamp(now splice.Time) splice.Time {
 	return s.last
 }
 
-// deadline is when the engine next needs a Tick.
-func (s *shard) deadline() splice.Time {
+// sleep is when the shard's loop must wake on its own, at the latest:
+// the engine's deadline or the controller's, whichever is first. Any
+// shard runs the controller's due timers (shard.pass), so the shard
+// that moved the controller's deadline earlier is always one that is
+// about to compute its sleep again, and no other needs waking for it.
+// The answer is published as sleepUntil, under the same lock as the
+// engine changes it is compared with.
+func (s *shard) sleep() splice.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.engine.NextDeadline()
+	s.sleepUntil = min(s.engine.NextDeadline(), splice.Time(s.d.ctrlDeadline.Load()))
+	return s.sleepUntil
 }
 
 // pass is one turn of a shard's loop: the frames read go to the engine
@@ -92,15 +120,18 @@ func (s *shard) pass(control bool) {
 	d := s.d
 	s.out.Reset()
 	s.mu.Lock()
+	s.sleepUntil = 0 // awake: changes to the engine need no wake-up now
 	now := s.stamp(d.clock())
+	narrow := s.engine.NarrowAcks()
 	for i, f := range s.rxBatch {
 		s.engine.InputVNet(f, s.rxVNet[i], now, &s.out.Engine)
 	}
+	s.rxNarrow = int(s.engine.NarrowAcks() - narrow)
 	if s.engine.NextDeadline() <= now {
 		s.engine.Tick(now, &s.out.Engine)
 	}
 	s.mu.Unlock()
-	if len(s.out.Engine.Events) > 0 || control || (s.idx == 0 && d.ctrlDue(now)) {
+	if len(s.out.Engine.Events) > 0 || control || d.ctrlDue(now) {
 		d.runController(s, func(cnow splice.Time) {
 			d.ctrl.HandleEvents(cnow, &s.out)
 			if control {
@@ -145,9 +176,13 @@ func (s *shard) readBatch(bl link.BatchLink) error {
 	if err != nil {
 		return fmt.Errorf("frontend: link %s: %w", bl.Name(), err)
 	}
-	used := 0
+	s.batchFull = n == len(s.rb.Bufs)
+	used, acks := 0, 0
 	for i := 0; i < n; i++ {
 		f, h := s.rb.Frame(i), s.rb.VNet[i]
+		if !h.IsGSO() && isPureACK(f, &s.pkt) {
+			acks++
+		}
 		if !h.IsGSO() {
 			s.rxBatch, s.rxVNet = append(s.rxBatch, f), append(s.rxVNet, h)
 			continue
@@ -173,6 +208,8 @@ func (s *shard) readBatch(bl link.BatchLink) error {
 			s.rxVNet = append(s.rxVNet, wire.VNetHdr{Flags: wire.VNetFlagDataValid})
 		}
 	}
+	s.rxAcks += acks
+	s.rxOther += n - acks
 	return nil
 }
 
@@ -223,8 +260,9 @@ func (s *shard) kernelDrops() uint64 {
 // (controller.Engine): each call goes to the engine that owns the flow,
 // under that engine's lock, at the later of the controller's time and
 // the engine's own. It is used under ctrlMu only; touched records the
-// shards whose engine it changed, whose loops must recompute their
-// deadline (Daemon.runController wakes them).
+// shards whose engine it moved to a deadline before the one their loop
+// sleeps until, so that they compute it again (Daemon.runController
+// wakes them).
 type shardedEngine struct {
 	shards  []*shard
 	touched []bool
@@ -238,8 +276,10 @@ func (e *shardedEngine) on(id splice.FlowID, now splice.Time, f func(eng *splice
 	s := e.shards[i]
 	s.mu.Lock()
 	err := f(s.engine, s.stamp(now))
+	if s.engine.NextDeadline() < s.sleepUntil {
+		e.touched[i] = true
+	}
 	s.mu.Unlock()
-	e.touched[i] = true
 	return err
 }
 

@@ -95,6 +95,9 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	f.forwardedBytes += uint64(n)
 	e.stats.ForwardedBytes += uint64(n)
 	pure := ackAdvanced && pureAck(t, n, o.NumSACK)
+	if pure {
+		e.noteNarrowAck(f, t.Window())
+	}
 	if pure && e.coalesceAck(f, eth[:p.End], f.cliAck, out) {
 		// Written over the flow's previous ACK of this pass.
 		if f.state == stSpliced {

@@ -130,6 +130,12 @@ type FrontEndStats struct {
 	RewriteBusy     uint64 // Rewrite refused: the last rewritten target was not acknowledged yet
 	RewriteAbsorbed uint64 // client segments with bytes of a replaced target, not forwarded
 	RewriteResent   uint64 // retransmissions of a rewritten follow-up's target
+
+	// Receive moderation (issue 7, frontend/moderate.go): NarrowAcks
+	// counts forwarded client pure ACKs that advertise a window under
+	// NarrowWindow. Their sender is window-bound, so holding them would
+	// slow the transfer down; the daemon's loop never holds for them.
+	NarrowAcks uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.

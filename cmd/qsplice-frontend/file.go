@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/frontend/conf"
@@ -22,12 +23,13 @@ var configFlags = map[string]bool{
 }
 
 // tuning holds the flags that are not configuration but combine with
-// -config: a debugging switch (-pprof), tuning (-rx-ring, -workers) and
+// -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -rx-hold) and
 // the handoff timelines (-timeline).
 type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
+	rxHold  time.Duration
 	// timeline is an output, like a profile: it combines with -config.
 	timeline string
 }
@@ -52,6 +54,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.Pprof = tune.pprof
 	cfg.RxRing = tune.rxRing
 	cfg.Workers = tune.workers
+	cfg.RxHold = tune.rxHold
 	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)
 }

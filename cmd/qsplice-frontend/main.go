@@ -87,6 +87,7 @@ func main() {
 	// -workers: shards, each an engine on its own AF_PACKET fanout member
 	// and goroutine (frontend/shard.go); the scheduler stays global.
 	flag.IntVar(&cfg.Workers, "workers", 0, "afpacket link: packet engines, each on its own core and socket of one fanout group (0: one per CPU)")
+	flag.DurationVar(&cfg.RxHold, "rx-hold", 0, "afpacket link: longest receive-moderation hold; under a steady stream of client ACKs a worker waits up to this long so that one pass forwards many (0: 2ms; negative: never hold)")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
@@ -128,7 +129,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,11 +25,19 @@ import (
 // Wait and Add belong to the loop's goroutine; Wake may be called from any
 // goroutine (a control connection, a signal handler) to make a pending or
 // the next Wait return early.
+//
+// Hold is the loop's way to let a busy link fill up (receive moderation):
+// it sleeps for a given time, ended early only by Wake or by a descriptor
+// registered with Add, not by one registered with AddHeld.
 type Poller struct {
 	epfd    int
 	eventfd int
-	events  []unix.EpollEvent
-	drain   [8]byte
+	// urgentfd is a second epoll instance watching the eventfd and the
+	// descriptors of Add, not those of AddHeld: Hold waits on it.
+	urgentfd int
+	holdTS   unix.Timespec // Hold's timeout, here so that it does not escape
+	events   []unix.EpollEvent
+	drain    [8]byte
 	// one is the eventfd increment Wake writes, filled once by NewPoller
 	// and only read after: a local array would escape to the heap through
 	// the write syscall under the race detector, one allocation per Wake.
@@ -57,30 +66,49 @@ func NewPoller() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("poller: eventfd: %w", err)
 	}
-	p := &Poller{epfd: epfd, eventfd: efd, events: make([]unix.EpollEvent, pollerEvents)}
+	ufd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		unix.Close(efd)
+		return nil, fmt.Errorf("poller: epoll_create1: %w", err)
+	}
+	p := &Poller{epfd: epfd, eventfd: efd, urgentfd: ufd, events: make([]unix.EpollEvent, pollerEvents)}
 	binary.NativeEndian.PutUint64(p.one[:], 1)
-	if err := p.add(efd, WakeToken); err != nil {
+	if err := p.add(efd, WakeToken, true); err != nil {
 		p.Close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// Add registers fd for readability; Wait reports it with token. The
-// caller keeps ownership of fd and must not close it before the Poller
-// (epoll forgets a closed descriptor only once no copy of it is open).
-func (p *Poller) Add(fd int, token uint32) error {
+// Add registers fd for readability; Wait and Hold report it with token.
+// The caller keeps ownership of fd and must not close it before the
+// Poller (epoll forgets a closed descriptor only once no copy of it is
+// open).
+func (p *Poller) Add(fd int, token uint32) error { return p.addChecked(fd, token, true) }
+
+// AddHeld registers fd as Add does, except that Hold does not watch it:
+// the link whose frames a hold lets accumulate.
+func (p *Poller) AddHeld(fd int, token uint32) error { return p.addChecked(fd, token, false) }
+
+func (p *Poller) addChecked(fd int, token uint32, urgent bool) error {
 	if token == WakeToken {
 		return fmt.Errorf("poller: add fd %d: token %d is reserved for Wake", fd, token)
 	}
-	return p.add(fd, token)
+	return p.add(fd, token, urgent)
 }
 
-func (p *Poller) add(fd int, token uint32) error {
+func (p *Poller) add(fd int, token uint32, urgent bool) error {
 	// The token rides in epoll_data; the kernel hands it back untouched.
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(token)}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return fmt.Errorf("poller: add fd %d: %w", fd, err)
+	}
+	if urgent {
+		if err := unix.EpollCtl(p.urgentfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+			return fmt.Errorf("poller: add fd %d: %w", fd, err)
+		}
 	}
 	return nil
 }
@@ -114,16 +142,54 @@ func (p *Poller) Wait(timeout time.Duration, ready []uint32) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("poller: epoll_wait: %w", err)
 		}
-		for i, ev := range events[:n] {
-			token := uint32(ev.Fd)
-			if token == WakeToken {
-				// Non-blocking: a racing second reader (there is none)
-				// or a spurious report would just get EAGAIN.
-				unix.Read(p.eventfd, p.drain[:])
-			}
-			ready[i] = token
+		return p.tokens(events[:n], ready), nil
+	}
+}
+
+// tokens copies the tokens of events into ready, consuming a wake-up.
+func (p *Poller) tokens(events []unix.EpollEvent, ready []uint32) int {
+	for i, ev := range events {
+		token := uint32(ev.Fd)
+		if token == WakeToken {
+			// Non-blocking: a racing second reader (there is none)
+			// or a spurious report would just get EAGAIN.
+			unix.Read(p.eventfd, p.drain[:])
 		}
-		return n, nil
+		ready[i] = token
+	}
+	return len(events)
+}
+
+// Hold sleeps for d, or until Wake is called or a descriptor registered
+// with Add (not AddHeld) is readable, and reports the ready tokens as
+// Wait does; 0 when d passed. It waits with epoll_pwait2(2), whose
+// timeout has nanoseconds; a kernel older than 5.11 without it gets
+// epoll_wait's milliseconds, rounded up.
+func (p *Poller) Hold(d time.Duration, ready []uint32) (int, error) {
+	if len(ready) == 0 {
+		return 0, errors.New("poller: hold: no room for ready tokens")
+	}
+	events := p.events[:min(len(ready), len(p.events))]
+	d = max(d, 0)
+	deadline := time.Now().Add(d)
+	for {
+		p.holdTS = unix.NsecToTimespec(int64(d))
+		r, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(p.urgentfd),
+			uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(unsafe.Pointer(&p.holdTS)), 0, 0)
+		n, err := int(r), error(nil)
+		if errno == unix.ENOSYS {
+			n, err = unix.EpollWait(p.urgentfd, events, epollMillis(d))
+		} else if errno != 0 {
+			err = errno
+		}
+		if err == unix.EINTR {
+			d = max(time.Until(deadline), 0)
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("poller: epoll_pwait2: %w", err)
+		}
+		return p.tokens(events[:n], ready), nil
 	}
 }
 
@@ -164,5 +230,5 @@ func (p *Poller) Close() error {
 		return nil
 	}
 	p.closed = true
-	return errors.Join(unix.Close(p.eventfd), unix.Close(p.epfd))
+	return errors.Join(unix.Close(p.eventfd), unix.Close(p.epfd), unix.Close(p.urgentfd))
 }

@@ -148,3 +148,57 @@ func TestPollerWaitDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per Wait over %d reports", allocs, reported)
 	}
 }
+
+func TestPollerHoldIgnoresHeldDescriptorsButNotWakeOrUrgentOnes(t *testing.T) {
+	p := newPoller(t)
+	held, heldW := pipe(t)
+	urgent, urgentW := pipe(t)
+	if err := p.AddHeld(held, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(urgent, 2); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(heldW, []byte("x"))
+	ready := make([]uint32, 8)
+	// Wait sees the held descriptor at once.
+	if n, err := p.Wait(-1, ready); err != nil || n != 1 || ready[0] != 1 {
+		t.Fatalf("Wait with the held pipe readable = %d %v, tokens %v", n, err, ready[:n])
+	}
+	// Hold does not: it sleeps its whole time although the pipe stays readable.
+	const hold = 3 * time.Millisecond
+	start := time.Now()
+	n, err := p.Hold(hold, ready)
+	if took := time.Since(start); err != nil || n != 0 || took < hold {
+		t.Fatalf("Hold(%v) with only the held pipe readable = %d %v after %v; want 0 tokens after the whole hold", hold, n, err, took)
+	}
+	// A descriptor registered with Add ends a hold.
+	unix.Write(urgentW, []byte("x"))
+	if n, err := p.Hold(time.Hour, ready); err != nil || n != 1 || ready[0] != 2 {
+		t.Fatalf("Hold with the urgent pipe readable = %d %v, tokens %v", n, err, ready[:n])
+	}
+	var buf [8]byte
+	unix.Read(urgent, buf[:])
+	// So does Wake, and the wake-up is consumed.
+	p.Wake()
+	if n, err := p.Hold(time.Hour, ready); err != nil || n != 1 || ready[0] != WakeToken {
+		t.Fatalf("Hold after Wake = %d %v, tokens %v", n, err, ready[:n])
+	}
+	if n, err := p.Hold(0, ready); err != nil || n != 0 {
+		t.Fatalf("Hold(0) after the wake-up was consumed = %d %v, tokens %v", n, err, ready[:n])
+	}
+}
+
+func TestPollerHoldDoesNotAllocate(t *testing.T) {
+	p := newPoller(t)
+	ready := make([]uint32, 4)
+	calls := 0
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := p.Hold(time.Microsecond, ready); err == nil {
+			calls++
+		}
+	})
+	if calls == 0 || allocs != 0 {
+		t.Fatalf("Hold: %v allocations per call over %d successful calls; want 0", allocs, calls)
+	}
+}
