@@ -104,6 +104,19 @@ func TestTopologyOnly(t *testing.T) {
 		}
 	}
 
+	// The bridges are plain switches: no iptables on bridged frames, also
+	// where the machine loaded br_netfilter (then the switches exist and
+	// a fresh namespace starts with them on).
+	if _, err := os.Stat("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil {
+		for _, host := range []string{"sw", "fe"} {
+			for _, key := range bridgeNetfilterKeys {
+				if out, err := runIn(l, host, "sysctl", "-n", key); err != nil || strings.TrimSpace(out) != "0" {
+					t.Errorf("%s: %s = %q (%v), want 0", host, key, out, err)
+				}
+			}
+		}
+	}
+
 	// The key is private and 32 bytes of hex.
 	fi, err := os.Stat(l.KeyPath())
 	if err != nil {
