@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/qsplice/qsplice/sched/queue"
+	"github.com/qsplice/qsplice/internal/queue"
 )
 
 // customer is the Credit scheduler's state for one customer. Its balance

@@ -41,7 +41,7 @@
 // holds the cluster's utilization at 85% by choosing, per client, a
 // cheaper content tree (Request.Tree).
 //
-// Package sched/sim runs the front-end's controller (frontend/controller),
+// Package tools/sim runs the front-end's controller (frontend/controller),
 // and so these policies, in a deterministic simulated cluster.
 //
 // Everything here is pure: no goroutines, no locks, no clock reads. Time is

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 
-	"github.com/qsplice/qsplice/sched/queue"
+	"github.com/qsplice/qsplice/internal/queue"
 )
 
 // Feedback is the third published scheduler: queue-length feedback

@@ -41,7 +41,7 @@ import (
 // backlog of reports and the back-ends' idle time while nobody
 // dispatched, neither of which G caused. (Stepping it by k times the
 // periods it spans would keep the sum of k*(U* - U) exact, but in the
-// simulator, sched/sim's Stall, that idle time alone still sent G to M
+// simulator, tools/sim's Stall, that idle time alone still sent G to M
 // at most stalls.) A cluster that is simply idle is still called every
 // period while G < M (NextExpiry), so its periods are observed and G
 // climbs back as before.

@@ -84,7 +84,7 @@ func (m MergeMode) String() string {
 // target_q suit the lab (1250 req/s): a period sees about 60 requests,
 // and a target of 50 (40 ms of queueing) is large enough that arrival
 // noise keeps the queue within 20% of it in most periods; with 20 and
-// 100 ms the two larger classes of the 3:2:1 simulation (sched/sim)
+// 100 ms the two larger classes of the 3:2:1 simulation (tools/sim)
 // ended only 40-60% of the periods within that band.
 const (
 	DefaultFeedbackPeriod        = 50 * time.Millisecond

@@ -1,6 +1,6 @@
 package sched
 
-import "github.com/qsplice/qsplice/sched/queue"
+import "github.com/qsplice/qsplice/internal/queue"
 
 // classWaiter is a request waiting in a LifoPri queue: the request, when
 // it was enqueued (for Expire) and its class (SingleFIFO mixes classes in

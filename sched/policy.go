@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/qsplice/qsplice/sched/queue"
+	"github.com/qsplice/qsplice/internal/queue"
 )
 
 // RequestID names one request from admission to completion.

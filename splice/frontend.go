@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/qsplice/qsplice/sched/queue"
+	"github.com/qsplice/qsplice/internal/queue"
 	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )

@@ -1,6 +1,6 @@
 package splice
 
-import "github.com/qsplice/qsplice/sched/queue"
+import "github.com/qsplice/qsplice/internal/queue"
 
 // deadlines is an engine's timer set: one current deadline per flow (or
 // splice), keyed by its id, in a min-heap with lazy deletion. An entry is

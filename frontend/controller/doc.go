@@ -11,7 +11,7 @@
 // engine's frames and events, control datagrams to send, and log records.
 // No clock reads, goroutines, sockets or randomness: the same inputs at
 // the same times give the same outputs, so the daemon, the simulator
-// (sched/sim), replay (tools/replay) and the tests drive the same object.
+// (tools/sim), replay (tools/replay) and the tests drive the same object.
 // Time never goes backwards across calls; an earlier time than one
 // already seen counts as that one.
 //

@@ -235,7 +235,7 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 // newest request in service (1..M, M full quality); false when flow has
 // none in service or its policy is not feedback. Below M the request was
 // sent with its path rewritten to that tree (rewrite.go), unless the
-// engine could not, and then it reads M; the simulator (sched/sim) reads
+// engine could not, and then it reads M; the simulator (tools/sim) reads
 // it to scale the request's cost.
 func (c *Controller) RequestTree(flow splice.FlowID) (uint8, bool) {
 	rec := c.flows[flow]

@@ -30,7 +30,7 @@ func (c *Controller) rewriteForTree(flow splice.FlowID, r sched.Request, out *Ou
 	}
 	rw, ok := c.eng.(Rewriter)
 	if !ok {
-		return r.Tree // an engine that models a tree's cost itself (sched/sim)
+		return r.Tree // an engine that models a tree's cost itself (tools/sim)
 	}
 	c.treePath = sched.AppendTreePath(c.treePath[:0], fc.treePath, r.Tree, r.Path)
 	if err := rw.Rewrite(flow, c.treePath); err != nil {

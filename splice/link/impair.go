@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qsplice/qsplice/sched/queue"
+	"github.com/qsplice/qsplice/internal/queue"
 )
 
 // ImpairConfig describes the egress impairment of a link, after tc netem,

@@ -17,7 +17,7 @@ import (
 // Tree k of M costs k/M of the full tree: its bodies are TreeSize bytes
 // and the test server's service time is scaled the same way, so a client
 // served tree k takes k/M of the back-end's work, as the simulator
-// (sched/sim) models it.
+// (tools/sim) models it.
 
 // TreePrefix is the path prefix of content tree k: "/tree<k>". The full
 // tree (k = M) is also served under its plain paths.

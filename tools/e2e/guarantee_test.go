@@ -17,7 +17,7 @@ import (
 // credit scheduler keeps A, C and D at their reservations; a FIFO front-end
 // would serve everyone in proportion to what they offer and leave each
 // of them near half. The bound is looser than the simulator's 97%
-// because the machine is shared; sched/sim holds the exact figure.
+// because the machine is shared; tools/sim holds the exact figure.
 func TestGuaranteedRatesUnderFlood(t *testing.T) {
 	base := needLab(t)
 	var suffix [3]byte

@@ -315,7 +315,7 @@
 // # The feedback experiment
 //
 // RunFeedback (qsplice-experiment -policy feedback) is a different
-// experiment, issue 10's: not this package's session model but sched/sim
+// experiment, issue 10's: not this package's session model but tools/sim
 // running the front-end's controller with a feedback listener, on the
 // lab cluster of docs/architecture.md §6 (5 x 5 slots, 20 ms, 1250 req/s).
 // Classes gold 3, silver 2 and bronze 1 each offer their weight's share

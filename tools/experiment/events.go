@@ -1,6 +1,6 @@
 package experiment
 
-import "github.com/qsplice/qsplice/sched/sim"
+import "github.com/qsplice/qsplice/tools/sim"
 
 type eventKind uint8
 

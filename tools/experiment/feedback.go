@@ -7,12 +7,12 @@ import (
 
 	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
-	"github.com/qsplice/qsplice/sched/sim"
+	"github.com/qsplice/qsplice/tools/sim"
 )
 
 // The feedback experiment (issue 10, simulated; feedback_lab.go runs it
 // live): the front-end's
-// controller with a feedback listener in sched/sim's cluster, three
+// controller with a feedback listener in tools/sim's cluster, three
 // priority classes offering their weights' shares of a load that steps
 // from Low to High times the capacity at Up and back at Down. It records
 // every period the queue length of each class against target_q, its

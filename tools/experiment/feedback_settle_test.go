@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qsplice/qsplice/sched/sim"
+	"github.com/qsplice/qsplice/tools/sim"
 )
 
 // labRateConfig is the live experiment's cluster in the simulator: 5

@@ -1,8 +1,8 @@
 package replay
 
 import (
+	"github.com/qsplice/qsplice/internal/queue"
 	"github.com/qsplice/qsplice/proto"
-	"github.com/qsplice/qsplice/sched/queue"
 	"github.com/qsplice/qsplice/splice"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
-	"github.com/qsplice/qsplice/sched/sim"
+	"github.com/qsplice/qsplice/tools/sim"
 )
 
 func run(t *testing.T, cfg sim.Config) sim.Result {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
-	"github.com/qsplice/qsplice/sched/sim"
+	"github.com/qsplice/qsplice/tools/sim"
 )
 
 // A handoff that takes 5 ms (4 ms to connect, the Splice round trip)

@@ -8,9 +8,9 @@
 // working size, pushing and popping allocate nothing. Neither is safe
 // for concurrent use.
 //
-// It lives under sched, the bottom floor of the module, because its users
-// sit on both sides of the layering: the packet engine (splice) and its
-// links import this package only, never the scheduler itself (package
-// sched), while the scheduler, its simulator and the tools use the same
-// containers. It imports nothing of the module.
+// It lives in internal, on the module's bottom floor, because its users
+// sit on every floor: the packet engine (splice) and its links, the
+// scheduler (sched), the simulator and the tools. Under sched it made the
+// packet engine import a folder of the scheduler's. It imports nothing of
+// the module.
 package queue

@@ -9,7 +9,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/sched"
-	"github.com/qsplice/qsplice/sched/sim"
+	"github.com/qsplice/qsplice/tools/sim"
 )
 
 // The published scenario (docs/architecture.md §6): four customers with

@@ -1,6 +1,6 @@
 package sim
 
-import "github.com/qsplice/qsplice/sched/queue"
+import "github.com/qsplice/qsplice/internal/queue"
 
 // Queue is the event list of a discrete-event simulation: a min-heap of
 // values by virtual time (nanoseconds). Values due at the same instant
