@@ -32,10 +32,14 @@ type Config struct {
 	Flood        string // a customer offering 10x its reservation
 	KeepLab      bool   // leave the lab up for inspection
 	Name         string
+	// Progress gets a [k/N] line with the time left as each stage starts
+	// (the command's stderr); nil: none (-quiet).
+	Progress io.Writer
 }
 
 // Run performs the demo: the published guaranteed-rates scenario, live,
-// with byte-exact downloads first, writing progress and tables to w.
+// with byte-exact downloads first, writing the results and tables to w
+// and the progress lines to cfg.Progress.
 func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	if cfg.Name == "" {
 		var b [2]byte
@@ -43,7 +47,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 		cfg.Name = "demo" + hex.EncodeToString(b[:])
 	}
 	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs, Flood: cfg.Flood,
-		HandoffAhead: cfg.HandoffAhead}
+		HandoffAhead: cfg.HandoffAhead, Progress: cfg.Progress, BeforeLabel: "byte-exact downloads through the VIP"}
 	if cfg.SlowC {
 		g.Customers = append([]Customer(nil), Published...)
 		g.Customers[2].Service = 40 * time.Millisecond
