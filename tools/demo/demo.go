@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -97,14 +96,8 @@ func fetchAndCheck(ctx context.Context, l *lab.Lab, url string, size int64) (int
 
 func status(ctx context.Context, l *lab.Lab) (frontend.Status, error) {
 	var st frontend.Status
-	c := l.HTTPClient("c1")
-	req, _ := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/status", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	_, err := lab.GetJSON(ctx, l.HTTPClient("c1"), lab.AdminURL+"/status", &st)
+	return st, err
 }
 
 func printTable(w io.Writer, st frontend.Status) {

@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -43,21 +42,9 @@ func fetchStatus(ctx context.Context, c *http.Client) (*labStatus, error) {
 }
 
 func fetchStatusOnce(ctx context.Context, c *http.Client) (*labStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("front-end /status: %s", resp.Status)
-	}
 	var st labStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("front-end /status: %v", err)
+	if _, err := lab.GetJSON(ctx, c, lab.AdminURL+"/status", &st); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }
