@@ -52,7 +52,10 @@ func (r *run) newFrameCounter(l *lab.Lab, fePid, shimPid int) (*frameCounter, er
 		if err != nil {
 			return nil, err
 		}
-		ev, err := probes.addMalloc(d.cost.Process+"_malloc", exe)
+		// The kernel refuses an event name another group already has
+		// (EEXIST, perf's exit status 239), so the name carries the run's
+		// id as the group does: two runs on one machine no longer collide.
+		ev, err := probes.addMalloc(d.cost.Process+"_malloc_"+r.id, exe)
 		if err != nil {
 			d.cost.Error = err.Error()
 			continue
