@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/qsplice/qsplice/backend"
 	"github.com/qsplice/qsplice/internal/flagcheck"
@@ -29,14 +28,8 @@ func checkFlags(cfg *backend.Config, id, controlPort uint, logFormat string) err
 	if cfg.Workers < 0 || cfg.Workers > 256 {
 		errs = append(errs, fmt.Errorf("-workers %d: must be 0..256 (0: one per CPU)", cfg.Workers))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"linger", cfg.Linger}, {"idle-timeout", cfg.IdleTimeout}, {"response-quiet", cfg.ResponseQuiet}} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("-%s %v: must be > 0", d.name, d.v))
-		}
-	}
+	errs = append(errs, flagcheck.Positive(flagcheck.Duration{Name: "linger", Value: cfg.Linger},
+		flagcheck.Duration{Name: "idle-timeout", Value: cfg.IdleTimeout}, flagcheck.Duration{Name: "response-quiet", Value: cfg.ResponseQuiet}))
 	if cfg.SpliceDelay < 0 {
 		errs = append(errs, fmt.Errorf("-splice-delay %v: must not be negative", cfg.SpliceDelay))
 	}

@@ -45,6 +45,7 @@ type options struct {
 	cfg      calibrate.Config
 	write    string // -write FILE
 	jsonPath string
+	quiet    bool // no progress or per-step lines
 }
 
 const usageHead = `Usage: qsplice-calibrate -target URL [-sizes 1K,64K,1M] [-write FILE] [flags]
@@ -84,6 +85,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the Poisson arrivals")
 	fs.StringVar(&o.write, "write", "", "set a and b in this front-end configuration `FILE`")
 	fs.StringVar(&o.jsonPath, "json", "", "write every step and the fit as JSON to `FILE`")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines ([k/N] step, time in, time left) nor per-step results on stderr")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -123,7 +125,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	o.cfg.Log = stderr
+	if !o.quiet {
+		o.cfg.Log = stderr
+	}
 	res, err := calibrate.Run(ctx, o.cfg)
 	if o.jsonPath != "" {
 		b, jerr := json.MarshalIndent(res, "", "  ")

@@ -48,3 +48,31 @@ func TestCalibrateWritesTheFile(t *testing.T) {
 		t.Errorf("file now\n%s", b)
 	}
 }
+
+// A calibration prints a [k/N] line as each step starts; -quiet none,
+// and still the results.
+func TestProgressLinesAndQuiet(t *testing.T) {
+	srv := httptest.NewServer(testserver.NewHandler(testserver.Config{ID: 1}))
+	t.Cleanup(srv.Close)
+	args := []string{"-target", srv.URL, "-sizes", "0,1K", "-start", "20", "-max-rate", "30",
+		"-factor", "1.5", "-step", "100ms", "-pause", "1ms"}
+	for _, quiet := range []bool{false, true} {
+		var stdout, stderr bytes.Buffer
+		a := args
+		if quiet {
+			a = append(a[:len(a):len(a)], "-quiet")
+		}
+		if err := run(context.Background(), a, &stdout, &stderr); err != nil {
+			t.Fatalf("quiet=%v: %v\n%s", quiet, err, stderr.String())
+		}
+		// Two sizes, each climbing 20 then 30 req/s unless 20 fails.
+		hasFirst := strings.Contains(stderr.String(), "calibration [1/4] size 0 at 20.0 req/s\n")
+		hasSteps := strings.Contains(stderr.String(), "req/s offered")
+		if hasFirst == quiet || hasSteps == quiet {
+			t.Errorf("quiet=%v: progress line %v, step lines %v in\n%s", quiet, hasFirst, hasSteps, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "Rmax") || !strings.HasPrefix(stdout.String(), "feedback:") {
+			t.Errorf("quiet=%v: no results:\n%s\n%s", quiet, stderr.String(), stdout.String())
+		}
+	}
+}

@@ -31,6 +31,7 @@ func main() {
 	flag.StringVar(&cfg.Flood, "flood", "", "this customer (A, B, C or D) offers 10x its reservation")
 	flag.BoolVar(&cfg.KeepLab, "keep", false, "leave the lab up afterwards")
 	flag.StringVar(&cfg.Name, "name", "", "lab name (default: demo + random suffix)")
+	quiet := flag.Bool("quiet", false, "no progress lines ([k/N] stage, time in, time left) on stderr")
 	ahead := flag.Int("handoff-ahead", -1, "the front-end's backends.handoff_ahead: handoffs set up per back-end beyond its concurrency (-1: the configuration default, 2)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `qsplice-demo: the guaranteed-rates scenario, live in the netns lab.
@@ -57,6 +58,9 @@ Flags:
 	cfg.FrontendArgs = strings.Fields(*feArgs)
 	if *ahead >= 0 {
 		cfg.HandoffAhead = ahead
+	}
+	if !*quiet {
+		cfg.Progress = os.Stderr
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "qsplice-demo: needs root (network namespaces, AF_PACKET, TAP)")

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/internal/flagcheck"
@@ -17,21 +16,15 @@ var profile string
 // opened or created.
 func checkFlags(cfg *frontend.Config) error {
 	var errs []error
-	positive := func(name string, d time.Duration) {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("-%s %v: must be > 0", name, d))
-		}
-	}
 	if cfg.QueueCapacity < 1 {
 		errs = append(errs, fmt.Errorf("-queue %d: must be >= 1", cfg.QueueCapacity))
 	}
 	if cfg.HandoffAhead < 0 || cfg.HandoffAhead > 64 {
 		errs = append(errs, fmt.Errorf("-handoff-ahead %d: must be 0..64", cfg.HandoffAhead))
 	}
-	positive("keepalive", cfg.KeepaliveInterval)
-	positive("linger", cfg.Linger)
-	positive("idle-timeout", cfg.IdleTimeout)
-	positive("head-timeout", cfg.HeadTimeout)
+	errs = append(errs, flagcheck.Positive(flagcheck.Duration{Name: "keepalive", Value: cfg.KeepaliveInterval},
+		flagcheck.Duration{Name: "linger", Value: cfg.Linger}, flagcheck.Duration{Name: "idle-timeout", Value: cfg.IdleTimeout},
+		flagcheck.Duration{Name: "head-timeout", Value: cfg.HeadTimeout}))
 	if cfg.Workers < 0 || cfg.Workers > 256 {
 		errs = append(errs, fmt.Errorf("-workers %d: must be 0 (one per CPU) to 256", cfg.Workers))
 	} else if cfg.Workers > 1 && cfg.LinkType == "tap" {

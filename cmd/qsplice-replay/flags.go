@@ -3,8 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/qsplice/qsplice/internal/flagcheck"
 	"github.com/qsplice/qsplice/tools/replay"
 )
 
@@ -19,17 +19,10 @@ func checkRanges(c *replay.Config) error {
 	if c.Capacity < 1 || c.Capacity > 1<<16-1 {
 		errs = append(errs, fmt.Errorf("-capacity %d: must be 1..65535", c.Capacity))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"control-delay", c.ControlDelay}, {"link-delay", c.LinkDelay}, {"service-delay", c.ServiceDelay},
-		{"head-timeout", c.Engine.HeadTimeout}, {"linger", c.Engine.Linger}, {"idle-timeout", c.Engine.IdleTimeout},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("-%s %v: must be > 0", d.name, d.v))
-		}
-	}
+	errs = append(errs, flagcheck.Positive(
+		flagcheck.Duration{Name: "control-delay", Value: c.ControlDelay}, flagcheck.Duration{Name: "link-delay", Value: c.LinkDelay},
+		flagcheck.Duration{Name: "service-delay", Value: c.ServiceDelay}, flagcheck.Duration{Name: "head-timeout", Value: c.Engine.HeadTimeout},
+		flagcheck.Duration{Name: "linger", Value: c.Engine.Linger}, flagcheck.Duration{Name: "idle-timeout", Value: c.Engine.IdleTimeout}))
 	if c.Drain == 0 {
 		errs = append(errs, errors.New("-drain 0: give a positive time, or a negative one to run until idle"))
 	}

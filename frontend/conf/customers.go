@@ -24,26 +24,19 @@ func (d *decoder) customers(f *File, n *yaml.Node) {
 		if nn := d.require(m, path, "name", it.Line); nn != nil {
 			c.Name = d.uniqueName(nn, path+".name", "customers", nameAt, i)
 		}
-		if dn := m["domains"]; !absent(dn) {
-			for j, item := range d.sequence(dn, path+".domains") {
-				dpath := index(path+".domains", j)
-				s, ok := d.scalar(item, dpath)
-				if !ok {
-					continue
-				}
-				dom, msg := normaliseDomain(s)
-				if msg != "" {
-					d.errorf(item.Line, dpath, "%q %s", s, msg)
-					continue
-				}
-				if owner, dup := domainOf[dom]; dup {
-					d.errorf(item.Line, dpath, "%q is already listed at %s", dom, owner)
-					continue
-				}
-				domainOf[dom] = dpath
-				c.Domains = append(c.Domains, dom)
+		d.scalars(m["domains"], path+".domains", func(s string, line int, dpath string) {
+			dom, msg := normaliseDomain(s)
+			if msg != "" {
+				d.errorf(line, dpath, "%q %s", s, msg)
+				return
 			}
-		}
+			if owner, dup := domainOf[dom]; dup {
+				d.errorf(line, dpath, "%q is already listed at %s", dom, owner)
+				return
+			}
+			domainOf[dom] = dpath
+			c.Domains = append(c.Domains, dom)
+		})
 		c.Reservation = d.number(m["reservation"], path+".reservation", 0, false)
 		c.Cap = d.number(m["cap"], path+".cap", 0, false)
 		if c.Cap != 0 && c.Cap < c.Reservation {

@@ -139,6 +139,21 @@ func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 	return n.Value, true
 }
 
+// scalars calls each with the text, line and path of every item of the
+// list n (nothing when n is absent), reporting items that are not single
+// values: the lists of names, subnets and cookies are all read this way.
+func (d *decoder) scalars(n *yaml.Node, path string, each func(s string, line int, path string)) {
+	if absent(n) {
+		return
+	}
+	for j, item := range d.sequence(n, path) {
+		ipath := index(path, j)
+		if s, ok := d.scalar(item, ipath); ok {
+			each(s, item.Line, ipath)
+		}
+	}
+}
+
 func (d *decoder) str(n *yaml.Node, path, def string) string {
 	if absent(n) {
 		return def
@@ -176,25 +191,51 @@ func (d *decoder) number(n *yaml.Node, path string, def float64, positive bool) 
 	if absent(n) {
 		return def
 	}
+	if v, ok := d.finite(n, path); ok && signAllowed(d, n, path, v, positive) {
+		return v
+	}
+	return def
+}
+
+// signed decodes a finite number of either sign.
+func (d *decoder) signed(n *yaml.Node, path string, def float64) float64 {
+	if absent(n) {
+		return def
+	}
+	if v, ok := d.finite(n, path); ok {
+		return v
+	}
+	return def
+}
+
+// finite reads the number n holds (n is present), reporting anything
+// else, infinities and NaN included.
+func (d *decoder) finite(n *yaml.Node, path string) (float64, bool) {
 	s, ok := d.scalar(n, path)
 	if !ok {
-		return def
+		return 0, false
 	}
 	var v float64
 	tag := n.ShortTag()
 	if tag != "!!int" && tag != "!!float" || n.Decode(&v) != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		d.errorf(n.Line, path, "%q is not a number", s)
-		return def
+		return 0, false
 	}
+	return v, true
+}
+
+// signAllowed reports whether v is > 0 (positive) or >= 0 (otherwise),
+// and says which was wanted when it is not.
+func signAllowed[T ~int64 | ~float64](d *decoder, n *yaml.Node, path string, v T, positive bool) bool {
 	switch {
 	case positive && v <= 0:
 		d.errorf(n.Line, path, "must be > 0")
-		return def
+		return false
 	case v < 0:
 		d.errorf(n.Line, path, "must be >= 0")
-		return def
+		return false
 	}
-	return v
+	return true
 }
 
 // duration decodes a Go duration ("10ms"); positive asks for > 0, else
@@ -212,12 +253,7 @@ func (d *decoder) duration(n *yaml.Node, path string, def time.Duration, positiv
 		d.errorf(n.Line, path, "%q is not a duration (write it like \"10ms\", \"2s\" or \"15m\")", s)
 		return def
 	}
-	switch {
-	case positive && v <= 0:
-		d.errorf(n.Line, path, "must be > 0")
-		return def
-	case v < 0:
-		d.errorf(n.Line, path, "must be >= 0")
+	if !signAllowed(d, n, path, v, positive) {
 		return def
 	}
 	return v

@@ -168,21 +168,14 @@ func (d *decoder) feedbackClasses(f *File, n *yaml.Node) {
 		c.TargetQueue = d.integer(m["target_queue"], path+".target_queue", p.TargetQueue, 1, 1_000_000)
 		c.QueueCap = d.integer(m["queue_capacity"], path+".queue_capacity", sched.DefaultFeedbackQueueCap, 1, math.MaxInt32)
 		c.ReserveCap = d.integer(m["reserve_capacity"], path+".reserve_capacity", sched.DefaultFeedbackReserveCap, 1, math.MaxInt32)
-		if h := m["hosts"]; !absent(h) {
-			for j, item := range d.sequence(h, path+".hosts") {
-				hpath := index(path+".hosts", j)
-				s, ok := d.scalar(item, hpath)
-				if !ok {
-					continue
-				}
-				dom, msg := normaliseDomain(s)
-				if msg != "" {
-					d.errorf(item.Line, hpath, "%s", msg)
-					continue
-				}
-				c.Hosts = append(c.Hosts, dom)
+		d.scalars(m["hosts"], path+".hosts", func(s string, line int, hpath string) {
+			dom, msg := normaliseDomain(s)
+			if msg != "" {
+				d.errorf(line, hpath, "%s", msg)
+				return
 			}
-		}
+			c.Hosts = append(c.Hosts, dom)
+		})
 		if ps := m["paths"]; !absent(ps) {
 			for j, item := range d.sequence(ps, path+".paths") {
 				if pat, ok := d.pattern(item, index(path+".paths", j), pathAt); ok {
@@ -190,36 +183,22 @@ func (d *decoder) feedbackClasses(f *File, n *yaml.Node) {
 				}
 			}
 		}
-		if sn := m["subnets"]; !absent(sn) {
-			for j, item := range d.sequence(sn, path+".subnets") {
-				spath := index(path+".subnets", j)
-				s, ok := d.scalar(item, spath)
-				if !ok {
-					continue
-				}
-				pfx, err := netip.ParsePrefix(s)
-				if err != nil {
-					d.errorf(item.Line, spath, "%q is not a subnet (write it like \"198.18.1.0/24\")", s)
-					continue
-				}
-				c.Subnets = append(c.Subnets, pfx.Masked())
+		d.scalars(m["subnets"], path+".subnets", func(s string, line int, spath string) {
+			pfx, err := netip.ParsePrefix(s)
+			if err != nil {
+				d.errorf(line, spath, "%q is not a subnet (write it like \"198.18.1.0/24\")", s)
+				return
 			}
-		}
-		if ck := m["cookies"]; !absent(ck) {
-			for j, item := range d.sequence(ck, path+".cookies") {
-				cpath := index(path+".cookies", j)
-				s, ok := d.scalar(item, cpath)
-				if !ok {
-					continue
-				}
-				name, value, found := strings.Cut(s, "=")
-				if !found || name == "" || strings.ContainsAny(name, "; \t,\"") || strings.ContainsAny(value, "; \t,") {
-					d.errorf(item.Line, cpath, "%q is not \"name=value\"", s)
-					continue
-				}
-				c.Cookies = append(c.Cookies, s)
+			c.Subnets = append(c.Subnets, pfx.Masked())
+		})
+		d.scalars(m["cookies"], path+".cookies", func(s string, line int, cpath string) {
+			name, value, found := strings.Cut(s, "=")
+			if !found || name == "" || strings.ContainsAny(name, "; \t,\"") || strings.ContainsAny(value, "; \t,") {
+				d.errorf(line, cpath, "%q is not \"name=value\"", s)
+				return
 			}
-		}
+			c.Cookies = append(c.Cookies, s)
+		})
 		p.Classes = append(p.Classes, c)
 	}
 	if len(p.Classes) == 0 {
@@ -228,24 +207,6 @@ func (d *decoder) feedbackClasses(f *File, n *yaml.Node) {
 		}
 		p.Classes = sched.DefaultFeedbackClasses()
 	}
-}
-
-// signed decodes a finite number of either sign.
-func (d *decoder) signed(n *yaml.Node, path string, def float64) float64 {
-	if absent(n) {
-		return def
-	}
-	s, ok := d.scalar(n, path)
-	if !ok {
-		return def
-	}
-	var v float64
-	tag := n.ShortTag()
-	if tag != "!!int" && tag != "!!float" || n.Decode(&v) != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		d.errorf(n.Line, path, "%q is not a number", s)
-		return def
-	}
-	return v
 }
 
 // lineOf is the line of n, or of the section holding it when absent.

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // HostPort accepts what net.Listen("tcp", s) can bind: a host (or
@@ -28,4 +29,22 @@ func HostPort(s string) error {
 		}
 	}
 	return nil
+}
+
+// Duration is a duration flag's name (without the dash) and value.
+type Duration struct {
+	Name  string
+	Value time.Duration
+}
+
+// Positive refuses each of ds that is not > 0, in the words every
+// command uses ("-linger 0s: must be > 0"); nil when all are.
+func Positive(ds ...Duration) error {
+	var errs []error
+	for _, d := range ds {
+		if d.Value <= 0 {
+			errs = append(errs, fmt.Errorf("-%s %v: must be > 0", d.Name, d.Value))
+		}
+	}
+	return errors.Join(errs...)
 }

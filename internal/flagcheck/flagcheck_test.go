@@ -1,6 +1,9 @@
 package flagcheck
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestHostPort(t *testing.T) {
 	for _, ok := range []string{"198.18.0.2:7404", ":7404", "localhost:80", "[::1]:9"} {
@@ -12,5 +15,15 @@ func TestHostPort(t *testing.T) {
 		if err := HostPort(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestPositive(t *testing.T) {
+	if err := Positive(Duration{"linger", time.Second}, Duration{"idle-timeout", time.Nanosecond}); err != nil {
+		t.Errorf("positive durations refused: %v", err)
+	}
+	err := Positive(Duration{"linger", 0}, Duration{"keepalive", time.Second}, Duration{"idle-timeout", -time.Second})
+	if err == nil || err.Error() != "-linger 0s: must be > 0\n-idle-timeout -1s: must be > 0" {
+		t.Errorf("got %v, want the two refusals in order", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -53,7 +52,10 @@ func (r *run) newFrameCounter(l *lab.Lab, fePid, shimPid int) (*frameCounter, er
 		if err != nil {
 			return nil, err
 		}
-		ev, err := probes.addMalloc(d.cost.Process+"_malloc", exe)
+		// The kernel refuses an event name another group already has
+		// (EEXIST, perf's exit status 239), so the name carries the run's
+		// id as the group does: two runs on one machine no longer collide.
+		ev, err := probes.addMalloc(d.cost.Process+"_malloc_"+r.id, exe)
 		if err != nil {
 			d.cost.Error = err.Error()
 			continue
@@ -190,21 +192,9 @@ func shimFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
 	client := l.HTTPClient("c1")
 	defer client.CloseIdleConnections()
 	url := fmt.Sprintf("http://%s:%d/status", l.BackendAddr(1), lab.BackendAdminPort)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("shim /status: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("shim /status: %s", resp.Status)
-	}
 	var st backend.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, fmt.Errorf("shim /status: %w", err)
+	if _, err := lab.GetJSON(ctx, client, url, &st); err != nil {
+		return 0, fmt.Errorf("shim: %w", err)
 	}
 	return st.Wire.RxFrames + st.Wire.TxFrames + st.TAP.RxFrames + st.TAP.TxFrames, nil
 }

@@ -60,7 +60,7 @@ func ParsePerfStat(out string) (map[string]uint64, error) {
 
 // perfProbes owns the uprobe events this run defined, under one group
 // name unique to the run, so that removing them cannot touch anyone
-// else's.
+// else's (the events' own names must be unique too: see newFrameCounter).
 type perfProbes struct {
 	group  string
 	events []string

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,10 +31,14 @@ type Config struct {
 	Flood        string // a customer offering 10x its reservation
 	KeepLab      bool   // leave the lab up for inspection
 	Name         string
+	// Progress gets a [k/N] line with the time left as each stage starts
+	// (the command's stderr); nil: none (-quiet).
+	Progress io.Writer
 }
 
 // Run performs the demo: the published guaranteed-rates scenario, live,
-// with byte-exact downloads first, writing progress and tables to w.
+// with byte-exact downloads first, writing the results and tables to w
+// and the progress lines to cfg.Progress.
 func Run(ctx context.Context, cfg Config, w io.Writer) error {
 	if cfg.Name == "" {
 		var b [2]byte
@@ -43,7 +46,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) error {
 		cfg.Name = "demo" + hex.EncodeToString(b[:])
 	}
 	g := GuaranteeConfig{Duration: cfg.Duration, Offer: cfg.Offer, Scale: cfg.Scale, FrontendArgs: cfg.FrontendArgs, Flood: cfg.Flood,
-		HandoffAhead: cfg.HandoffAhead}
+		HandoffAhead: cfg.HandoffAhead, Progress: cfg.Progress, BeforeLabel: "byte-exact downloads through the VIP"}
 	if cfg.SlowC {
 		g.Customers = append([]Customer(nil), Published...)
 		g.Customers[2].Service = 40 * time.Millisecond
@@ -93,14 +96,8 @@ func fetchAndCheck(ctx context.Context, l *lab.Lab, url string, size int64) (int
 
 func status(ctx context.Context, l *lab.Lab) (frontend.Status, error) {
 	var st frontend.Status
-	c := l.HTTPClient("c1")
-	req, _ := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/status", nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	_, err := lab.GetJSON(ctx, l.HTTPClient("c1"), lab.AdminURL+"/status", &st)
+	return st, err
 }
 
 func printTable(w io.Writer, st frontend.Status) {

@@ -61,6 +61,13 @@ type GuaranteeConfig struct {
 	// HandoffAhead sets the front-end's backends.handoff_ahead; nil
 	// keeps the configuration default.
 	HandoffAhead *int
+	// Progress gets a line as each stage starts, with the time left
+	// (stages.go); nil: none. BeforeLabel names what RunGuarantee's
+	// before function does, for its line.
+	Progress    io.Writer
+	BeforeLabel string
+
+	now func() time.Time // the progress lines' clock; nil: time.Now (tests)
 }
 
 // GuaranteeResult is the per-customer outcome, one row per customer.
@@ -160,29 +167,64 @@ func RunGuarantee(ctx context.Context, name, binDir string, g GuaranteeConfig, k
 	if err := os.WriteFile(lc.FrontendConfig, []byte(y), 0o644); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(w, "== building lab %q: %d back-ends x %d concurrent, %v service time, credit scheduler\n",
-		name, g.Backends, g.Capacity, g.ServiceTime)
+	out := filepath.Join(tmp, "load.json")
+	args, offered := g.loadArgs(binDir, out)
+	st := g.stages(name, before != nil, offered, keep)
+	p := st.progress(g.Progress, g.now)
+	defer p.Done()
+
+	p.Step(st.lab.label, st.lab.weight)
 	l, err := lab.Up(ctx, lc)
 	if err != nil {
 		return res, err
 	}
 	defer func() {
+		p.Step(st.end.label, st.end.weight)
 		if keep {
 			fmt.Fprintf(w, "== lab %q left up; remove it with: qsplice-lab down -name %s\n", name, name)
 			return
 		}
-		fmt.Fprintf(w, "== tearing the lab down\n")
 		if derr := l.Down(); derr != nil && err == nil {
 			err = derr
 		}
 	}()
 
 	if before != nil {
+		p.Step(st.before.label, st.before.weight)
 		if err := before(l); err != nil {
 			return res, err
 		}
 	}
-	out := filepath.Join(tmp, "load.json")
+	cmd := l.Command("c1", args...)
+	cmd.Stderr = w
+	stop := make(chan struct{})
+	stepped := make(chan struct{})
+	go func() { defer close(stepped); stepLoad(p, st.load, stop) }()
+	b, err := cmd.Output()
+	close(stop)
+	<-stepped
+	if err != nil {
+		return res, fmt.Errorf("qsplice-load: %v\n%s", err, b)
+	}
+	if b, err = os.ReadFile(out); err != nil {
+		return res, err
+	}
+	res.Load = &loadgen.Result{}
+	if err := json.Unmarshal(b, res.Load); err != nil {
+		return res, err
+	}
+	// Feedback follows each response by at most the shim's quiet period.
+	time.Sleep(200 * time.Millisecond)
+	if res.Frontend, err = status(ctx, l); err != nil {
+		return res, err
+	}
+	res.Rows = g.rows(res.Load, res.Frontend)
+	return res, nil
+}
+
+// loadArgs is the qsplice-load command line of the scenario, writing its
+// result to out, and the rate it offers in all.
+func (g *GuaranteeConfig) loadArgs(binDir, out string) ([]string, float64) {
 	args := []string{filepath.Join(binDir, "qsplice-load"), "-target", fmt.Sprintf("http://%s:8080", lab.VIP),
 		"-duration", g.Duration.String(), "-warmup", g.Warmup.String(), "-timeout", "5s", "-json", out, "-progress=false"}
 	var offered float64
@@ -198,40 +240,24 @@ func RunGuarantee(ctx context.Context, name, binDir string, g GuaranteeConfig, k
 		offered += rate
 		args = append(args, "-stream", fmt.Sprintf("name=%s,host=%s,rate=%g,path=%s", c.Name, host(c), rate, path))
 	}
-	flood := ""
-	if g.Flood != "" {
-		flood = fmt.Sprintf(", %s floods at %.0fx", g.Flood, g.FloodFactor)
-	}
-	fmt.Fprintf(w, "== offering %.0f req/s (%.1fx each reservation%s) for %v after a %v warm-up\n", offered, g.Offer, flood, g.Duration, g.Warmup)
-	cmd := l.Command("c1", args...)
-	cmd.Stderr = w
-	if b, err := cmd.Output(); err != nil {
-		return res, fmt.Errorf("qsplice-load: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		return res, err
-	}
-	res.Load = &loadgen.Result{}
-	if err := json.Unmarshal(b, res.Load); err != nil {
-		return res, err
-	}
-	// Feedback follows each response by at most the shim's quiet period.
-	time.Sleep(200 * time.Millisecond)
-	if res.Frontend, err = status(ctx, l); err != nil {
-		return res, err
-	}
+	return args, offered
+}
+
+// rows are the table's lines: each customer's load result beside what
+// the front-end says of it.
+func (g *GuaranteeConfig) rows(load *loadgen.Result, st frontend.Status) []GuaranteeRow {
 	fe := map[string]frontend.CustomerStatus{}
-	for _, c := range res.Frontend.Customers {
+	for _, c := range st.Customers {
 		fe[c.Name] = c
 	}
+	var rows []GuaranteeRow
 	for _, c := range g.Customers {
-		for _, s := range res.Load.Streams {
+		for _, s := range load.Streams {
 			if s.Name != c.Name {
 				continue
 			}
 			row := GuaranteeRow{
-				Name: c.Name, Reservation: c.Reservation, Offered: float64(s.Offered) / res.Load.MeasuredS,
+				Name: c.Name, Reservation: c.Reservation, Offered: float64(s.Offered) / load.MeasuredS,
 				Served: s.ThroughputOK, P50: ms2d(s.Latency.P50Ms), P99: ms2d(s.Latency.P99Ms),
 				Rejected503: s.Completed.ServiceUnavailable, Rejected429: s.Completed.TooManyRequests,
 				Errors: s.Errors.Total(), Charged: fe[c.Name].Charged, FrontendRejects: fe[c.Name].Rejected,
@@ -239,10 +265,10 @@ func RunGuarantee(ctx context.Context, name, binDir string, g GuaranteeConfig, k
 			if c.Reservation > 0 {
 				row.Attainment = row.Served / c.Reservation
 			}
-			res.Rows = append(res.Rows, row)
+			rows = append(rows, row)
 		}
 	}
-	return res, nil
+	return rows
 }
 
 func ms2d(ms float64) time.Duration { return time.Duration(ms * 1e6) }

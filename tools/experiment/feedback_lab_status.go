@@ -2,8 +2,6 @@ package experiment
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -24,40 +22,13 @@ type labStatus struct {
 // fetchStatus reads /status once, trying again a few times while the
 // front-end is too busy to answer.
 func fetchStatus(ctx context.Context, c *http.Client) (*labStatus, error) {
-	var last error
-	for try := 0; try < 20; try++ {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		st, err := fetchStatusOnce(ctx, c)
-		if err == nil {
-			return st, nil
-		}
-		last = err
-	}
-	return nil, last
+	return retryBusy(ctx, func() (*labStatus, error) { return fetchStatusOnce(ctx, c) })
 }
 
 func fetchStatusOnce(ctx context.Context, c *http.Client) (*labStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("front-end /status: %s", resp.Status)
-	}
 	var st labStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("front-end /status: %v", err)
+	if _, err := lab.GetJSON(ctx, c, lab.AdminURL+"/status", &st); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }
@@ -66,33 +37,18 @@ func fetchStatusOnce(ctx context.Context, c *http.Client) (*labStatus, error) {
 // service, so that its counts cover everything the run sent; it gives up
 // after limit.
 func settleStatus(ctx context.Context, c *http.Client, limit time.Duration) (*labStatus, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		st, err := fetchStatus(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		busy := st.Queue
+	return waitIdle(ctx, limit, func() (*labStatus, error) { return fetchStatus(ctx, c) }, func(st *labStatus) int64 {
+		busy := int64(st.Queue)
 		for _, b := range st.Backends {
-			busy += b.InService
+			busy += int64(b.InService)
 		}
 		if st.Feedback != nil {
 			for _, cl := range st.Feedback.Classes {
-				busy += cl.Reserve
+				busy += int64(cl.Reserve)
 			}
 		}
-		if busy == 0 {
-			return st, nil
-		}
-		if time.Now().After(deadline) {
-			return st, fmt.Errorf("front-end still has %d requests queued or in service after %v", busy, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return busy
+	})
 }
 
 // statusSampler reads the feedback state once per period for a run of

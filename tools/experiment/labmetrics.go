@@ -111,34 +111,25 @@ func frontendDelta(before, after metrics) [session.NumPages]FrontendClass {
 // scrape fetches the front-end's /metrics from the lab's first client,
 // trying again while its event loop is too busy to answer.
 func scrape(ctx context.Context, c *http.Client) (metrics, error) {
-	var last error
-	for try := 0; try < 20; try++ {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
+	return retryBusy(ctx, func() (metrics, error) {
 		req, err := http.NewRequestWithContext(ctx, "GET", lab.AdminURL+"/metrics", nil)
 		if err != nil {
-			return nil, err
+			return nil, finalError{err}
 		}
 		resp, err := c.Do(req)
 		if err != nil {
-			last = err
-			continue
+			return nil, err
 		}
+		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			last = fmt.Errorf("front-end /metrics: %s", resp.Status)
-			continue
+			return nil, fmt.Errorf("front-end /metrics: %s", resp.Status)
 		}
 		m, err := parseMetrics(resp.Body)
-		resp.Body.Close()
-		return m, err
-	}
-	return nil, last
+		if err != nil {
+			return m, finalError{err}
+		}
+		return m, nil
+	})
 }
 
 // settle waits until the front-end has no request queued or in service
@@ -146,23 +137,7 @@ func scrape(ctx context.Context, c *http.Client) (metrics, error) {
 // the queue only when their turn comes), so that a scrape after it counts
 // everything the run caused. It gives up after limit.
 func settle(ctx context.Context, c *http.Client, limit time.Duration) (metrics, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		m, err := scrape(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		busy := m["qsplice_frontend_queue_length"] + m.sumPrefix("qsplice_backend_active{")
-		if busy == 0 {
-			return m, nil
-		}
-		if time.Now().After(deadline) {
-			return m, fmt.Errorf("front-end still has %v requests queued or in service after %v", busy, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return waitIdle(ctx, limit, func() (metrics, error) { return scrape(ctx, c) }, func(m metrics) int64 {
+		return int64(m["qsplice_frontend_queue_length"] + m.sumPrefix("qsplice_backend_active{"))
+	})
 }

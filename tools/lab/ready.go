@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"time"
@@ -109,25 +107,10 @@ type FrontendStatus struct {
 func (l *Lab) FetchFrontendStatus(ctx context.Context) (*FrontendStatus, error) {
 	client := l.HTTPClient(clientHost(1))
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, AdminURL+"/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/status: %s", AdminURL, resp.Status)
-	}
 	var st FrontendStatus
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("GET %s/status: %w", AdminURL, err)
+	body, err := GetJSON(ctx, client, AdminURL+"/status", &st)
+	if err != nil {
+		return nil, err
 	}
 	st.Raw = body
 	return &st, nil
@@ -184,20 +167,11 @@ func (l *Lab) shimRegisteredCheck(k int) *readyCheck {
 		check: func(ctx context.Context) error {
 			client := l.HTTPClient(clientHost(1))
 			defer client.CloseIdleConnections()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return err
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
 			var st struct {
 				Registered bool `json:"registered"`
 			}
-			if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-				return fmt.Errorf("GET %s: %w", url, err)
+			if _, err := GetJSON(ctx, client, url, &st); err != nil {
+				return err
 			}
 			if !st.Registered {
 				return fmt.Errorf("back-end %d's shim is not registered yet", k)

@@ -144,7 +144,18 @@ func TestReplayCountsNotGenerated(t *testing.T) {
 
 // With a drain, the measured sessions are followed to their end while
 // unmeasured ones keep arriving; a drain too short leaves some unfinished.
+//
+// The arrivals are open-loop: 100 sessions a second of about 9 pages each
+// offer some 900 connections a second, more than a loaded 2-core machine
+// serves under -race (about 500 were measured). Unbounded, the live
+// sessions then pile up for as long as the drain lasts, each page waits
+// behind more of them, and the last measured sessions were still going
+// after 20 s. MaxSessions makes the drain's load a bounded population:
+// a measured page competes with at most drainMaxSessions-1 others, so the
+// measured sessions' few hundred pages end in a bounded time however
+// slow the machine, while arrivals still keep the load up.
 func TestSessionsDrain(t *testing.T) {
+	const drainMaxSessions = 32
 	var served atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
@@ -156,7 +167,7 @@ func TestSessionsDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := RunSessions(context.Background(), SessionConfig{Target: srv.URL, Sessions: spec,
-		Duration: 300 * time.Millisecond, Drain: 20 * time.Second, Seed: 5})
+		Duration: 300 * time.Millisecond, Drain: 20 * time.Second, Seed: 5, MaxSessions: drainMaxSessions})
 	if err != nil {
 		t.Fatal(err)
 	}
