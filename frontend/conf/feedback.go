@@ -32,7 +32,7 @@ var (
 	feedbackKeys = []string{"period", "target_queue", "q0", "q1", "history", "refuse_periods", "log_length",
 		"merge", "merge_gain", "seed", "queue_timeout", "session_cookie", "transactional_paths",
 		"max_sessions", "session_idle", "fallback", "content", "classes"}
-	contentKeys       = []string{"trees", "a", "b", "target_utilization", "gain", "tree_path"}
+	contentKeys       = []string{"trees", "a", "b", "target_utilization", "gain", "quality_gain", "tree_path"}
 	feedbackClassKeys = []string{"name", "weight", "target_queue", "queue_capacity", "reserve_capacity",
 		"hosts", "paths", "subnets", "cookies"}
 )
@@ -133,6 +133,14 @@ func (d *decoder) content(p *sched.FeedbackConfig, n *yaml.Node) {
 		p.Utilization = sched.DefaultFeedbackUtilization
 	}
 	p.Gain = d.number(m["gain"], "feedback.content.gain", sched.DefaultFeedbackGain, true)
+	p.QualityGain = d.signed(m["quality_gain"], "feedback.content.quality_gain", sched.DefaultFeedbackQualityGain)
+	// sched reads 0 as "the default", so a 0 written here would not mean
+	// what it says; a negative gain is the way to one quality for all.
+	if p.QualityGain == 0 || p.QualityGain > 1 {
+		d.errorf(m["quality_gain"].Line, "feedback.content.quality_gain",
+			"%g is not in (0, 1]; a negative value serves every class at one quality", p.QualityGain)
+		p.QualityGain = sched.DefaultFeedbackQualityGain
+	}
 	p.TreePath = d.str(m["tree_path"], "feedback.content.tree_path", sched.DefaultFeedbackTreePath)
 }
 

@@ -18,7 +18,7 @@ func defaultFeedback() Feedback {
 	return Feedback{
 		Policy: sched.FeedbackConfig{Classes: classes, Period: 50 * time.Millisecond, TargetQueue: 50,
 			Q0: 1, Q1: -0.75, History: 4, RefusePeriods: 3, LogLength: 100, Seed: 1, QueueTimeout: 10 * time.Second,
-			MergeGain: 0.1, Trees: 1, TreePath: sched.DefaultFeedbackTreePath, Utilization: 0.85, Gain: 1},
+			MergeGain: 0.1, QualityGain: 0.1, Trees: 1, TreePath: sched.DefaultFeedbackTreePath, Utilization: 0.85, Gain: 1},
 		Classifier: sched.FeedbackClassifierConfig{Fallback: "bronze", MaxSessions: 100_000, SessionIdle: 30 * time.Minute},
 	}
 }
@@ -37,7 +37,7 @@ func TestFeedbackExampleParses(t *testing.T) {
 		t.Errorf("listener policy %q", f.Listeners[0].Policy)
 	}
 	p, c := f.Feedback.Policy, f.Feedback.Classifier
-	if p.Trees != 3 || p.A != 0.0008 || p.B != 1e-8 || p.Merge != sched.MergePlanned || p.Q1 != -0.75 {
+	if p.Trees != 3 || p.A != 0.0008 || p.B != 1e-8 || p.Merge != sched.MergePlanned || p.Q1 != -0.75 || p.QualityGain != 0.1 {
 		t.Errorf("policy %+v", p)
 	}
 	if c.SessionCookie != "sid" || len(c.TransactionalPaths) != 2 || c.Fallback != "bronze" {
@@ -72,6 +72,8 @@ func TestFeedbackBadValues(t *testing.T) {
 		{"feedback: {content: {trees: 0}}\n", `front.yaml:5: feedback.content.trees: 0 is out of range 1..255`},
 		{"feedback: {content: {target_utilization: 1.5}}\n", `front.yaml:5: feedback.content.target_utilization: 1.5 is above 1`},
 		{"feedback: {content: {a: -1}}\n", `front.yaml:5: feedback.content.a: must be >= 0`},
+		{"feedback: {content: {quality_gain: 0}}\n", `front.yaml:5: feedback.content.quality_gain: 0 is not in (0, 1]; a negative value serves every class at one quality`},
+		{"feedback: {content: {quality_gain: 2}}\n", `front.yaml:5: feedback.content.quality_gain: 2 is not in (0, 1]`},
 		{"feedback: {fallback: platinum}\n", `front.yaml:5: feedback.fallback: "platinum" is not one of the feedback classes`},
 		{"feedback: {classes: []}\n", `front.yaml:5: feedback.classes: at least one class is required`},
 		{"feedback:\n  classes:\n    - name: a\n", `front.yaml:7: feedback.classes[0].weight: required`},
@@ -117,5 +119,22 @@ func TestFeedbackWarnings(t *testing.T) {
 	if !strings.Contains(w, "front.yaml:6: feedback.content: 3 content trees but a and b are 0") ||
 		!strings.Contains(w, `every request goes to "bronze"`) {
 		t.Errorf("feedback warnings: %q", w)
+	}
+}
+
+// A negative quality_gain is the way to serve every class at one quality
+// (sched reads 0 as its default), and sched accepts it.
+func TestFeedbackNegativeQualityGainMeansOneQualityForAll(t *testing.T) {
+	lf := minimal + "listeners: [{vip: 198.18.0.100, port: 80, policy: feedback}]\n"
+	lf = strings.Replace(lf, minimalListeners, "", 1)
+	f, err := Parse("front.yaml", []byte(lf+"feedback: {content: {quality_gain: -1}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := f.Feedback.Policy.QualityGain; g != -1 {
+		t.Fatalf("quality_gain %v, want -1", g)
+	}
+	if _, err := sched.NewFeedback(f.Feedback.Policy); err != nil {
+		t.Error(err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 func exampleConfigs(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("../../examples/*.yaml")
-	if err != nil || len(files) < 3 {
-		t.Fatalf("examples: %v %v, want frontend.yaml, credit.yaml and lifo-pri.yaml at least", files, err)
+	if err != nil || len(files) < 4 {
+		t.Fatalf("examples: %v %v, want frontend.yaml, credit.yaml, lifo-pri.yaml and feedback.yaml at least", files, err)
 	}
 	return files
 }

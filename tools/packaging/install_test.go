@@ -117,6 +117,7 @@ func TestInstallLaysOutTree(t *testing.T) {
 		"usr/local/share/doc/qsplice/examples/frontend.yaml",
 		"usr/local/share/doc/qsplice/examples/credit.yaml",
 		"usr/local/share/doc/qsplice/examples/lifo-pri.yaml",
+		"usr/local/share/doc/qsplice/examples/feedback.yaml",
 		"usr/local/share/doc/qsplice/examples/backend.env",
 	} {
 		want[f] = 0o644
