@@ -24,7 +24,8 @@ type backend struct {
 	incarnation uint64
 
 	alive     bool
-	lastSeen  splice.Time // last keepalive, Feedback, SpliceAck or Register
+	lastSeen  splice.Time // last sign of life: lastHeard, or its clients' progress (liveness.go)
+	lastHeard splice.Time // last keepalive, Feedback, SpliceAck or Register
 	probing   bool        // a probe went out at probeSent and no answer came yet
 	probeSent splice.Time
 	deaths    uint64
@@ -82,7 +83,7 @@ func (c *Controller) syncDispatcher(be *backend) {
 
 // seen records a sign of life from be, which also answers a probe.
 func (c *Controller) seen(be *backend, now splice.Time) {
-	be.lastSeen = now
+	be.lastSeen, be.lastHeard = now, now
 	be.probing = false
 }
 

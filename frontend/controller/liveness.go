@@ -21,6 +21,15 @@ var _ ClientProgress = (*splice.FrontEnd)(nil)
 // datagrams through the same busy shim and queues as its responses.
 // Declaring it dead would reset transfers that are moving. Only called
 // for a back-end already silent for 1.25 keepalive intervals.
+//
+// A client's ACK is the client's word, not the back-end's: the front-end
+// never sees the response, so it cannot check that the bytes acknowledged
+// were sent. Client progress therefore counts only up to
+// progressGrace keepalive intervals after the back-end was last heard on
+// the authenticated control channel; otherwise one client that keeps
+// acknowledging would keep a dead back-end in the dispatcher's rotation
+// for ever. A back-end is thus dead at most progressGrace + 1.75
+// intervals after its last control message.
 func (c *Controller) progressSeen(be *backend) {
 	cp, ok := c.eng.(ClientProgress)
 	if !ok {
@@ -35,7 +44,14 @@ func (c *Controller) progressSeen(be *backend) {
 			latest = t
 		}
 	}
+	latest = min(latest, be.lastHeard.Add(progressGrace*c.cfg.KeepaliveInterval))
 	if latest > be.lastSeen {
-		c.seen(be, latest)
+		be.lastSeen, be.probing = latest, false
 	}
 }
+
+// progressGrace bounds, in keepalive intervals after the back-end's last
+// control message, how long its clients' progress keeps it alive: the
+// longest silence seen from a working back-end was 2.5 intervals (a TCG
+// guest on a loaded host, in the middle of a 64 MB download).
+const progressGrace = 3

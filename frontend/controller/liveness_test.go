@@ -24,8 +24,9 @@ func (e *progressEngine) ClientAckedAt(id splice.FlowID) (splice.Time, bool) {
 // datagrams stop while its connection's client keeps acknowledging new
 // bytes (its shim is sending the response; a CPU-starved VM guest was
 // seen so) is neither probed nor declared dead, and its connection is not
-// reset; once the acknowledgements stop too, it is probed 1.25 intervals
-// after the last one and dead half an interval after the probe.
+// reset, for up to 3 intervals after it was last heard; once the
+// acknowledgements stop too, it is probed 1.25 intervals after the last
+// one and dead half an interval after the probe.
 func TestBackendWhoseClientsAckIsNotDeclaredDead(t *testing.T) {
 	eng := &progressEngine{fakeEngine: newFakeEngine(), acked: make(map[splice.FlowID]splice.Time)}
 	c, err := New(creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}), eng, t0)
@@ -38,9 +39,10 @@ func TestBackendWhoseClientsAckIsNotDeclaredDead(t *testing.T) {
 	h.spliced(1, t0+2*ms)
 	h.eng.takeCalls()
 	// The control channel falls silent after the SpliceAck at t0+2ms;
-	// the client acknowledges new bytes every 300 ms for 5 s.
+	// the client acknowledges new bytes every 300 ms for 2.7 s, inside
+	// the grace of 3 intervals after the back-end was last heard.
 	last := t0 + 2*ms
-	for now := t0 + 300*ms; now <= t0+5*sec; now += 300 * ms {
+	for now := t0 + 300*ms; now <= t0+2700*ms; now += 300 * ms {
 		eng.acked[1] = now
 		last = now
 		if out := h.tick(now); len(out.Datagrams) != 0 || hasLog(out, "back-end dead") {
@@ -94,4 +96,47 @@ func TestProbeAnsweredByClientProgress(t *testing.T) {
 	if b := h.backend(1); !b.Alive {
 		t.Fatalf("%+v", b)
 	}
+}
+
+// TestClientAcksKeepASilentBackendOnlyForAWhile: a client's ACKs are its
+// own word (the front-end never sees the response), so a client that
+// keeps acknowledging cannot keep a back-end that stopped talking on the
+// control channel alive for ever: its progress counts up to 3 intervals
+// after the back-end's last control message, the probe follows 1.25
+// intervals later and the death half an interval after that, although
+// the acknowledgements never stop.
+func TestClientAcksKeepASilentBackendOnlyForAWhile(t *testing.T) {
+	eng := &progressEngine{fakeEngine: newFakeEngine(), acked: make(map[splice.FlowID]splice.Time)}
+	c, err := New(creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}), eng, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, c: c, eng: eng.fakeEngine}
+	h.register(1, 2, 1, t0)
+	h.request(1, "A.example", t0+ms)
+	h.spliced(1, t0+2*ms) // the SpliceAck: the back-end's last control message
+	h.eng.takeCalls()
+	probeAt := t0 + 2*ms + splice.Time((3000+1250)*time.Millisecond) + 1
+	deadAt := probeAt + splice.Time(500*time.Millisecond) + 1
+	var probed, died splice.Time
+	for now := t0 + 100*ms; now <= t0+10*sec && died == 0; now += 100 * ms {
+		eng.acked[1] = now                                                                // the client acknowledges at every step
+		for _, at := range []splice.Time{probeAt - 1, probeAt, deadAt - 1, deadAt, now} { // in time order
+			if at <= now-100*ms || at > now {
+				continue
+			}
+			out := h.tick(at)
+			if len(datagrams(out)) != 0 && probed == 0 {
+				probed = at
+			}
+			if hasLog(out, "back-end dead") {
+				died = at
+			}
+		}
+	}
+	if probed != probeAt || died != deadAt {
+		t.Fatalf("probed at %v, dead at %v; want %v and %v after the start",
+			time.Duration(probed-t0), time.Duration(died-t0), time.Duration(probeAt-t0), time.Duration(deadAt-t0))
+	}
+	h.wantCalls("abort 1")
 }
