@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/tools/netns"
 )
 
@@ -303,24 +304,13 @@ func offloadsOn(ns, dev string) error {
 	return nil
 }
 
-// offloadsOff turns off TX checksum offload, TSO, GSO and GRO on a device.
-// ethtool fails as a whole when some feature cannot change, so its exit
-// status is not the judge: the state it leaves is. A feature counts as
-// done when it reads "off", or when it is "[fixed]" (not supported on
-// this device, nothing to turn off).
+// offloadsOff turns TX checksum offload, TSO, GSO and GRO (and hardware
+// GRO and LRO) off with the ioctls of link.DisableOffloads, the same call
+// a deployment makes for a wire without vnet headers, and fails naming
+// any feature that stayed on.
 func offloadsOff(ns, dev string) error {
-	args := []string{"ethtool", "-K", dev}
-	for _, o := range offloads {
-		args = append(args, o.set, "off")
-	}
-	setOut, setErr := netns.Command(ns, args...).CombinedOutput()
-	showOut, err := netns.Command(ns, "ethtool", "-k", dev).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("lab: ethtool -k %s in %s: %v: %s", dev, ns, err, strings.TrimSpace(string(showOut)))
-	}
-	if bad := offloadsIn(string(showOut), "on"); len(bad) > 0 {
-		return fmt.Errorf("lab: %s in %s: cannot turn off %s (ethtool -K: %v: %s)",
-			dev, ns, strings.Join(bad, ", "), setErr, strings.TrimSpace(string(setOut)))
+	if err := netns.Do(ns, func() error { return link.DisableOffloads(dev) }); err != nil {
+		return fmt.Errorf("lab: %s: %w", ns, err)
 	}
 	return nil
 }
