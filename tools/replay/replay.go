@@ -105,6 +105,9 @@ func Run(cfg Config, in io.Reader, out io.Writer) (Summary, error) {
 		r.byIP[b.ip] = b
 	}
 	err = r.loop(src)
+	if err == nil {
+		r.flushTimelines()
+	}
 	r.sum.finish(fe.Stats(), ctrl.Status(r.now))
 	if err == nil && r.vipFrames == 0 {
 		err = fmt.Errorf("replay: %w: of %d frames, none is IPv4 to the VIP %v", ErrNothingFed, r.sum.FramesIn, cfg.VIP)

@@ -23,3 +23,17 @@ func (r *replayer) writeTimelines() {
 		}
 	}
 }
+
+// flushTimelines writes, when the replay ends, the records of the
+// connections the controller still holds (the capture ended before they
+// closed, or they were lingering), marked at_stop, as the daemon does
+// when it stops: a connection is never missing from the timelines
+// because the capture was cut.
+func (r *replayer) flushTimelines() {
+	if r.cfg.Timeline == nil {
+		return
+	}
+	r.out.Reset()
+	r.ctrl.FlushTimelines(r.now, &r.out)
+	r.writeTimelines()
+}

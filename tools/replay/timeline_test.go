@@ -86,3 +86,39 @@ func TestReplayTimelinesOfAKeepAliveConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayTimelinesOfAConnectionTheCaptureCuts: a capture that ends
+// before its connection closes (no FIN) still gives that connection's
+// record, marked at_stop, with the steps up to the response and no close
+// reason, as the daemon writes at its stop.
+func TestReplayTimelinesOfAConnectionTheCaptureCuts(t *testing.T) {
+	b := newCaptureBuilder(t)
+	const isn, orig = uint32(0x10000000), uint32(0x50000000)
+	b.seg(10, client1, vip, isn, 0, fSYN, synOpts(1460, 7, true, false, 0, 0), nil)
+	b.seg(110, vip, client1, orig, isn+1, fSYN|fACK, synOpts(1460, 7, true, false, 0, 0), nil)
+	b.seg(200, client1, vip, isn+1, orig+1, fACK, nil, nil)
+	get := []byte("GET /cut HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+	b.seg(300, client1, vip, isn+1, orig+1, fACK|fPSH, nil, get)
+	b.seg(1800, vip, client1, orig+1, isn+1+uint32(len(get)), fACK|fPSH, nil, []byte("answer"))
+	var tl bytes.Buffer
+	replay(t, Config{Timeline: &tl}, b.buf.Bytes())
+	recs, err := timeline.Read(&tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want the cut connection's: %+v", len(recs), recs)
+	}
+	r := recs[0]
+	if !r.AtStop || r.Reason != "" || r.Path != "/cut" || r.Request != 1 {
+		t.Errorf("record %+v, want at_stop, no reason, /cut", r)
+	}
+	if err := r.CheckOrder(); err != nil {
+		t.Error(err)
+	}
+	for _, s := range []timeline.Step{timeline.SYN, timeline.HeadComplete, timeline.SpliceAck, timeline.RequestSent} {
+		if r.Have&(1<<s) == 0 {
+			t.Errorf("no %v step in %v", s, r.Steps())
+		}
+	}
+}
