@@ -29,9 +29,17 @@ var (
 	fbG           = fam("qsplice_feedback_g", "The content adaptor's G in [0, M]: clients get tree floor(G) or floor(G)+1.", isGauge)
 	fbM           = fam("qsplice_feedback_trees", "Number of content trees M (full quality).", isGauge)
 	fbSessions    = fam("qsplice_feedback_sessions", "Sessions the policy remembers.", isGauge)
+	// Sessions beyond capacity and per-class quality (issue 10).
+	fbPassSession       = fam("qsplice_feedback_pass_probability_session", "p for requests of known sessions: below 1 only when they alone exceed target_in.", isGauge, "class")
+	fbPassTransactional = fam("qsplice_feedback_pass_probability_transactional", "p for requests of sessions in a transactional stage: below 1 only when they alone exceed target_in.", isGauge, "class")
+	fbClassG            = fam("qsplice_feedback_class_g", "The class's own G (lower classes are degraded first so that proQoS keeps the weights' shares).", isGauge, "class")
+	fbDisplaced         = fam("qsplice_feedback_displaced_total", "Known-session requests due for refusal admitted in place of a new session's, which was refused instead.", isCounter, "class")
+	fbCompletions       = fam("qsplice_feedback_completions_total", "Completions the back-ends reported: R is their rate.", isCounter)
+	fbResponseBytes     = fam("qsplice_feedback_response_bytes_total", "Response bytes of the completions reported: W is their rate.", isCounter)
 
 	feedbackFamilies = []*exposition.Family{&fbQueue, &fbReserve, &fbTargetQueue, &fbPass, &fbProQoS, &fbShare,
-		&fbArrived, &fbDispatched, &fbRefused, &fbTrees, &fbUtil, &fbG, &fbM, &fbSessions}
+		&fbArrived, &fbDispatched, &fbRefused, &fbTrees, &fbUtil, &fbG, &fbM, &fbSessions,
+		&fbPassSession, &fbPassTransactional, &fbClassG, &fbDisplaced, &fbCompletions, &fbResponseBytes}
 )
 
 // collectFeedback emits the feedback families from fb (nothing when nil).
@@ -43,6 +51,8 @@ func collectFeedback(ch chan<- prometheus.Metric, fb *controller.FeedbackStatus)
 	fbG.Emit(ch, fb.G)
 	fbM.Emit(ch, float64(fb.Trees))
 	fbSessions.Emit(ch, float64(fb.Sessions))
+	fbCompletions.Emit(ch, float64(fb.Completions))
+	fbResponseBytes.Emit(ch, float64(fb.Bytes))
 	for i := range fb.Classes {
 		c := &fb.Classes[i]
 		fbQueue.Emit(ch, float64(c.Queued), c.Name)
@@ -51,6 +61,10 @@ func collectFeedback(ch chan<- prometheus.Metric, fb *controller.FeedbackStatus)
 		fbPass.Emit(ch, c.PassProbability, c.Name)
 		fbProQoS.Emit(ch, c.ProQoS, c.Name)
 		fbShare.Emit(ch, c.Share, c.Name)
+		fbPassSession.Emit(ch, c.PassSession, c.Name)
+		fbPassTransactional.Emit(ch, c.PassTransactional, c.Name)
+		fbClassG.Emit(ch, c.G, c.Name)
+		fbDisplaced.Emit(ch, float64(c.Displaced), c.Name)
 		fbArrived.Emit(ch, float64(c.Arrived), c.Name)
 		fbDispatched.Emit(ch, float64(c.Dispatched), c.Name)
 		fbRefused.Emit(ch, float64(c.Refused), c.Name, "loop")

@@ -62,9 +62,11 @@ func TestMetricsParseBack(t *testing.T) {
 		}},
 		Lifo: &controller.LifoStatus{Utilization: 0.5, LIFO: true},
 		Feedback: &controller.FeedbackStatus{Adapting: true, Trees: 3, U: 0.87, G: 2.25, Sessions: 11,
+			Completions: 870, Bytes: 5_000_000,
 			Classes: []controller.FeedbackClassStatus{{
 				Name: "gold", Weight: 3, Share: 0.5, Queued: 48, Reserve: 7, TargetQueue: 50, PassProbability: 0.75,
 				ProQoS: 0.46, Arrived: 900, Dispatched: 850, Refused: 20, Overload: 5, Full: 1, Expired: 2,
+				PassSession: 1, PassTransactional: 0.9, G: 2.5, Displaced: 4,
 				Trees: []uint64{0, 100, 200, 550},
 			}},
 		},
@@ -124,6 +126,9 @@ func TestMetricsParseBack(t *testing.T) {
 		{"qsplice_feedback_g", nil, 2.25},
 		{"qsplice_feedback_trees", nil, 3},
 		{"qsplice_feedback_sessions", nil, 11},
+		{"qsplice_feedback_pass_probability_session", []string{"class", "gold"}, 1},
+		{"qsplice_feedback_pass_probability_transactional", []string{"class", "gold"}, 0.9},
+		{"qsplice_feedback_class_g", []string{"class", "gold"}, 2.5},
 	} {
 		if got := f.Gauge(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
@@ -144,6 +149,9 @@ func TestMetricsParseBack(t *testing.T) {
 		{"qsplice_feedback_refused_total", []string{"class", "gold", "reason", "expired"}, 2},
 		{"qsplice_feedback_trees_served_total", []string{"class", "gold", "tree", "1"}, 100},
 		{"qsplice_feedback_trees_served_total", []string{"class", "gold", "tree", "3"}, 550},
+		{"qsplice_feedback_displaced_total", []string{"class", "gold"}, 4},
+		{"qsplice_feedback_completions_total", nil, 870},
+		{"qsplice_feedback_response_bytes_total", nil, 5_000_000},
 	} {
 		if got := f.Counter(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %g, want %g", c.name, c.labels, got, c.want)
