@@ -226,6 +226,20 @@ func (c *Controller) tlRecord(rec *flowRec, reason string, forwarded uint64, et 
 			tl.Set(step, int64(t))
 		}
 	}
+	// The shim's times were placed from the controller's clock when it
+	// handed the request over (reqSent). On a sharded front-end the
+	// flow's engine can be ahead of that clock (each takes the later of
+	// the clock and its own last time: shard.go), and its RequestSent is
+	// when the request really left, so the shim's times move with it: a
+	// first byte before the request was sent is impossible.
+	if sent, ok := et.Get(splice.StepRequestSent); ok && rec.tl.haveReqSent && sent > rec.tl.reqSent {
+		shift := int64(sent - rec.tl.reqSent)
+		for _, s := range []timeline.Step{timeline.FirstByte, timeline.LastByte} {
+			if t, ok := tl.Get(s); ok {
+				tl.At[s] = t + shift
+			}
+		}
+	}
 	return tl
 }
 
