@@ -20,14 +20,11 @@ func (e *progressEngine) ClientAckedAt(id splice.FlowID) (splice.Time, bool) {
 	return t, ok
 }
 
-// TestBackendWhoseClientsAckIsNotDeclaredDead: a back-end whose control
-// datagrams stop while its connection's client keeps acknowledging new
-// bytes (its shim is sending the response; a CPU-starved VM guest was
-// seen so) is neither probed nor declared dead, and its connection is not
-// reset, for up to 3 intervals after it was last heard; once the
-// acknowledgements stop too, it is probed 1.25 intervals after the last
-// one and dead half an interval after the probe.
-func TestBackendWhoseClientsAckIsNotDeclaredDead(t *testing.T) {
+// splicedWithProgress is a controller over an engine with
+// ClientProgress, back-end 1 registered at t0 and flow 1 spliced to it
+// at t0+2ms (its SpliceAck the back-end's last control message).
+func splicedWithProgress(t *testing.T) (*harness, *progressEngine) {
+	t.Helper()
 	eng := &progressEngine{fakeEngine: newFakeEngine(), acked: make(map[splice.FlowID]splice.Time)}
 	c, err := New(creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}), eng, t0)
 	if err != nil {
@@ -38,6 +35,18 @@ func TestBackendWhoseClientsAckIsNotDeclaredDead(t *testing.T) {
 	h.request(1, "A.example", t0+ms)
 	h.spliced(1, t0+2*ms)
 	h.eng.takeCalls()
+	return h, eng
+}
+
+// TestBackendWhoseClientsAckIsNotDeclaredDead: a back-end whose control
+// datagrams stop while its connection's client keeps acknowledging new
+// bytes (its shim is sending the response; a CPU-starved VM guest was
+// seen so) is neither probed nor declared dead, and its connection is not
+// reset, for up to 3 intervals after it was last heard; once the
+// acknowledgements stop too, it is probed 1.25 intervals after the last
+// one and dead half an interval after the probe.
+func TestBackendWhoseClientsAckIsNotDeclaredDead(t *testing.T) {
+	h, eng := splicedWithProgress(t)
 	// The control channel falls silent after the SpliceAck at t0+2ms;
 	// the client acknowledges new bytes every 300 ms for 2.7 s, inside
 	// the grace of 3 intervals after the back-end was last heard.
@@ -73,16 +82,7 @@ func TestBackendWhoseClientsAckIsNotDeclaredDead(t *testing.T) {
 // TestProbeAnsweredByClientProgress: an acknowledgement after the probe
 // went out answers it as a keepalive would.
 func TestProbeAnsweredByClientProgress(t *testing.T) {
-	eng := &progressEngine{fakeEngine: newFakeEngine(), acked: make(map[splice.FlowID]splice.Time)}
-	c, err := New(creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}), eng, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, c: c, eng: eng.fakeEngine}
-	h.register(1, 2, 1, t0)
-	h.request(1, "A.example", t0+ms)
-	h.spliced(1, t0+2*ms)
-	h.eng.takeCalls()
+	h, eng := splicedWithProgress(t)
 	probeAt := t0 + 2*ms + splice.Time(1250*time.Millisecond) + 1
 	if got := datagrams(h.tick(probeAt)); len(got) != 1 {
 		t.Fatalf("no probe at %v: %v", time.Duration(probeAt-t0), got)
@@ -106,16 +106,7 @@ func TestProbeAnsweredByClientProgress(t *testing.T) {
 // intervals later and the death half an interval after that, although
 // the acknowledgements never stop.
 func TestClientAcksKeepASilentBackendOnlyForAWhile(t *testing.T) {
-	eng := &progressEngine{fakeEngine: newFakeEngine(), acked: make(map[splice.FlowID]splice.Time)}
-	c, err := New(creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}), eng, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, c: c, eng: eng.fakeEngine}
-	h.register(1, 2, 1, t0)
-	h.request(1, "A.example", t0+ms)
-	h.spliced(1, t0+2*ms) // the SpliceAck: the back-end's last control message
-	h.eng.takeCalls()
+	h, eng := splicedWithProgress(t) // the SpliceAck at t0+2ms: the back-end's last control message
 	probeAt := t0 + 2*ms + splice.Time((3000+1250)*time.Millisecond) + 1
 	deadAt := probeAt + splice.Time(500*time.Millisecond) + 1
 	var probed, died splice.Time

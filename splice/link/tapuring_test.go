@@ -106,15 +106,7 @@ func TestUringTAPExchangesWithKernel(t *testing.T) {
 	}
 	kernelMAC := net.HardwareAddr(bytes.Clone(batch.Frame(0)[6:12]))
 
-	var listener net.PacketConn
-	if err := nstest.Do(ns, func() error {
-		var err error
-		listener, err = net.ListenPacket("udp4", net.JoinHostPort(tapAddr.String(), "7777"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
+	listener := listenOnTAP(t, ns)
 	var frames [][]byte
 	var want []string
 	for i := range 5 {
@@ -157,22 +149,9 @@ func TestUringTAPWriteStopsAtRefusedFrame(t *testing.T) {
 	batch := NewBatch(4, 64)
 	readDatagrams(t, u, batch, 1)
 	kernelMAC := net.HardwareAddr(bytes.Clone(batch.Frame(0)[6:12]))
-	var listener net.PacketConn
-	if err := nstest.Do(ns, func() error {
-		var err error
-		listener, err = net.ListenPacket("udp4", net.JoinHostPort(tapAddr.String(), "7777"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
+	listener := listenOnTAP(t, ns)
 	frame := func(body string) []byte {
-		udp := make([]byte, 8+len(body))
-		binary.BigEndian.PutUint16(udp[0:2], 9)
-		binary.BigEndian.PutUint16(udp[2:4], 7777)
-		binary.BigEndian.PutUint16(udp[4:6], uint16(len(udp)))
-		copy(udp[8:], body)
-		return ipv4Frame(kernelMAC, peerMAC, peerAddr, tapAddr, 17, udp)
+		return udpToKernel(kernelMAC, []byte(body))
 	}
 	frames := [][]byte{frame("first"), frame("refused"), frame("after")}
 	hdrs := make([]wire.VNetHdr, len(frames))
@@ -371,20 +350,8 @@ func TestUringTAPBatchPathDoesNotAllocate(t *testing.T) {
 	batch := NewBatch(16, 64)
 	readDatagrams(t, u, batch, 1)
 	kernelMAC := net.HardwareAddr(bytes.Clone(batch.Frame(0)[6:12]))
-	var sink net.PacketConn
-	if err := nstest.Do(ns, func() error {
-		var err error
-		sink, err = net.ListenPacket("udp4", net.JoinHostPort(tapAddr.String(), "7777"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	udp := make([]byte, 8+4)
-	binary.BigEndian.PutUint16(udp[0:2], 9)
-	binary.BigEndian.PutUint16(udp[2:4], 7777)
-	binary.BigEndian.PutUint16(udp[4:6], uint16(len(udp)))
-	frame := ipv4Frame(kernelMAC, peerMAC, peerAddr, tapAddr, 17, udp)
+	listenOnTAP(t, ns) // the frames land there: no ICMP
+	frame := udpToKernel(kernelMAC, make([]byte, 4))
 	frames := [][]byte{frame, frame, frame, frame}
 	hdrs := make([]wire.VNetHdr, len(frames))
 	before := u.Stats().TxFrames
