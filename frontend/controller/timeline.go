@@ -232,8 +232,15 @@ func (c *Controller) tlRecord(rec *flowRec, reason string, forwarded uint64, et 
 	// the clock and its own last time: shard.go), and its RequestSent is
 	// when the request really left, so the shim's times move with it: a
 	// first byte before the request was sent is impossible.
+	// The controller's own stamps (the Feedback's arrival) can lag the
+	// engine's by as much, so the shift stops where the last byte would
+	// pass the Feedback that reported it.
 	if sent, ok := et.Get(splice.StepRequestSent); ok && rec.tl.haveReqSent && sent > rec.tl.reqSent {
 		shift := int64(sent - rec.tl.reqSent)
+		last, okLast := tl.Get(timeline.LastByte)
+		if fb, okFB := tl.Get(timeline.Feedback); okLast && okFB {
+			shift = max(min(shift, fb-last), 0)
+		}
 		for _, s := range []timeline.Step{timeline.FirstByte, timeline.LastByte} {
 			if t, ok := tl.Get(s); ok {
 				tl.At[s] = t + shift
