@@ -226,28 +226,42 @@ func (c *Controller) tlRecord(rec *flowRec, reason string, forwarded uint64, et 
 			tl.Set(step, int64(t))
 		}
 	}
-	// The shim's times were placed from the controller's clock when it
-	// handed the request over (reqSent). On a sharded front-end the
-	// flow's engine can be ahead of that clock (each takes the later of
-	// the clock and its own last time: shard.go), and its RequestSent is
-	// when the request really left, so the shim's times move with it: a
-	// first byte before the request was sent is impossible.
-	// The controller's own stamps (the Feedback's arrival) can lag the
-	// engine's by as much, so the shift stops where the last byte would
-	// pass the Feedback that reported it.
-	if sent, ok := et.Get(splice.StepRequestSent); ok && rec.tl.haveReqSent && sent > rec.tl.reqSent {
-		shift := int64(sent - rec.tl.reqSent)
-		last, okLast := tl.Get(timeline.LastByte)
-		if fb, okFB := tl.Get(timeline.Feedback); okLast && okFB {
-			shift = max(min(shift, fb-last), 0)
-		}
-		for _, s := range []timeline.Step{timeline.FirstByte, timeline.LastByte} {
-			if t, ok := tl.Get(s); ok {
-				tl.At[s] = t + shift
-			}
-		}
-	}
+	fitShimTimes(&tl, &rec.tl, et)
 	return tl
+}
+
+// fitShimTimes keeps the shim's first and last byte, which placeShim
+// estimated (from the controller's clock when it handed the request over
+// and half the Splice round trip), inside what the record's own steps
+// make possible: after the request left (the engine's RequestSent) and
+// no later than the Feedback that reported them. On a sharded front-end
+// a flow's engine can be ahead of the controller's clock (each takes the
+// later of the clock and its own last time: frontend/shard.go), so the
+// estimate first moves with the engine's stamp, the time the shim
+// measured from; then the interval is pulled back before the Feedback if
+// it passes it, and cut at both ends if the two do not leave it room.
+func fitShimTimes(tl *timeline.Record, ft *flowTimeline, et *splice.FlowTimeline) {
+	first, okFirst := tl.Get(timeline.FirstByte)
+	last, okLast := tl.Get(timeline.LastByte)
+	if !okLast {
+		return
+	}
+	if !okFirst {
+		first = last
+	}
+	if sent, ok := et.Get(splice.StepRequestSent); ok && ft.haveReqSent && sent > ft.reqSent {
+		first, last = first+int64(sent-ft.reqSent), last+int64(sent-ft.reqSent)
+	}
+	if fb, ok := tl.Get(timeline.Feedback); ok && last > fb {
+		first, last = first-(last-fb), fb
+	}
+	if sent, ok := tl.Get(timeline.RequestSent); ok && first < sent {
+		first = min(sent, last)
+	}
+	tl.At[timeline.LastByte] = last
+	if okFirst {
+		tl.At[timeline.FirstByte] = first
+	}
 }
 
 // engineSteps maps the engine's steps to the record's.

@@ -136,6 +136,46 @@ func TestShimTimesFollowTheEnginesRequestSent(t *testing.T) {
 	}
 }
 
+// TestShimTimesEndByTheFeedback: the shim's times are an estimate (half
+// the Splice round trip one way); when it puts the last byte after the
+// Feedback that reported it, the interval moves back so that it ends
+// there, its length kept (seen in a 200-connection lab run: a last byte
+// 0.17 ms after the Feedback).
+func TestShimTimesEndByTheFeedback(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "a", Reservation: 100})
+	cfg.Timelines = true
+	h := newHarness(t, cfg)
+	h.register(1, 4, 1, t0)
+	h.eng.flows[5] = &fakeFlow{state: "queued"}
+	h.event(splice.Event{Kind: splice.EvRequest, Flow: 5, Request: &splice.RequestInfo{Method: "GET", Host: "a.example",
+		Path: "/x", Port: 80, Client: netip.MustParseAddrPort("198.18.0.10:40000"), HeadLen: 40}}, t0+3*ms)
+	h.connected(5, t0+5*ms)
+	h.spliceAck(5, t0+9*ms) // round trip 4 ms: one way 2 ms, last byte estimated at 9+2+30 = 41 ms
+	feedback := t0 + 40*ms + 500*splice.Time(time.Microsecond)
+	h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(5), ServiceTime: 30 * time.Millisecond,
+		FirstByte: 10 * time.Millisecond, ResponseBytes: 5000}, feedback)
+	var et splice.FlowTimeline
+	et.At[splice.StepRequestSent], et.At[splice.StepClose] = t0+9*ms, t0+70*ms
+	et.Have = 1<<splice.StepRequestSent | 1<<splice.StepClose
+	h.eng.flows[5].state = "closed"
+	out := h.event(splice.Event{Kind: splice.EvClosed, Flow: 5, Backend: 1, Reason: splice.CloseFIN, Timeline: et}, t0+1070*ms)
+	if len(out.Timelines) != 1 {
+		t.Fatalf("%d timelines at the close, want 1", len(out.Timelines))
+	}
+	r := out.Timelines[0]
+	for s, want := range map[timeline.Step]splice.Time{
+		timeline.FirstByte: feedback - 20*ms,
+		timeline.LastByte:  feedback,
+	} {
+		if got, ok := r.Get(s); !ok || splice.Time(got) != want {
+			t.Errorf("%v at %v (%v), want %v", s, time.Duration(got)-time.Duration(t0), ok, time.Duration(want-t0))
+		}
+	}
+	if err := r.CheckOrder(); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestTimelinesOffEmitsNothing: without Config.Timelines the controller
 // keeps and emits no timeline.
 func TestTimelinesOffEmitsNothing(t *testing.T) {
