@@ -61,6 +61,8 @@ func main() {
 	out := flag.String("out", "out/bench-proxy", "directory for result.json and table.txt")
 	offloads := flag.String("offloads", "lab", "link offloads (tx csum, TSO, GSO, GRO) of the lab and the chain: lab (the lab's default), on, off")
 	workers := flag.Int("workers", 0, "-workers of both qsplice daemons (0: their default, one per CPU)")
+	feArgs := flag.String("frontend-args", "", "extra flags of qsplice-frontend, space-separated (an A/B of one setting: -frontend-args '-rx-hold -1ms')")
+	beArgs := flag.String("backend-args", "", "extra flags of qsplice-backend, space-separated (-backend-args '-tap-io uring')")
 	bin := flag.String("bin", "", "directory of qsplice-frontend and qsplice-backend (default: this program's directory)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -87,6 +89,7 @@ func main() {
 	o := benchproxy.Options{
 		Duration: *duration, BulkConns: *conns, SmallConns: *smallConns, TTFBRequests: *ttfb,
 		FrameWindow: *window, BinDir: *bin, Progress: os.Stderr, Workers: *workers,
+		FrontendArgs: strings.Fields(*feArgs), BackendArgs: strings.Fields(*beArgs),
 	}
 	if *workers < 0 {
 		fail(fmt.Errorf("-workers: %d, want 0 (the daemons' default) or more", *workers))

@@ -58,6 +58,9 @@ type Settings struct {
 	// Workers is the qsplice daemons' -workers (0: their default, one
 	// per CPU).
 	Workers int `json:"workers"`
+	// FrontendArgs and BackendArgs are the daemons' extra flags.
+	FrontendArgs []string `json:"frontend_args,omitempty"`
+	BackendArgs  []string `json:"backend_args,omitempty"`
 }
 
 // SystemResult is one system's figures; a nil part was not measured.

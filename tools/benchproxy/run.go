@@ -36,9 +36,12 @@ type Options struct {
 	Offloads *bool
 	// Workers, when above 0, is the -workers of both qsplice daemons;
 	// 0 keeps their default (one per CPU).
-	Workers  int
-	BinDir   string    // the qsplice binaries; default the running executable's directory
-	Progress io.Writer // progress lines; nil: none
+	Workers int
+	// FrontendArgs and BackendArgs are extra flags of the qsplice
+	// daemons, for an A/B of one setting (-rx-hold -1, -tap-io uring).
+	FrontendArgs, BackendArgs []string
+	BinDir                    string    // the qsplice binaries; default the running executable's directory
+	Progress                  io.Writer // progress lines; nil: none
 }
 
 // SmallSize is the object size of the one-connection-per-request load and
@@ -188,6 +191,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		BulkSize: o.BulkSize, BulkConns: o.BulkConns, SmallSize: SmallSize, SmallConns: o.SmallConns,
 		LoadSeconds: o.Duration.Round(time.Second).Seconds(), TTFBRequests: o.TTFBRequests,
 		FrameWindowSecs: o.FrameWindow.Seconds(), Workers: o.Workers,
+		FrontendArgs: o.FrontendArgs, BackendArgs: o.BackendArgs,
 	}}
 	selected := func(s string) bool { return slices.Contains(o.Only, s) }
 	sizes := []int64{SmallSize, o.BulkSize}
@@ -195,7 +199,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	// The qsplice lab first: its links decide the chain's offloads.
 	withQsplice := selected(SystemQsplice)
 	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withQsplice])
-	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), o.BinDir, sizes, withQsplice, o.Offloads, o.Workers)
+	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), sizes, withQsplice, o)
 	if l != nil {
 		r.cleanups = append(r.cleanups, func() error {
 			// Down removes the lab's state directory; a failed run keeps

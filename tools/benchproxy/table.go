@@ -207,6 +207,9 @@ func (r *Result) Table() string {
 	}
 	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  link offloads: %v  qsplice workers: %s\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, r.LinkOffloads, workers)
+	if len(st.FrontendArgs)+len(st.BackendArgs) > 0 {
+		fmt.Fprintf(&b, "qsplice-frontend extra flags: %q  qsplice-backend extra flags: %q\n", st.FrontendArgs, st.BackendArgs)
+	}
 	fmt.Fprintf(&b, "bulk: %s objects, %d keep-alive connections, %gs; 1K close: %s objects, one connection per request, %d concurrent, %gs; TTFB: %d sequential requests\n\n",
 		content.FormatSize(st.BulkSize), st.BulkConns, st.LoadSeconds, content.FormatSize(st.SmallSize), st.SmallConns, st.LoadSeconds, st.TTFBRequests)
 
