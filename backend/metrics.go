@@ -37,6 +37,7 @@ var (
 	shimExpiredLt  = fam("qsplice_shim_expired_lifetime_total", "Entries ended by their maximum lifetime (also in qsplice_shim_expired_total).", isCounter)
 	shimHandshakes = fam("qsplice_shim_handshakes_total", "Kernel SYN-ACKs on web ports recorded, and those pushed out by newer ones.", isCounter, "outcome")
 	shimWireGuard  = fam("qsplice_shim_wire_guard_total", "Wire segments the shim judged as the kernel would: RSTs not at the exact sequence, segments outside the window, RSTs after which the kernel kept sending.", isCounter, "what")
+	shimEarly      = fam("qsplice_shim_early_total", "Handoffs whose request came with its Splice: request segments that crossed the shim before the Splice (noted), and server replies that came before it (dropped; the kernel sends them again).", isCounter, "what")
 	shimLinkFrames = fam("qsplice_shim_link_frames_total", "Frames through the shim's devices, by device and direction.", isCounter, "link", "dir")
 	shimLinkBytes  = fam("qsplice_shim_link_bytes_total", "Bytes through the shim's devices, by device and direction.", isCounter, "link", "dir")
 	shimLinkErrors = fam("qsplice_shim_link_tx_errors_total", "Frame writes a device refused with an error.", isCounter, "link")
@@ -60,7 +61,7 @@ var (
 	shimFamilies = []*exposition.Family{
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
-		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
+		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
 		&shimLinkDrops, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
@@ -126,6 +127,8 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	shimExpiredLt.Emit(ch, n(s.ExpiredLifetime))
 	shimHandshakes.Emit(ch, n(s.Handshakes), "recorded")
 	shimHandshakes.Emit(ch, n(s.HandshakesEvicted), "evicted")
+	shimEarly.Emit(ch, n(s.EarlyRequests), "request_before_splice")
+	shimEarly.Emit(ch, n(s.RepliesBeforeSplice), "reply_dropped")
 	shimWireGuard.Emit(ch, n(s.WireRSTRefused), "rst_refused")
 	shimWireGuard.Emit(ch, n(s.WireOutOfWindow), "out_of_window")
 	shimWireGuard.Emit(ch, n(s.ResetsCancelled), "reset_cancelled")

@@ -234,14 +234,22 @@ func (w *worker) run() error {
 			w.nextYield = now.Add(yieldEvery)
 		}
 		w.out.Reset()
+		// Control datagrams and mail first: a Splice they install must
+		// be in place before this pass reads the server's replies from
+		// the TAP (a request may come with its Splice, and the reply
+		// right after it: splice/shim_early.go).
+		for _, tok := range w.ready[:n] {
+			if tok == tokControl {
+				w.readControl(now)
+			}
+		}
+		w.readMail(now)
 		for _, tok := range w.ready[:n] {
 			switch tok {
 			case tokWire:
 				err = w.readWire(now)
 			case tokTAP:
 				err = w.readTAP(now)
-			case tokControl:
-				w.readControl(now)
 			}
 			if err != nil {
 				if d.stopping.Load() {
@@ -250,7 +258,6 @@ func (w *worker) run() error {
 				return fmt.Errorf("backend: worker %d: %w", w.id, err)
 			}
 		}
-		w.readMail(now)
 		if w.shim.NextDeadline() <= now {
 			w.shim.Tick(now, &w.out)
 		}

@@ -114,6 +114,11 @@ type ShimStats struct {
 	ResetsCancelled     uint64 // wire RSTs after which the kernel kept sending
 	ExpiredLifetime     uint64 // entries ended by MaxLifetime (also in Expired)
 
+	// Early requests (issue 7, shim_early.go): request segments that
+	// crossed before their Splice (noted), and server replies that came
+	// before it (dropped: the kernel sends them again).
+	EarlyRequests, RepliesBeforeSplice uint64
+
 	// Ingress checks (ingress.go): frames from the wire for the host
 	// dropped for their headers, by reason.
 	IngressBadIPChecksum, IngressBadTCPChecksum uint64
@@ -235,10 +240,12 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 var ErrSpliceMismatch = errors.New("splice: Splice message names another back-end")
 
 // AddSplice installs the translation for one handoff. The daemon answers
-// the front-end with a SpliceAck only after this returned nil, which is
-// what orders the Splice before the first reply (the front-end sends the
-// request only after the ack); an error says why not, for SpliceAck's
-// Reason.
+// the front-end with a SpliceAck only after this returned nil; an error
+// says why not, for SpliceAck's Reason. The front-end sends an unsafe
+// request only after the ack, which orders the Splice before the first
+// reply; a safe one it may send with the Splice, and should that request
+// cross the shim first, or a reply be ready before the Splice, the shim
+// handles both (shim_early.go).
 //
 // A Splice is taken only for a C2 tuple whose handshake the kernel has
 // just made (within HandshakeWindow of its SYN-ACK), on one of WebPorts,
@@ -295,6 +302,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	}
 	ent.rw = spliceRewrite(m)
 	ent.rwSplice, ent.rwAcked = ent.rw, true
+	s.startEarlyRequest(ent, hs.early)
 	s.entries[key] = ent
 	s.byReq[m.RequestID] = ent
 	s.stats.Splices++
@@ -441,6 +449,8 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			}
 			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
 				s.noteHandshake(key, t, now)
+			} else if s.replyBeforeSplice(key, t, now) {
+				return // before its Splice (shim_early.go)
 			}
 		} else if port == PortWire && p.IP.Dst() == s.hostIP {
 			t := p.TCP
@@ -449,6 +459,8 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
 					return // passed, or written over its previous ACK (shim_ackcoalesce.go)
 				}
+			} else {
+				s.noteEarlyRequest(key, t, now) // a request before its Splice (shim_early.go)
 			}
 		}
 	}

@@ -61,6 +61,8 @@ type handshake struct {
 	ts         bool     // the kernel answered timestamps
 	at         Time
 	serial     uint64 // which ring slot holds it (see handshakeTable)
+	// early is the request that crossed before the Splice (shim_early.go).
+	early earlyRequest
 }
 
 // handshakeTable holds the C2 handshakes seen recently: each for at most
@@ -138,6 +140,14 @@ func (h *handshakeTable) find(key fourTuple, now Time) (handshake, error) {
 	return hs, nil
 }
 
+// update stores hs, a record find returned for key, changed: it keeps its
+// slot and its time.
+func (h *handshakeTable) update(key fourTuple, hs handshake) {
+	if old, ok := h.byTuple[key]; ok && old.serial == hs.serial {
+		h.byTuple[key] = hs
+	}
+}
+
 // consume forgets key's record: a handshake is good for one Splice.
 func (h *handshakeTable) consume(key fourTuple) { delete(h.byTuple, key) }
 
@@ -152,6 +162,9 @@ func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time) {
 		return // the front-end will not take it either
 	}
 	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS}
+	if old, err := s.handshakes.find(key, now); err == nil && old.isnB == hs.isnB && old.isnF == hs.isnF {
+		hs.early = old.early // the kernel sent its SYN-ACK again
+	}
 	if o.HasWScale {
 		hs.wscale = int8(min(o.WScale, 14))
 	}
