@@ -53,6 +53,10 @@ type Config struct {
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
 	SpliceRetry       time.Duration // resend an unacknowledged Splice after this
+	// SpliceAckFirst holds every first request until the shim confirmed
+	// its Splice (controller.Config.SpliceAckFirst); false sends a safe
+	// request with its Splice (issue 7's early request).
+	SpliceAckFirst bool
 
 	Linger      time.Duration
 	IdleTimeout time.Duration

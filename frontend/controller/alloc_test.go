@@ -157,7 +157,9 @@ func (r *cycleRig) cycle(i int) bool {
 	}
 	hport := c2.SrcPort()
 
-	// The back-end's SYN-ACK: the engine asks for the Splice.
+	// The back-end's SYN-ACK: the engine asks for the Splice, and a GET
+	// goes with it (early request) unless the config holds it for the
+	// ack.
 	isnB := wire.Seq(uint32(i)*104729 + 5)
 	srv := wire.TCPFrame{SrcMAC: wire.MAC{2, 0, 0, 0, 0, 0x21}, DstMAC: cycleFEMAC, Src: backendIP1, Dst: cycleHandoff,
 		SrcPort: 80, DstPort: hport, Seq: isnB, Ack: isn + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 65160}
@@ -168,11 +170,18 @@ func (r *cycleRig) cycle(i int) bool {
 	if !ok {
 		return false
 	}
+	req, early := r.sent(backendIP1, 80, wire.TCPFlagACK)
+	if early != !r.ctrl.cfg.SpliceAckFirst {
+		return false
+	}
 
-	// The shim confirms: the request goes on C2.
+	// The shim confirms; the request goes on C2 now if it did not yet.
 	r.ack = proto.SpliceAck{RequestID: id, BackendID: 1, OK: true}
 	r.control(&r.ack)
-	if req, ok := r.sent(backendIP1, 80, wire.TCPFlagACK); !ok || len(req.Payload()) != len(cycleRequest) {
+	if !early {
+		req, ok = r.sent(backendIP1, 80, wire.TCPFlagACK)
+	}
+	if !ok || len(req.Payload()) != len(cycleRequest) {
 		return false
 	}
 

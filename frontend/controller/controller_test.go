@@ -16,6 +16,7 @@ import (
 // for the slot and goes when the Feedback frees it.
 func TestRequestDispatchedSplicedServed(t *testing.T) {
 	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.method = "POST" // unsafe: it waits for the SpliceAck (TestSafeRequestGoesWithItsSplice)
 	out := h.register(1, 1, 7, t0)
 	if got := datagrams(out); len(got) != 1 || got[0] != "RegisterAck->198.18.0.21" {
 		t.Fatalf("register answered %v", got)
@@ -62,6 +63,7 @@ func TestSpliceResentUntilAcknowledged(t *testing.T) {
 	cfg.SpliceTries = 4
 	cfg.KeepaliveInterval = time.Hour // no liveness probes in the way
 	h := newHarness(t, cfg)
+	h.method = "POST" // waits for the ack (TestEarlyRequestNeverConfirmedIsReset)
 	h.register(1, 5, 1, t0)
 	h.request(1, "A.example", t0)
 	h.connected(1, t0)
@@ -522,6 +524,7 @@ func TestTimeNeverGoesBack(t *testing.T) {
 // Splice must not overwrite the first one's.
 func TestSpliceDatagramOutlivesItsFlowInThePass(t *testing.T) {
 	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.method = "POST" // no early request: the pass's calls are the dispatches
 	h.register(1, 4, 1, t0)
 	h.request(1, "A.example", t0)
 	h.wantCalls("dispatch 1 b1")

@@ -175,6 +175,9 @@ type harness struct {
 	c   *Controller
 	eng *fakeEngine
 	out Output
+	// method is the method of the requests request and requestOn make
+	// ("" is GET).
+	method string
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -251,8 +254,12 @@ func (h *harness) request(flow splice.FlowID, host string, now splice.Time) *Out
 
 func (h *harness) requestOn(flow splice.FlowID, port uint16, host, path string, now splice.Time) *Output {
 	h.eng.flows[flow] = &fakeFlow{state: "queued"}
+	method := h.method
+	if method == "" {
+		method = "GET"
+	}
 	return h.event(splice.Event{Kind: splice.EvRequest, Flow: flow,
-		Request: &splice.RequestInfo{Method: "GET", Host: host, Path: path, Port: port}}, now)
+		Request: &splice.RequestInfo{Method: method, Host: host, Path: path, Port: port}}, now)
 }
 
 // followUp has the engine report a follow-up request on spliced flow.

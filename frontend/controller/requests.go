@@ -31,6 +31,9 @@ type flowRec struct {
 	// ready: handed off ahead and confirmed, in be.ready waiting for a
 	// slot.
 	ready bool
+	// safe: its first request's method is safe (RFC 9110 section 9.2.1),
+	// so it may go before the shim confirmed its Splice; early: it did.
+	safe, early bool
 
 	// Handoff timeline (issue 11, timeline.go).
 	tl flowTimeline
@@ -118,6 +121,9 @@ func (c *Controller) request(ev splice.Event, now splice.Time, out *Output) {
 		c.flowsPeak = max(c.flowsPeak, len(c.flows))
 	}
 	rec.waiting, rec.followUp = waitQueued, ev.FollowUp
+	if !ev.FollowUp {
+		rec.safe = safeMethod(r.Method)
+	}
 	c.tlQueued(rec, ev, cust, now)
 	if c.logs(slog.LevelDebug) {
 		c.log(out, slog.LevelDebug, "request", "flow", ev.Flow, "client", r.Client, "method", r.Method, "host", r.Host,
@@ -473,4 +479,18 @@ func (c *Controller) shrinkFlows() {
 		m[id] = rec
 	}
 	c.flows, c.flowsPeak = m, len(m)
+}
+
+// safeMethod reports whether a request with this method changes nothing
+// on the server (RFC 9110 section 9.2.1): one the controller may send
+// before its Splice is confirmed, since should the shim refuse the
+// Splice the client's connection is reset after the server saw the
+// request, and a client may only retry what is safe to repeat (the rule
+// TLS 1.3 applies to early data).
+func safeMethod(m string) bool {
+	switch m {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return true
+	}
+	return false
 }

@@ -24,6 +24,20 @@ import (
 // SlotWait the client gets a 503 instead (Engine.Reject). The scheduler
 // still decides the order at dispatch time; the ahead handoffs only hide
 // the set-up.
+//
+// Early request (issue 7). Waiting for the SpliceAck costs every new
+// connection a round trip to the shim and a wake-up of each daemon before
+// the request may go: about a third of the first byte's delay over a
+// direct connection. A safe request (safeMethod) whose back-end has a
+// slot free goes on C2 in the same pass as its Splice: the daemon sends
+// the control datagram first, and on its way to the shim's socket it
+// crosses the shim's wire and TAP ahead of the request's segment, so the
+// shim reads it before the server can answer. Should it come late, the
+// shim still counts the request from its arrival and drops the replies
+// until then (splice/shim_early.go); the server sends them again. Should
+// the shim refuse the Splice, or never confirm it, the connection is
+// reset: the server saw a request that changes nothing there.
+// Config.SpliceAckFirst turns this off.
 
 // readyConn is a connection handed off ahead and confirmed by the shim,
 // waiting for a slot since a given time.
@@ -189,6 +203,10 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	c.splices.push(rec.id, p.due)
 	out.sendSplice(rec.be.ctl, &p.msg)
 	c.tlSpliceSent(rec, now)
+	if rec.safe && !c.cfg.SpliceAckFirst && c.hasRoom(rec.be) {
+		rec.early = true
+		c.sendFirstRequest(rec, now, out)
+	}
 }
 
 // resendSplices repeats Splice messages whose ack has not come: UDP may
@@ -203,6 +221,13 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		p := rec.splice
 		if p.tries >= c.cfg.SpliceTries {
 			p.due = splice.Never
+			if rec.early {
+				// Its request went: without the Splice the shim does
+				// not translate the response, the client would wait
+				// for nothing.
+				c.log(out, slog.LevelWarn, "splice never confirmed after an early request; resetting", "flow", rec.id, "backend", rec.be.id)
+				c.abort(rec.id, now, out)
+			}
 			continue
 		}
 		p.tries++
@@ -234,6 +259,9 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)
 		c.abort(rec.id, now, out)
 		return
+	}
+	if rec.early {
+		return // its request went with the Splice
 	}
 	c.spliceConfirmed(rec, now, out)
 }

@@ -27,6 +27,7 @@ func bucketOf(h *Histogram) int {
 // times as their exact sum, not mean x served.
 func TestBackendTimesAsHistograms(t *testing.T) {
 	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.method = "POST" // its request goes at the ack
 	h.register(1, 1, 7, t0)
 	h.request(1, "A.example", t0+ms)
 	h.connected(1, t0+2*ms)

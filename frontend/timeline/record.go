@@ -236,7 +236,10 @@ func (r *Record) Steps() []Step {
 // client may half-close right after its request, before the handoff.
 // Feedback is not before the close necessarily: a server's FIN right
 // after the response may reach the front-end before the Feedback does.
-var chain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, C2SYNACK, SpliceSent, SpliceAck, RequestSent, FirstByte, LastByte, Feedback}
+// The SpliceAck is only after the Splice it answers: a safe request goes
+// with its Splice (issue 7's early request), and its ack may come after
+// the response, even after the Feedback when a datagram was lost.
+var chain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, C2SYNACK, SpliceSent, RequestSent, FirstByte, LastByte, Feedback}
 
 // CheckOrder returns an error naming the first pair of steps out of
 // order. A placed step (first_byte, last_byte) may precede a front-end
@@ -260,6 +263,11 @@ func (r *Record) CheckOrder() error {
 			}
 		}
 		prev, prevOK = s, true
+	}
+	if a, ok := r.Get(SpliceAck); ok {
+		if s, ok := r.Get(SpliceSent); ok && a < s {
+			return fmt.Errorf("flow %d: %v at %v is before %v at %v", r.Flow, SpliceAck, time.Duration(a-r.Start()), SpliceSent, time.Duration(s-r.Start()))
+		}
 	}
 	if c, ok := r.Get(Close); ok {
 		for s := SYN; s <= HeadComplete; s++ {

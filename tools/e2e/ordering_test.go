@@ -11,10 +11,14 @@ import (
 
 // TestDelayedSpliceNeverLeaksUntranslatedReplies builds a second lab whose
 // shim holds every Splice message for 300 ms (longer than the front-end's
-// Splice retry, so duplicates arrive too). The front-end must not send
-// the request before the shim confirmed, so the back-end's first reply
-// cannot escape untranslated: on the client's link every TCP segment
-// towards the client comes from the VIP, and the bodies are exact.
+// Splice retry, so duplicates arrive too). A GET goes with its Splice
+// (the early request), so the server answers long before the shim may
+// translate: the shim must drop those replies, and the kernel's
+// retransmissions, after the Splice, carry the response. None escapes
+// untranslated: on the client's link every TCP segment towards the
+// client comes from the VIP, the bodies are exact, and the shim counted
+// the replies it held back (the path ran). Before the early request the
+// front-end held the request until the SpliceAck.
 func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 	l := extraLab(t, "d", func(cfg *lab.Config) {
 		cfg.Backends = 1
@@ -46,6 +50,10 @@ func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 	})
 	if fromVIP < 9 {
 		t.Fatalf("only %d segments from the VIP captured", fromVIP)
+	}
+	shim := backendStatus(t, l, 1)["shim"].(map[string]any)
+	if n := shim["RepliesBeforeSplice"].(float64); n < 1 {
+		t.Errorf("the shim dropped %v replies before their Splice: the early path did not run", n)
 	}
 }
 

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/sched"
+	"github.com/qsplice/qsplice/splice"
+)
+
+// Early requests (issue 7, slots.go): a safe request whose back-end has a
+// slot free goes on C2 in the pass that sends its Splice.
+
+// A GET goes with its Splice: the engine is told to send it in the same
+// pass, after the Splice datagram was queued (the daemon sends
+// datagrams before frames), and it holds its slot from then. The
+// SpliceAck that follows moves nothing more.
+func TestSafeRequestGoesWithItsSplice(t *testing.T) {
+	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 1, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.wantCalls("dispatch 1 b1")
+	out := h.connected(1, t0+2*ms)
+	if got := datagrams(out); !slices.Equal(got, []string{"Splice->198.18.0.21"}) {
+		t.Fatalf("EvSplice sent %v", got)
+	}
+	h.wantCalls("splice-acked 1")
+	if b := h.backend(1); b.InService != 1 {
+		t.Fatalf("back-end after the early request: %+v", b)
+	}
+	h.spliceAck(1, t0+3*ms)
+	h.wantCalls()
+	if b := h.backend(1); b.MeanHandoffMs != 2 || b.InService != 1 {
+		t.Fatalf("back-end after the ack: %+v", b)
+	}
+	h.feedback(1, 20*time.Millisecond, t0+25*ms)
+	// The slot ran from the early request, at +2 ms.
+	if b := h.backend(1); b.Served != 1 || b.InService != 0 || b.MeanSlotMs != 23 {
+		t.Fatalf("back-end after the Feedback: %+v", b)
+	}
+}
+
+// What waits for the ack: an unsafe method; any method under
+// SpliceAckFirst; a handoff set up ahead of a slot (it is held ready at
+// the ack instead).
+func TestEarlyRequestOnlyWhenSafeAndInsideASlot(t *testing.T) {
+	for _, c := range []struct {
+		name, method string
+		ackFirst     bool
+	}{
+		{"POST", "POST", false},
+		{"PUT", "PUT", false},
+		{"GET with SpliceAckFirst", "GET", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+			cfg.SpliceAckFirst = c.ackFirst
+			h := newHarness(t, cfg)
+			h.method = c.method
+			h.register(1, 1, 7, t0)
+			h.request(1, "A.example", t0)
+			h.wantCalls("dispatch 1 b1")
+			h.connected(1, t0+ms)
+			h.wantCalls()
+			h.spliceAck(1, t0+2*ms)
+			h.wantCalls("splice-acked 1")
+		})
+	}
+	t.Run("ahead of its slot", func(t *testing.T) {
+		cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+		cfg.HandoffAhead = 1
+		cfg.KeepaliveInterval = time.Hour
+		h := newHarness(t, cfg)
+		h.register(1, 1, 1, t0)
+		h.request(1, "A.example", t0)
+		h.request(2, "A.example", t0)
+		h.wantCalls("dispatch 1 b1", "dispatch 2 b1")
+		h.connected(1, t0+ms)
+		h.wantCalls("splice-acked 1")
+		h.connected(2, t0+ms)
+		h.wantCalls() // no slot: it waits for the ack, then ready
+		h.spliceAck(2, t0+2*ms)
+		h.wantCalls("hold 2")
+		h.spliceAck(1, t0+2*ms)
+		h.wantCalls()
+		h.feedback(1, 10*time.Millisecond, t0+12*ms)
+		h.wantCalls("splice-acked 2")
+	})
+}
+
+// A shim that refuses the Splice of a request already sent, or never
+// confirms it, leaves the response untranslated: the connection is
+// reset, and its slot comes back.
+func TestEarlyRequestRefusedOrNeverConfirmedIsReset(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+		h.register(1, 1, 7, t0)
+		h.request(1, "A.example", t0)
+		h.connected(1, t0+ms)
+		h.wantCalls("dispatch 1 b1", "splice-acked 1")
+		h.control(&proto.SpliceAck{RequestID: h.c.requestID(1), BackendID: 1, OK: false, Reason: "shim full"}, t0+2*ms)
+		h.wantCalls("abort 1")
+		h.closed(1, splice.CloseAborted, t0+2*ms)
+		if b := h.backend(1); b.InService != 0 || b.Active != 0 {
+			t.Fatalf("back-end after the reset: %+v", b)
+		}
+	})
+	t.Run("never confirmed", func(t *testing.T) {
+		cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+		cfg.SpliceTries = 3
+		cfg.KeepaliveInterval = time.Hour
+		h := newHarness(t, cfg)
+		h.register(1, 1, 7, t0)
+		h.request(1, "A.example", t0)
+		h.connected(1, t0)
+		h.wantCalls("dispatch 1 b1", "splice-acked 1")
+		h.tick(t0 + 250*ms)
+		h.tick(t0 + 500*ms) // the third and last send
+		h.wantCalls()
+		h.tick(t0 + 749*ms)
+		h.wantCalls()
+		h.tick(t0 + 750*ms) // its wait is over
+		h.wantCalls("abort 1")
+	})
+}
+
+// The method decides: the first request's, not a follow-up's.
+func TestSafeMethods(t *testing.T) {
+	for m, want := range map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true,
+		"POST": false, "PUT": false, "DELETE": false, "PATCH": false, "CONNECT": false, "get": false, "": false} {
+		if got := safeMethod(m); got != want {
+			t.Errorf("safeMethod(%q) = %v, want %v", m, got, want)
+		}
+	}
+}
