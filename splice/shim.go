@@ -73,6 +73,9 @@ type Shim struct {
 	// Allocation per request (issue 7): entries removed, kept for the
 	// next Splices instead of a new one each (see remove).
 	spareEntries []*spliceEntry
+
+	// held are request segments waiting for their Splice (shim_early.go).
+	held heldPool
 }
 
 // maxSpareEntries bounds the removed entries a shim keeps for reuse: the
@@ -118,6 +121,10 @@ type ShimStats struct {
 	// crossed before their Splice (noted), and server replies that came
 	// before it (dropped: the kernel sends them again).
 	EarlyRequests, RepliesBeforeSplice uint64
+	// Request segments held until their Splice: taken, passed once it
+	// came, dropped when it did not within the handshake window, and
+	// not held for want of room (they pass; see shim_early.go).
+	HeldRequests, HeldReleased, HeldExpired, HeldFull uint64
 
 	// Ingress checks (ingress.go): frames from the wire for the host
 	// dropped for their headers, by reason.
@@ -233,6 +240,7 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 		entries:    make(map[fourTuple]*spliceEntry),
 		byReq:      make(map[uint64]*spliceEntry),
 		handshakes: newHandshakeTable(cfg.MaxHandshakes, cfg.HandshakeWindow),
+		held:       newHeldPool(),
 	}, nil
 }
 
@@ -303,6 +311,9 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	ent.rw = spliceRewrite(m)
 	ent.rwSplice, ent.rwAcked = ent.rw, true
 	s.startEarlyRequest(ent, hs.early)
+	if s.held.n > 0 {
+		s.held.release = true // Tick passes what waited for this Splice
+	}
 	s.entries[key] = ent
 	s.byReq[m.RequestID] = ent
 	s.stats.Splices++
@@ -324,7 +335,7 @@ func (s *Shim) Stats() ShimStats {
 }
 
 // NextDeadline is when Tick next has work.
-func (s *Shim) NextDeadline() Time { return s.timers.next() }
+func (s *Shim) NextDeadline() Time { return min(s.timers.next(), s.heldDeadline()) }
 
 // due is the entry's next deadline: the end of a drained response's quiet
 // period, the end of the linger after both FINs or a RST, or the idle
@@ -354,6 +365,9 @@ func (s *Shim) arm(ent *spliceEntry, now Time) {
 // Tick ends quiet responses and expires splices whose linger or idle time
 // has passed.
 func (s *Shim) Tick(now Time, out *Output) {
+	if s.held.n > 0 {
+		s.releaseHeld(now, out)
+	}
 	for {
 		d, ok := s.timers.popDue(now)
 		if !ok {
@@ -459,8 +473,10 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
 					return // passed, or written over its previous ACK (shim_ackcoalesce.go)
 				}
+			} else if s.holdEarlyRequest(key, frame, vh, t, now) {
+				return // until its Splice (shim_early.go)
 			} else {
-				s.noteEarlyRequest(key, t, now) // a request before its Splice (shim_early.go)
+				s.noteEarlyRequest(key, t, now)
 			}
 		}
 	}

@@ -11,21 +11,26 @@ import (
 // The front-end may send a safe request on C2 in the same pass as the
 // Splice instead of waiting for the SpliceAck (frontend/controller,
 // slots.go). The Splice, a datagram to the shim's control socket, crosses
-// the shim's wire and TAP ahead of the request's segment, so the shim
-// normally holds the entry before the server can answer. Two things may
-// still come before it, and each is handled so that nothing goes wrong,
-// only late:
+// the shim's wire and TAP just ahead of the request's segment, but it
+// reaches the shim's loop only through the kernel and its socket, and
+// with several workers through another worker's mailbox: under load the
+// request's segment was read first for one request in ten in the lab,
+// and one reply in fifty came before its Splice. So:
 //
-//   - the request itself, when the shim reads its wire before the
-//     kernel delivered the datagram: the handshake record notes the
-//     request's arrival (noteEarlyRequest), and AddSplice starts the
-//     entry with that request in service, so its service time runs from
-//     its real arrival and its Feedback comes;
-//   - a reply of the server, when the Splice was slow or lost: it would
-//     leave untranslated, towards the handoff address, and put response
-//     bytes on the front-end's link. It is dropped and counted
-//     (replyBeforeSplice): the kernel sends it again after its
-//     retransmission timeout, translated then. Its pure ACKs and RSTs
+//   - a request segment on a C2 tuple whose SYN-ACK the shim recorded
+//     and which has no entry yet is held, in a small pool of buffers
+//     taken at start (holdEarlyRequest), until its Splice is installed:
+//     the next Tick then passes it to the host as if it had just come
+//     (releaseHeld). The server cannot answer what it has not seen, so no
+//     reply comes before the Splice, and the service time starts when
+//     the kernel gets the request. A held segment whose Splice never
+//     comes goes after the handshake window, dropped;
+//   - when the pool is full, or the segment is too large for it (a GRO'd
+//     super-frame), it passes: the handshake record notes the request's
+//     arrival (noteEarlyRequest), and AddSplice starts the entry with it
+//     in service; a reply that comes before the Splice is then dropped
+//     and counted (replyBeforeSplice), and the kernel sends it again after
+//     its retransmission timeout, translated then. Its pure ACKs and RSTs
 //     pass, as they always did before a Splice.
 //
 // Only a C2 tuple whose SYN-ACK the shim recorded within the handshake
@@ -105,4 +110,146 @@ func (s *Shim) startEarlyRequest(ent *spliceEntry, r earlyRequest) {
 	ent.lastSeen = max(ent.lastSeen, r.at)
 	s.active++
 	s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
+}
+
+// Held request segments (see the top of this file).
+const (
+	// heldSlots bounds the segments held at once per shim shard: the
+	// requests of the handoffs whose Splice is a few tens of microseconds
+	// behind, a few at a time.
+	heldSlots = 64
+	// heldSlotSize is a slot's buffer: an MTU-sized frame and its
+	// headers. A larger one (a super-frame) is not held.
+	heldSlotSize = 2048
+	// heldPerTuple bounds the slots one C2 tuple may take: a request of a
+	// few segments; more pass.
+	heldPerTuple = 8
+)
+
+type heldSegment struct {
+	inUse bool
+	key   fourTuple
+	vh    wire.VNetHdr
+	at    Time
+	n     int
+	buf   []byte // heldSlotSize, from the pool
+}
+
+// heldPool is a shard's held segments; release: a Splice was installed
+// since the last Tick, so Tick has segments to pass.
+type heldPool struct {
+	slots   []heldSegment
+	n       int
+	release bool
+}
+
+func newHeldPool() heldPool {
+	buf := make([]byte, heldSlots*heldSlotSize)
+	p := heldPool{slots: make([]heldSegment, heldSlots)}
+	for i := range p.slots {
+		p.slots[i].buf = buf[i*heldSlotSize : (i+1)*heldSlotSize : (i+1)*heldSlotSize]
+	}
+	return p
+}
+
+// holdEarlyRequest holds frame, a segment from the wire for the host on
+// key, a tuple with no entry, if it is request data of a recorded
+// handshake and there is room; it reports whether it did. A segment must
+// acknowledge exactly the kernel's SYN-ACK and lie within the request
+// bytes a Splice may announce (MaxRequestAhead), so one that a guesser
+// sends on a recent tuple takes a slot only until the handshake window
+// ends, and the pool's bound is all it can fill.
+func (s *Shim) holdEarlyRequest(key fourTuple, frame []byte, vh wire.VNetHdr, t wire.TCP, now Time) bool {
+	if len(t.Payload()) == 0 || len(frame) > heldSlotSize || vh.IsGSO() || !s.isWebPort(key.srcPort) {
+		return false
+	}
+	hs, err := s.handshakes.find(key, now)
+	if err != nil || !t.Has(wire.TCPFlagACK) || t.Ack() != hs.isnB+1 || uint32(t.Seq()-(hs.isnF+1)) >= s.cfg.MaxRequestAhead {
+		return false
+	}
+	p := &s.held
+	free, mine := -1, 0
+	for i := range p.slots {
+		h := &p.slots[i]
+		if h.inUse && now.Sub(h.at) > s.cfg.HandshakeWindow {
+			s.dropHeld(h) // its Splice never came
+		}
+		switch {
+		case !h.inUse:
+			if free < 0 {
+				free = i
+			}
+		case h.key == key:
+			mine++
+		}
+	}
+	if free < 0 || mine >= heldPerTuple {
+		s.stats.HeldFull++
+		return false
+	}
+	h := &p.slots[free]
+	h.inUse, h.key, h.vh, h.at, h.n = true, key, vh, now, copy(h.buf, frame)
+	p.n++
+	s.stats.HeldRequests++
+	return true
+}
+
+func (s *Shim) dropHeld(h *heldSegment) {
+	h.inUse = false
+	s.held.n--
+	s.stats.HeldExpired++
+}
+
+// heldDeadline is when Tick has held segments to pass or to drop.
+func (s *Shim) heldDeadline() Time {
+	p := &s.held
+	if p.n == 0 {
+		return Never
+	}
+	if p.release {
+		return 0
+	}
+	next := Never
+	for i := range p.slots {
+		if h := &p.slots[i]; h.inUse {
+			next = min(next, h.at.Add(s.cfg.HandshakeWindow)+1)
+		}
+	}
+	return next
+}
+
+// releaseHeld passes the held segments whose Splice is now installed to
+// the host, in the order they were taken, as if they had just come from
+// the wire (so the entry sees its request arrive), each copied into out
+// first (the slot is free again at once); it drops those whose handshake
+// window is over.
+func (s *Shim) releaseHeld(now Time, out *Output) {
+	p := &s.held
+	p.release = false
+	for p.n > 0 {
+		first := -1
+		for i := range p.slots {
+			h := &p.slots[i]
+			if !h.inUse {
+				continue
+			}
+			if now.Sub(h.at) > s.cfg.HandshakeWindow {
+				s.dropHeld(h)
+				continue
+			}
+			if s.entries[h.key] != nil && (first < 0 || h.at < p.slots[first].at) {
+				first = i
+			}
+		}
+		if first < 0 {
+			return
+		}
+		h := &p.slots[first]
+		b := out.alloc(h.n)
+		copy(b, h.buf[:h.n])
+		h.inUse = false
+		p.n--
+		s.stats.HeldReleased++
+		s.InputVNet(PortWire, b, h.vh, now, out)
+	}
 }

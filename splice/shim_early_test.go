@@ -12,14 +12,15 @@ import (
 // before the Splice is installed.
 
 // earlyConn is a C2 whose SYN-ACK crossed the shim at t0 and whose
-// Splice has not come yet; install adds it.
-func earlyConn(t *testing.T, cfg ShimConfig) *shimConn {
+// Splice, for a request of reqLen bytes, has not come yet; install adds
+// it.
+func earlyConn(t *testing.T, cfg ShimConfig, reqLen int) *shimConn {
 	t.Helper()
 	const isnB, isnC = 0x1000, 0x2000
 	h := newShim(t, cfg)
 	srv := newServer(isnB, wire.SynOptions{})
 	srv.peerPort, srv.ts, srv.tsVal, srv.peerTS = shimHandoffPort, true, 0xffffff00, 7
-	srv.rcvNxt = isnC + 1 + 100
+	srv.rcvNxt = isnC + 1 + wire.Seq(reqLen)
 	sp := shimSplice(srv.rcvNxt)
 	h.input(PortHost, kernelSynAck(&sp, isnB, isnC), t0)
 	return &shimConn{h: h, srv: srv, sp: sp, cliSeq: isnC + 1, cliTS: 7}
@@ -32,14 +33,154 @@ func (sc *shimConn) install(t *testing.T, now Time) {
 	}
 }
 
-// A request that crossed before its Splice is in service from its
-// arrival once the Splice comes: the Feedback's service time starts
-// there, not at the Splice.
+// A request segment that comes before its Splice is held; the Tick after
+// the Splice passes it to the host unchanged, and the request is in
+// service from then: the server cannot answer before the shim
+// translates.
+func TestShimHoldsARequestUntilItsSplice(t *testing.T) {
+	sc := earlyConn(t, ShimConfig{ResponseQuiet: 20 * time.Millisecond}, 100)
+	h, srv := sc.h, sc.srv
+	req := sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100))
+	if out := h.input(PortWire, req, t0+ms); len(out.Frames) != 0 {
+		t.Fatalf("the request before its Splice left at once: %d frames", len(out.Frames))
+	}
+	if st := h.sh.Stats(); st.HeldRequests != 1 || h.sh.Active() != 0 {
+		t.Fatalf("held %d, active %d", st.HeldRequests, h.sh.Active())
+	}
+	if got, want := h.sh.NextDeadline(), t0.Add(DefaultHandshakeWindow)+ms+1; got != want {
+		t.Fatalf("next deadline %v, want the hold's end %v", got, want)
+	}
+	sc.install(t, t0+2*ms)
+	if got := h.sh.NextDeadline(); got > t0+2*ms {
+		t.Fatalf("next deadline %v after the Splice: the held request waits", got)
+	}
+	release := t0 + 2*ms
+	if f := onlyFrame(t, h.tick(release)); string(f) != string(req) {
+		t.Fatal("the held request did not pass to the host unchanged")
+	}
+	if st := h.sh.Stats(); st.HeldReleased != 1 || h.sh.Active() != 1 || h.sh.NextDeadline() <= release {
+		t.Fatalf("released %d, active %d, next deadline %v", st.HeldReleased, h.sh.Active(), h.sh.NextDeadline())
+	}
+	if toClient, _ := framesOn(t, h.input(PortHost, srv.reply(make([]byte, 1000)), release+3*ms)); len(toClient) != 1 {
+		t.Fatalf("the reply after the Splice: %d frames to the client", len(toClient))
+	}
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), release+4*ms)
+	ev := onlyEvent(t, h.tick(release+24*ms), EvResponseDone)
+	if ev.ServiceTime != 3*time.Millisecond || ev.Bytes != 1000 {
+		t.Errorf("event %+v, want 3ms from the request's release, 1000 bytes", ev)
+	}
+	h.checkCounters()
+}
+
+// A held request whose Splice never comes is dropped when the handshake
+// window is over (the front-end resets that connection), and the pool's
+// slot is free again.
+func TestShimDropsAHeldRequestWhoseSpliceNeverCame(t *testing.T) {
+	sc := earlyConn(t, ShimConfig{HandshakeWindow: time.Second}, 100)
+	h, srv := sc.h, sc.srv
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100)), t0)
+	end := t0.Add(time.Second)
+	if out := h.tick(end); len(out.Frames) != 0 || h.sh.Stats().HeldExpired != 0 {
+		t.Fatalf("at the window's end: %d frames, %d expired", len(out.Frames), h.sh.Stats().HeldExpired)
+	}
+	if out := h.tick(end + 1); len(out.Frames) != 0 || h.sh.Stats().HeldExpired != 1 || h.sh.NextDeadline() != Never {
+		t.Fatalf("after the window: %d frames, %d expired, next deadline %v", len(out.Frames), h.sh.Stats().HeldExpired, h.sh.NextDeadline())
+	}
+	if h.sh.held.n != 0 {
+		t.Fatalf("%d slots still taken", h.sh.held.n)
+	}
+}
+
+// Only a segment that acknowledges the kernel's SYN-ACK exactly and lies
+// within the request bytes a Splice may announce is held; others pass
+// to the host at once (which answers them).
+func TestShimHoldsOnlySegmentsThatContinueTheHandshake(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		seq   wire.Seq // added to the request's first byte
+		ack   wire.Seq // added to the kernel's ISN + 1
+		flags uint8
+	}{
+		{"acknowledging more", 0, 1, wire.TCPFlagACK | wire.TCPFlagPSH},
+		{"no ACK", 0, 0, wire.TCPFlagPSH},
+		{"before the first byte", 0xffffffff, 0, wire.TCPFlagACK | wire.TCPFlagPSH},
+		{"past MaxRequestAhead", 1 << 20, 0, wire.TCPFlagACK | wire.TCPFlagPSH},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := earlyConn(t, ShimConfig{}, 100)
+			h, srv := sc.h, sc.srv
+			sc.cliSeq += c.seq
+			seg := sc.fromFrontEnd(c.flags, srv.nxt+c.ack, make([]byte, 100))
+			if f := onlyFrame(t, h.input(PortWire, seg, t0+ms)); string(f) != string(seg) {
+				t.Fatal("the segment did not pass unchanged")
+			}
+			if h.sh.Stats().HeldRequests != 0 {
+				t.Fatal("held")
+			}
+		})
+	}
+}
+
+// One tuple holds at most heldPerTuple segments; more pass, counted.
+func TestShimHoldsABoundedNumberOfSegmentsPerTuple(t *testing.T) {
+	sc := earlyConn(t, ShimConfig{}, 100*(heldPerTuple+1))
+	h, srv := sc.h, sc.srv
+	for i := 0; i < heldPerTuple; i++ {
+		if out := h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, make([]byte, 100)), t0+ms); len(out.Frames) != 0 {
+			t.Fatalf("segment %d passed", i)
+		}
+	}
+	if out := h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, make([]byte, 100)), t0+ms); len(out.Frames) != 1 {
+		t.Fatalf("segment %d past the bound: %d frames", heldPerTuple, len(out.Frames))
+	}
+	if st := h.sh.Stats(); st.HeldRequests != heldPerTuple || st.HeldFull != 1 {
+		t.Fatalf("held %d, full %d", st.HeldRequests, st.HeldFull)
+	}
+	sc.install(t, t0+2*ms)
+	if out := h.tick(t0 + 2*ms); len(out.Frames) != heldPerTuple {
+		t.Fatalf("released %d frames, want %d", len(out.Frames), heldPerTuple)
+	}
+}
+
+// Holding and releasing take nothing from the heap: the slots are the
+// pool's, the copies the Output's. Each run holds the request on a fresh
+// handshake and releases it to the entry a Splice installed before.
+func TestShimHoldsAndReleasesWithoutAllocating(t *testing.T) {
+	sc := earlyConn(t, ShimConfig{}, 100)
+	h, srv := sc.h, sc.srv
+	synAck := kernelSynAck(&sc.sp, 0x1000, 0x2000)
+	req := sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100))
+	sc.install(t, t0)
+	key := fourTuple{srcIP: backendIP, dstIP: handoffIP, srcPort: webPort, dstPort: shimHandoffPort}
+	ent := h.sh.entries[key]
+	var out Output
+	now := t0 + ms
+	run := func() {
+		delete(h.sh.entries, key)
+		out.Reset()
+		h.sh.Input(PortHost, synAck, now, &out)
+		h.sh.Input(PortWire, req, now, &out)
+		h.sh.entries[key] = ent
+		h.sh.held.release = true // as AddSplice does
+		h.sh.Tick(now, &out)
+	}
+	run()
+	before := h.sh.Stats().HeldReleased
+	allocs := testing.AllocsPerRun(100, run)
+	if released := h.sh.Stats().HeldReleased - before; allocs != 0 || released != 101 {
+		t.Fatalf("%v allocations per hold and release (%d released in 101 runs)", allocs, released)
+	}
+}
+
+// When a request segment cannot be held (too large for a slot: a GRO'd
+// super-frame, or a jumbo frame), it passes, and the handshake record
+// notes it: once the Splice comes the request is in service from its
+// arrival, so its Feedback's service time starts there.
 func TestShimMeasuresARequestThatCameBeforeItsSplice(t *testing.T) {
-	sc := earlyConn(t, ShimConfig{ResponseQuiet: 20 * time.Millisecond})
+	sc := earlyConn(t, ShimConfig{ResponseQuiet: 20 * time.Millisecond}, 3000)
 	h, srv := sc.h, sc.srv
 	arrive := t0 + ms
-	req := sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100))
+	req := sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 3000))
 	if f := onlyFrame(t, h.input(PortWire, req, arrive)); string(f) != string(req) {
 		t.Fatal("the request did not pass to the host unchanged")
 	}
@@ -65,9 +206,9 @@ func TestShimMeasuresARequestThatCameBeforeItsSplice(t *testing.T) {
 // towards the front-end; the kernel's pure ACK passes as before; the
 // reply sent again after the Splice is translated.
 func TestShimDropsRepliesThatComeBeforeTheSplice(t *testing.T) {
-	sc := earlyConn(t, ShimConfig{})
+	sc := earlyConn(t, ShimConfig{}, 3000)
 	h, srv := sc.h, sc.srv
-	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 100)), t0+ms)
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, make([]byte, 3000)), t0+ms) // too large to hold
 	ack := srv.seg(wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil)
 	if f := onlyFrame(t, h.input(PortHost, ack, t0+ms)); string(f) != string(ack) {
 		t.Fatal("the kernel's pure ACK did not pass unchanged")
@@ -97,9 +238,9 @@ func TestShimDropsRepliesThatComeBeforeTheSplice(t *testing.T) {
 }
 
 // Only a segment that continues the handshake exactly starts an early
-// request: one at another sequence number, or acknowledging anything
-// but the kernel's SYN-ACK, changes nothing (an attacker who guessed the
-// tuple cannot start a measurement).
+// request that was not held: one at another sequence number, or
+// acknowledging anything but the kernel's SYN-ACK, changes nothing (an
+// attacker who guessed the tuple cannot start a measurement).
 func TestShimTakesOnlyAnEarlyRequestThatContinuesTheHandshake(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -113,10 +254,10 @@ func TestShimTakesOnlyAnEarlyRequestThatContinuesTheHandshake(t *testing.T) {
 		{"no ACK", 0, 0, wire.TCPFlagPSH},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sc := earlyConn(t, ShimConfig{})
+			sc := earlyConn(t, ShimConfig{}, 3000)
 			h, srv := sc.h, sc.srv
 			sc.cliSeq += c.seq
-			h.input(PortWire, sc.fromFrontEnd(c.flags, srv.nxt+c.ack, make([]byte, 100)), t0+ms)
+			h.input(PortWire, sc.fromFrontEnd(c.flags, srv.nxt+c.ack, make([]byte, 3000)), t0+ms)
 			sc.install(t, t0+2*ms)
 			if h.sh.Active() != 0 || h.sh.Stats().EarlyRequests != 0 {
 				t.Fatalf("active %d, early requests %d", h.sh.Active(), h.sh.Stats().EarlyRequests)
@@ -129,7 +270,7 @@ func TestShimTakesOnlyAnEarlyRequestThatContinuesTheHandshake(t *testing.T) {
 // too old, or never seen (a connection to the host that is not a
 // handoff).
 func TestShimPassesRepliesOfTuplesWithoutARecentHandshake(t *testing.T) {
-	sc := earlyConn(t, ShimConfig{HandshakeWindow: time.Second})
+	sc := earlyConn(t, ShimConfig{HandshakeWindow: time.Second}, 100)
 	h, srv := sc.h, sc.srv
 	reply := srv.reply(make([]byte, 300))
 	if f := onlyFrame(t, h.input(PortHost, reply, t0.Add(time.Second)+1)); string(f) != string(reply) {
