@@ -12,13 +12,13 @@ import (
 // TestDelayedSpliceNeverLeaksUntranslatedReplies builds a second lab whose
 // shim holds every Splice message for 300 ms (longer than the front-end's
 // Splice retry, so duplicates arrive too). A GET goes with its Splice
-// (the early request), so the server answers long before the shim may
-// translate: the shim must drop those replies, and the kernel's
-// retransmissions, after the Splice, carry the response. None escapes
+// (the early request), so its segments reach the shim 300 ms before the
+// Splice: the shim must hold them until it has the Splice, or the server
+// would answer what the shim cannot translate yet. None escapes
 // untranslated: on the client's link every TCP segment towards the
 // client comes from the VIP, the bodies are exact, and the shim counted
-// the replies it held back (the path ran). Before the early request the
-// front-end held the request until the SpliceAck.
+// the requests it held and released (the path ran). Before the early
+// request the front-end held the request until the SpliceAck.
 func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 	l := extraLab(t, "d", func(cfg *lab.Config) {
 		cfg.Backends = 1
@@ -52,8 +52,8 @@ func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 		t.Fatalf("only %d segments from the VIP captured", fromVIP)
 	}
 	shim := backendStatus(t, l, 1)["shim"].(map[string]any)
-	if n := shim["RepliesBeforeSplice"].(float64); n < 1 {
-		t.Errorf("the shim dropped %v replies before their Splice: the early path did not run", n)
+	if held, released := shim["HeldRequests"].(float64), shim["HeldReleased"].(float64); held < 9 || released != held {
+		t.Errorf("the shim held %v request segments until their Splice and released %v; want every request's (9) and all of them", held, released)
 	}
 }
 
