@@ -53,10 +53,9 @@ type Config struct {
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
 	SpliceRetry       time.Duration // resend an unacknowledged Splice after this
-	// SpliceAckFirst holds every first request until the shim confirmed
-	// its Splice (controller.Config.SpliceAckFirst); false sends a safe
-	// request with its Splice (issue 7's early request).
-	SpliceAckFirst bool
+	// EarlyRequest sends a safe first request with its Splice instead of
+	// at the shim's SpliceAck (controller.Config.EarlyRequest).
+	EarlyRequest bool
 
 	Linger      time.Duration
 	IdleTimeout time.Duration

@@ -80,7 +80,7 @@ func ControllerConfig(cfg Config) controller.Config {
 		Credit: cfg.Credit, Lifo: cfg.Lifo, Feedback: cfg.Feedback, Classify: cfg.Classify, RetryAfter: cfg.RetryAfter,
 		NormalSize: cfg.NormalSize, ConcurrencyCap: cfg.ConcurrencyCap, HandoffAhead: cfg.HandoffAhead,
 		SlotWait: cfg.SlotWait, KeepaliveInterval: cfg.KeepaliveInterval, SpliceRetry: cfg.SpliceRetry,
-		SpliceAckFirst: cfg.SpliceAckFirst,
+		EarlyRequest: cfg.EarlyRequest,
 	}
 }
 

@@ -24,14 +24,14 @@ var configFlags = map[string]bool{
 
 // tuning holds the flags that are not configuration but combine with
 // -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -rx-hold,
-// -splice-ack-first) and the handoff timelines (-timeline).
+// -early-request) and the handoff timelines (-timeline).
 type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
 	rxHold  time.Duration
-	// spliceAckFirst: every first request waits for its SpliceAck.
-	spliceAckFirst bool
+	// earlyRequest: a safe request goes with its Splice.
+	earlyRequest bool
 	// timeline is an output, like a profile: it combines with -config.
 	timeline string
 }
@@ -57,7 +57,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RxRing = tune.rxRing
 	cfg.Workers = tune.workers
 	cfg.RxHold = tune.rxHold
-	cfg.SpliceAckFirst = tune.spliceAckFirst
+	cfg.EarlyRequest = tune.earlyRequest
 	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)
 }

@@ -90,7 +90,7 @@ func main() {
 	flag.DurationVar(&cfg.RxHold, "rx-hold", 0, "afpacket link: longest receive-moderation hold; under a steady stream of client ACKs a worker waits up to this long so that one pass forwards many (0: 2ms; negative: never hold)")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
-	flag.BoolVar(&cfg.SpliceAckFirst, "splice-ack-first", false, "send every first request only once the shim confirmed its Splice; by default a safe request (GET, HEAD, OPTIONS, TRACE) goes with its Splice when its back-end has a slot free, a round trip sooner")
+	flag.BoolVar(&cfg.EarlyRequest, "early-request", false, "send a safe first request (GET, HEAD, OPTIONS, TRACE) with its Splice when its back-end has a slot free, not at the shim's SpliceAck: a round trip to the shim less before the request leaves; the shim holds it until the Splice is in place")
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
 	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed connection is remembered for late segments")
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
@@ -130,7 +130,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, spliceAckFirst: cfg.SpliceAckFirst, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, earlyRequest: cfg.EarlyRequest, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

@@ -157,9 +157,8 @@ func (r *cycleRig) cycle(i int) bool {
 	}
 	hport := c2.SrcPort()
 
-	// The back-end's SYN-ACK: the engine asks for the Splice, and a GET
-	// goes with it (early request) unless the config holds it for the
-	// ack.
+	// The back-end's SYN-ACK: the engine asks for the Splice (and with
+	// EarlyRequest the GET goes with it).
 	isnB := wire.Seq(uint32(i)*104729 + 5)
 	srv := wire.TCPFrame{SrcMAC: wire.MAC{2, 0, 0, 0, 0, 0x21}, DstMAC: cycleFEMAC, Src: backendIP1, Dst: cycleHandoff,
 		SrcPort: 80, DstPort: hport, Seq: isnB, Ack: isn + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 65160}
@@ -171,7 +170,7 @@ func (r *cycleRig) cycle(i int) bool {
 		return false
 	}
 	req, early := r.sent(backendIP1, 80, wire.TCPFlagACK)
-	if early != !r.ctrl.cfg.SpliceAckFirst {
+	if early != r.ctrl.cfg.EarlyRequest {
 		return false
 	}
 

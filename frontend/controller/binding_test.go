@@ -52,9 +52,7 @@ func TestAdversarialFeedbackForAnotherBackendsRequest(t *testing.T) {
 
 // One back-end's SpliceAck for another's Splice sends no request.
 func TestAdversarialSpliceAckForAnotherBackendsRequest(t *testing.T) {
-	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
-	cfg.SpliceAckFirst = true // the request waits for the ack
-	h := twoBackends(t, cfg)
+	h := twoBackends(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
 	h.connected(1, t0+ms)
 	h.control(&proto.SpliceAck{BackendID: 2, RequestID: h.c.requestID(1), OK: true}, t0+2*ms)
 	h.wantCalls()

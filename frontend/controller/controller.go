@@ -59,11 +59,11 @@ type Config struct {
 	// is sent again (250 ms), at most SpliceTries times in all (8).
 	SpliceRetry time.Duration
 	SpliceTries int
-	// SpliceAckFirst holds every first request until the shim's
-	// SpliceAck, as before issue 7's early request (slots.go); false
-	// sends a safe request (GET, HEAD, OPTIONS, TRACE) with its Splice
-	// when its back-end has a slot free.
-	SpliceAckFirst bool
+	// EarlyRequest sends a safe first request (GET, HEAD, OPTIONS,
+	// TRACE) with its Splice when its back-end has a slot free, instead
+	// of at the shim's SpliceAck (issue 7, slots.go). Off by default
+	// until a quiet measurement shows what it gains.
+	EarlyRequest bool
 	// LogLevel is the lowest level of the log records made (Info).
 	LogLevel slog.Level
 

@@ -10,15 +10,23 @@ import (
 	"github.com/qsplice/qsplice/splice"
 )
 
-// Early requests (issue 7, slots.go): a safe request whose back-end has a
-// slot free goes on C2 in the pass that sends its Splice.
+// Early requests (issue 7, slots.go): with Config.EarlyRequest a safe
+// request whose back-end has a slot free goes on C2 in the pass that
+// sends its Splice.
+
+// earlyConfig is creditConfig with early requests on.
+func earlyConfig(customers ...sched.CustomerSpec) Config {
+	cfg := creditConfig(customers...)
+	cfg.EarlyRequest = true
+	return cfg
+}
 
 // A GET goes with its Splice: the engine is told to send it in the same
 // pass, after the Splice datagram was queued (the daemon sends
 // datagrams before frames), and it holds its slot from then. The
 // SpliceAck that follows moves nothing more.
 func TestSafeRequestGoesWithItsSplice(t *testing.T) {
-	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h := newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
 	h.register(1, 1, 7, t0)
 	h.request(1, "A.example", t0+ms)
 	h.wantCalls("dispatch 1 b1")
@@ -42,21 +50,21 @@ func TestSafeRequestGoesWithItsSplice(t *testing.T) {
 	}
 }
 
-// What waits for the ack: an unsafe method; any method under
-// SpliceAckFirst; a handoff set up ahead of a slot (it is held ready at
-// the ack instead).
+// What waits for the ack: an unsafe method; any method without
+// EarlyRequest (the default); a handoff set up ahead of a slot (it is
+// held ready at the ack instead).
 func TestEarlyRequestOnlyWhenSafeAndInsideASlot(t *testing.T) {
 	for _, c := range []struct {
 		name, method string
-		ackFirst     bool
+		early        bool
 	}{
-		{"POST", "POST", false},
-		{"PUT", "PUT", false},
-		{"GET with SpliceAckFirst", "GET", true},
+		{"POST", "POST", true},
+		{"PUT", "PUT", true},
+		{"GET without EarlyRequest", "GET", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
-			cfg.SpliceAckFirst = c.ackFirst
+			cfg.EarlyRequest = c.early
 			h := newHarness(t, cfg)
 			h.method = c.method
 			h.register(1, 1, 7, t0)
@@ -69,7 +77,7 @@ func TestEarlyRequestOnlyWhenSafeAndInsideASlot(t *testing.T) {
 		})
 	}
 	t.Run("ahead of its slot", func(t *testing.T) {
-		cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+		cfg := earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
 		cfg.HandoffAhead = 1
 		cfg.KeepaliveInterval = time.Hour
 		h := newHarness(t, cfg)
@@ -95,7 +103,7 @@ func TestEarlyRequestOnlyWhenSafeAndInsideASlot(t *testing.T) {
 // reset, and its slot comes back.
 func TestEarlyRequestRefusedOrNeverConfirmedIsReset(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
-		h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+		h := newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
 		h.register(1, 1, 7, t0)
 		h.request(1, "A.example", t0)
 		h.connected(1, t0+ms)
@@ -108,7 +116,7 @@ func TestEarlyRequestRefusedOrNeverConfirmedIsReset(t *testing.T) {
 		}
 	})
 	t.Run("never confirmed", func(t *testing.T) {
-		cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+		cfg := earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
 		cfg.SpliceTries = 3
 		cfg.KeepaliveInterval = time.Hour
 		h := newHarness(t, cfg)

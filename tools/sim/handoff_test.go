@@ -13,18 +13,17 @@ import (
 // time; set up ahead of the slot (as the daemon does with handoff_ahead)
 // only the Feedback's trip back to the front-end is left, 0.5 ms of each
 // 20.5 ms slot. The simulated cluster measures what the controller does
-// with these delays. The requests are GETs, which by default go with
-// their Splice (the early request, frontend/controller/slots.go): that
-// takes the Splice's round trip out of a slot too, the rest of the
-// handoff not; SpliceAckFirst puts it back.
+// with these delays. The requests are GETs: with EarlyRequest they go
+// with their Splice (frontend/controller/slots.go), which takes the
+// Splice's round trip out of a slot too, the rest of the handoff not.
 func TestHandoffsAheadHideTheHandoffDelay(t *testing.T) {
-	runWith := func(ahead int, ackFirst bool) sim.Result {
-		sc := controller.Config{QueueCapacity: 1000, HandoffAhead: ahead, SpliceAckFirst: ackFirst}
+	runWith := func(ahead int, early bool) sim.Result {
+		sc := controller.Config{QueueCapacity: 1000, HandoffAhead: ahead, EarlyRequest: early}
 		return run(t, sim.Config{Seed: 4, Duration: 6 * time.Second, Warmup: time.Second, Backends: 2, Capacity: 4,
 			Customers: []sim.Customer{{Name: "a", Rate: 600, Service: 20 * time.Millisecond, Distribution: sim.Constant}},
 			Scheduler: sc, HandoffDelay: 4 * time.Millisecond, ControlDelay: 500 * time.Microsecond})
 	}
-	inside, ahead := runWith(0, true), runWith(2, true)
+	inside, ahead := runWith(0, false), runWith(2, false)
 	// Inside the slot: 20 ms of work per 25 ms of slot, 400 slot-s/s x 0.8.
 	if u := inside.Utilization; u < 0.78 || u > 0.81 {
 		t.Errorf("handoffs inside the slot: utilization %.3f, want 0.8", u)
@@ -38,7 +37,7 @@ func TestHandoffsAheadHideTheHandoffDelay(t *testing.T) {
 	// Early requests inside the slot: 20 ms of work per 24.5 ms of slot
 	// (the Splice's round trip of 1 ms gone: 4 ms to connect, the work,
 	// the Feedback's 0.5 ms); ahead, nothing more to hide.
-	early, earlyAhead := runWith(0, false), runWith(2, false)
+	early, earlyAhead := runWith(0, true), runWith(2, true)
 	if u := early.Utilization; u < 0.805 || u > 0.825 || u <= inside.Utilization {
 		t.Errorf("early requests inside the slot: utilization %.3f, want 20/24.5 (with the ack first %.3f)", u, inside.Utilization)
 	}
