@@ -27,6 +27,9 @@ type FeedbackConfig struct {
 	Backends, Slots int
 	Service         time.Duration
 	Bytes           uint64
+	// Distribution of the service times: sim.Exponential (the zero
+	// value) or sim.Constant, as the lab's test server serves.
+	Distribution sim.Distribution
 	// Classes and their weights; each offers its weight's share of the
 	// load.
 	Classes []string
@@ -190,7 +193,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 	for i, name := range cfg.Classes {
 		share := cfg.Weights[i] / total
 		scfg.Customers = append(scfg.Customers, sim.Customer{
-			Name: name, Host: name + ".example", Service: cfg.Service, Bytes: cfg.Bytes,
+			Name: name, Host: name + ".example", Service: cfg.Service, Distribution: cfg.Distribution, Bytes: cfg.Bytes,
 			Rate:  cfg.Low * capacity * share,
 			Steps: []sim.RateStep{{At: cfg.Up, Rate: cfg.High * capacity * share}, {At: cfg.Down, Rate: cfg.Low * capacity * share}},
 		})

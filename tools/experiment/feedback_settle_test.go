@@ -11,13 +11,14 @@ import (
 
 // labRateConfig is the live experiment's cluster in the simulator: 5
 // back-ends x 5 slots at 100 ms (250 req/s), 16 KiB objects in 3 trees,
-// a period of 100 ms and target_q 20, the step to 2x from 5 s to 35 s.
-// Its service times are exponential where the test server's are fixed,
-// so its U is the noisier of the two.
+// a period of 100 ms, target_q 20 and the gain 4, the step to 2x from 5 s
+// to 35 s. Its service times are exponential where the test server's
+// are fixed, so its U is the noisier of the two.
 func labRateConfig(seed uint64) FeedbackConfig {
 	cfg := DefaultFeedbackConfig()
 	cfg.Service, cfg.Bytes = 100*time.Millisecond, 16<<10
 	cfg.Policy.Period, cfg.Policy.TargetQueue = labFeedbackPeriod, labFeedbackTargetQueue
+	cfg.Policy.Gain = labFeedbackGain
 	cfg.Up, cfg.Down, cfg.End = 5*time.Second, 35*time.Second, 40*time.Second
 	cfg.Seed = seed
 	return cfg
