@@ -38,34 +38,35 @@ import (
 // rises by k*U* per period of time and falls, at each dispatch, by k
 // times the utilization that request will cost over a period,
 //
-//	cost(tree) = kappa * tree     (kappa in U x seconds)
+//	cost(tree) = A + B * bytesPerTree * tree     (in U x seconds)
 //
 // so that over a period G moves by k*(U* - U~), U~ the utilization of
 // the period's dispatches: the requests of a burst lower the quality of
-// the ones after them before any of them reaches a back-end. kappa is
-// learnt from the monitor: the cost the back-ends reported (A per
-// completion plus B per byte) over the trees dispatched, each an
-// exponential average over about 1/kappaAlpha periods, so the measured
-// U is what the loop holds at U* in the mean. It takes a request's cost
-// as proportional to its tree (the lab's and the simulator's trees are
-// the same pages with sizes falling per tree); a per-request term A
-// makes kappa depend on the trees' mix, which the average follows within
-// a few seconds of G moving. Until a period has seen both dispatches and
-// completions, kappa is unknown and G takes the per-period step on the
-// U measured (as it did before; the front-end's own tests drive that).
+// the ones after them before any of them reaches a back-end. A and B are
+// the calibration's; bytesPerTree is learnt from the monitor: the
+// response bytes reported over the trees dispatched, each an exponential
+// average over about 1/costAlpha periods, so the measured U is what the
+// loop holds at U* in the mean. It takes a response's size as
+// proportional to its tree (the lab's and the simulator's trees are the
+// same pages with sizes falling per tree). Until costWarmup periods have
+// seen both dispatches and completions, the cost is unknown and G takes
+// the per-period step on the U measured, as it did before: from a
+// handful of completions a large per-request cost A (the front-end's
+// own tests run a = 0.2 s, a cluster of 5 req/s) would move G by whole
+// trees at a dispatch.
 //
-// With this law a larger gain pays. In the lab-rate model (seeds 0-39,
+// With this law a larger gain pays. In the lab-rate model (seeds 0-39;
 // tools/experiment's TestFeedbackLabRateSettlesStrictly shows 0-9) with
-// the lab's constant service times, k = 4 (the lab experiment's) keeps
-// every second from the step on within U* +/- 0.05 in all 40 seeds
-// (worst 0.043), k = 2 or 3 in 39, k = 1 in 32; the per-period law held
-// 9 (k = 1; at k = 4 it oscillates). With exponential service times
-// the cluster now and then fills with long requests: dispatches wait for
-// a back-end, G is credited time without charges and rises, and the
-// backlog then goes out at the higher quality; at k = 4 one seed in 40
-// has a second beyond the band (0.055), against 34 of 40 before.
-// Suspending the credit while requests queue made it worse: they queue
-// at 85% utilization too.
+// the lab's constant service times, k = 3, 4 (the lab experiment's) or
+// 6 keeps every second from the step on within U* +/- 0.05 in all 40
+// seeds (worst 0.042 at k = 4), k = 2 in 39, k = 1 in 31; the
+// per-period law held in 9 (k = 1; at k = 4 it oscillates). With
+// exponential service times the cluster now and then fills with long
+// requests: dispatches wait for a back-end, G is credited time without
+// charges and rises, and the backlog then goes out at the higher
+// quality; at k = 4 4 seeds of 40 keep one second beyond the band (up to
+// 0.071 off), against 34 of 40 before. Suspending the credit while
+// requests queue made it worse: they queue at 85% utilization too.
 //
 // # Periods nobody watched
 //
@@ -80,9 +81,9 @@ import (
 // least once a period while G < M (NextExpiry), so a cluster that is
 // merely idle is still credited and G climbs back to M. The completions
 // reported at once after a gap move G not at all, as no completion does
-// once kappa is known.
+// once the cost is known.
 //
-// The per-period step (before kappa is known) is not taken for a period
+// The per-period step (before the cost is known) is not taken for a period
 // in which Feedback was not called at all (unobserved), nor for the
 // period in which it is called again: that one's U, measured over it and
 // the unobserved ones (as the status shows it), holds the backlog of
@@ -107,18 +108,28 @@ type contentAdaptor struct {
 	period int64
 	at     int64
 	clock  bool
-	// The current period's reported cost (A per completion plus B per
-	// byte, in U x seconds) and the sum of the trees dispatched, and
-	// their exponential averages over the periods (kappa's estimate).
-	cost, trees       float64
-	avgCost, avgTrees float64
+	// The current period's response bytes, completions and trees
+	// dispatched, and their exponential averages over the periods, from
+	// which bytesPerTree is learnt.
+	periodBytes, periodServed, periodTrees float64
+	avgBytes, avgServed, avgTrees          float64
+	// learnt counts the periods that saw dispatches and completions,
+	// up to costWarmup.
+	learnt int
 }
 
-// kappaAlpha is the weight of a period in the averages kappa is learnt
-// from: about 20 periods (2 s at the lab's 100 ms). Its noise comes
-// from the requests in service, whose completions fall into one period
-// or the next; 0.01 to 0.2 made no difference in the lab-rate model.
-const kappaAlpha = 0.05
+// costWarmup is how many periods with dispatches and completions the
+// cost of a dispatch is learnt from before G moves with each dispatch:
+// half a second at the lab's period, some 100 completions there.
+const costWarmup = 5
+
+// costAlpha is the weight of a period in the averages bytesPerTree is
+// learnt from: about 20 periods (2 s at the lab's 100 ms). Their noise
+// comes from the requests in service, whose completions fall into one
+// period or the next. Faster (0.1, 0.2) let more seeds of the lab-rate
+// model with exponential service keep a second beyond the band (5 and
+// 7 of 40, against 1); slower (0.01) made no difference.
+const costAlpha = 0.05
 
 func newContentAdaptor(m int, a, b, target, k float64, period int64) contentAdaptor {
 	return contentAdaptor{m: m, a: a, b: b, target: target, k: k, g: float64(m), enabled: a > 0 || b > 0, period: period}
@@ -148,26 +159,27 @@ func (c *contentAdaptor) elapse(now int64) {
 	}
 	dt := now - c.at
 	c.at = max(c.at, now)
-	if _, ok := c.kappa(); ok && c.enabled && 0 < dt && dt <= c.period {
+	if _, ok := c.dispatchCost(0); ok && c.enabled && 0 < dt && dt <= c.period {
 		c.g = moveG(c.g, c.k, c.target, float64(dt)/float64(c.period), 0, c.m)
 	}
 }
 
-// kappa is the cost in U x seconds of a request served from tree 1,
-// false while no period has seen both dispatches and completions.
-func (c *contentAdaptor) kappa() (float64, bool) {
-	if c.avgTrees <= 0 || c.avgCost <= 0 {
+// dispatchCost is what a request served from tree will cost, in U x
+// seconds; false until costWarmup periods have seen both dispatches and
+// completions.
+func (c *contentAdaptor) dispatchCost(tree int) (float64, bool) {
+	if c.learnt < costWarmup || c.avgTrees <= 0 || c.avgServed <= 0 {
 		return 0, false
 	}
-	return c.avgCost / c.avgTrees, true
+	return c.a + c.b*c.avgBytes/c.avgTrees*float64(tree), true
 }
 
 // dispatched charges G with the cost of a request served from tree.
 func (c *contentAdaptor) dispatched(tree int) {
-	c.trees += float64(tree)
-	if kappa, ok := c.kappa(); ok && c.enabled {
+	c.periodTrees += float64(tree)
+	if cost, ok := c.dispatchCost(tree); ok && c.enabled {
 		seconds := float64(c.period) / 1e9
-		c.g = moveG(c.g, c.k, c.target, 0, kappa*float64(tree)/seconds, c.m)
+		c.g = moveG(c.g, c.k, c.target, 0, cost/seconds, c.m)
 	}
 }
 
@@ -215,18 +227,23 @@ func (c *contentAdaptor) completed(bytes uint64) {
 	c.bytes += bytes
 	c.totalServed++
 	c.totalBytes += bytes
-	c.cost += c.a + c.b*float64(bytes)
+	c.periodBytes += float64(bytes)
+	c.periodServed++
 }
 
 // endPeriod closes a period of the given length in seconds: the
-// monitor's U, G's per-period step while kappa is unknown, and kappa's
-// averages. observed says whether Feedback was called during it (see
-// contentAdaptor).
+// monitor's U, G's per-period step while the cost of a dispatch is
+// unknown, and the averages it is learnt from. observed says whether
+// Feedback was called during it (see contentAdaptor).
 func (c *contentAdaptor) endPeriod(seconds float64, observed bool) {
-	_, perDispatch := c.kappa()
-	c.avgCost += kappaAlpha * (c.cost - c.avgCost)
-	c.avgTrees += kappaAlpha * (c.trees - c.avgTrees)
-	c.cost, c.trees = 0, 0
+	_, perDispatch := c.dispatchCost(0)
+	if c.periodServed > 0 && c.periodTrees > 0 {
+		c.learnt = min(c.learnt+1, costWarmup)
+	}
+	c.avgBytes += costAlpha * (c.periodBytes - c.avgBytes)
+	c.avgServed += costAlpha * (c.periodServed - c.avgServed)
+	c.avgTrees += costAlpha * (c.periodTrees - c.avgTrees)
+	c.periodBytes, c.periodServed, c.periodTrees = 0, 0, 0
 	if !observed {
 		c.carried++
 		return

@@ -88,7 +88,7 @@ type FeedbackLabConfig struct {
 // well under a second. The utilization controller's gain is 4: with G
 // moved at every dispatch (sched's contentAdaptor) it keeps every second
 // of U within 0.85 +/- 0.05 in 40 of 40 seeds of the lab-rate model with
-// constant service times, the policy's default 1 in 32
+// constant service times, the policy's default 1 in 31
 // (TestFeedbackLabRateSettlesStrictly).
 const (
 	labFeedbackPeriod      = 100 * time.Millisecond
