@@ -76,7 +76,8 @@ import (
 // # Content adaptation
 //
 // A contentAdaptor measures the utilization from the completions the
-// front-end reports (Completed) and moves G; Next sets Request.Tree to
+// front-end reports (Completed) and moves G, at every dispatch by the
+// cost it commits (see contentAdaptor); Next sets Request.Tree to
 // the content tree the request should be served from, and Enqueue
 // refuses with ErrOverload a new-session request the adaptor would send
 // to tree 0. Requests of known sessions get at least tree 1.
@@ -169,7 +170,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 		cfg: cfg, classes: make([]fbClass, n), byName: make(map[string]int32, n),
 		shares: make([]float64, n), pro: make([]float64, n), logs: make([]qosLog, n),
 		weights: make([]float64, n), served: make([]int, n), degrade: make([]float64, n),
-		adapt:   newContentAdaptor(cfg.Trees, cfg.A, cfg.B, cfg.Utilization, cfg.Gain),
+		adapt:   newContentAdaptor(cfg.Trees, cfg.A, cfg.B, cfg.Utilization, cfg.Gain, int64(cfg.Period)),
 		lastNow: math.MinInt64,
 	}
 	var total float64
@@ -197,6 +198,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 // a period's end still takes part in that period's top-up.
 func (p *Feedback) advance(now int64) {
 	p.lastNow = max(p.lastNow, now)
+	p.adapt.elapse(p.lastNow)
 	period := int64(p.cfg.Period)
 	if !p.started {
 		p.started, p.periodEnd, p.calledAt = true, p.lastNow+period, p.lastNow
@@ -531,6 +533,7 @@ func (p *Feedback) Next(now int64) (Request, bool) {
 	// fallen since it was let in.
 	tree := max(p.treeFor(i, w.r.Client), 1)
 	p.logs[i].add(tree)
+	p.adapt.dispatched(tree)
 	w.r.Tree = uint8(tree)
 	return w.r, true
 }

@@ -349,7 +349,7 @@ func TestFeedbackIPHashSplit(t *testing.T) {
 		t.Error("a v4-mapped address hashes differently from the IPv4 one")
 	}
 	// At G 1.25 a quarter of the clients get tree 2, each always the same.
-	adapt := newContentAdaptor(3, 1, 0, 0.85, 1)
+	adapt := newContentAdaptor(3, 1, 0, 0.85, 1, fbT)
 	adapt.g = 1.25
 	upper := 0
 	const n = 1 << 14

@@ -51,11 +51,11 @@ func checkTreesThroughVIP(ctx context.Context, l *lab.Lab, size int64, trees int
 // A live run of the feedback experiment (issue 10 item 8): a step from
 // 0.5 to 2 times the capacity (5 back-ends x 5 slots at 100 ms: 250
 // req/s) for 25 s and back. U, over each whole second, settles within
-// 10 s of the step and stays (the tolerant reading of issue 10's "U
-// settles within 10 s at 0.85 +/- 0.05 and stays there": every second
-// within +/- 0.10, at least 80% within +/- 0.05; see
-// experiment.settleTolerant for why, and the log for the strict settle
-// time), and G is back at M within 10 s of the step down. Every request
+// 10 s of the step and stays, read strictly (issue 10's "U settles
+// within 10 s at 0.85 +/- 0.05 and stays there": every second from then
+// to the step down within +/- 0.05; with G moved at every dispatch,
+// sched's contentAdaptor) when the front-end ran throughout (no status
+// sample missed), and G is back at M within 10 s of the step down. Every request
 // is accounted for, the refused ones got 503 with Retry-After and no
 // client timed out, the trees served lie in 1..M, and the front-end's
 // counts agree with the clients'. The content trees answer byte-exact
@@ -155,18 +155,31 @@ func TestFeedbackExperimentLive(t *testing.T) {
 	// machine that lets it run (in this lab 0-1 of 420 samples missed)
 	// U holds the criterion; on one that stalls it (14 of 310 missed at
 	// a load average of 22 on 2 cores) single seconds fall to 0.5.
-	if missed := float64(res.MissedSamples) / float64(max(len(res.Series), 1)); missed > 0.02 {
+	switch missed := float64(res.MissedSamples) / float64(max(len(res.Series), 1)); {
+	case missed > 0.02:
 		t.Logf("U's settling not judged: the front-end missed %d of %d status samples (the machine stalls it)",
 			res.MissedSamples, len(res.Series))
-	} else if math.Abs(s.USteadyMean-0.85) > 0.02 || s.USteadyInBand < 0.8 {
-		// Judged over the seconds from 10 s after the step up: their mean
-		// at U* and four in five within 0.85 +/- 0.05. Not "every second
-		// within +/- 0.10" (settleTolerant, logged above): live arrivals
-		// vary by 4.5% per second, and over a 25 s step a single second
-		// 0.10 off comes now and then (a CI run: 0.952 once in 15, the
-		// other 14 seconds with mean 0.855 and 87% in band).
-		t.Errorf("from 10 s after the step up, U's seconds have mean %.3f and %.0f%% within 0.85 +/- 0.05; want 0.85 +/- 0.02 and 80%%",
-			s.USteadyMean, 100*s.USteadyInBand)
+	case res.MissedSamples == 0:
+		// Strictly: every second from at most 10 s after the step up on
+		// within 0.85 +/- 0.05. With G stepped once a period on the
+		// completions that failed on arrival noise alone in most runs
+		// (strict settle 15-26 s, a CI run one second at 0.952); moved at
+		// every dispatch, live seconds stay within about 0.035 of U*.
+		if s.USettleSeconds < 0 || s.USettleSeconds > 10 || math.Abs(s.USteadyMean-0.85) > 0.02 {
+			t.Errorf("U settled strictly %v s after the step up (-1: never), mean %.3f from 10 s after it; want within 10 s, and 0.85 +/- 0.02",
+				s.USettleSeconds, s.USteadyMean)
+		}
+	default:
+		// A sample missed: the front-end did not run for a period, its
+		// back-ends idled and then got the backlog, which no setting
+		// of G answers (a run with 1 of 310 missed: 0.74, then 0.90, the
+		// other seconds within 0.83-0.88). The seconds from 10 s after
+		// the step up: mean at U* and four in five within the band.
+		t.Logf("U's strict settling not judged: %d of %d status samples missed", res.MissedSamples, len(res.Series))
+		if math.Abs(s.USteadyMean-0.85) > 0.02 || s.USteadyInBand < 0.8 {
+			t.Errorf("from 10 s after the step up, U's seconds have mean %.3f and %.0f%% within 0.85 +/- 0.05; want 0.85 +/- 0.02 and 80%%",
+				s.USteadyMean, 100*s.USteadyInBand)
+		}
 	}
 	if s.GRecoverSeconds < 0 || s.GRecoverSeconds > 10 {
 		t.Errorf("G back at M %v s after the step down, want within 10 s", s.GRecoverSeconds)

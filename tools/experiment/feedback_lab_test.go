@@ -38,7 +38,7 @@ func TestFeedbackLabFrontendYAML(t *testing.T) {
 	}
 	p := fc.Feedback.Policy
 	if p.Trees != 3 || p.A != 0 || math.Abs(p.B-1/(250.0*16384)) > 1e-15 || p.Period != labFeedbackPeriod ||
-		p.TargetQueue != labFeedbackTargetQueue || len(p.Classes) != 3 || p.Classes[0].Weight != 3 ||
+		p.TargetQueue != labFeedbackTargetQueue || p.Gain != labFeedbackGain || len(p.Classes) != 3 || p.Classes[0].Weight != 3 ||
 		!slices.Equal(p.Classes[2].Hosts, []string{"bronze.example"}) || fc.Feedback.Classifier.SessionCookie != "sid" {
 		t.Errorf("policy from the lab's file: %+v, classifier %+v", p, fc.Feedback.Classifier)
 	}

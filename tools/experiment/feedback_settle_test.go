@@ -11,13 +11,14 @@ import (
 
 // labRateConfig is the live experiment's cluster in the simulator: 5
 // back-ends x 5 slots at 100 ms (250 req/s), 16 KiB objects in 3 trees,
-// a period of 100 ms and target_q 20, the step to 2x from 5 s to 35 s.
-// Its service times are exponential where the test server's are fixed,
-// so its U is the noisier of the two.
+// a period of 100 ms, target_q 20 and the gain 4, the step to 2x from 5 s
+// to 35 s. Its service times are exponential where the test server's
+// are fixed, so its U is the noisier of the two.
 func labRateConfig(seed uint64) FeedbackConfig {
 	cfg := DefaultFeedbackConfig()
 	cfg.Service, cfg.Bytes = 100*time.Millisecond, 16<<10
 	cfg.Policy.Period, cfg.Policy.TargetQueue = labFeedbackPeriod, labFeedbackTargetQueue
+	cfg.Policy.Gain = labFeedbackGain
 	cfg.Up, cfg.Down, cfg.End = 5*time.Second, 35*time.Second, 40*time.Second
 	cfg.Seed = seed
 	return cfg
@@ -27,11 +28,12 @@ func labRateConfig(seed uint64) FeedbackConfig {
 // here: U over each whole second (a window of 1 s: the completions and
 // bytes reported in it) from the step up to the step down; settled at
 // second k when every second from k on is within 0.85 +/- 0.10 and at
-// least 80% of them within 0.85 +/- 0.05 (settleTolerant). At the lab's
-// rate, 500 req/s offered, the strict reading (every second in +/- 0.05)
-// fails on chance alone in about half the runs (logged), while the loop
-// holds the mean to within 0.005 of U*: see settleTolerant for the
-// numbers.
+// least 80% of them within 0.85 +/- 0.05 (settleTolerant), with the
+// model's exponential service times. The strict reading (every second in
+// +/- 0.05, logged) held in about half these runs while G moved once a
+// period; moved at every dispatch it holds in all four here, and
+// TestFeedbackLabRateSettlesStrictly asserts it with the lab's constant
+// service times.
 func TestFeedbackLabRateSettles(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		res, err := RunFeedback(labRateConfig(seed))
