@@ -28,8 +28,14 @@ func scripted(t *testing.T, draws ...float64) func() float64 {
 	}
 }
 
+// newFeedbackT makes a Feedback policy for a test. The tests' numbers
+// worked by hand take G's gain k as 1, the default before it became 4:
+// a config without a Gain gets 1.
 func newFeedbackT(t *testing.T, cfg FeedbackConfig) *Feedback {
 	t.Helper()
+	if cfg.Gain == 0 {
+		cfg.Gain = 1
+	}
 	p, err := NewFeedback(cfg)
 	if err != nil {
 		t.Fatal(err)

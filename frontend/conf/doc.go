@@ -118,7 +118,7 @@
 //	  max_sessions: 100000       # sessions remembered
 //	  session_idle: 30m          # idle sessions are forgotten when room is needed
 //	  fallback: ""               # class of requests no rule matches; "" = the last class
-//	  content: {trees: 1, a: 0, b: 0, target_utilization: 0.85, gain: 1,
+//	  content: {trees: 1, a: 0, b: 0, target_utilization: 0.85, gain: 4,
 //	            quality_gain: 0.1, tree_path: "/tree{tree}{path}"}
 //	                             # M trees; U = a*R + b*W; a = b = 0: adaptation off;
 //	                             # quality_gain (0, 1]: lower classes degrade first,

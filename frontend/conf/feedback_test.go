@@ -18,7 +18,7 @@ func defaultFeedback() Feedback {
 	return Feedback{
 		Policy: sched.FeedbackConfig{Classes: classes, Period: 50 * time.Millisecond, TargetQueue: 50,
 			Q0: 1, Q1: -0.75, History: 4, RefusePeriods: 3, LogLength: 100, Seed: 1, QueueTimeout: 10 * time.Second,
-			MergeGain: 0.1, QualityGain: 0.1, Trees: 1, TreePath: sched.DefaultFeedbackTreePath, Utilization: 0.85, Gain: 1},
+			MergeGain: 0.1, QualityGain: 0.1, Trees: 1, TreePath: sched.DefaultFeedbackTreePath, Utilization: 0.85, Gain: 4},
 		Classifier: sched.FeedbackClassifierConfig{Fallback: "bronze", MaxSessions: 100_000, SessionIdle: 30 * time.Minute},
 	}
 }

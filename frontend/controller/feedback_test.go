@@ -16,7 +16,8 @@ func feedbackTestConfig() Config {
 	return Config{
 		Ports: []uint16{80}, Listeners: []Listener{{Port: 80, Policy: "feedback"}}, KeepaliveInterval: time.Hour,
 		Feedback: FeedbackConfig{
-			Policy: sched.FeedbackConfig{Period: 100 * time.Millisecond, TargetQueue: 20, Classes: []sched.FeedbackClass{
+			// Gain 1: the tests' G values are worked by hand with k = 1.
+			Policy: sched.FeedbackConfig{Period: 100 * time.Millisecond, TargetQueue: 20, Gain: 1, Classes: []sched.FeedbackClass{
 				{Name: "gold", Weight: 3, Hosts: []string{"gold.example"}},
 				{Name: "silver", Weight: 2, Paths: []string{"/api*"}},
 				{Name: "bronze", Weight: 1},
