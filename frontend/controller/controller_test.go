@@ -63,7 +63,7 @@ func TestSpliceResentUntilAcknowledged(t *testing.T) {
 	cfg.SpliceTries = 4
 	cfg.KeepaliveInterval = time.Hour // no liveness probes in the way
 	h := newHarness(t, cfg)
-	h.method = "POST" // waits for the ack (TestEarlyRequestNeverConfirmedIsReset)
+	h.method = "POST" // waits for the ack (TestEarlyRequestRefusedOrNeverConfirmedIsReset)
 	h.register(1, 5, 1, t0)
 	h.request(1, "A.example", t0)
 	h.connected(1, t0)
