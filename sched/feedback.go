@@ -173,6 +173,7 @@ func NewFeedback(cfg FeedbackConfig) (*Feedback, error) {
 		adapt:   newContentAdaptor(cfg.Trees, cfg.A, cfg.B, cfg.Utilization, cfg.Gain, int64(cfg.Period)),
 		lastNow: math.MinInt64,
 	}
+	p.adapt.perPeriod = cfg.GStepPerPeriod
 	var total float64
 	for _, c := range cfg.Classes {
 		total += c.Weight

@@ -92,10 +92,13 @@ import (
 type contentAdaptor struct {
 	m               int
 	a, b, target, k float64
-	g, u            float64
-	served, bytes   uint64 // current period
-	lastR, lastW    float64
-	enabled         bool
+	// perPeriod: G takes the per-period step only, never the
+	// per-dispatch law (FeedbackConfig.GStepPerPeriod).
+	perPeriod     bool
+	g, u          float64
+	served, bytes uint64 // current period
+	lastR, lastW  float64
+	enabled       bool
 	// carried is how many unobserved periods the current one's
 	// measurement spans besides itself.
 	carried int
@@ -168,7 +171,7 @@ func (c *contentAdaptor) elapse(now int64) {
 // seconds; false until costWarmup periods have seen both dispatches and
 // completions.
 func (c *contentAdaptor) dispatchCost(tree int) (float64, bool) {
-	if c.learnt < costWarmup || c.avgTrees <= 0 || c.avgServed <= 0 {
+	if c.perPeriod || c.learnt < costWarmup || c.avgTrees <= 0 || c.avgServed <= 0 {
 		return 0, false
 	}
 	return c.a + c.b*c.avgBytes/c.avgTrees*float64(tree), true

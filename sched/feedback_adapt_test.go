@@ -114,3 +114,38 @@ func TestFeedbackDispatchCostSurvivesIdlePeriods(t *testing.T) {
 		t.Errorf("cost of tree 1 %v %v after 20 idle periods, want 0.001", cost, ok)
 	}
 }
+
+// With GStepPerPeriod (g_step: period) G keeps the published law: the
+// dispatches of a learnt cost move it not at all, the period's U does,
+// by k*(U* - U).
+func TestFeedbackGStepPerPeriodIgnoresDispatches(t *testing.T) {
+	c := newContentAdaptor(3, 0, 1e-6, 0.85, 1, fbT)
+	c.perPeriod = true
+	c.elapse(0)
+	for period := range int64(2 * costWarmup) {
+		for range 10 {
+			c.dispatched(3)
+			c.completed(3000)
+		}
+		c.endPeriod(0.1, true)
+		c.elapse((period + 1) * fbT)
+	}
+	if _, ok := c.dispatchCost(1); ok {
+		t.Fatal("a dispatch cost is known: G would move with dispatches")
+	}
+	c.g = 2
+	for range 50 {
+		c.dispatched(1)
+	}
+	c.elapse(2*costWarmup*fbT + fbT/2)
+	if c.g != 2 {
+		t.Fatalf("G %v after 50 dispatches and half a period, want 2", c.g)
+	}
+	for range 10 {
+		c.completed(10000) // U = 1e-6 * 100000 B / 0.1 s = 1.0
+	}
+	c.endPeriod(0.1, true)
+	if !near(c.u, 1) || !near(c.g, 2+(0.85-1)) {
+		t.Fatalf("after the period: U %v, G %v; want 1 and 1.85", c.u, c.g)
+	}
+}

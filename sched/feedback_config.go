@@ -161,7 +161,9 @@ type FeedbackConfig struct {
 	// the utilization U = A*R + B*W from the completion rate R (req/s)
 	// and the delivered bandwidth W (bytes/s); both 0 turn adaptation
 	// off (G stays at M). Utilization is U*, Gain the controller's k in
-	// G = clamp(G + k*(U* - U), 0, M), applied once per period.
+	// G = clamp(G + k*(U* - U), 0, M), applied with each dispatch and
+	// with time (feedback_adapt.go), or with GStepPerPeriod once per
+	// period on the U measured, as the published design has it.
 	Trees int
 	// TreePath is how a request is served from tree k < M: the path the
 	// back-end gets, with {tree} standing for k and {path} for the
@@ -170,6 +172,11 @@ type FeedbackConfig struct {
 	A, B        float64
 	Utilization float64
 	Gain        float64
+	// GStepPerPeriod keeps G to the published law, one step a period on
+	// the measured U, instead of moving it with each dispatch: for
+	// comparing the two, and for steering G by hand (a test that makes
+	// one completion lower G by a known step).
+	GStepPerPeriod bool
 
 	// draw replaces the seeded generator in tests: uniform in [0, 1).
 	draw func() float64

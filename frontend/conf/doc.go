@@ -119,11 +119,13 @@
 //	  session_idle: 30m          # idle sessions are forgotten when room is needed
 //	  fallback: ""               # class of requests no rule matches; "" = the last class
 //	  content: {trees: 1, a: 0, b: 0, target_utilization: 0.85, gain: 4,
-//	            quality_gain: 0.1, tree_path: "/tree{tree}{path}"}
+//	            quality_gain: 0.1, tree_path: "/tree{tree}{path}", g_step: dispatch}
 //	                             # M trees; U = a*R + b*W; a = b = 0: adaptation off;
 //	                             # quality_gain (0, 1]: lower classes degrade first,
 //	                             # negative: one quality for all classes;
-//	                             # tree k < M is served from tree_path's path
+//	                             # tree k < M is served from tree_path's path;
+//	                             # g_step: G moves with each dispatch, or
+//	                             # "period": one step a period (published law)
 //	  classes:                   # default gold 3, silver 2, bronze 1 without rules
 //	    - name: gold             # required, unique
 //	      weight: 3              # required, > 0; target share = weight / sum

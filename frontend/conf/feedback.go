@@ -32,7 +32,7 @@ var (
 	feedbackKeys = []string{"period", "target_queue", "q0", "q1", "history", "refuse_periods", "log_length",
 		"merge", "merge_gain", "seed", "queue_timeout", "session_cookie", "transactional_paths",
 		"max_sessions", "session_idle", "fallback", "content", "classes"}
-	contentKeys       = []string{"trees", "a", "b", "target_utilization", "gain", "quality_gain", "tree_path"}
+	contentKeys       = []string{"trees", "a", "b", "target_utilization", "gain", "quality_gain", "tree_path", "g_step"}
 	feedbackClassKeys = []string{"name", "weight", "target_queue", "queue_capacity", "reserve_capacity",
 		"hosts", "paths", "subnets", "cookies"}
 )
@@ -142,6 +142,13 @@ func (d *decoder) content(p *sched.FeedbackConfig, n *yaml.Node) {
 		p.QualityGain = sched.DefaultFeedbackQualityGain
 	}
 	p.TreePath = d.str(m["tree_path"], "feedback.content.tree_path", sched.DefaultFeedbackTreePath)
+	switch step := d.str(m["g_step"], "feedback.content.g_step", "dispatch"); step {
+	case "dispatch":
+	case "period":
+		p.GStepPerPeriod = true
+	default:
+		d.errorf(m["g_step"].Line, "feedback.content.g_step", "%q: want dispatch (G moves with each dispatch) or period (one step a period, the published law)", step)
+	}
 }
 
 // feedbackClasses decodes the priority classes and their rules.

@@ -74,6 +74,7 @@ func TestFeedbackBadValues(t *testing.T) {
 		{"feedback: {content: {a: -1}}\n", `front.yaml:5: feedback.content.a: must be >= 0`},
 		{"feedback: {content: {quality_gain: 0}}\n", `front.yaml:5: feedback.content.quality_gain: 0 is not in (0, 1]; a negative value serves every class at one quality`},
 		{"feedback: {content: {quality_gain: 2}}\n", `front.yaml:5: feedback.content.quality_gain: 2 is not in (0, 1]`},
+		{"feedback: {content: {g_step: hourly}}\n", `front.yaml:5: feedback.content.g_step: "hourly": want dispatch (G moves with each dispatch) or period`},
 		{"feedback: {fallback: platinum}\n", `front.yaml:5: feedback.fallback: "platinum" is not one of the feedback classes`},
 		{"feedback: {classes: []}\n", `front.yaml:5: feedback.classes: at least one class is required`},
 		{"feedback:\n  classes:\n    - name: a\n", `front.yaml:7: feedback.classes[0].weight: required`},
@@ -136,5 +137,21 @@ func TestFeedbackNegativeQualityGainMeansOneQualityForAll(t *testing.T) {
 	}
 	if _, err := sched.NewFeedback(f.Feedback.Policy); err != nil {
 		t.Error(err)
+	}
+}
+
+// g_step: period keeps G to the published once-a-period law; the default
+// moves it with each dispatch.
+func TestFeedbackGStep(t *testing.T) {
+	lf := minimal + "listeners: [{vip: 198.18.0.100, port: 80, policy: feedback}]\n"
+	lf = strings.Replace(lf, minimalListeners, "", 1)
+	for text, want := range map[string]bool{"": false, "feedback: {content: {g_step: dispatch}}\n": false, "feedback: {content: {g_step: period}}\n": true} {
+		f, err := Parse("front.yaml", []byte(lf+text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if got := f.Feedback.Policy.GStepPerPeriod; got != want {
+			t.Errorf("%q: GStepPerPeriod %v, want %v", text, got, want)
+		}
 	}
 }

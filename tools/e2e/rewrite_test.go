@@ -29,15 +29,18 @@ import (
 // body is byte for byte the tree file the rewritten path names, and a
 // capture on the front-end's link sees no response payload.
 //
-// The adaptor is steered, not mocked: with a period of 1 s and a = 2, one
-// completed request in a period makes U = 2 and G = 3 + (0.85 - 2) =
-// 1.85, so every request of the next period is served from tree 1 or 2;
-// with no completions G climbs back by 0.85 a period.
+// The adaptor is steered, not mocked: with G stepped once a period (the
+// published law, g_step: period; by default G moves with each dispatch,
+// which after a few periods would charge each of these requests a = 2
+// and send G to 0), a period of 1 s and a = 2, one completed request in a
+// period makes U = 2 and G = 3 + (0.85 - 2) = 1.85, so every request of
+// the next period is served from tree 1 or 2; with no completions G
+// climbs back by 0.85 a period.
 func TestDegradedTreesAreServedByteExactOverKeepAlive(t *testing.T) {
 	l := policyLab(t, "feedback", 1, 8, 0, nil,
 		"feedback:",
 		"  period: 1s",
-		`  content: {trees: 3, a: 2, b: 0, gain: 1, tree_path: "/tree{tree}{path}"}`)
+		`  content: {trees: 3, a: 2, b: 0, gain: 1, g_step: period, tree_path: "/tree{tree}{path}"}`)
 	pcap := filepath.Join(t.TempDir(), "fe.pcap")
 	stop, err := l.StartCapture("fe", pcap)
 	if err != nil {
