@@ -19,8 +19,9 @@ import (
 // and a reserve queue. A queueLoop per class holds the admitted queue at
 // its target length: every period it sets how many requests to admit
 // (target_in), and its actuator passes each new-session request with the
-// probability p that should admit that many. Requests it does not pass
-// wait in the reserve queue; at the end of a period the queue is topped
+// probability p that should admit that many, and while p < 1 none once
+// the period admitted target_in (see queueLoop). Requests it does not
+// pass wait in the reserve queue; at the end of a period the queue is topped
 // up from the reserve, oldest first, when fewer than target_in were
 // admitted; a request still in reserve at the end of RefusePeriods
 // consecutive periods is refused explicitly (Expire hands it to the
@@ -65,8 +66,8 @@ import (
 // each weight grows with its class's gap below its share), and within
 // the period serves the class furthest below its weight's share of the
 // period's dispatches (plannedPick). Each class then drains at a steady
-// rate the loops can hold, and proQoS converges to the shares (3.03:2.01:1,
-// with 92-99% of the periods within 20% of target_q, in
+// rate the loops can hold, and proQoS converges to the shares (3.03:2.00:1,
+// with 100% of the periods within 20% of target_q, in
 // TestFeedbackModelProportionalDifferentiation).
 //
 // Either way, when no admitted queue holds a request, Next takes the
