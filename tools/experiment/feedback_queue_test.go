@@ -95,7 +95,14 @@ func withStalls(cfg *FeedbackConfig) {
 // queueLoop.full) every class holds 100% (rms 0.4-0.9), 96-100% with
 // stalls. The served ratios stay within 10% of 3:2:1, nothing times
 // out. The table with exponential service times (gold 68-76% before,
-// 77-85% after: the outflow itself varies there) is logged only.
+// 77-85% after: the outflow itself varies there) is logged only, and so
+// is the queue sampled in mid-period rather than at the period's end,
+// as a live sampler may: with the lab's constant service of exactly one
+// period the back-ends' slots keep their phase, the dispatches come in a
+// burst of some 40 ms each period, and the queue swings within the
+// period by what the burst takes out; at 50 ms from the period's end
+// gold is within 20% in 29-87% of the samples (37-84% before). See
+// queueLoop for what would hold it there too.
 func TestFeedbackLabRateQueuesHoldTarget(t *testing.T) {
 	seeds := []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 	check := func(name string, runs []labQueueRun, minWithin, maxRMS float64) {
@@ -124,4 +131,6 @@ func TestFeedbackLabRateQueuesHoldTarget(t *testing.T) {
 	check("stalls", runs, 0.90, 2.5)
 	_, table = labQueueTable(t, seeds, func(c *FeedbackConfig) { c.Distribution = sim.Exponential })
 	t.Logf("exponential service times:\n%s", table)
+	_, table = labQueueTable(t, seeds, func(c *FeedbackConfig) { c.Stalls = []sim.Stall{{At: 0, For: 50 * time.Millisecond}} })
+	t.Logf("sampled in mid-period (the front-end's first 50 ms stalled, so its periods end 50 ms after the samples):\n%s", table)
 }
