@@ -323,6 +323,49 @@ func TestFeedbackQoSLogAndProQoS(t *testing.T) {
 	}
 }
 
+// The planned merge's weights by hand, classes a and b at 1:1 (shares
+// 0.5), MergeGain 0.1, one tree: a's log holds 3 full-quality entries,
+// b's 1, so proQoS is 0.75 and 0.25.
+//
+//	no period contended: the weights stay 0.5 0.5
+//	contended:           a 0.5 x (1 + 0.1 x (0.5 - 0.75)/0.5) = 0.475
+//	                     b 0.5 x (1 + 0.1 x (0.5 - 0.25)/0.5) = 0.525
+//	from 0.99 and 0.01:  a 0.99 x 0.95 = 0.9405, b 0.01 x 1.05 = 0.0105,
+//	                     raised to the floor 0.5/4 = 0.125; normalised
+//	                     by 1.0655: 0.88269 and 0.11732
+//
+// A period is contended when plannedPick chose among two classes or
+// more; picking the only class waiting does not count.
+func TestFeedbackMergeWeightsMoveOnlyWhenContended(t *testing.T) {
+	p := newFeedbackT(t, FeedbackConfig{Classes: []FeedbackClass{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}})
+	for range 3 {
+		p.logs[0].add(1)
+	}
+	p.logs[1].add(1)
+	p.served[0], p.served[1] = 4, 2
+	p.plannedPick(func(i int) bool { return i == 1 })
+	if p.contended {
+		t.Fatal("picking the only class waiting counted as contended")
+	}
+	p.planWeights()
+	if p.weights[0] != 0.5 || p.weights[1] != 0.5 || p.served[0] != 0 || p.served[1] != 0 {
+		t.Fatalf("uncontended period: weights %v served %v, want 0.5 0.5 and 0 0", p.weights, p.served)
+	}
+	if got := p.plannedPick(func(int) bool { return true }); got != 0 || !p.contended {
+		t.Fatalf("pick %d contended %v, want a (tie to the first) and contended", got, p.contended)
+	}
+	p.planWeights()
+	if !near(p.weights[0], 0.475) || !near(p.weights[1], 0.525) || p.contended {
+		t.Fatalf("contended period: weights %v contended %v, want 0.475 0.525 and reset", p.weights, p.contended)
+	}
+	p.weights[0], p.weights[1] = 0.99, 0.01
+	p.contended = true
+	p.planWeights()
+	if math.Abs(p.weights[0]-0.9405/1.0655) > 1e-12 || math.Abs(p.weights[1]-0.125/1.0655) > 1e-12 {
+		t.Errorf("floor: weights %v, want %v %v", p.weights, 0.9405/1.0655, 0.125/1.0655)
+	}
+}
+
 // G = clamp(G + k(U* - U), 0, M), U = aR + bW, by hand with U* = 0.85, M 3:
 //
 //	a 1/1000 s/req, b 1e-8 s/byte, R 500 req/s, W 3e7 bytes/s: U = 0.5 + 0.3 = 0.8
