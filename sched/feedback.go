@@ -338,7 +338,13 @@ func (p *Feedback) endPeriod(observed bool) {
 // (a class below its share is degraded less), kept within [0.05, 20],
 // and the d_i are then scaled so that their mean weighted by the
 // period's dispatches is 1: the classes together cost what G alone
-// would, and the utilization loop is undisturbed. While G = M, or with
+// would, and the utilization loop is undisturbed. A class with nothing
+// logged yet keeps its d; one whose log holds only refusals (proQoS 0)
+// is degraded less like any class below its share: kept as if its log
+// were empty, bronze refused at the door through its whole log stayed
+// refused 10 s after the live step up (5 s in another run), and in the
+// lab-rate model for 12-81 periods (seeds 0-9), now 3-17
+// (TestFeedbackLabRateNoClassStarvesAfterStep). While G = M, or with
 // QualityGain < 0 (uniform quality), the d_i stay.
 func (p *Feedback) planQuality() {
 	if p.cfg.QualityGain < 0 || !p.adapt.enabled || p.adapt.g >= float64(p.adapt.m) {
@@ -347,7 +353,7 @@ func (p *Feedback) planQuality() {
 	proQoS(p.logs, p.cfg.Trees, p.pro)
 	var weighted, total float64
 	for i := range p.degrade {
-		if p.pro[i] > 0 {
+		if p.logs[i].n > 0 {
 			d := p.degrade[i] * (1 - p.cfg.QualityGain*(p.shares[i]-p.pro[i])/p.shares[i])
 			p.degrade[i] = min(max(d, 0.05), 20)
 		}

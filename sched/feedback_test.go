@@ -323,6 +323,34 @@ func TestFeedbackQoSLogAndProQoS(t *testing.T) {
 	}
 }
 
+// The classes' shares of the degradation by hand (planQuality), a and b
+// at 1:1, M = 3, G = 1.5, QualityGain 0.1: a's log holds two responses
+// from tree 3, b's two refusals, so proQoS is 1 and 0; the period
+// dispatched 4 of a's requests and none of b's.
+//
+//	d_a = 1 x (1 - 0.1 x (0.5 - 1)/0.5) = 1.1
+//	d_b = 1 x (1 - 0.1 x (0.5 - 0)/0.5) = 0.9
+//	scaled by dispatches 4 / (4 x 1.1): d_a = 1, d_b = 0.9/1.1
+//
+// b, refused entirely, is degraded less. Before, a class whose proQoS
+// was 0 kept its d as if its log were empty (d_b 1/1.1): live, bronze
+// refused at the door through its whole log stayed there 10 s after
+// the step up.
+func TestFeedbackQualityShareOfAClassRefusedEntirely(t *testing.T) {
+	p := newFeedbackT(t, FeedbackConfig{Classes: []FeedbackClass{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}},
+		Trees: 3, B: 1e-9})
+	p.adapt.g = 1.5
+	p.logs[0].add(3)
+	p.logs[0].add(3)
+	p.logs[1].add(0)
+	p.logs[1].add(0)
+	p.served[0] = 4
+	p.planQuality()
+	if !near(p.degrade[0], 1) || !near(p.degrade[1], 0.9/1.1) {
+		t.Errorf("degradation shares %v, want 1 and %v", p.degrade, 0.9/1.1)
+	}
+}
+
 // The planned merge's weights by hand, classes a and b at 1:1 (shares
 // 0.5), MergeGain 0.1, one tree: a's log holds 3 full-quality entries,
 // b's 1, so proQoS is 0.75 and 0.25.

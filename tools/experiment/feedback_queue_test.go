@@ -151,6 +151,22 @@ func longestUnserved(res FeedbackResult, i int) int {
 	return longest
 }
 
+// longestAllRefused is the longest run of consecutive periods in which
+// class i's response-level log held only refusals (proQoS 0 while
+// another class's is not).
+func longestAllRefused(res FeedbackResult, i int) int {
+	longest, run := 0, 0
+	for _, p := range res.Series {
+		if p.Classes[i].ProQoS == 0 && p.Classes[(i+1)%len(p.Classes)].ProQoS > 0 {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return longest
+}
+
 // Issue 10's "no class starves", at the step up itself: in the lab-rate
 // model (adaptation off and on, constant service, seeds 0-9) no class
 // with requests queued goes more than 5 periods (0.5 s) without a
@@ -160,7 +176,12 @@ func longestUnserved(res FeedbackResult, i int) int {
 // bronze got nothing for 71-87 periods (seeds 0-4, adaptation off),
 // its slowest live responses 9.5-9.8 s; the weights now move only in
 // periods the merge chose between classes, floored at share/4
-// (sched's Feedback.planWeights): 0 periods.
+// (sched's Feedback.planWeights): 0 periods. With adaptation on no
+// class's log holds only refusals (everything refused at the door) for
+// more than 20 periods: a class at proQoS 0 kept its share of the
+// degradation, and bronze stayed refused for 12-81 periods (live 5-10
+// s); now it is degraded less like any class below its share (sched's
+// Feedback.planQuality): 3-17.
 func TestFeedbackLabRateNoClassStarvesAfterStep(t *testing.T) {
 	for _, trees := range []int{1, 3} {
 		for seed := range uint64(10) {
@@ -171,15 +192,20 @@ func TestFeedbackLabRateNoClassStarvesAfterStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var runs []int
+			var runs, refusedRuns []int
 			for i := range cfg.Classes {
 				runs = append(runs, longestUnserved(res, i))
+				refusedRuns = append(refusedRuns, longestAllRefused(res, i))
 				if runs[i] > 5 {
 					t.Errorf("trees %d, seed %d: %s had requests queued and none dispatched for %d periods",
 						trees, seed, cfg.Classes[i], runs[i])
 				}
+				if refusedRuns[i] > 20 {
+					t.Errorf("trees %d, seed %d: %s's log held only refusals for %d periods", trees, seed, cfg.Classes[i], refusedRuns[i])
+				}
 			}
-			t.Logf("trees %d, seed %d: longest runs of periods queued and unserved %v", trees, seed, runs)
+			t.Logf("trees %d, seed %d: longest runs of periods queued and unserved %v, of only refusals logged %v",
+				trees, seed, runs, refusedRuns)
 		}
 	}
 }
