@@ -63,8 +63,9 @@ import "math"
 // service of exactly one period the back-ends' slots keep their phase,
 // and a class's dispatches of a period come within some 40 ms while its
 // admissions are spread over the period, so a sampler 50 ms before the
-// period's end sees gold 3-7 above target_q (29-87% of the samples
-// within 20%, in the model as before the cap). Admitting at the
+// period's end sees gold 3-7 above target_q (within 20% in 33-85% of
+// the samples in the model, 37-84% before the cap; live, where each
+// run samples at its own phase, 57-100%). Admitting at the
 // dispatches instead (a request handed out replaced by the newest
 // reserve request while the period admitted less than target_in, a
 // passed new session held in the reserve while older ones wait) held

@@ -101,7 +101,7 @@ func withStalls(cfg *FeedbackConfig) {
 // period the back-ends' slots keep their phase, the dispatches come in a
 // burst of some 40 ms each period, and the queue swings within the
 // period by what the burst takes out; at 50 ms from the period's end
-// gold is within 20% in 29-87% of the samples (37-84% before). See
+// gold is within 20% in 33-85% of the samples (37-84% before). See
 // queueLoop for what would hold it there too.
 func TestFeedbackLabRateQueuesHoldTarget(t *testing.T) {
 	seeds := []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
