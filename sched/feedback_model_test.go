@@ -150,8 +150,12 @@ func checkModel(t *testing.T, p *Feedback, strict bool) {
 		if strict && math.Abs(mean-target) > 0.2*target {
 			t.Errorf("%s: mean queue %.1f, want %v +/- 20%%", name, mean, target)
 		}
-		if strict && qIn[i] < len(steady)*85/100 {
-			t.Errorf("%s: %d of %d periods ended within 20%% of target_q, want 85%%", name, qIn[i], len(steady))
+		// Issue 10: within +/- 20% of target_q after the transient. The
+		// published one-sided actuator ended 92% (gold), 97% and 99% of
+		// these periods in the band, the actuator capped at target_in
+		// (queueLoop.full) 100% in each class.
+		if strict && qIn[i] < len(steady)*97/100 {
+			t.Errorf("%s: %d of %d periods ended within 20%% of target_q, want 97%%", name, qIn[i], len(steady))
 		}
 		for sec := transient / 10; sec < int(duration/time.Second); sec++ {
 			if strict && s.served[i][sec] == 0 {
@@ -174,8 +178,8 @@ func checkModel(t *testing.T, p *Feedback, strict bool) {
 // load steps from half the capacity to twice it at 10 s and back at
 // 30 s. Under half load nothing is refused and the queue stays short;
 // after the step up the queue reaches target_q within a second and
-// stays within 20% of it; after the step down the refusals stop within
-// RefusePeriods periods.
+// stays within 20% of it (97% of the periods); after the step down the
+// refusals stop within RefusePeriods periods.
 func TestFeedbackStepResponse(t *testing.T) {
 	p := newFeedbackT(t, FeedbackConfig{Seed: 3, QueueTimeout: time.Hour, Period: modelPeriod, TargetQueue: modelTarget,
 		Classes: []FeedbackClass{{Name: "a", Weight: 1}}})
@@ -215,8 +219,10 @@ func TestFeedbackStepResponse(t *testing.T) {
 	if settle < 0 || settle > 10 {
 		t.Errorf("queue reached the target band %d periods after the step, want within 10", settle)
 	}
-	if ok < len(steady)*85/100 {
-		t.Errorf("%d of %d periods within 20%% of target_q after the transient, want 85%%", ok, len(steady))
+	// 167 of 190 with the published one-sided actuator, 190 with the cap
+	// at target_in (queueLoop.full).
+	if ok < len(steady)*97/100 {
+		t.Errorf("%d of %d periods within 20%% of target_q after the transient, want 97%%", ok, len(steady))
 	}
 	refusedAtDown := s.periods[at(down)+DefaultFeedbackRefusePeriods+1][0].Refused
 	if end := s.periods[len(s.periods)-1][0].Refused; end != refusedAtDown {

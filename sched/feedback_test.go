@@ -115,20 +115,24 @@ func TestFeedbackPassProbability(t *testing.T) {
 
 // The actuator and the reserve queue, one class with target_q 4 and
 // History 1, scripted draws. Initially target_in = Q0 * 4 = 4, p = 1.
-// The step uses in(t) = min(admitted, target_in): admissions beyond the
-// target (the actuator's draws came out high) are not built into the
-// next target, so they cannot bias the queue above target_q.
+// The step uses in(t) = min(admitted, target_in), and while p < 1 a
+// period admits at most target_in (queueLoop.full): a request that
+// passes its draw after that waits in the reserve.
 //
-//	period 0: 6 arrive, all pass (p 1). End: 6 >= 4, no top-up; q 6,
-//	          e -2: target_in = min(6, 4) - 2 + 0 = 2; p = 2/6.
+//	period 0: 6 arrive, all pass (p 1: no cap). End: 6 >= 4, no top-up;
+//	          q 6, e -2: target_in = min(6, 4) - 2 + 0 = 2; p = 2/6.
 //	period 1: 4 served (q 2); 6 arrive (ids 7-12), draws .1 .9 .5 .7 .3 .2:
-//	          7, 11, 12 pass (below 1/3), 8, 9, 10 go to reserve. End: in 3
-//	          >= 2, no top-up; q 5, e -1: target_in = min(3, 2) - 1 + 1.5 = 2.5;
-//	          p = 2.5/6.
-//	period 2: 5 served (q 0), nothing arrives. End: target_in rounds to 3,
-//	          in 0: 8, 9, 10 are topped up, oldest first; q 3, e 1:
-//	          target_in = min(3, 2.5) + 1 + 0.75 = 4.25; no gated arrivals,
-//	          room left: p 1.
+//	          7 and 11 pass (below 1/3), 8, 9, 10 go to reserve, and so
+//	          does 12 (.2 passes, but 7 and 11 made target_in 2). End:
+//	          in 2, no top-up; q 4, e 0: target_in = min(2, 2) + 0 + 1.5 =
+//	          3.5; p = 3.5/6.
+//	period 2: 4 served (5, 6, 7, 11: q 0), nothing arrives. End: target_in
+//	          rounds to 4, in 0: 8, 9, 10, 12 are topped up, oldest first;
+//	          q 4, e 0: target_in = min(4, 3.5) + 0 + 0 = 3.5; no gated
+//	          arrivals, room left: p 1.
+//
+// The published actuator (no cap) admitted 12 in period 1 too, q 5 at
+// its end and 4.25 for target_in two periods on.
 func TestFeedbackReserveQueueTopUp(t *testing.T) {
 	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod,
 		Classes: []FeedbackClass{{Name: "a", Weight: 1}}, TargetQueue: 4, History: 1, RefusePeriods: 5,
@@ -162,23 +166,55 @@ func TestFeedbackReserveQueueTopUp(t *testing.T) {
 	}
 	serve(4, fbT+1)
 	enq(6, fbT+2)
-	if st := p.Snapshot()[0]; st.Queued != 5 || st.Reserve != 3 {
-		t.Fatalf("period 1: queued %d reserve %d, want 5 and 3", st.Queued, st.Reserve)
+	if st := p.Snapshot()[0]; st.Queued != 4 || st.Reserve != 4 {
+		t.Fatalf("period 1: queued %d reserve %d, want 4 and 4", st.Queued, st.Reserve)
 	}
 	p.advance(2 * fbT)
-	if st := p.Snapshot()[0]; !near(st.TargetIn, 2.5) || !near(st.PassProbability, 2.5/6) || st.Reserve != 3 {
+	if st := p.Snapshot()[0]; !near(st.TargetIn, 3.5) || !near(st.PassProbability, 3.5/6) || st.Reserve != 4 || st.LastIn != 2 {
 		t.Fatalf("after period 1: %+v", st)
 	}
-	if got := serve(5, 2*fbT+1); got[2] != 7 || got[3] != 11 || got[4] != 12 {
-		t.Errorf("period 2 served %v, want the passed 7 11 12 last", got)
+	if got := serve(4, 2*fbT+1); got[0] != 5 || got[1] != 6 || got[2] != 7 || got[3] != 11 {
+		t.Errorf("period 2 served %v, want [5 6 7 11]: the passed 7 and 11 last", got)
 	}
 	p.advance(3 * fbT)
 	st = p.Snapshot()[0]
-	if st.Queued != 3 || st.Reserve != 0 || st.LastIn != 3 || !near(st.TargetIn, 4.25) || st.PassProbability != 1 {
+	if st.Queued != 4 || st.Reserve != 0 || st.LastIn != 4 || !near(st.TargetIn, 3.5) || st.PassProbability != 1 {
 		t.Fatalf("after period 2: %+v", st)
 	}
-	if got := serve(3, 3*fbT); got[0] != 8 || got[1] != 9 || got[2] != 10 {
-		t.Errorf("topped-up requests served %v, want [8 9 10]", got)
+	if got := serve(4, 3*fbT); got[0] != 8 || got[1] != 9 || got[2] != 10 || got[3] != 12 {
+		t.Errorf("topped-up requests served %v, want [8 9 10 12]", got)
+	}
+}
+
+// The cap of a rationing period by hand: target_in 3.4 (rounded: 3),
+// p_new 0.5. Draws below p pass until the period admitted 3 of any tier;
+// then a new session's request waits in the reserve even with a draw of
+// 0, while a known session's passes at its p of 1. With p_new 1 (the
+// loop expects fewer arrivals than target_in) nothing is capped.
+func TestFeedbackActuatorAdmitsAtMostTargetIn(t *testing.T) {
+	l := newQueueLoop(1, -0.75, 20, 1)
+	l.targetIn, l.p = 3.4, [fbTiers]float64{1, 1, 0.5}
+	if l.arrive(tierNew, 0.5) || !l.arrive(tierNew, 0.49) {
+		t.Fatal("below the cap a new session passes iff u < p")
+	}
+	l.in = 2 // 2 admitted: room for one more
+	if !l.arrive(tierNew, 0) {
+		t.Error("in 2 < round(3.4): a draw of 0 should pass")
+	}
+	l.in = 3
+	if l.arrive(tierNew, 0) {
+		t.Error("in 3 = round(3.4): a new session passed beyond target_in")
+	}
+	if !l.arrive(tierSession, 0.99) || !l.arrive(tierTransactional, 0.99) {
+		t.Error("the cap held back a known session")
+	}
+	l.p[tierNew] = 1
+	l.in = 10
+	if !l.arrive(tierNew, 0.99) {
+		t.Error("p 1: a new session was capped")
+	}
+	if l.arrived != [fbTiers]int{1, 1, 5} {
+		t.Errorf("arrivals counted %v, want [1 1 5]: capped ones count too", l.arrived)
 	}
 }
 
@@ -284,6 +320,77 @@ func TestFeedbackQoSLogAndProQoS(t *testing.T) {
 	proQoS([]qosLog{newQoSLog(2), newQoSLog(2)}, 1, pro)
 	if pro[0] != 0 || pro[1] != 0 || fpdPick([]float64{1.0 / 3, 2.0 / 3}, pro, all) != 1 {
 		t.Errorf("empty logs: proQoS %v", pro)
+	}
+}
+
+// The classes' shares of the degradation by hand (planQuality), a and b
+// at 1:1, M = 3, G = 1.5, QualityGain 0.1: a's log holds two responses
+// from tree 3, b's two refusals, so proQoS is 1 and 0; the period
+// dispatched 4 of a's requests and none of b's.
+//
+//	d_a = 1 x (1 - 0.1 x (0.5 - 1)/0.5) = 1.1
+//	d_b = 1 x (1 - 0.1 x (0.5 - 0)/0.5) = 0.9
+//	scaled by dispatches 4 / (4 x 1.1): d_a = 1, d_b = 0.9/1.1
+//
+// b, refused entirely, is degraded less. Before, a class whose proQoS
+// was 0 kept its d as if its log were empty (d_b 1/1.1): live, bronze
+// refused at the door through its whole log stayed there 10 s after
+// the step up.
+func TestFeedbackQualityShareOfAClassRefusedEntirely(t *testing.T) {
+	p := newFeedbackT(t, FeedbackConfig{Classes: []FeedbackClass{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}},
+		Trees: 3, B: 1e-9})
+	p.adapt.g = 1.5
+	p.logs[0].add(3)
+	p.logs[0].add(3)
+	p.logs[1].add(0)
+	p.logs[1].add(0)
+	p.served[0] = 4
+	p.planQuality()
+	if !near(p.degrade[0], 1) || !near(p.degrade[1], 0.9/1.1) {
+		t.Errorf("degradation shares %v, want 1 and %v", p.degrade, 0.9/1.1)
+	}
+}
+
+// The planned merge's weights by hand, classes a and b at 1:1 (shares
+// 0.5), MergeGain 0.1, one tree: a's log holds 3 full-quality entries,
+// b's 1, so proQoS is 0.75 and 0.25.
+//
+//	no period contended: the weights stay 0.5 0.5
+//	contended:           a 0.5 x (1 + 0.1 x (0.5 - 0.75)/0.5) = 0.475
+//	                     b 0.5 x (1 + 0.1 x (0.5 - 0.25)/0.5) = 0.525
+//	from 0.99 and 0.01:  a 0.99 x 0.95 = 0.9405, b 0.01 x 1.05 = 0.0105,
+//	                     raised to the floor 0.5/4 = 0.125; normalised
+//	                     by 1.0655: 0.88269 and 0.11732
+//
+// A period is contended when plannedPick chose among two classes or
+// more; picking the only class waiting does not count.
+func TestFeedbackMergeWeightsMoveOnlyWhenContended(t *testing.T) {
+	p := newFeedbackT(t, FeedbackConfig{Classes: []FeedbackClass{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}}})
+	for range 3 {
+		p.logs[0].add(1)
+	}
+	p.logs[1].add(1)
+	p.served[0], p.served[1] = 4, 2
+	p.plannedPick(func(i int) bool { return i == 1 })
+	if p.contended {
+		t.Fatal("picking the only class waiting counted as contended")
+	}
+	p.planWeights()
+	if p.weights[0] != 0.5 || p.weights[1] != 0.5 || p.served[0] != 0 || p.served[1] != 0 {
+		t.Fatalf("uncontended period: weights %v served %v, want 0.5 0.5 and 0 0", p.weights, p.served)
+	}
+	if got := p.plannedPick(func(int) bool { return true }); got != 0 || !p.contended {
+		t.Fatalf("pick %d contended %v, want a (tie to the first) and contended", got, p.contended)
+	}
+	p.planWeights()
+	if !near(p.weights[0], 0.475) || !near(p.weights[1], 0.525) || p.contended {
+		t.Fatalf("contended period: weights %v contended %v, want 0.475 0.525 and reset", p.weights, p.contended)
+	}
+	p.weights[0], p.weights[1] = 0.99, 0.01
+	p.contended = true
+	p.planWeights()
+	if math.Abs(p.weights[0]-0.9405/1.0655) > 1e-12 || math.Abs(p.weights[1]-0.125/1.0655) > 1e-12 {
+		t.Errorf("floor: weights %v, want %v %v", p.weights, 0.9405/1.0655, 0.125/1.0655)
 	}
 }
 

@@ -186,6 +186,63 @@ func TestFeedbackExperimentLive(t *testing.T) {
 	}
 }
 
+// The queue loops bind, live: the step from 0.5 to 2 times the capacity
+// with one content tree (nothing to degrade), target_q 20 per class.
+// The served fractions keep 3:2:1 within 10%, every refusal is a 503
+// with Retry-After, no client times out, and no class starves at the
+// step up: every class's slowest response takes under 5 s. Before, the
+// planned merge's weights wound up through the half load (every class
+// served all it asked, proQoS 1/3 each), bronze's to the floor, and
+// after the step bronze got no dispatch for seconds: its slowest
+// responses took 9.5-9.8 s in runs of 42 s, and one in a few timed out
+// at the clients' 10 s (sched's Feedback.planWeights).
+//
+// The share of the periods whose sampled queue is within 20% of
+// target_q ("queue length per priority stays within +/- 20% of target_q
+// after the transient") is logged, not judged: the sampler reads the
+// queue at its own phase of the policy's period, the model at the
+// period's end, and within the period the queue swings by what the
+// dispatch bursts take out (see sched's queueLoop). Gold, the class
+// with the most requests, read 58-80% (mean 66%) in 4 runs before the
+// actuator was capped at target_in and 57-100% (mean 83%) in 12 after,
+// silver 88-100%, bronze 100%: each run samples at its own phase.
+// (Before the merge fix: bronze's slowest response 9,498 ms here; after
+// it 2,516 and 2,782 ms.)
+func TestFeedbackLoopsBindLive(t *testing.T) {
+	base := needLab(t)
+	cfg := experiment.DefaultFeedbackLabConfig()
+	cfg.Trees = 1
+	cfg.Up, cfg.Down, cfg.End = 3*time.Second, 27*time.Second, 29*time.Second
+	cfg.BinDir = base.Config().BinDir
+	cfg.Log = testWriter{t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := experiment.RunFeedbackLab(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	experiment.WriteFeedbackLabSummary(&table, res)
+	t.Logf("capacity %.0f req/s, %d of %d status samples missed:\n%s", cfg.Capacity(), res.MissedSamples, len(res.Series),
+		table.String())
+	for _, c := range res.Classes {
+		if c.TimedOut != 0 || c.RetryAfter != c.Refused || c.Other != 0 {
+			t.Errorf("%s: %d timed out, %d 503s of which %d with Retry-After, %d other answers", c.Name, c.TimedOut,
+				c.Refused, c.RetryAfter, c.Other)
+		}
+	}
+	for _, st := range res.Load.Streams {
+		t.Logf("%s: 2xx latency p50 %.0f ms, p99 %.0f ms, slowest %.0f ms", st.Name, st.Latency.P50Ms, st.Latency.P99Ms,
+			st.Latency.MaxMs)
+		if st.Latency.MaxMs >= 5000 {
+			t.Errorf("%s: slowest response %.0f ms: the class starved", st.Name, st.Latency.MaxMs)
+		}
+	}
+	if r := res.Summary.RatioToLast; math.Abs(r[0]-3)/3 > 0.1 || math.Abs(r[1]-2)/2 > 0.1 {
+		t.Errorf("served ratios %.2f:%.2f:1, want 3:2:1 within 10%%", r[0], r[1])
+	}
+}
+
 // Known sessions alone beyond the capacity, live: every stream's requests
 // carry session cookies, one request in 50 starting a session, so at
 // twice the capacity (one content tree: nothing to degrade) the known

@@ -34,9 +34,11 @@ func TestFeedbackExperiment(t *testing.T) {
 	if r := s.RatioToLast; r[0] < 2.7 || r[0] > 3.3 || r[1] < 1.8 || r[1] > 2.2 {
 		t.Errorf("served ratios %v, want 3:2:1 within 10%%", r)
 	}
+	// 84% (gold), 99% and 100% with the published one-sided actuator;
+	// 98%, 100% and 100% capped at target_in (sched's queueLoop.full).
 	for i, w := range s.WithinTarget {
-		if w < 0.8 {
-			t.Errorf("class %d: %.2f of the periods within 20%% of target_q", i, w)
+		if w < 0.95 {
+			t.Errorf("class %d: %.2f of the periods within 20%% of target_q, want 0.95", i, w)
 		}
 	}
 	if s.QueueTimeouts != 0 || s.OverloadRefusals == 0 {
