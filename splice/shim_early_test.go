@@ -61,13 +61,23 @@ func TestShimHoldsARequestUntilItsSplice(t *testing.T) {
 	if st := h.sh.Stats(); st.HeldReleased != 1 || h.sh.Active() != 1 || h.sh.NextDeadline() <= release {
 		t.Fatalf("released %d, active %d, next deadline %v", st.HeldReleased, h.sh.Active(), h.sh.NextDeadline())
 	}
-	if toClient, _ := framesOn(t, h.input(PortHost, srv.reply(make([]byte, 1000)), release+3*ms)); len(toClient) != 1 {
+	sc.serveAndWantServiceTime(t, release+3*ms, 3*time.Millisecond, "from the request's release")
+}
+
+// serveAndWantServiceTime has the server send a 1,000-byte reply at at,
+// which must leave translated, the client acknowledge it 1 ms later, and
+// checks the Feedback's service time once the quiet period (20 ms) is
+// over.
+func (sc *shimConn) serveAndWantServiceTime(t *testing.T, at Time, want time.Duration, since string) {
+	t.Helper()
+	h, srv := sc.h, sc.srv
+	if toClient, _ := framesOn(t, h.input(PortHost, srv.reply(make([]byte, 1000)), at)); len(toClient) != 1 {
 		t.Fatalf("the reply after the Splice: %d frames to the client", len(toClient))
 	}
-	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), release+4*ms)
-	ev := onlyEvent(t, h.tick(release+24*ms), EvResponseDone)
-	if ev.ServiceTime != 3*time.Millisecond || ev.Bytes != 1000 {
-		t.Errorf("event %+v, want 3ms from the request's release, 1000 bytes", ev)
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), at+ms)
+	ev := onlyEvent(t, h.tick(at+21*ms), EvResponseDone)
+	if ev.ServiceTime != want || ev.Bytes != 1000 {
+		t.Errorf("event %+v, want %v %s, 1000 bytes", ev, want, since)
 	}
 	h.checkCounters()
 }
@@ -191,15 +201,7 @@ func TestShimMeasuresARequestThatCameBeforeItsSplice(t *testing.T) {
 	if h.sh.Active() != 1 {
 		t.Fatalf("Active() = %d after the Splice of a request already in", h.sh.Active())
 	}
-	if toClient, _ := framesOn(t, h.input(PortHost, srv.reply(make([]byte, 1000)), arrive+5*ms)); len(toClient) != 1 {
-		t.Fatalf("the reply after the Splice: %d frames to the client", len(toClient))
-	}
-	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), arrive+6*ms)
-	ev := onlyEvent(t, h.tick(arrive+26*ms), EvResponseDone)
-	if ev.ServiceTime != 5*time.Millisecond || ev.Bytes != 1000 {
-		t.Errorf("event %+v, want 5ms from the request's arrival, 1000 bytes", ev)
-	}
-	h.checkCounters()
+	sc.serveAndWantServiceTime(t, arrive+5*ms, 5*time.Millisecond, "from the request's arrival")
 }
 
 // A reply ready before the Splice is dropped, not sent untranslated

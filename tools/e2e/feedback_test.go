@@ -64,18 +64,8 @@ func TestFeedbackExperimentLive(t *testing.T) {
 	base := needLab(t)
 	cfg := experiment.DefaultFeedbackLabConfig()
 	cfg.Up, cfg.Down, cfg.End = 3*time.Second, 28*time.Second, 31*time.Second
-	cfg.BinDir = base.Config().BinDir
-	cfg.Log = testWriter{t}
 	cfg.BeforeLoad = func(ctx context.Context, l *lab.Lab) error { return checkTreesThroughVIP(ctx, l, cfg.Size, cfg.Trees) }
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	res, err := experiment.RunFeedbackLab(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table bytes.Buffer
-	experiment.WriteFeedbackLabSummary(&table, res)
-	t.Logf("capacity %.0f req/s:\n%s", cfg.Capacity(), table.String())
+	res := runFeedbackLive(t, base, cfg)
 
 	if want := int(cfg.End / (100 * time.Millisecond)); len(res.Series) < want*9/10 {
 		t.Errorf("%d points for %d periods", len(res.Series), want)
@@ -213,23 +203,9 @@ func TestFeedbackLoopsBindLive(t *testing.T) {
 	cfg := experiment.DefaultFeedbackLabConfig()
 	cfg.Trees = 1
 	cfg.Up, cfg.Down, cfg.End = 3*time.Second, 27*time.Second, 29*time.Second
-	cfg.BinDir = base.Config().BinDir
-	cfg.Log = testWriter{t}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	res, err := experiment.RunFeedbackLab(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table bytes.Buffer
-	experiment.WriteFeedbackLabSummary(&table, res)
-	t.Logf("capacity %.0f req/s, %d of %d status samples missed:\n%s", cfg.Capacity(), res.MissedSamples, len(res.Series),
-		table.String())
+	res := runFeedbackLive(t, base, cfg)
 	for _, c := range res.Classes {
-		if c.TimedOut != 0 || c.RetryAfter != c.Refused || c.Other != 0 {
-			t.Errorf("%s: %d timed out, %d 503s of which %d with Retry-After, %d other answers", c.Name, c.TimedOut,
-				c.Refused, c.RetryAfter, c.Other)
-		}
+		wantEveryRefusalAnswered(t, c)
 	}
 	for _, st := range res.Load.Streams {
 		t.Logf("%s: 2xx latency p50 %.0f ms, p99 %.0f ms, slowest %.0f ms", st.Name, st.Latency.P50Ms, st.Latency.P99Ms,
@@ -258,23 +234,10 @@ func TestFeedbackKnownSessionsBeyondCapacityLive(t *testing.T) {
 	cfg.Trees = 1
 	cfg.Sessions, cfg.SessionRequests = 50, 50
 	cfg.Up, cfg.Down, cfg.End = 2*time.Second, 14*time.Second, 16*time.Second
-	cfg.BinDir = base.Config().BinDir
-	cfg.Log = testWriter{t}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	res, err := experiment.RunFeedbackLab(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table bytes.Buffer
-	experiment.WriteFeedbackLabSummary(&table, res)
-	t.Logf("capacity %.0f req/s:\n%s", cfg.Capacity(), table.String())
+	res := runFeedbackLive(t, base, cfg)
 	var known, fresh loadgen.SessionKindCounts
 	for _, c := range res.Classes {
-		if c.TimedOut != 0 || c.RetryAfter != c.Refused || c.Other != 0 {
-			t.Errorf("%s: %d timed out, %d 503s of which %d with Retry-After, %d other answers", c.Name, c.TimedOut,
-				c.Refused, c.RetryAfter, c.Other)
-		}
+		wantEveryRefusalAnswered(t, c)
 		if c.KnownSessions == nil || c.NewSessions == nil {
 			t.Fatalf("%s: no session counts", c.Name)
 		}
@@ -346,5 +309,34 @@ func TestContentTreesNginxLive(t *testing.T) {
 					resp.Status, got, id, len(body), tree, len(want))
 			}
 		}
+	}
+}
+
+// runFeedbackLive runs the feedback experiment in a lab of its own with
+// base's binaries and logs its summary table.
+func runFeedbackLive(t *testing.T, base *lab.Lab, cfg experiment.FeedbackLabConfig) experiment.FeedbackLabResult {
+	t.Helper()
+	cfg.BinDir = base.Config().BinDir
+	cfg.Log = testWriter{t}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := experiment.RunFeedbackLab(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	experiment.WriteFeedbackLabSummary(&table, res)
+	t.Logf("capacity %.0f req/s, %d of %d status samples missed:\n%s", cfg.Capacity(), res.MissedSamples, len(res.Series),
+		table.String())
+	return res
+}
+
+// wantEveryRefusalAnswered: no client of the class timed out, every 503
+// carried Retry-After, and nothing but 2xx and 503 came back.
+func wantEveryRefusalAnswered(t *testing.T, c experiment.FeedbackLabClass) {
+	t.Helper()
+	if c.TimedOut != 0 || c.RetryAfter != c.Refused || c.Other != 0 {
+		t.Errorf("%s: %d timed out, %d 503s of which %d with Retry-After, %d other answers", c.Name, c.TimedOut,
+			c.Refused, c.RetryAfter, c.Other)
 	}
 }
