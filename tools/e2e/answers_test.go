@@ -106,7 +106,14 @@ func TestConnectionsDrain(t *testing.T) {
 		c.(*net.TCPConn).SetLinger(0) // close with RST while the server is sending
 		c.Close()
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	waitDrained(t, l, 30*time.Second)
+}
+
+// waitDrained polls until the front-end holds no flow and no shim an
+// entry, and fails the test with what is still held after d.
+func waitDrained(t *testing.T, l *lab.Lab, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		fe := frontendStatus(t, l)
 		busy := fmt.Sprintf("front-end flows %d %v", fe.Engine.Flows, fe.Engine.States)
