@@ -322,8 +322,8 @@ func (p *Feedback) endPeriod(observed bool) {
 			}
 		}
 		q := c.session.Len() + c.fresh.Len()
+		c.ends.add(FeedbackPeriodEnd{Period: p.period, Q: q, In: c.loop.in, Out: c.loop.out})
 		c.loop.endPeriod(q)
-		c.ends.add(p.period, q)
 	}
 	p.adapt.endPeriod(p.cfg.Period.Seconds(), observed)
 	p.planQuality()

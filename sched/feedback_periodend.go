@@ -14,13 +14,15 @@ package sched
 const periodEndRingSize = 64
 
 // FeedbackPeriodEnd is one class's queue at the end of one period: the
-// loop's q(t) after the period's top-up, the value its PI step ran on.
-// Period counts the policy's periods from 0, the one that began at its
-// first call; period k ends (k+1) x Period after that call (see
-// Feedback.CurrentPeriod).
+// loop's q(t) after the period's top-up, the value its PI step ran on,
+// and the in and out of its step, so that q(t) = q(t-T) + In - Out says
+// why a period ended where it did. Period counts the policy's periods
+// from 0, the one that began at its first call; period k ends (k+1) x
+// Period after that call (see Feedback.CurrentPeriod).
 type FeedbackPeriodEnd struct {
-	Period int64
-	Q      int
+	Period  int64
+	Q       int
+	In, Out int
 }
 
 // periodEndRing keeps the last periodEndRingSize period ends of one
@@ -31,8 +33,8 @@ type periodEndRing struct {
 	next int // where the next entry goes
 }
 
-func (r *periodEndRing) add(period int64, q int) {
-	r.ends[r.next] = FeedbackPeriodEnd{Period: period, Q: q}
+func (r *periodEndRing) add(e FeedbackPeriodEnd) {
+	r.ends[r.next] = e
 	r.next = (r.next + 1) % periodEndRingSize
 	r.n = min(r.n+1, periodEndRingSize)
 }

@@ -12,17 +12,17 @@ func TestFeedbackPeriodEndRingWraps(t *testing.T) {
 		t.Fatalf("empty ring: %v", got)
 	}
 	for k := range int64(3) {
-		r.add(k, int(10+k))
+		r.add(FeedbackPeriodEnd{Period: k, Q: int(10 + k)})
 	}
-	want := []FeedbackPeriodEnd{{0, 10}, {1, 11}, {2, 12}}
+	want := []FeedbackPeriodEnd{{Period: 0, Q: 10}, {Period: 1, Q: 11}, {Period: 2, Q: 12}}
 	if got := r.appendTo(nil); !slices.Equal(got, want) {
 		t.Fatalf("3 entries: %v, want %v", got, want)
 	}
 	for k := int64(3); k < 70; k++ {
-		r.add(k, int(10+k))
+		r.add(FeedbackPeriodEnd{Period: k, Q: int(10 + k)})
 	}
 	got := r.appendTo(nil)
-	if len(got) != periodEndRingSize || got[0] != (FeedbackPeriodEnd{6, 16}) || got[63] != (FeedbackPeriodEnd{69, 79}) {
+	if len(got) != periodEndRingSize || got[0] != (FeedbackPeriodEnd{Period: 6, Q: 16}) || got[63] != (FeedbackPeriodEnd{Period: 69, Q: 79}) {
 		t.Fatalf("70 entries: %d held, first %v, last %v; want 64, {6 16}, {69 79}", len(got), got[0], got[len(got)-1])
 	}
 	for i := 1; i < len(got); i++ {
@@ -33,7 +33,8 @@ func TestFeedbackPeriodEndRingWraps(t *testing.T) {
 }
 
 // The status reports q(t), the admitted queue at each period's end as
-// the loop stepped on it, apart from the queue now; periods that ended
+// the loop stepped on it, with the period's in and out, apart from the
+// queue now; periods that ended
 // while nobody called are closed at the next call and reported with
 // their own indices, and after an idle gap beyond maxCatchUp the index
 // still counts every period (period k ends (k+1) x T after the first
@@ -41,9 +42,9 @@ func TestFeedbackPeriodEndRingWraps(t *testing.T) {
 //
 //	0      3 requests admitted (target_in 4, p 1)
 //	T/2    one served: queue 2
-//	T      period 0 ends with q 2 (top-up: nothing in reserve)
+//	T      period 0 ends with q 2, in 3, out 1 (nothing in reserve)
 //	T+1    one more admitted: the queue now 3, q(t) still 2
-//	3.5T   periods 1 and 2 end with q 3
+//	3.5T   periods 1 and 2 end with q 3, in 1 and 0, out 0
 func TestFeedbackStatusReportsPeriodEndQueue(t *testing.T) {
 	p := newFeedbackT(t, FeedbackConfig{Period: fbPeriod, Classes: []FeedbackClass{{Name: "a", Weight: 1}},
 		TargetQueue: 4, History: 1, draw: func() float64 { return 0 }})
@@ -68,8 +69,8 @@ func TestFeedbackStatusReportsPeriodEndQueue(t *testing.T) {
 	}
 	p.advance(fbT)
 	st := p.Snapshot()[0]
-	if st.Queued != 2 || st.PeriodEndQ != 2 || !slices.Equal(st.PeriodEnds, []FeedbackPeriodEnd{{0, 2}}) {
-		t.Fatalf("after period 0: queued %d, q(t) %d, ends %v; want 2, 2, [{0 2}]", st.Queued, st.PeriodEndQ, st.PeriodEnds)
+	if st.Queued != 2 || st.PeriodEndQ != 2 || !slices.Equal(st.PeriodEnds, []FeedbackPeriodEnd{{0, 2, 3, 1}}) {
+		t.Fatalf("after period 0: queued %d, q(t) %d, ends %v; want 2, 2, [{0 2 3 1}]", st.Queued, st.PeriodEndQ, st.PeriodEnds)
 	}
 	enq(fbT + 1)
 	if st := p.Snapshot()[0]; st.Queued != 3 || st.PeriodEndQ != 2 {
@@ -77,7 +78,7 @@ func TestFeedbackStatusReportsPeriodEndQueue(t *testing.T) {
 	}
 	p.advance(3*fbT + fbT/2)
 	st = p.Snapshot()[0]
-	want := []FeedbackPeriodEnd{{0, 2}, {1, 3}, {2, 3}}
+	want := []FeedbackPeriodEnd{{0, 2, 3, 1}, {1, 3, 1, 0}, {2, 3, 0, 0}}
 	if st.PeriodEndQ != 3 || !slices.Equal(st.PeriodEnds, want) {
 		t.Fatalf("after period 2: q(t) %d, ends %v; want 3, %v", st.PeriodEndQ, st.PeriodEnds, want)
 	}

@@ -224,11 +224,13 @@ type FeedbackClassStatus struct {
 	Trees []uint64 `json:"trees"`
 }
 
-// FeedbackPeriodEnd is one class's q(t) at the end of period Period
-// (sched.FeedbackPeriodEnd).
+// FeedbackPeriodEnd is one class's q(t) at the end of period Period,
+// with the in and out of the loop's step (sched.FeedbackPeriodEnd).
 type FeedbackPeriodEnd struct {
 	Period int64 `json:"period"`
 	Q      int   `json:"q"`
+	In     int   `json:"in"`
+	Out    int   `json:"out"`
 }
 
 func (c *Controller) feedbackStatus(now splice.Time) *FeedbackStatus {
@@ -251,7 +253,7 @@ func (c *Controller) feedbackStatus(now splice.Time) *FeedbackStatus {
 		}
 		ends := make([]FeedbackPeriodEnd, len(cs.PeriodEnds))
 		for i, e := range cs.PeriodEnds {
-			ends[i] = FeedbackPeriodEnd{Period: e.Period, Q: e.Q}
+			ends[i] = FeedbackPeriodEnd{Period: e.Period, Q: e.Q, In: e.In, Out: e.Out}
 		}
 		st.Classes = append(st.Classes, FeedbackClassStatus{
 			Name: cs.Name, Weight: cs.Weight, Share: cs.Share, Queued: cs.Queued, Reserve: cs.Reserve,

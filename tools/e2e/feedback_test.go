@@ -217,6 +217,46 @@ func TestFeedbackLoopsBindLive(t *testing.T) {
 	if r := res.Summary.RatioToLast; math.Abs(r[0]-3)/3 > 0.1 || math.Abs(r[1]-2)/2 > 0.1 {
 		t.Errorf("served ratios %.2f:%.2f:1, want 3:2:1 within 10%%", r[0], r[1])
 	}
+	wantQueuesWithinTarget(t, cfg, res, 0.9)
+}
+
+// wantQueuesWithinTarget judges issue 10's queue criterion on the loop's
+// q(t) at each period's end over the overload's second half (the
+// summary's WithinTarget): every class within 20% of target_q in at
+// least minWithin of the periods, and no period of the window without
+// its period end. The periods out of the band are logged with their in
+// and out (q(t) = q(t-T) + in - out) to say why.
+func wantQueuesWithinTarget(t *testing.T, cfg experiment.FeedbackLabConfig, res experiment.FeedbackLabResult, minWithin float64) {
+	t.Helper()
+	s := res.Summary
+	period := 100 * time.Millisecond
+	if cfg.Policy.Period > 0 {
+		period = cfg.Policy.Period
+	}
+	// The summary's window: the points k (at (k+1) periods) from the
+	// overload's middle, excluded, to the step down.
+	mid, down := int((cfg.Up+(cfg.Down-cfg.Up)/2)/period)-1, int(cfg.Down/period)-1
+	want := down - mid
+	for i, c := range cfg.Classes {
+		var out []string
+		for _, p := range res.Series {
+			k := int(math.Round(p.TSeconds/period.Seconds())) - 1
+			cp := p.Classes[i]
+			if k <= mid || k > down || cp.PeriodEndQ < 0 {
+				continue
+			}
+			if math.Abs(float64(cp.PeriodEndQ-cp.TargetQueue)) > 0.2*float64(cp.TargetQueue) {
+				out = append(out, fmt.Sprintf("%.1fs q %d (in %d out %d, sampled %d)", p.TSeconds, cp.PeriodEndQ,
+					cp.PeriodIn, cp.PeriodOut, cp.Queued))
+			}
+		}
+		t.Logf("%s: %.0f%% of %d period ends within 20%% of target_q (%.0f%% of the samples); out of the band: %v",
+			c, 100*s.WithinTarget[i], s.PeriodEndsJudged[i], 100*s.WithinTargetSampled[i], out)
+		if s.WithinTarget[i] < minWithin || s.PeriodEndsJudged[i] < want {
+			t.Errorf("%s: %.0f%% of %d period ends within 20%% of target_q; want >= %.0f%% of all %d", c,
+				100*s.WithinTarget[i], s.PeriodEndsJudged[i], 100*minWithin, want)
+		}
+	}
 }
 
 // Known sessions alone beyond the capacity, live: every stream's requests
