@@ -225,10 +225,21 @@ func TestFeedbackLoopsBindLive(t *testing.T) {
 // summary's WithinTarget): every class within 20% of target_q in at
 // least minWithin of the periods, and no period of the window without
 // its period end. The periods out of the band are logged with their in
-// and out (q(t) = q(t-T) + in - out) to say why.
+// and out (q(t) = q(t-T) + in - out) and the out of all classes
+// together, the cluster's pace (25 a period at full speed), to say why.
+//
+// The share is judged only while the front-end ran throughout, as U's
+// settling is in TestFeedbackExperimentLive: at most 2% of the status
+// samples missed. A front-end the machine stalls dispatches nothing for
+// whole periods (all classes' out 0-5 against 25, in the periods whose
+// samples it missed) while its queues fill up to target_in, and every
+// class ends those periods and the next few above the band, which no
+// setting of the loop can help (a run with 17 of 290 samples missed at
+// a load average of 7.5: gold 89%).
 func wantQueuesWithinTarget(t *testing.T, cfg experiment.FeedbackLabConfig, res experiment.FeedbackLabResult, minWithin float64) {
 	t.Helper()
 	s := res.Summary
+	stalled := float64(res.MissedSamples) > 0.02*float64(len(res.Series))
 	period := 100 * time.Millisecond
 	if cfg.Policy.Period > 0 {
 		period = cfg.Policy.Period
@@ -246,15 +257,26 @@ func wantQueuesWithinTarget(t *testing.T, cfg experiment.FeedbackLabConfig, res 
 				continue
 			}
 			if math.Abs(float64(cp.PeriodEndQ-cp.TargetQueue)) > 0.2*float64(cp.TargetQueue) {
-				out = append(out, fmt.Sprintf("%.1fs q %d (in %d out %d, sampled %d)", p.TSeconds, cp.PeriodEndQ,
-					cp.PeriodIn, cp.PeriodOut, cp.Queued))
+				var all int // the period's out over every class: the back-ends' pace
+				for _, o := range p.Classes {
+					all += o.PeriodOut
+				}
+				out = append(out, fmt.Sprintf("%.1fs q %d (in %d out %d, all classes out %d, sampled %d)", p.TSeconds,
+					cp.PeriodEndQ, cp.PeriodIn, cp.PeriodOut, all, cp.Queued))
 			}
 		}
 		t.Logf("%s: %.0f%% of %d period ends within 20%% of target_q (%.0f%% of the samples); out of the band: %v",
 			c, 100*s.WithinTarget[i], s.PeriodEndsJudged[i], 100*s.WithinTargetSampled[i], out)
-		if s.WithinTarget[i] < minWithin || s.PeriodEndsJudged[i] < want {
-			t.Errorf("%s: %.0f%% of %d period ends within 20%% of target_q; want >= %.0f%% of all %d", c,
-				100*s.WithinTarget[i], s.PeriodEndsJudged[i], 100*minWithin, want)
+		if s.PeriodEndsJudged[i] < want {
+			t.Errorf("%s: %d period ends read of the window's %d", c, s.PeriodEndsJudged[i], want)
+		}
+		switch {
+		case stalled:
+			t.Logf("%s: the share is not judged: the front-end missed %d of %d status samples (the machine stalls it)",
+				c, res.MissedSamples, len(res.Series))
+		case s.WithinTarget[i] < minWithin:
+			t.Errorf("%s: %.0f%% of the period ends within 20%% of target_q; want >= %.0f%%", c, 100*s.WithinTarget[i],
+				100*minWithin)
 		}
 	}
 }
