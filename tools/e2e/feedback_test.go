@@ -187,15 +187,26 @@ func TestFeedbackExperimentLive(t *testing.T) {
 // responses took 9.5-9.8 s in runs of 42 s, and one in a few timed out
 // at the clients' 10 s (sched's Feedback.planWeights).
 //
-// The share of the periods whose sampled queue is within 20% of
-// target_q ("queue length per priority stays within +/- 20% of target_q
-// after the transient") is logged, not judged: the sampler reads the
-// queue at its own phase of the policy's period, the model at the
-// period's end, and within the period the queue swings by what the
-// dispatch bursts take out (see sched's queueLoop). Gold, the class
-// with the most requests, read 58-80% (mean 66%) in 4 runs before the
-// actuator was capped at target_in and 57-100% (mean 83%) in 12 after,
-// silver 88-100%, bronze 100%: each run samples at its own phase.
+// Issue 10's "queue length per priority stays within +/- 20% of
+// target_q after the transient" is judged on the loop's own q(t), the
+// admitted queue at each of the policy's period ends, which the
+// front-end's status keeps for the last 64 periods: every class within
+// 20% in at least 90% of the periods of the overload's second half,
+// while the front-end ran (see wantQueuesWithinTarget). Before, the
+// sampler read the queue at its own phase of the period, and within the
+// period the queue swings by what the dispatch bursts take out (see
+// sched's queueLoop): gold read 57-100% (mean 83%) in 12 runs, and the
+// criterion was only logged. On the period ends gold read 92%, 94%,
+// 100%, 98%, 94%, 100% and 100% in 7 runs (its samples 42-87%), silver
+// 98-100%, bronze 100%: 98-100% at load averages of 2-3, 92-94% at 5-7
+// while other labs ran. Every period end out of the band was above it,
+// in a period whose out fell to about half (gold 3-10 against 15.5,
+// all classes together 6-16 against the cluster's 25: the front-end or
+// the back-ends stalled by the machine's load) while the loop admitted
+// its target_in; the next periods' smaller target_in brought it back.
+// An eighth run, 17 of 290 status samples missed at a load average of
+// 7.5, had gold at 89% (periods with no dispatch at all) and is not
+// judged.
 // (Before the merge fix: bronze's slowest response 9,498 ms here; after
 // it 2,516 and 2,782 ms.)
 func TestFeedbackLoopsBindLive(t *testing.T) {
