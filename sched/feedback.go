@@ -127,6 +127,9 @@ type fbClass struct {
 	// reserve holds the requests the actuator did not pass, per tier.
 	reserve [fbTiers]queue.Ring[fbWaiter]
 	loop    queueLoop
+	// ends keeps the loop's q(t) of the last periods, for status (see
+	// periodEndRing).
+	ends periodEndRing
 
 	arrived, admitted, dispatched, refused, overload, full, expired uint64
 	// displaced counts the due requests of known sessions admitted in
@@ -215,7 +218,11 @@ func (p *Feedback) advance(now int64) {
 	p.calledAt = p.lastNow
 	for n := 0; p.lastNow >= p.periodEnd; n++ {
 		if n == maxCatchUp {
-			p.periodEnd += (p.lastNow - p.periodEnd) / period * period
+			// The skipped periods still count, so that period k
+			// ends (k+1) x Period after the first call (CurrentPeriod).
+			skip := (p.lastNow - p.periodEnd) / period
+			p.periodEnd += skip * period
+			p.period += skip
 		}
 		p.refuseDue(p.periodEnd - 1)
 		p.endPeriod(calledAt >= p.periodEnd-period)
@@ -314,7 +321,9 @@ func (p *Feedback) endPeriod(observed bool) {
 				c.admitted++
 			}
 		}
-		c.loop.endPeriod(c.session.Len() + c.fresh.Len())
+		q := c.session.Len() + c.fresh.Len()
+		c.ends.add(FeedbackPeriodEnd{Period: p.period, Q: q, In: c.loop.in, Out: c.loop.out})
+		c.loop.endPeriod(q)
 	}
 	p.adapt.endPeriod(p.cfg.Period.Seconds(), observed)
 	p.planQuality()
@@ -688,6 +697,12 @@ type FeedbackClassState struct {
 	// target_in.
 	PassSession, PassTransactional float64
 	LastIn, LastOut                int
+	// PeriodEndQ is q(t) of the last complete period, the admitted queue
+	// at its end as the loop saw it (Queued is the queue now, at
+	// whatever phase of the period); PeriodEnds holds it for the last
+	// periods, up to 64, oldest first (see FeedbackPeriodEnd).
+	PeriodEndQ int
+	PeriodEnds []FeedbackPeriodEnd
 	// AbsQoS is the sum of the response-level log, ProQoS its share of
 	// all classes' sums.
 	AbsQoS, ProQoS float64
@@ -735,6 +750,7 @@ func (p *Feedback) Snapshot() []FeedbackClassState {
 			TargetQueue: c.spec.TargetQueue, TargetIn: c.loop.targetIn, PassProbability: c.loop.p[tierNew],
 			PassSession: c.loop.p[tierSession], PassTransactional: c.loop.p[tierTransactional], Displaced: c.displaced,
 			LastIn: c.loop.lastIn, LastOut: c.loop.lastOut,
+			PeriodEndQ: c.loop.lastQ, PeriodEnds: c.ends.appendTo(nil),
 			AbsQoS: p.logs[i].absQoS(p.cfg.Trees), ProQoS: pro[i], G: p.classG(i),
 			Arrived: c.arrived, Admitted: c.admitted, Dispatched: c.dispatched,
 			Refused: c.refused, Overload: c.overload, Full: c.full, Expired: c.expired,

@@ -58,15 +58,21 @@ import "math"
 // reserve and are refused within RefusePeriods like any other, so the
 // served fractions (3:2:1) do not move.
 //
-// That holds the queue at each period's end. Within the period it still
-// swings when the outflow comes in bursts: with the lab's constant
-// service of exactly one period the back-ends' slots keep their phase,
-// and a class's dispatches of a period come within some 40 ms while its
-// admissions are spread over the period, so a sampler 50 ms before the
-// period's end sees gold 3-7 above target_q (within 20% in 33-85% of
-// the samples in the model, 37-84% before the cap; live, where each
-// run samples at its own phase, 57-100%). Admitting at the
-// dispatches instead (a request handed out replaced by the newest
+// That holds the queue at each period's end, q(t), which the status
+// reports for the last 64 periods (FeedbackPeriodEnd) and issue 10's
+// criterion is judged on: live gold 92-100% of the period ends within
+// 20% of target_q in 7 runs of TestFeedbackLoopsBindLive, its misses
+// in periods whose cluster-wide outflow fell to half (the machine's
+// load stalling the front-end or the back-ends). Within the period the
+// queue still swings when the outflow comes in bursts: with the lab's
+// constant service of exactly one period the back-ends' slots keep
+// their phase, and a class's dispatches of a period come within some
+// 40 ms while its admissions are spread over the period, so a sampler
+// 50 ms before the period's end sees gold 3-7 above target_q (within
+// 20% in 33-85% of the samples in the model, 37-84% before the cap;
+// live, where each run samples at its own phase, 57-100%, and 42-87%
+// in the runs above). Admitting at the dispatches instead (a request
+// handed out replaced by the newest
 // reserve request while the period admitted less than target_in, a
 // passed new session held in the reserve while older ones wait) held
 // the queue at every phase of the period (100%, rms 0.5-1.0), but left

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice"
@@ -163,8 +164,18 @@ type FeedbackStatus struct {
 	Rewritten     uint64 `json:"rewritten"`
 	RewriteFailed uint64 `json:"rewrite_failed"`
 	// Sessions is the number of sessions remembered.
-	Sessions int                   `json:"sessions"`
-	Classes  []FeedbackClassStatus `json:"classes"`
+	Sessions int `json:"sessions"`
+	// Period is the index of the loop's period in progress (0 from the
+	// policy's first call) and PeriodElapsed how long ago it began: with
+	// the classes' PeriodEnds a reader places every period's end in
+	// time, period k having ended (Period - 1 - k) periods before the
+	// start of Period. PeriodElapsed may exceed PeriodLength while the
+	// policy was not called since (it closes periods lazily); all 0
+	// before its first call.
+	Period        int64                 `json:"period"`
+	PeriodElapsed time.Duration         `json:"period_elapsed_ns"`
+	PeriodLength  time.Duration         `json:"period_ns"`
+	Classes       []FeedbackClassStatus `json:"classes"`
 }
 
 // FeedbackClassStatus is one feedback class in FeedbackStatus.
@@ -186,8 +197,16 @@ type FeedbackClassStatus struct {
 	PassTransactional float64 `json:"pass_transactional"`
 	LastIn            int     `json:"last_in"`
 	LastOut           int     `json:"last_out"`
-	AbsQoS            float64 `json:"abs_qos"`
-	ProQoS            float64 `json:"pro_qos"`
+	// PeriodEndQ is the loop's q(t), the admitted queue at the end of
+	// the last complete period (Queued is the queue now, at whatever
+	// phase of the period); PeriodEnds holds q(t) of the last periods,
+	// up to 64, oldest first, so that issue 10's "queue within 20% of
+	// target_q" can be judged on every period by a reader that comes
+	// by less often than once a period.
+	PeriodEndQ int                 `json:"period_end_q"`
+	PeriodEnds []FeedbackPeriodEnd `json:"period_ends"`
+	AbsQoS     float64             `json:"abs_qos"`
+	ProQoS     float64             `json:"pro_qos"`
 	// G is the content adaptor's G for this class (lower classes are
 	// degraded first so that proQoS keeps the shares).
 	G          float64 `json:"g"`
@@ -205,7 +224,16 @@ type FeedbackClassStatus struct {
 	Trees []uint64 `json:"trees"`
 }
 
-func (c *Controller) feedbackStatus() *FeedbackStatus {
+// FeedbackPeriodEnd is one class's q(t) at the end of period Period,
+// with the in and out of the loop's step (sched.FeedbackPeriodEnd).
+type FeedbackPeriodEnd struct {
+	Period int64 `json:"period"`
+	Q      int   `json:"q"`
+	In     int   `json:"in"`
+	Out    int   `json:"out"`
+}
+
+func (c *Controller) feedbackStatus(now splice.Time) *FeedbackStatus {
 	fc := c.fb
 	if fc == nil {
 		return nil
@@ -214,16 +242,24 @@ func (c *Controller) feedbackStatus() *FeedbackStatus {
 	st := &FeedbackStatus{Adapting: a.Enabled, Trees: a.Trees, U: a.U, G: a.G, R: a.R, W: a.W,
 		Completions: a.Completions, Bytes: a.Bytes,
 		Rewritten: fc.rewritten, RewriteFailed: fc.rewriteFailed, Sessions: fc.classifier.Sessions()}
+	if k, start, ok := fc.policy.CurrentPeriod(); ok {
+		st.Period, st.PeriodElapsed = k, time.Duration(int64(now)-start)
+		st.PeriodLength = time.Duration(fc.policy.Period())
+	}
 	for _, cs := range fc.policy.Snapshot() {
 		trees := append([]uint64(nil), fc.trees[cs.Name]...)
 		if trees == nil {
 			trees = make([]uint64, fc.m+1)
 		}
+		ends := make([]FeedbackPeriodEnd, len(cs.PeriodEnds))
+		for i, e := range cs.PeriodEnds {
+			ends[i] = FeedbackPeriodEnd{Period: e.Period, Q: e.Q, In: e.In, Out: e.Out}
+		}
 		st.Classes = append(st.Classes, FeedbackClassStatus{
 			Name: cs.Name, Weight: cs.Weight, Share: cs.Share, Queued: cs.Queued, Reserve: cs.Reserve,
 			TargetQueue: cs.TargetQueue, TargetIn: cs.TargetIn, PassProbability: cs.PassProbability,
 			PassSession: cs.PassSession, PassTransactional: cs.PassTransactional, Displaced: cs.Displaced,
-			LastIn: cs.LastIn, LastOut: cs.LastOut, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS, G: cs.G,
+			LastIn: cs.LastIn, LastOut: cs.LastOut, PeriodEndQ: cs.PeriodEndQ, PeriodEnds: ends, AbsQoS: cs.AbsQoS, ProQoS: cs.ProQoS, G: cs.G,
 			Arrived: cs.Arrived, Dispatched: cs.Dispatched, Refused: cs.Refused, Overload: cs.Overload,
 			Full: cs.Full, Expired: cs.Expired, Trees: trees,
 		})

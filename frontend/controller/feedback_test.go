@@ -217,3 +217,37 @@ func TestFeedbackConnectionPerRequestAllocatesNothing(t *testing.T) {
 		t.Errorf("class A after the cycles: %+v, want every request through the feedback policy, at full quality", c)
 	}
 }
+
+// The status passes the loop's period-end queue through: q(t) of each
+// period that ended, with its index, apart from the queue now, and the
+// period in progress with how long ago it began, so that a reader can
+// place every period's end in time. No back-end: the requests wait.
+//
+//	t0          2 gold requests queued; period 0 begins
+//	t0+100 ms   period 0 ends with q 2 (in 2, out 0)
+//	t0+120 ms   a third: the queue now 3, q(t) still 2
+//	t0+250 ms   status: period 1 ended at t0+200 ms with q 3 (in 1;
+//	            closed by the tick), period 2 began 50 ms ago
+func TestFeedbackStatusShowsPeriodEndQueue(t *testing.T) {
+	h := newHarness(t, feedbackTestConfig())
+	h.feedbackRequest(1, "gold.example", "/", "", t0)
+	h.feedbackRequest(2, "gold.example", "/", "", t0)
+	h.tick(t0 + 100*ms)
+	h.feedbackRequest(3, "gold.example", "/", "", t0+120*ms)
+	g := h.feedbackClass("gold")
+	if g.Queued != 3 || g.PeriodEndQ != 2 || !slices.Equal(g.PeriodEnds, []FeedbackPeriodEnd{{0, 2, 2, 0}}) {
+		t.Fatalf("within period 1: queued %d, q(t) %d, ends %v; want 3, 2, [{0 2 2 0}]", g.Queued, g.PeriodEndQ, g.PeriodEnds)
+	}
+	h.tick(t0 + 250*ms)
+	st := h.c.Status(t0 + 250*ms).Feedback
+	if st.Period != 2 || st.PeriodElapsed != 50*time.Millisecond || st.PeriodLength != 100*time.Millisecond {
+		t.Errorf("period %d, began %v ago, length %v; want 2, 50ms, 100ms", st.Period, st.PeriodElapsed, st.PeriodLength)
+	}
+	g = h.feedbackClass("gold")
+	if want := []FeedbackPeriodEnd{{0, 2, 2, 0}, {1, 3, 1, 0}}; g.PeriodEndQ != 3 || !slices.Equal(g.PeriodEnds, want) {
+		t.Errorf("after period 1: q(t) %d, ends %v; want 3, %v", g.PeriodEndQ, g.PeriodEnds, want)
+	}
+	if s := h.feedbackClass("silver"); !slices.Equal(s.PeriodEnds, []FeedbackPeriodEnd{{0, 0, 0, 0}, {1, 0, 0, 0}}) {
+		t.Errorf("silver, nothing queued: ends %v, want q 0 at both", s.PeriodEnds)
+	}
+}

@@ -221,7 +221,7 @@ func (c *Controller) Status(now splice.Time) Status {
 	if c.lifo != nil {
 		st.Lifo = &LifoStatus{Utilization: c.lifo.last, LIFO: c.lifo.lifo(), SlotsIn: c.lifo.meter.InUse()}
 	}
-	st.Feedback = c.feedbackStatus()
+	st.Feedback = c.feedbackStatus(now)
 	for _, be := range c.order {
 		b := BackendStatus{
 			ID: be.id, IP: be.ip.String(), MAC: be.mac.String(), Alive: be.alive, Deaths: be.deaths,

@@ -187,15 +187,26 @@ func TestFeedbackExperimentLive(t *testing.T) {
 // responses took 9.5-9.8 s in runs of 42 s, and one in a few timed out
 // at the clients' 10 s (sched's Feedback.planWeights).
 //
-// The share of the periods whose sampled queue is within 20% of
-// target_q ("queue length per priority stays within +/- 20% of target_q
-// after the transient") is logged, not judged: the sampler reads the
-// queue at its own phase of the policy's period, the model at the
-// period's end, and within the period the queue swings by what the
-// dispatch bursts take out (see sched's queueLoop). Gold, the class
-// with the most requests, read 58-80% (mean 66%) in 4 runs before the
-// actuator was capped at target_in and 57-100% (mean 83%) in 12 after,
-// silver 88-100%, bronze 100%: each run samples at its own phase.
+// Issue 10's "queue length per priority stays within +/- 20% of
+// target_q after the transient" is judged on the loop's own q(t), the
+// admitted queue at each of the policy's period ends, which the
+// front-end's status keeps for the last 64 periods: every class within
+// 20% in at least 90% of the periods of the overload's second half,
+// while the front-end ran (see wantQueuesWithinTarget). Before, the
+// sampler read the queue at its own phase of the period, and within the
+// period the queue swings by what the dispatch bursts take out (see
+// sched's queueLoop): gold read 57-100% (mean 83%) in 12 runs, and the
+// criterion was only logged. On the period ends gold read 92%, 94%,
+// 100%, 98%, 94%, 100% and 100% in 7 runs (its samples 42-87%), silver
+// 98-100%, bronze 100%: 98-100% at load averages of 2-3, 92-94% at 5-7
+// while other labs ran. Every period end out of the band was above it,
+// in a period whose out fell to about half (gold 3-10 against 15.5,
+// all classes together 6-16 against the cluster's 25: the front-end or
+// the back-ends stalled by the machine's load) while the loop admitted
+// its target_in; the next periods' smaller target_in brought it back.
+// An eighth run, 17 of 290 status samples missed at a load average of
+// 7.5, had gold at 89% (periods with no dispatch at all) and is not
+// judged.
 // (Before the merge fix: bronze's slowest response 9,498 ms here; after
 // it 2,516 and 2,782 ms.)
 func TestFeedbackLoopsBindLive(t *testing.T) {
@@ -216,6 +227,68 @@ func TestFeedbackLoopsBindLive(t *testing.T) {
 	}
 	if r := res.Summary.RatioToLast; math.Abs(r[0]-3)/3 > 0.1 || math.Abs(r[1]-2)/2 > 0.1 {
 		t.Errorf("served ratios %.2f:%.2f:1, want 3:2:1 within 10%%", r[0], r[1])
+	}
+	wantQueuesWithinTarget(t, cfg, res, 0.9)
+}
+
+// wantQueuesWithinTarget judges issue 10's queue criterion on the loop's
+// q(t) at each period's end over the overload's second half (the
+// summary's WithinTarget): every class within 20% of target_q in at
+// least minWithin of the periods, and no period of the window without
+// its period end. The periods out of the band are logged with their in
+// and out (q(t) = q(t-T) + in - out) and the out of all classes
+// together, the cluster's pace (25 a period at full speed), to say why.
+//
+// The share is judged only while the front-end ran throughout, as U's
+// settling is in TestFeedbackExperimentLive: at most 2% of the status
+// samples missed. A front-end the machine stalls dispatches nothing for
+// whole periods (all classes' out 0-5 against 25, in the periods whose
+// samples it missed) while its queues fill up to target_in, and every
+// class ends those periods and the next few above the band, which no
+// setting of the loop can help (a run with 17 of 290 samples missed at
+// a load average of 7.5: gold 89%).
+func wantQueuesWithinTarget(t *testing.T, cfg experiment.FeedbackLabConfig, res experiment.FeedbackLabResult, minWithin float64) {
+	t.Helper()
+	s := res.Summary
+	stalled := float64(res.MissedSamples) > 0.02*float64(len(res.Series))
+	period := 100 * time.Millisecond
+	if cfg.Policy.Period > 0 {
+		period = cfg.Policy.Period
+	}
+	// The summary's window: the points k (at (k+1) periods) from the
+	// overload's middle, excluded, to the step down.
+	mid, down := int((cfg.Up+(cfg.Down-cfg.Up)/2)/period)-1, int(cfg.Down/period)-1
+	want := down - mid
+	for i, c := range cfg.Classes {
+		var out []string
+		for _, p := range res.Series {
+			k := int(math.Round(p.TSeconds/period.Seconds())) - 1
+			cp := p.Classes[i]
+			if k <= mid || k > down || cp.PeriodEndQ < 0 {
+				continue
+			}
+			if math.Abs(float64(cp.PeriodEndQ-cp.TargetQueue)) > 0.2*float64(cp.TargetQueue) {
+				var all int // the period's out over every class: the back-ends' pace
+				for _, o := range p.Classes {
+					all += o.PeriodOut
+				}
+				out = append(out, fmt.Sprintf("%.1fs q %d (in %d out %d, all classes out %d, sampled %d)", p.TSeconds,
+					cp.PeriodEndQ, cp.PeriodIn, cp.PeriodOut, all, cp.Queued))
+			}
+		}
+		t.Logf("%s: %.0f%% of %d period ends within 20%% of target_q (%.0f%% of the samples); out of the band: %v",
+			c, 100*s.WithinTarget[i], s.PeriodEndsJudged[i], 100*s.WithinTargetSampled[i], out)
+		if s.PeriodEndsJudged[i] < want {
+			t.Errorf("%s: %d period ends read of the window's %d", c, s.PeriodEndsJudged[i], want)
+		}
+		switch {
+		case stalled:
+			t.Logf("%s: the share is not judged: the front-end missed %d of %d status samples (the machine stalls it)",
+				c, res.MissedSamples, len(res.Series))
+		case s.WithinTarget[i] < minWithin:
+			t.Errorf("%s: %.0f%% of the period ends within 20%% of target_q; want >= %.0f%%", c, 100*s.WithinTarget[i],
+				100*minWithin)
+		}
 	}
 }
 

@@ -98,8 +98,19 @@ type FeedbackPoint struct {
 
 // FeedbackClassPoint is one class at one FeedbackPoint.
 type FeedbackClassPoint struct {
-	Name        string  `json:"name"`
-	Queued      int     `json:"queued"`
+	Name string `json:"name"`
+	// Queued is the admitted queue when the point was sampled, at the
+	// sampler's phase of the policy's period; PeriodEndQ is the loop's
+	// q(t) at the end of the policy period that ended nearest the
+	// point's time (see fillPeriodEnds), noPeriodEnd (-1) when no
+	// sample showed it.
+	Queued     int `json:"queued"`
+	PeriodEndQ int `json:"period_end_q"`
+	// PeriodIn and PeriodOut are that period's in and out (admitted,
+	// and served or expired): its q(t) is the one before plus In minus
+	// Out.
+	PeriodIn    int     `json:"period_in"`
+	PeriodOut   int     `json:"period_out"`
 	Reserve     int     `json:"reserve"`
 	TargetQueue int     `json:"target_queue"`
 	ProQoS      float64 `json:"pro_qos"`
@@ -122,8 +133,14 @@ type FeedbackSummary struct {
 	ServedFraction []float64 `json:"served_fraction"`
 	RatioToLast    []float64 `json:"ratio_to_last"`
 	// WithinTarget is each class's fraction of the periods of the
-	// overload's second half that ended within 20% of target_q.
-	WithinTarget []float64 `json:"within_20pct_of_target_q"`
+	// overload's second half that ended within 20% of target_q: the
+	// loop's q(t) at the period's end (PeriodEndQ), over the
+	// PeriodEndsJudged periods whose end a sample showed.
+	// WithinTargetSampled is the same over the queue as sampled
+	// (Queued), at the sampler's phase of the period.
+	WithinTarget        []float64 `json:"within_20pct_of_target_q"`
+	PeriodEndsJudged    []int     `json:"period_ends_judged"`
+	WithinTargetSampled []float64 `json:"within_20pct_of_target_q_sampled"`
 	// USeconds is U over each second of the run: a*R + b*W from the
 	// completions and bytes reported during that second (a window of
 	// 1 s; one period's U is too noisy to judge by itself).
@@ -204,7 +221,9 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 	}
 	out := FeedbackResult{CapacityRPS: capacity, Trees: cfg.Trees, A: pol.A, B: pol.B}
 	var prev *controller.FeedbackStatus
+	var obs []statusObs
 	for _, s := range res.Samples {
+		obs = append(obs, statusObs{at: s.At, f: s.Feedback})
 		f := s.Feedback
 		load := cfg.Low
 		if s.At > cfg.Up && s.At <= cfg.Down {
@@ -232,6 +251,7 @@ func RunFeedback(cfg FeedbackConfig) (FeedbackResult, error) {
 		out.Series = append(out.Series, pt)
 		prev = f
 	}
+	fillPeriodEnds(out.Series, obs, period)
 	out.Summary = summarizeFeedback(cfg, out.Series, period, pol.A, pol.B)
 	for _, c := range res.Customers {
 		out.Summary.QueueTimeouts += c.Rejected.Timeout
@@ -246,20 +266,16 @@ func summarizeFeedback(cfg FeedbackConfig, series []FeedbackPoint, period time.D
 	mid, down := at(cfg.Up+(cfg.Down-cfg.Up)/2), at(cfg.Down)
 	n := len(cfg.Classes)
 	s.ServedFraction, s.RatioToLast, s.WithinTarget = make([]float64, n), make([]float64, n), make([]float64, n)
+	s.PeriodEndsJudged, s.WithinTargetSampled = make([]int, n), make([]float64, n)
 	for i := range n {
 		a, b := series[mid].Classes[i], series[down].Classes[i]
 		d := float64(b.Dispatched - a.Dispatched)
 		if d+float64(b.Refused-a.Refused) > 0 {
 			s.ServedFraction[i] = d / (d + float64(b.Refused-a.Refused))
 		}
-		within := 0
-		for k := mid + 1; k <= down; k++ {
-			c := series[k].Classes[i]
-			if math.Abs(float64(c.Queued-c.TargetQueue)) <= 0.2*float64(c.TargetQueue) {
-				within++
-			}
-		}
-		s.WithinTarget[i] = float64(within) / float64(max(down-mid, 1))
+		s.WithinTarget[i], s.PeriodEndsJudged[i] = withinTarget(series, i, mid, down,
+			func(c FeedbackClassPoint) int { return c.PeriodEndQ })
+		s.WithinTargetSampled[i], _ = withinTarget(series, i, mid, down, func(c FeedbackClassPoint) int { return c.Queued })
 	}
 	for i := range n {
 		if last := s.ServedFraction[n-1]; last > 0 {

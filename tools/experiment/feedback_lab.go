@@ -451,13 +451,14 @@ func runFeedbackInLab(ctx context.Context, cfg FeedbackLabConfig, l *lab.Lab, di
 
 // feedbackSeries turns the samples (one per period, nil where missed)
 // into the simulated run's series and summary.
-func feedbackSeries(cfg FeedbackLabConfig, samples []*controller.FeedbackStatus) FeedbackResult {
+func feedbackSeries(cfg FeedbackLabConfig, samples []statusObs) FeedbackResult {
 	period := cfg.period()
 	a, b := cfg.calibration()
 	out := FeedbackResult{CapacityRPS: cfg.Capacity(), Trees: cfg.Trees, A: a, B: b}
 	var prev *controller.FeedbackStatus
 	steps := cfg.Steps()
-	for k, f := range samples {
+	for k, o := range samples {
+		f := o.f
 		if f == nil {
 			f = prev
 		}
@@ -488,6 +489,7 @@ func feedbackSeries(cfg FeedbackLabConfig, samples []*controller.FeedbackStatus)
 		out.Series = append(out.Series, pt)
 		prev = f
 	}
+	fillPeriodEnds(out.Series, samples, period)
 	if len(out.Series) > 0 {
 		out.Summary = summarizeFeedback(cfg.simConfig(), out.Series, period, a, b)
 	}

@@ -52,19 +52,20 @@ func settleStatus(ctx context.Context, c *http.Client, limit time.Duration) (*la
 }
 
 // statusSampler reads the feedback state once per period for a run of
-// the given length: sample k is the state at (k+1) periods, nil where
-// the front-end did not answer in time.
+// the given length: sample k is the state at (k+1) periods, with the
+// time it was read (the middle of its request, from the sampler's
+// start), nil where the front-end did not answer in time.
 type statusSampler struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	mu      sync.Mutex
-	samples []*controller.FeedbackStatus
+	samples []statusObs
 }
 
 func startStatusSampler(ctx context.Context, c *http.Client, period, length time.Duration) *statusSampler {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &statusSampler{cancel: cancel, done: make(chan struct{}),
-		samples: make([]*controller.FeedbackStatus, int(length/period))}
+		samples: make([]statusObs, int(length/period))}
 	start := time.Now()
 	go func() {
 		defer close(s.done)
@@ -80,12 +81,14 @@ func startStatusSampler(ctx context.Context, c *http.Client, period, length time
 			if k >= len(s.samples) {
 				return
 			}
+			sent := time.Since(start)
 			st, err := fetchStatusOnce(ctx, c)
 			if err != nil || st.Feedback == nil || k < 0 {
 				continue // a missed sample: its point repeats the one before
 			}
+			at := (sent + time.Since(start)) / 2
 			s.mu.Lock()
-			s.samples[k] = st.Feedback
+			s.samples[k] = statusObs{at: at, f: st.Feedback}
 			s.mu.Unlock()
 		}
 	}()
@@ -94,14 +97,14 @@ func startStatusSampler(ctx context.Context, c *http.Client, period, length time
 
 // stop ends the sampling and returns the samples and how many are
 // missing.
-func (s *statusSampler) stop() ([]*controller.FeedbackStatus, int) {
+func (s *statusSampler) stop() ([]statusObs, int) {
 	s.cancel()
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	missed := 0
-	for _, f := range s.samples {
-		if f == nil {
+	for _, o := range s.samples {
+		if o.f == nil {
 			missed++
 		}
 	}

@@ -90,7 +90,7 @@ func TestFeedbackLabSeries(t *testing.T) {
 		return &controller.FeedbackStatus{Trees: 3, U: u, G: 3, Classes: []controller.FeedbackClassStatus{
 			{Name: "gold", TargetQueue: 20, Trees: trees}}}
 	}
-	res := feedbackSeries(cfg, []*controller.FeedbackStatus{st(0.5, 0, 0, 0, 10), nil, st(0.9, 0, 5, 5, 20), st(0.8, 0, 5, 5, 20)})
+	res := feedbackSeries(cfg, []statusObs{{f: st(0.5, 0, 0, 0, 10)}, {}, {f: st(0.9, 0, 5, 5, 20)}, {f: st(0.8, 0, 5, 5, 20)}})
 	if len(res.Series) != 4 {
 		t.Fatalf("%d points", len(res.Series))
 	}

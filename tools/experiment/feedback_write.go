@@ -31,7 +31,7 @@ const (
 // WriteFeedbackCSV writes one row per class and period.
 func WriteFeedbackCSV(w io.Writer, res FeedbackResult) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"t_s", "offered_load", "utilization", "g", "class", "queued", "reserve",
+	if err := cw.Write([]string{"t_s", "offered_load", "utilization", "g", "class", "queued", "period_end_q", "period_in", "period_out", "reserve",
 		"target_queue", "pro_qos", "target_share", "quality", "dispatched", "refused"}); err != nil {
 		return err
 	}
@@ -41,8 +41,12 @@ func WriteFeedbackCSV(w io.Writer, res FeedbackResult) error {
 			if !math.IsNaN(c.Quality) {
 				quality = csvFloat(c.Quality)
 			}
+			periodEnd, in, out := "", "", ""
+			if c.PeriodEndQ != noPeriodEnd {
+				periodEnd, in, out = strconv.Itoa(c.PeriodEndQ), strconv.Itoa(c.PeriodIn), strconv.Itoa(c.PeriodOut)
+			}
 			row := []string{csvFloat(p.TSeconds), csvFloat(p.Load), csvFloat(p.U), csvFloat(p.G), c.Name,
-				strconv.Itoa(c.Queued), strconv.Itoa(c.Reserve), strconv.Itoa(c.TargetQueue),
+				strconv.Itoa(c.Queued), periodEnd, in, out, strconv.Itoa(c.Reserve), strconv.Itoa(c.TargetQueue),
 				csvFloat(c.ProQoS), csvFloat(c.Share), quality,
 				strconv.FormatUint(c.Dispatched, 10), strconv.FormatUint(c.Refused, 10)}
 			if err := cw.Write(row); err != nil {
@@ -70,9 +74,11 @@ func WriteFeedbackJSON(w io.Writer, res FeedbackResult) error {
 func WriteFeedbackSummary(w io.Writer, res FeedbackResult) error {
 	s := res.Summary
 	fmt.Fprintf(w, "feedback policy, step load on a capacity of %.0f req/s\n", res.CapacityRPS)
-	fmt.Fprintf(w, "%-8s %14s %10s %22s\n", "class", "served frac.", "ratio", "periods within 20% q*")
+	fmt.Fprintf(w, "%-8s %14s %10s %22s %9s %16s\n", "class", "served frac.", "ratio", "periods within 20% q*", "(judged)",
+		"(sampled queue)")
 	for i, c := range res.Series[0].Classes {
-		fmt.Fprintf(w, "%-8s %14.3f %10.2f %21.0f%%\n", c.Name, s.ServedFraction[i], s.RatioToLast[i], 100*s.WithinTarget[i])
+		fmt.Fprintf(w, "%-8s %14.3f %10.2f %21.0f%% %9d %15.0f%%\n", c.Name, s.ServedFraction[i], s.RatioToLast[i],
+			100*s.WithinTarget[i], s.PeriodEndsJudged[i], 100*s.WithinTargetSampled[i])
 	}
 	if res.Trees > 1 {
 		fmt.Fprintf(w, "U (per second) settled in 0.85 +/- 0.05 %.0f s after the step up, strictly, %.0f s with 80%% of the "+
@@ -150,8 +156,16 @@ func PlotFeedback(dir string, res FeedbackResult) ([]string, error) {
 		paths = append(paths, path, svgPath(path))
 		return nil
 	}
-	q := timePlot("Queue length per class (dashed: target_q)", "requests queued")
-	if err := addSeries(q, res, func(p FeedbackPoint, i int) float64 { return float64(p.Classes[i].Queued) },
+	// The loop's q(t) at each period's end, what the criterion is
+	// judged on; the queue sampled in mid-period swings by the dispatch
+	// bursts (see fillPeriodEnds).
+	q := timePlot("Queue length per class at each period's end, q(t) (dashed: target_q)", "requests queued")
+	if err := addSeries(q, res, func(p FeedbackPoint, i int) float64 {
+		if v := p.Classes[i].PeriodEndQ; v != noPeriodEnd {
+			return float64(v)
+		}
+		return math.NaN()
+	},
 		func(p FeedbackPoint, i int) float64 { return float64(p.Classes[i].TargetQueue) }, "target_q"); err != nil {
 		return nil, err
 	}
