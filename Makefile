@@ -168,7 +168,7 @@ experiment-lab-retry: build
 # Simulated into out/experiment-feedback/sim, then live (needs root: a lab
 # of 5 back-ends x 5 slots serving 3 content trees, about 80 s) into
 # out/experiment-feedback/lab: feedback.csv, feedback.json and the plots
-# feedback_queues.png (q against target_q), feedback_proqos.png (proQoS
+# feedback_queues.png (the loop's q(t) at each period's end against target_q), feedback_proqos.png (proQoS
 # against the target shares), feedback_adaptation.png (U, G/M, load) and
 # feedback_quality.png (quality served per class); the summaries on stdout.
 .PHONY: experiment-feedback
