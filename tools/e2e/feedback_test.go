@@ -308,19 +308,7 @@ func TestFeedbackKnownSessionsBeyondCapacityLive(t *testing.T) {
 	cfg.Sessions, cfg.SessionRequests = 50, 50
 	cfg.Up, cfg.Down, cfg.End = 2*time.Second, 14*time.Second, 16*time.Second
 	res := runFeedbackLive(t, base, cfg)
-	var known, fresh loadgen.SessionKindCounts
-	for _, c := range res.Classes {
-		wantEveryRefusalAnswered(t, c)
-		if c.KnownSessions == nil || c.NewSessions == nil {
-			t.Fatalf("%s: no session counts", c.Name)
-		}
-		for _, k := range []struct{ sum, c *loadgen.SessionKindCounts }{{&known, c.KnownSessions}, {&fresh, c.NewSessions}} {
-			k.sum.Sent += k.c.Sent
-			k.sum.OK += k.c.OK
-			k.sum.Refused += k.c.Refused
-			k.sum.TimedOut += k.c.TimedOut
-		}
-	}
+	known, fresh := sessionCounts(t, res)
 	t.Logf("known sessions: %d sent, %d 2xx, %d 503, %d timed out; new: %d sent, %d 2xx, %d 503, %d timed out",
 		known.Sent, known.OK, known.Refused, known.TimedOut, fresh.Sent, fresh.OK, fresh.Refused, fresh.TimedOut)
 	if known.TimedOut+fresh.TimedOut != 0 {
@@ -334,6 +322,66 @@ func TestFeedbackKnownSessionsBeyondCapacityLive(t *testing.T) {
 	if float64(known.OK) < 0.3*float64(known.Sent) {
 		t.Errorf("known sessions completed %d of %d, want the capacity's worth (about half)", known.OK, known.Sent)
 	}
+}
+
+// Known sessions within the capacity while new ones overload it, live:
+// one class, one request in two starting a session (session-requests 2),
+// so that at 1.4 times the capacity the known sessions bring 0.7 of it
+// and the new sessions the other 0.7 (one content tree: nothing to
+// degrade; 0.7 leaves room for back-ends slowed by a busy machine). The known sessions' requests complete (issue 10: ">= 95%
+// while new sessions take the refusals"), the new sessions take the
+// 503s, and no client times out.
+//
+// One class, because with several the proportional differentiation
+// decides first: at 1.6 times the capacity, 3:2:1 in served fractions
+// leaves bronze 27% of its requests (gold 80%, silver 54%), fewer than
+// its known sessions' 50%, and a run with the three classes served
+// gold's known sessions 100%, silver's 93% and bronze's 53% (its new
+// ones 16%). Sessions go first within their class, as the issue's item
+// 2 says; the classes' shares are the merge's.
+func TestFeedbackSessionsCompleteWhileNewOnesAreRefusedLive(t *testing.T) {
+	base := needLab(t)
+	cfg := experiment.DefaultFeedbackLabConfig()
+	cfg.Trees = 1
+	cfg.Classes, cfg.Weights = []string{"shop"}, []float64{1}
+	cfg.High = 1.4
+	cfg.Sessions, cfg.SessionRequests = 50, 2
+	cfg.Up, cfg.Down, cfg.End = 2*time.Second, 14*time.Second, 16*time.Second
+	res := runFeedbackLive(t, base, cfg)
+	known, fresh := sessionCounts(t, res)
+	t.Logf("known sessions: %d sent, %d 2xx, %d 503, %d timed out; new: %d sent, %d 2xx, %d 503, %d timed out",
+		known.Sent, known.OK, known.Refused, known.TimedOut, fresh.Sent, fresh.OK, fresh.Refused, fresh.TimedOut)
+	if known.TimedOut+fresh.TimedOut != 0 {
+		t.Errorf("%d requests timed out", known.TimedOut+fresh.TimedOut)
+	}
+	if float64(known.OK) < 0.95*float64(known.Sent) {
+		t.Errorf("known sessions completed %d of %d, want >= 95%%", known.OK, known.Sent)
+	}
+	if fresh.Refused == 0 || fresh.Refused < 10*known.Refused {
+		t.Errorf("new sessions refused %d, known %d: the new sessions should take the refusals", fresh.Refused, known.Refused)
+	}
+}
+
+// sessionCounts sums the clients' counts of known-session and
+// new-session requests over the classes, after checking that every
+// refusal was a 503 with Retry-After.
+func sessionCounts(t *testing.T, res experiment.FeedbackLabResult) (known, fresh loadgen.SessionKindCounts) {
+	t.Helper()
+	for _, c := range res.Classes {
+		wantEveryRefusalAnswered(t, c)
+		if c.KnownSessions == nil || c.NewSessions == nil {
+			t.Fatalf("%s: no session counts", c.Name)
+		}
+		t.Logf("%s: known %d sent, %d 2xx, %d 503; new %d sent, %d 2xx, %d 503", c.Name, c.KnownSessions.Sent,
+			c.KnownSessions.OK, c.KnownSessions.Refused, c.NewSessions.Sent, c.NewSessions.OK, c.NewSessions.Refused)
+		for _, k := range []struct{ sum, c *loadgen.SessionKindCounts }{{&known, c.KnownSessions}, {&fresh, c.NewSessions}} {
+			k.sum.Sent += k.c.Sent
+			k.sum.OK += k.c.OK
+			k.sum.Refused += k.c.Refused
+			k.sum.TimedOut += k.c.TimedOut
+		}
+	}
+	return known, fresh
 }
 
 func diff(a, b uint64) uint64 {
