@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -140,10 +141,16 @@ type mail struct {
 }
 
 func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
-	shim, err := splice.NewShim(splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
+	scfg := splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
 		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet, WebPorts: d.cfg.WebPorts,
 		// A held Splice must still find its handshake when it is installed.
-		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay})
+		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay}
+	if id == 0 {
+		// The agent's shard takes the control datagrams off the wire
+		// (wireControl); the fanout sends every UDP frame to member 0.
+		scfg.ControlPort, scfg.HostMAC = d.cfg.ControlPort, d.mac
+	}
+	shim, err := splice.NewShim(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +161,7 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	w := &worker{d: d, id: id, shim: shim, poller: p, wire: d.wires[id],
 		wb: link.NewBatch(batchFrames, wireBuf), free: make(chan *handoff, handoffBufs)}
 	w.out.Frames = make([]splice.OutFrame, 0, passFrames)
+	w.out.Control = make([]splice.ControlDatagram, 0, batchFrames)
 	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
 	w.wireHdrs, w.tapHdrs = make([]wire.VNetHdr, 0, passFrames), make([]wire.VNetHdr, 0, passFrames)
 	if err := p.Add(w.wire.FD(), tokWire); err != nil {
@@ -234,29 +242,34 @@ func (w *worker) run() error {
 			w.nextYield = now.Add(yieldEvery)
 		}
 		w.out.Reset()
-		// Control datagrams and mail first: a Splice they install must
-		// be in place before this pass reads the server's replies from
-		// the TAP (a request may come with its Splice, and the reply
-		// right after it: splice/shim_early.go).
+		// Control datagrams and mail first, then the wire, whose control
+		// datagrams go to the agent as they are read (wireControl), then
+		// the TAP: a Splice must be in place before this pass reads the
+		// server's replies from the TAP (a request may come with its
+		// Splice, and the reply right after it: splice/shim_early.go).
+		wireReady, tapReady := false, false
 		for _, tok := range w.ready[:n] {
-			if tok == tokControl {
+			switch tok {
+			case tokControl:
 				w.readControl(now)
+			case tokWire:
+				wireReady = true
+			case tokTAP:
+				tapReady = true
 			}
 		}
 		w.readMail(now)
-		for _, tok := range w.ready[:n] {
-			switch tok {
-			case tokWire:
-				err = w.readWire(now)
-			case tokTAP:
-				err = w.readTAP(now)
+		if wireReady {
+			err = w.readWire(now)
+		}
+		if err == nil && tapReady {
+			err = w.readTAP(now)
+		}
+		if err != nil {
+			if d.stopping.Load() {
+				return nil
 			}
-			if err != nil {
-				if d.stopping.Load() {
-					return nil
-				}
-				return fmt.Errorf("backend: worker %d: %w", w.id, err)
-			}
+			return fmt.Errorf("backend: worker %d: %w", w.id, err)
 		}
 		if w.shim.NextDeadline() <= now {
 			w.shim.Tick(now, &w.out)
@@ -311,9 +324,19 @@ func (w *worker) readWire(now splice.Time) error {
 		if c := w.d.capture; c != nil {
 			c.record(f, link.Inbound)
 		}
-		w.shim.InputVNet(splice.PortWire, f, w.wb.VNet[i], now, &w.out)
+		w.inputWire(f, w.wb.VNet[i], now)
 	}
 	return err
+}
+
+// inputWire feeds the shard a frame from the wire, and the agent what
+// the shard took of it (wireControl) before the next frame, which may be
+// the request sent right behind this Splice.
+func (w *worker) inputWire(f []byte, vh wire.VNetHdr, now splice.Time) {
+	w.shim.InputVNet(splice.PortWire, f, vh, now, &w.out)
+	if len(w.out.Control) > 0 {
+		w.wireControl(now)
+	}
 }
 
 // readTAP feeds the shard the frames of its TAP queue. The kernel sends a
@@ -588,21 +611,60 @@ func (w *worker) readControl(now splice.Time) {
 	}
 	for i := range n {
 		b, from, err := w.d.ctl.Datagram(i)
-		var m proto.Message
-		if err == nil {
-			m, err = w.codec.Decode(b)
-		}
-		w.aout.Reset()
-		if err != nil {
-			w.agent.Malformed(from, err, &w.aout)
-		} else {
-			// m is the Codec's, reused by the next Decode; the agent
-			// copies what it keeps (a Splice, into its output).
-			w.agent.SetConcurrency(w.d.concurrency())
-			w.agent.Control(from, m, now, &w.aout)
-		}
-		w.carryOut(now)
+		w.control(b, from, err, now)
 	}
+}
+
+// Control datagrams off the wire (issue 7). The front-end's datagrams
+// for this back-end cross the shim's wire like any frame for the host;
+// passed to it, each went through the TAP, the kernel's UDP stack and the
+// control socket, and reached the agent on a later pass than the one
+// that read it off the wire, while a request sent right behind its
+// Splice waited, held (splice/shim_early.go). Shard 0 takes them off the
+// wire instead (splice.ShimConfig.ControlPort, after the checks the
+// kernel would have made) and readWire hands each to the agent before it
+// feeds the shard the next frame: the Splice is installed, in this pass,
+// before the request behind it is looked at.
+//
+// Worker 0 sees them all without a hand-off: the wire's fanout program
+// sends every frame that is not TCP to member 0 (link.FanoutPorts), and
+// only shard 0 is configured to take them; another shard would pass one
+// to the host, whose socket worker 0 still reads. The socket stays for
+// what the agent sends, and for datagrams that still come through the
+// kernel (fragments, a frame to another MAC the kernel takes anyway).
+
+// wireControl hands the agent the control datagrams the shard took off
+// the wire, exactly as readControl hands it those of the socket: one
+// Codec, one Decode, the agent's accounting for what it refuses.
+func (w *worker) wireControl(now splice.Time) {
+	for i := range w.out.Control {
+		dg := &w.out.Control[i]
+		if w.agent != nil && w.codec != nil {
+			w.control(dg.Payload, dg.From, nil, now)
+		}
+	}
+	clear(w.out.Control) // the payloads alias the read batch
+	w.out.Control = w.out.Control[:0]
+}
+
+// control decodes datagram b from the front-end at from (or takes err,
+// the socket's error for it) and hands the message, or the refusal, to
+// the agent, then carries out what it asked for.
+func (w *worker) control(b []byte, from netip.AddrPort, err error, now splice.Time) {
+	var m proto.Message
+	if err == nil {
+		m, err = w.codec.Decode(b)
+	}
+	w.aout.Reset()
+	if err != nil {
+		w.agent.Malformed(from, err, &w.aout)
+	} else {
+		// m is the Codec's, reused by the next Decode; the agent
+		// copies what it keeps (a Splice, into its output).
+		w.agent.SetConcurrency(w.d.concurrency())
+		w.agent.Control(from, m, now, &w.aout)
+	}
+	w.carryOut(now)
 }
 
 // send encodes m and queues it for the front-end (worker 0 only); the
