@@ -88,6 +88,11 @@ func testRequestCycleAllocatesNothing(t *testing.T, offWire bool) {
 	fe, feCodec := d.attachTestControl(t)
 	w0 := d.workers[0]
 	to := d.ctl.LocalAddr()
+	if offWire {
+		// The Splices come off the wire from the front-end's control
+		// address, so the answers go back on the wire.
+		d.cfg.Frontend = feControl
+	}
 
 	cycles := make([]requestCycle, warm+runs+1)
 	for i := range cycles {
@@ -114,12 +119,25 @@ func testRequestCycleAllocatesNothing(t *testing.T, offWire bool) {
 	// recv reads the next datagram at the front-end: the type and
 	// request it names (0, 0 for anything else).
 	recv := func() (proto.Type, uint64) {
-		n, _, err := fe.ReadFromUDPAddrPort(rbuf)
-		if err != nil {
-			fail("front-end read: " + err.Error())
-			return 0, 0
+		var b []byte
+		if offWire {
+			// The one frame the pass queued for the wire, its
+			// datagram as the front-end's kernel would deliver it.
+			if len(w0.wireFrames) != 1 {
+				fail("not one control frame queued for the wire")
+				return 0, 0
+			}
+			b = w0.wireFrames[0][controlFrameHeaders:]
+			defer w0.wireWritten()
+		} else {
+			n, _, err := fe.ReadFromUDPAddrPort(rbuf)
+			if err != nil {
+				fail("front-end read: " + err.Error())
+				return 0, 0
+			}
+			b = rbuf[:n]
 		}
-		m, err := feCodec.Decode(rbuf[:n])
+		m, err := feCodec.Decode(b)
 		switch m := m.(type) {
 		case *proto.SpliceAck:
 			if !m.OK {
@@ -201,6 +219,9 @@ func testRequestCycleAllocatesNothing(t *testing.T, offWire bool) {
 	}
 	if taken := w0.shim.Stats().ControlTaken; offWire != (taken == uint64(len(cycles))) {
 		t.Fatalf("%d Splices taken off the wire, of %d", taken, len(cycles))
+	}
+	if sent := w0.ctlOut.wire; offWire != (sent == 2*uint64(len(cycles))) {
+		t.Fatalf("%d datagrams sent on the wire for %d requests", sent, len(cycles))
 	}
 	t.Logf("%.2f allocations per request", allocs)
 	if allocs != 0 {

@@ -353,6 +353,12 @@ func (r *daemonRig) controlProtocol() {
 		t.Fatalf("control datagrams taken off the wire: %d (shard 0: %d), dropped %d; want 7, 7, 0",
 			st.Shim.ControlTaken, st.Workers[0].Shim.ControlTaken, st.Shim.ControlDrops())
 	}
+	// The answers went back on the wire in frames the shim built, which
+	// the front-end's kernel took (the three SpliceAcks and the probe's
+	// answer were received above); the Registers went through the socket.
+	if st.ControlSent.Wire < 4 || st.ControlSent.Socket < 2 {
+		t.Fatalf("control datagrams sent %+v, want at least 4 on the wire and the 2 Registers on the socket", st.ControlSent)
+	}
 }
 
 func testSplice(id uint64, handoffPort uint16) *proto.Splice {

@@ -29,6 +29,7 @@ func TestShimMetricsParseBack(t *testing.T) {
 		KernelDrops: 7,
 		Control: AgentStats{Registers: 2, Registrations: 1, Keepalives: 9, Echoes: 8, Splices: 7, Feedbacks: 5,
 			BadMessages: 3, Refused: map[string]uint64{"replay": 2, "auth": 1}, Stale: 1},
+		ControlSent: ControlSent{Wire: 12, Socket: 3},
 		Workers: []WorkerStatus{{Entries: 3, Wire: link.Stats{RxFrames: 30, TxFrames: 25}, HandedOver: 6},
 			{Entries: 1, Wire: link.Stats{RxFrames: 20, TxFrames: 15}, HandoffsLost: 1}},
 	}
@@ -59,6 +60,8 @@ func TestShimMetricsParseBack(t *testing.T) {
 		{"qsplice_shim_control_refused_total", []string{"reason", "replay"}, 2},
 		{"qsplice_shim_control_bad_messages_total", nil, 3},
 		{"qsplice_shim_control_wire_total", []string{"what", "taken"}, 11},
+		{"qsplice_shim_control_sent_path_total", []string{"path", "wire"}, 12},
+		{"qsplice_shim_control_sent_path_total", []string{"path", "socket"}, 3},
 		{"qsplice_shim_control_wire_total", []string{"what", "bad_checksum"}, 2},
 		{"qsplice_shim_control_wire_total", []string{"what", "bad_length"}, 0},
 		{"qsplice_shim_control_ignored_total", []string{"why", "stale"}, 1},

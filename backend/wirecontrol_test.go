@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
@@ -151,4 +152,160 @@ func TestWireControlBrokenDatagramNeverReachesTheAgent(t *testing.T) {
 		sh.ControlBadChecksum != 1 || len(w0.out.Frames) != 0 {
 		t.Fatalf("agent %+v, shim %+v, %d frames out", st, sh, len(w0.out.Frames))
 	}
+}
+
+// frontEndHost is a shim engine standing for the front-end's host: it
+// takes a frame the back-end built for the front-end's control port only
+// if its kernel would deliver it (addresses, lengths, checksums), and
+// returns the datagram.
+func frontEndHost(t *testing.T, f []byte) []byte {
+	t.Helper()
+	h, err := splice.NewShim(splice.ShimConfig{HostIP: feAddr, WebPorts: []uint16{80},
+		ControlPort: feControl.Port(), HostMAC: testFEMAC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out splice.Output
+	h.Input(splice.PortWire, f, ms(1), &out)
+	if len(out.Control) != 1 || out.Control[0].From != netip.AddrPortFrom(backendAddr, testControlPort) ||
+		out.Control[0].SrcMAC != testTAPMAC {
+		t.Fatalf("the front-end's host did not take the frame: %d datagrams, stats %+v", len(out.Control), h.Stats())
+	}
+	return out.Control[0].Payload
+}
+
+// sentOnWire returns the messages worker 0 queued for the wire, decoded
+// as the front-end would, and forgets the frames as writeWire does.
+func sentOnWire(t *testing.T, w *worker) []proto.Message {
+	t.Helper()
+	var ms []proto.Message
+	for _, f := range w.wireFrames {
+		_, m, err := proto.Unmarshal(testKey, frontEndHost(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	w.wireWritten()
+	return ms
+}
+
+// TestControlAnsweredOnTheWire: once a datagram from the front-end's
+// control address came off the wire and authenticated, worker 0 answers
+// on the wire, in a frame the front-end's host takes (addresses, ports
+// and both checksums right) with the datagram the socket would have
+// sent; Register, and everything once the front-end's MAC is stale or
+// the pass's buffers are gone, goes through the socket.
+func TestControlAnsweredOnTheWire(t *testing.T) {
+	d := newTestWorkers(t, 1)
+	_, codec := d.attachTestControl(t)
+	d.cfg.Frontend = feControl
+	w0 := d.workers[0]
+
+	// Nothing heard yet: the socket.
+	w0.send(&proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 1}, ms(1))
+	if w0.ctlOut.socket != 1 || w0.ctlOut.wire != 0 || d.ctl.Queued() != 1 {
+		t.Fatalf("sent %d on the wire, %d on the socket before the front-end was heard", w0.ctlOut.wire, w0.ctlOut.socket)
+	}
+	w0.flushControl()
+
+	// A forged datagram from the front-end's address teaches nothing.
+	forged, _ := codec.Append(nil, &proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 0})
+	forged[len(forged)-1] ^= 1
+	deliverWire(t, d, nil, forged)
+	if w0.ctlOut.known || len(w0.wireFrames) != 0 {
+		t.Fatal("a forged datagram taught the front-end's MAC")
+	}
+
+	// A Splice off the wire is acknowledged on the wire, ahead of any
+	// frame of the pass.
+	sp := testSplice(9, 40001)
+	w0.kernelSynAck(sp, ms(2))
+	b, _ := codec.Append(nil, sp)
+	deliverWire(t, d, nil, b)
+	got := sentOnWire(t, w0)
+	if len(got) != 1 {
+		t.Fatalf("%d messages on the wire, want the SpliceAck", len(got))
+	}
+	if a, ok := got[0].(*proto.SpliceAck); !ok || !a.OK || a.RequestID != 9 {
+		t.Fatalf("sent %+v on the wire, want an OK SpliceAck for request 9", got[0])
+	}
+
+	// Register never goes on the wire; a keepalive does, until the MAC
+	// is stale.
+	w0.send(&proto.Register{BackendID: 3, IP: backendAddr, ControlPort: testControlPort, WebPorts: []uint16{80},
+		Capacity: 5, Incarnation: 5}, ms(3))
+	w0.send(&proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 2}, ms(3))
+	w0.flushControl()
+	if got := sentOnWire(t, w0); len(got) != 1 || got[0].Type() != proto.TypeKeepalive {
+		t.Fatalf("sent %v on the wire, want the Keepalive only", got)
+	}
+	w0.send(&proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 3}, ms(2).Add(wireControlFresh+time.Millisecond))
+	w0.flushControl()
+	if len(w0.wireFrames) != 0 || w0.ctlOut.wire != 2 || w0.ctlOut.socket != 3 {
+		t.Fatalf("%d frames queued, %d sent on the wire and %d on the socket; want the stale one on the socket",
+			len(w0.wireFrames), w0.ctlOut.wire, w0.ctlOut.socket)
+	}
+
+	// A pass that runs out of frame buffers sends the rest on the socket.
+	deliverWire(t, d, nil, mustAppend(t, codec, &proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 4}))
+	sentOnWire(t, w0) // the echo teaches the MAC again and is not answered (Seq != 0)
+	for i := range wireControlFrames + 2 {
+		w0.send(&proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: uint64(10 + i)}, ms(4))
+	}
+	w0.flushControl()
+	if len(w0.wireFrames) != wireControlFrames || w0.ctlOut.socket != 5 {
+		t.Fatalf("%d frames queued for the wire, %d datagrams on the socket; want %d and 5", len(w0.wireFrames), w0.ctlOut.socket, wireControlFrames)
+	}
+	if got := sentOnWire(t, w0); len(got) != wireControlFrames {
+		t.Fatalf("%d messages on the wire", len(got))
+	}
+	w0.send(&proto.Keepalive{BackendID: 3, Incarnation: 5, Seq: 100}, ms(5))
+	w0.flushControl()
+	if len(w0.wireFrames) != 1 {
+		t.Fatal("the frame buffers were not free again once written")
+	}
+}
+
+// A datagram from another address than the front-end's control address,
+// even a genuine one, does not decide where the answers go.
+func TestControlAnswersGoToTheConfiguredFrontEnd(t *testing.T) {
+	d := newTestWorkers(t, 1)
+	_, codec := d.attachTestControl(t) // the front-end: a socket on loopback, not feControl
+	w0 := d.workers[0]
+	sp := testSplice(9, 40001)
+	w0.kernelSynAck(sp, ms(1))
+	deliverWire(t, d, nil, mustAppend(t, codec, sp))
+	if w0.ctlOut.known || len(w0.wireFrames) != 0 || w0.ctlOut.socket != 1 {
+		t.Fatalf("an answer to a datagram from %v went on the wire (front-end %v)", feControl, d.cfg.Frontend)
+	}
+}
+
+// The frame is exactly what a kernel would send: checked field by field.
+func TestBuildControlFrame(t *testing.T) {
+	payload := []byte("sealed")
+	f := buildControlFrame(make([]byte, controlFrameHeaders+len(payload)+10), testTAPMAC, testFEMAC,
+		netip.AddrPortFrom(backendAddr, testControlPort), feControl, 0x1234, payload)
+	var p wire.Packet
+	if err := wire.Parse(f, &p); err != nil || p.Kind != wire.KindIPv4 || len(f) != controlFrameHeaders+len(payload) {
+		t.Fatalf("parse: %v, kind %d, %d bytes", err, p.Kind, len(f))
+	}
+	ip := p.IP
+	if p.Eth.Src() != testTAPMAC || p.Eth.Dst() != testFEMAC || ip.ID() != 0x1234 || ip.TTL() != 64 ||
+		binary.BigEndian.Uint16(ip[6:]) != 0x4000 || ip.Src() != backendAddr.As4() || ip.Dst() != feAddr.As4() {
+		t.Fatalf("headers: %v -> %v, %v -> %v, id %#x ttl %d flags %#x", p.Eth.Src(), p.Eth.Dst(), ip.Src(), ip.Dst(),
+			ip.ID(), ip.TTL(), binary.BigEndian.Uint16(ip[6:]))
+	}
+	if got := frontEndHost(t, f); string(got) != "sealed" {
+		t.Fatalf("payload %q", got)
+	}
+}
+
+func mustAppend(t *testing.T, c *proto.Codec, m proto.Message) []byte {
+	t.Helper()
+	b, err := c.Append(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -37,10 +36,11 @@ const (
 	// maxControlPerPass bounds the control datagrams one pass reads.
 	maxControlPerPass = 64
 	// passFrames is the output a pass starts with room for: a batch from
-	// each link and every buffer the plain TAP's reader can have in
-	// flight. The slices would grow to it anyway, an allocation each
-	// time a pass is busier than all before.
-	passFrames = 2*batchFrames + plainTAPBufs
+	// each link, every buffer the plain TAP's reader can have in flight
+	// and the control datagrams sent on the wire. The slices would grow
+	// to it anyway, an allocation each time a pass is busier than all
+	// before.
+	passFrames = 2*batchFrames + plainTAPBufs + wireControlFrames
 )
 
 // yieldEvery is how often a busy loop passes through the Go scheduler.
@@ -110,6 +110,9 @@ type worker struct {
 	aout    AgentOutput
 	codec   *proto.Codec
 	sendBuf []byte
+	// ctlOut are the control datagrams sent straight on the wire
+	// (wirecontrol.go).
+	ctlOut wireControlOut
 }
 
 // handoff is a frame passed from the goroutine that read it to the
@@ -291,6 +294,9 @@ func (w *worker) run() error {
 		}
 		if w.agent != nil {
 			w.flushControl()
+			if len(w.wireFrames) > 0 {
+				w.writeWire() // what the events and the agent's timers sent on the wire
+			}
 		}
 		w.checkDrops(now)
 	}
@@ -327,16 +333,6 @@ func (w *worker) readWire(now splice.Time) error {
 		w.inputWire(f, w.wb.VNet[i], now)
 	}
 	return err
-}
-
-// inputWire feeds the shard a frame from the wire, and the agent what
-// the shard took of it (wireControl) before the next frame, which may be
-// the request sent right behind this Splice.
-func (w *worker) inputWire(f []byte, vh wire.VNetHdr, now splice.Time) {
-	w.shim.InputVNet(splice.PortWire, f, vh, now, &w.out)
-	if len(w.out.Control) > 0 {
-		w.wireControl(now)
-	}
 }
 
 // readTAP feeds the shard the frames of its TAP queue. The kernel sends a
@@ -435,14 +431,7 @@ func (w *worker) flush(now splice.Time) {
 			w.wireHdrs = append(w.wireHdrs, f.VNet)
 		}
 	}
-	if len(w.wireFrames) > 0 {
-		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
-		if c := w.d.capture; c != nil {
-			for _, f := range w.wireFrames {
-				c.record(f, link.Outbound)
-			}
-		}
-	}
+	w.writeWire()
 	if len(w.tapFrames) > 0 {
 		if w.tap != nil {
 			w.writeAll(w.tap, w.tapFrames, w.tapHdrs)
@@ -465,10 +454,8 @@ func (w *worker) flush(now splice.Time) {
 			w.writeFailed(w.tapRing, err)
 		}
 	}
-	clear(w.wireFrames) // drop the references to buffers about to be reused
-	clear(w.tapFrames)
-	w.wireFrames, w.tapFrames = w.wireFrames[:0], w.tapFrames[:0]
-	w.wireHdrs, w.tapHdrs = w.wireHdrs[:0], w.tapHdrs[:0]
+	clear(w.tapFrames) // drop the references to buffers about to be reused
+	w.tapFrames, w.tapHdrs = w.tapFrames[:0], w.tapHdrs[:0]
 	for i, h := range w.held {
 		h.home <- h
 		w.held[i] = nil
@@ -476,6 +463,28 @@ func (w *worker) flush(now splice.Time) {
 	w.held = w.held[:0]
 	w.publishActive()
 	w.passEvents(now)
+}
+
+// writeWire writes the pass's wire frames in one batch, the control
+// datagrams queued for the wire first, and frees their buffers.
+func (w *worker) writeWire() {
+	if len(w.wireFrames) > 0 {
+		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
+		if c := w.d.capture; c != nil {
+			for _, f := range w.wireFrames {
+				c.record(f, link.Outbound)
+			}
+		}
+	}
+	w.wireWritten()
+}
+
+// wireWritten forgets the wire frames once written: they alias the read
+// batches and the control frames' buffers, which are reused after this.
+func (w *worker) wireWritten() {
+	clear(w.wireFrames)
+	w.wireFrames, w.wireHdrs = w.wireFrames[:0], w.wireHdrs[:0]
+	w.ctlOut.used = 0
 }
 
 // passEvents hands the pass's engine events to the agent: worker 0's
@@ -560,7 +569,7 @@ func (w *worker) carryOut(now splice.Time) {
 		w.agent.Installed(m, w.shim.AddSplice(m, now), &w.aout)
 	}
 	for _, m := range w.aout.Send {
-		w.d.send(m)
+		w.send(m, now)
 	}
 	for _, r := range w.aout.Logs {
 		w.d.log.LogAttrs(context.Background(), r.Level, r.Msg, r.Attrs...)
@@ -598,6 +607,7 @@ func (w *worker) attachControl(conn *net.UDPConn) error {
 		c.recordControl(s) // a .pcapng capture takes the datagrams too
 	}
 	w.sendBuf = make([]byte, 0, proto.MaxDatagram)
+	w.ctlOut = newWireControlOut()
 	return nil
 }
 
@@ -611,80 +621,41 @@ func (w *worker) readControl(now splice.Time) {
 	}
 	for i := range n {
 		b, from, err := w.d.ctl.Datagram(i)
-		w.control(b, from, err, now)
+		w.control(b, from, nil, err, now)
 	}
 }
 
-// Control datagrams off the wire (issue 7). The front-end's datagrams
-// for this back-end cross the shim's wire like any frame for the host;
-// passed to it, each went through the TAP, the kernel's UDP stack and the
-// control socket, and reached the agent on a later pass than the one
-// that read it off the wire, while a request sent right behind its
-// Splice waited, held (splice/shim_early.go). Shard 0 takes them off the
-// wire instead (splice.ShimConfig.ControlPort, after the checks the
-// kernel would have made) and readWire hands each to the agent before it
-// feeds the shard the next frame: the Splice is installed, in this pass,
-// before the request behind it is looked at.
-//
-// Worker 0 sees them all without a hand-off: the wire's fanout program
-// sends every frame that is not TCP to member 0 (link.FanoutPorts), and
-// only shard 0 is configured to take them; another shard would pass one
-// to the host, whose socket worker 0 still reads. The socket stays for
-// what the agent sends, and for datagrams that still come through the
-// kernel (fragments, a frame to another MAC the kernel takes anyway).
-
-// wireControl hands the agent the control datagrams the shard took off
-// the wire, exactly as readControl hands it those of the socket: one
-// Codec, one Decode, the agent's accounting for what it refuses.
-func (w *worker) wireControl(now splice.Time) {
-	for i := range w.out.Control {
-		dg := &w.out.Control[i]
-		if w.agent != nil && w.codec != nil {
-			w.control(dg.Payload, dg.From, nil, now)
-		}
-	}
-	clear(w.out.Control) // the payloads alias the read batch
-	w.out.Control = w.out.Control[:0]
-}
-
-// control decodes datagram b from the front-end at from (or takes err,
-// the socket's error for it) and hands the message, or the refusal, to
-// the agent, then carries out what it asked for.
-func (w *worker) control(b []byte, from netip.AddrPort, err error, now splice.Time) {
-	var m proto.Message
-	if err == nil {
-		m, err = w.codec.Decode(b)
-	}
-	w.aout.Reset()
-	if err != nil {
-		w.agent.Malformed(from, err, &w.aout)
-	} else {
-		// m is the Codec's, reused by the next Decode; the agent
-		// copies what it keeps (a Splice, into its output).
-		w.agent.SetConcurrency(w.d.concurrency())
-		w.agent.Control(from, m, now, &w.aout)
-	}
-	w.carryOut(now)
-}
-
-// send encodes m and queues it for the front-end (worker 0 only); the
-// pass's flushControl sends it.
-func (d *Daemon) send(m proto.Message) {
-	w := d.workers[0]
+// send encodes m and queues it for the front-end (worker 0 only): on the
+// wire when it can go there (queueWireControl), else on the control
+// socket. The pass's flushControl sends it.
+func (w *worker) send(m proto.Message, now splice.Time) {
 	b, err := w.codec.Append(w.sendBuf[:0], m)
 	if err == nil {
-		err = d.ctl.Queue(b, d.cfg.Frontend)
+		if m.Type() != proto.TypeRegister && w.queueWireControl(b, now) {
+			return
+		}
+		w.ctlOut.socket++
+		err = w.d.ctl.Queue(b, w.d.cfg.Frontend)
 	}
 	if err != nil {
-		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
+		w.d.log.Error("encode control message", "type", m.Type().String(), "err", err)
 	}
 }
 
-// flushControl sends the control datagrams the pass queued.
+// flushControl sends the control datagrams the pass queued on the
+// socket, and puts those for the wire at the end of the pass's wire
+// frames: ahead of the engine's frames when flush follows, or written at
+// the end of the pass (run).
 func (w *worker) flushControl() {
 	if failed, err := w.d.ctl.Flush(); failed > 0 || err != nil {
 		w.d.log.Debug("control send failed", "datagrams", failed, "err", err)
 	}
+	for _, f := range w.ctlOut.frames {
+		w.wireFrames = append(w.wireFrames, f)
+		w.wireHdrs = append(w.wireHdrs, wire.VNetHdr{}) // complete checksums, one datagram
+	}
+	clear(w.ctlOut.frames)
+	w.ctlOut.frames = w.ctlOut.frames[:0]
 }
 
 // readPlainTAP reads the water TAP on the plain path, which has no

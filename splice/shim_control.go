@@ -50,6 +50,9 @@ import (
 // shim took off the wire instead of passing it to the host.
 type ControlDatagram struct {
 	From netip.AddrPort // the datagram's source address and port
+	// SrcMAC is the frame's source MAC: the sender's, or its router's,
+	// the next hop back to it.
+	SrcMAC wire.MAC
 	// Payload is the UDP payload. It aliases the input frame: valid as
 	// long as that frame is, like an output frame rewritten in place.
 	Payload []byte
@@ -96,6 +99,7 @@ func (s *Shim) takeControl(p *wire.Packet, frame []byte, vh wire.VNetHdr, out *O
 	s.stats.ControlTaken++
 	out.Control = append(out.Control, ControlDatagram{
 		From:    netip.AddrPortFrom(netip.AddrFrom4(p.IP.Src()), binary.BigEndian.Uint16(u)),
+		SrcMAC:  p.Eth.Src(),
 		Payload: u[udpHeaderLen:],
 	})
 	return true

@@ -120,8 +120,8 @@ func TestShimTakesControlDatagramsOffTheWire(t *testing.T) {
 				t.Fatalf("%d frames and %d datagrams out, want the datagram only", len(out.Frames), len(out.Control))
 			}
 			dg := out.Control[0]
-			if dg.From != netip.AddrPortFrom(feCtlIP.Addr(), 7400) || !bytes.Equal(dg.Payload, tc.payload) {
-				t.Fatalf("datagram from %v with %q, want from %v:7400 with %q", dg.From, dg.Payload, feCtlIP, tc.payload)
+			if dg.From != netip.AddrPortFrom(feCtlIP.Addr(), 7400) || dg.SrcMAC != feCtlMAC || !bytes.Equal(dg.Payload, tc.payload) {
+				t.Fatalf("datagram from %v (%v) with %q, want from %v:7400 (%v) with %q", dg.From, dg.SrcMAC, dg.Payload, feCtlIP, feCtlMAC, tc.payload)
 			}
 			if st := h.sh.Stats(); st.ControlTaken != 1 || st.WireToHost != 0 || st.ControlDrops() != 0 {
 				t.Fatalf("stats %+v", st)
