@@ -27,6 +27,15 @@ type Status struct {
 	Control     AgentStats       `json:"control"`
 	Offloads    bool             `json:"offloads"`
 	Workers     []WorkerStatus   `json:"workers"`
+	// ControlSent counts the control datagrams sent to the front-end
+	// straight on the wire and through the socket (wirecontrol.go).
+	ControlSent ControlSent `json:"control_sent"`
+}
+
+// ControlSent counts control datagrams by the way they left.
+type ControlSent struct {
+	Wire   uint64 `json:"wire"`
+	Socket uint64 `json:"socket"`
 }
 
 // WorkerStatus is one worker's shard.
@@ -50,6 +59,7 @@ type shardStatus struct {
 	ws         WorkerStatus
 	registered bool
 	control    *AgentStats // worker 0
+	sent       ControlSent // worker 0
 }
 
 // status snapshots the worker's shard, in its own loop.
@@ -65,6 +75,7 @@ func (w *worker) status() shardStatus {
 	if w.agent != nil {
 		c := w.agent.Stats()
 		st.control, st.registered = &c, w.agent.Registered()
+		st.sent = ControlSent{Wire: w.ctlOut.wire, Socket: w.ctlOut.socket}
 	}
 	return st
 }
@@ -89,7 +100,7 @@ func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
 		}
 		st.Workers[s.id] = s.ws
 		if s.control != nil {
-			st.Control, st.Registered = *s.control, s.registered
+			st.Control, st.Registered, st.ControlSent = *s.control, s.registered, s.sent
 		}
 	}
 	for _, ws := range st.Workers {

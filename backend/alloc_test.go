@@ -20,6 +20,7 @@ type requestCycle struct {
 	synAck, req, reply []byte
 	rst                []byte
 	splice             []byte // the Splice datagram, sealed by the front-end
+	spliceFrame        []byte // the same datagram as it crosses the wire
 }
 
 const (
@@ -56,6 +57,7 @@ func newRequestCycle(t *testing.T, fe *proto.Codec, id uint64, port uint16, shar
 	if c.splice, err = fe.Append(nil, m); err != nil {
 		t.Fatal(err)
 	}
+	c.spliceFrame = ctlWireFrame(c.splice)
 	return c
 }
 
@@ -65,13 +67,19 @@ func newRequestCycle(t *testing.T, fe *proto.Codec, id uint64, port uint16, shar
 // SpliceAck out, the request and the reply through the shard, the
 // Feedback out, the entry expired after its linger. After a warm-up a
 // request allocates nothing, and each one really ran: the front-end
-// receives its OK ack and its Feedback, and the shard forgets it.
+// receives its OK ack and its Feedback, and the shard forgets it. The
+// Splice comes through the control socket, or off the wire.
 func TestRequestCycleAllocatesNothing(t *testing.T) {
+	for _, path := range []string{"socket", "wire"} {
+		t.Run(path, func(t *testing.T) { testRequestCycleAllocatesNothing(t, path == "wire") })
+	}
+}
+
+func testRequestCycleAllocatesNothing(t *testing.T, offWire bool) {
 	const warm, runs = 64, 200
 	d := newTestWorkers(t, 2)
-	for _, w := range d.workers {
-		shim, err := splice.NewShim(splice.ShimConfig{HostIP: backendAddr, WebPorts: []uint16{80},
-			Linger: 10 * time.Millisecond})
+	for i, w := range d.workers {
+		shim, err := splice.NewShim(d.testShimConfig(i, 10*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,6 +88,11 @@ func TestRequestCycleAllocatesNothing(t *testing.T) {
 	fe, feCodec := d.attachTestControl(t)
 	w0 := d.workers[0]
 	to := d.ctl.LocalAddr()
+	if offWire {
+		// The Splices come off the wire from the front-end's control
+		// address, so the answers go back on the wire.
+		d.cfg.Frontend = feControl
+	}
 
 	cycles := make([]requestCycle, warm+runs+1)
 	for i := range cycles {
@@ -106,12 +119,25 @@ func TestRequestCycleAllocatesNothing(t *testing.T) {
 	// recv reads the next datagram at the front-end: the type and
 	// request it names (0, 0 for anything else).
 	recv := func() (proto.Type, uint64) {
-		n, _, err := fe.ReadFromUDPAddrPort(rbuf)
-		if err != nil {
-			fail("front-end read: " + err.Error())
-			return 0, 0
+		var b []byte
+		if offWire {
+			// The one frame the pass queued for the wire, its
+			// datagram as the front-end's kernel would deliver it.
+			if len(w0.wireFrames) != 1 {
+				fail("not one control frame queued for the wire")
+				return 0, 0
+			}
+			b = w0.wireFrames[0][controlFrameHeaders:]
+			defer w0.wireWritten()
+		} else {
+			n, _, err := fe.ReadFromUDPAddrPort(rbuf)
+			if err != nil {
+				fail("front-end read: " + err.Error())
+				return 0, 0
+			}
+			b = rbuf[:n]
 		}
-		m, err := feCodec.Decode(rbuf[:n])
+		m, err := feCodec.Decode(b)
 		switch m := m.(type) {
 		case *proto.SpliceAck:
 			if !m.OK {
@@ -142,10 +168,15 @@ func TestRequestCycleAllocatesNothing(t *testing.T) {
 		now = now.Add(100 * time.Millisecond)
 		w := d.workers[c.shard]
 		input(w, splice.PortHost, c.synAck, now)
-		if _, err := fe.WriteToUDPAddrPort(c.splice, to); err != nil {
-			fail(err.Error())
+		if offWire {
+			w0.out.Reset()
+			w0.inputWire(c.spliceFrame, wire.VNetHdr{}, now)
+		} else {
+			if _, err := fe.WriteToUDPAddrPort(c.splice, to); err != nil {
+				fail(err.Error())
+			}
+			w0.readControl(now)
 		}
-		w0.readControl(now)
 		d.workers[1].readMail(now)
 		w0.readMail(now)
 		w0.flushControl()
@@ -185,6 +216,12 @@ func TestRequestCycleAllocatesNothing(t *testing.T) {
 	spliced := d.workers[0].shim.Stats().Splices + d.workers[1].shim.Stats().Splices
 	if st.Splices != uint64(len(cycles)) || st.Feedbacks != uint64(len(cycles)) || spliced != uint64(len(cycles)) {
 		t.Fatalf("agent %+v, %d splices installed, want %d of each", st, spliced, len(cycles))
+	}
+	if taken := w0.shim.Stats().ControlTaken; offWire != (taken == uint64(len(cycles))) {
+		t.Fatalf("%d Splices taken off the wire, of %d", taken, len(cycles))
+	}
+	if sent := w0.ctlOut.wire; offWire != (sent == 2*uint64(len(cycles))) {
+		t.Fatalf("%d datagrams sent on the wire for %d requests", sent, len(cycles))
 	}
 	t.Logf("%.2f allocations per request", allocs)
 	if allocs != 0 {
@@ -230,8 +267,14 @@ func TestAgentTimersAllocateNothing(t *testing.T) {
 // TestRefusedControlDatagramsAllocateNothing: anyone on the segment can
 // send the control socket datagrams; refusing them (garbage, a forged
 // tag, a replay) costs a count, and past the first few log lines nothing
-// else.
+// else. On the socket and off the wire.
 func TestRefusedControlDatagramsAllocateNothing(t *testing.T) {
+	for _, path := range []string{"socket", "wire"} {
+		t.Run(path, func(t *testing.T) { testRefusedControlDatagramsAllocateNothing(t, path == "wire") })
+	}
+}
+
+func testRefusedControlDatagramsAllocateNothing(t *testing.T, offWire bool) {
 	d := newTestWorkers(t, 1)
 	fe, feCodec := d.attachTestControl(t)
 	w0 := d.workers[0]
@@ -243,8 +286,18 @@ func TestRefusedControlDatagramsAllocateNothing(t *testing.T) {
 	forged := append([]byte(nil), good...)
 	forged[len(forged)-1] ^= 1
 	bad := [][]byte{[]byte("garbage"), forged, good} // good: accepted once, then a replay
+	frames := make([][]byte, len(bad))
+	for i, b := range bad {
+		frames[i] = ctlWireFrame(b)
+	}
 	i := 0
 	refuse := func() {
+		if offWire {
+			w0.out.Reset()
+			w0.inputWire(frames[i%len(frames)], wire.VNetHdr{}, ms(1))
+			i++
+			return
+		}
 		if _, err := fe.WriteToUDPAddrPort(bad[i%len(bad)], to); err != nil {
 			t.Error(err)
 		}
@@ -264,6 +317,9 @@ func TestRefusedControlDatagramsAllocateNothing(t *testing.T) {
 		if after.Refused[reason] <= before.Refused[reason] {
 			t.Errorf("no datagram refused for %q: %v", reason, after.Refused)
 		}
+	}
+	if taken := w0.shim.Stats().ControlTaken; offWire != (taken == 331) {
+		t.Fatalf("%d datagrams taken off the wire", taken)
 	}
 	if allocs != 0 {
 		t.Errorf("a refused control datagram allocates %.2f times, want 0", allocs)

@@ -44,7 +44,17 @@ func deliver(t *testing.T, d *Daemon, fe *net.UDPConn, dgs ...[]byte) {
 	}
 }
 
+// Each test runs over both paths a datagram takes to the agent: the
+// kernel's control socket, and the wire, where shard 0 takes it
+// (wirecontrol_test.go). The wire path applies the same checks.
+
 func TestAdversarialReplayedSplice(t *testing.T) {
+	for _, path := range controlPaths {
+		t.Run(path.name, func(t *testing.T) { testReplayedSplice(t, path.deliver) })
+	}
+}
+
+func testReplayedSplice(t *testing.T, deliver func(t *testing.T, d *Daemon, fe *net.UDPConn, dgs ...[]byte)) {
 	d := newTestWorkers(t, 1)
 	fe, codec := d.attachTestControl(t)
 	d.workers[0].kernelSynAck(testSplice(9, 40001), ms(1))
@@ -79,6 +89,12 @@ func TestAdversarialReplayedSplice(t *testing.T) {
 // The shim's own SpliceAck reflected back, and a Splice sealed for
 // back-end 4 (or with its key), do not reach the agent.
 func TestAdversarialReflectedAndForeignAtTheShim(t *testing.T) {
+	for _, path := range controlPaths {
+		t.Run(path.name, func(t *testing.T) { testReflectedAndForeign(t, path.deliver) })
+	}
+}
+
+func testReflectedAndForeign(t *testing.T, deliver func(t *testing.T, d *Daemon, fe *net.UDPConn, dgs ...[]byte)) {
 	d := newTestWorkers(t, 1)
 	fe, codec := d.attachTestControl(t)
 	key4, _ := proto.DeriveKey(testMaster, 4)

@@ -32,6 +32,18 @@
 // summed over the shards. TAP frames of a flow another worker owns, rare,
 // are handed over to it (readTAP says when and why).
 //
+// The control protocol does not cross the host's kernel (wirecontrol.go):
+//
+//	front-end datagram -> wire socket 0 (fanout: all UDP) -> shard 0 checks it as the
+//	  kernel would (splice/shim_control.go) -> Output.Control -> Codec -> Agent, before
+//	  the next frame of the batch (the request behind a Splice finds it installed)
+//	Agent's SpliceAck/Feedback/Keepalive -> a frame worker 0 builds -> the pass's wire
+//	  batch, ahead of its frames (Register, and all before the front-end's MAC is known
+//	  or once it is stale: the control socket, through the TAP)
+//
+// The control socket stays open for what still comes through the kernel
+// (IP fragments) and for Register.
+//
 // With Config.Offloads (the default) the TAP is link.OffloadTAP and the
 // sockets carry virtio-net headers, so TCP super-frames of up to 64 KiB
 // cross the shim whole and the kernel segments them. Without, the TAP is

@@ -46,6 +46,8 @@ var (
 
 	shimCtlSent     = fam("qsplice_shim_control_sent_total", "Control messages sent to the front-end, by type.", isCounter, "message")
 	shimCtlReceived = fam("qsplice_shim_control_received_total", "Control messages received and handled, by type.", isCounter, "message")
+	shimCtlWire     = fam("qsplice_shim_control_wire_total", "Control datagrams from the wire: taken off it for the agent (taken), dropped for a UDP length that does not fit the packet (bad_length) or a wrong UDP checksum (bad_checksum), passed to the kernel's socket as IP fragments (fragment, first fragments) or GSO frames (offloaded).", isCounter, "what")
+	shimCtlSentPath = fam("qsplice_shim_control_sent_path_total", "Control datagrams sent to the front-end, by the way they left: built and sent straight on the wire, or through the kernel's socket (Register, before the front-end's MAC is known, or when a pass's frame buffers ran out).", isCounter, "path")
 	shimCtlRefused  = fam("qsplice_shim_control_refused_total", "Control datagrams refused, by reason (forged, replayed, reflected, ...).", isCounter, "reason")
 	shimCtlBad      = fam("qsplice_shim_control_bad_messages_total", "Control datagrams that failed to decode or were refused.", isCounter)
 	shimCtlIgnored  = fam("qsplice_shim_control_ignored_total", "Control messages not acted on: for another back-end or incarnation (stale), or of a type a back-end does not handle.", isCounter, "why")
@@ -62,7 +64,7 @@ var (
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -155,6 +157,13 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	shimCtlSent.Emit(ch, n(c.Feedbacks), "feedback")
 	shimCtlReceived.Emit(ch, n(c.Echoes), "keepalive")
 	shimCtlReceived.Emit(ch, n(c.Splices), "splice")
+	shimCtlSentPath.Emit(ch, n(st.ControlSent.Wire), "wire")
+	shimCtlSentPath.Emit(ch, n(st.ControlSent.Socket), "socket")
+	shimCtlWire.Emit(ch, n(s.ControlTaken), "taken")
+	shimCtlWire.Emit(ch, n(s.ControlBadLength), "bad_length")
+	shimCtlWire.Emit(ch, n(s.ControlBadChecksum), "bad_checksum")
+	shimCtlWire.Emit(ch, n(s.ControlFragments), "fragment")
+	shimCtlWire.Emit(ch, n(s.ControlOffloaded), "offloaded")
 	for r, v := range c.Refused {
 		shimCtlRefused.Emit(ch, n(v), r)
 	}

@@ -36,10 +36,11 @@ const (
 	// maxControlPerPass bounds the control datagrams one pass reads.
 	maxControlPerPass = 64
 	// passFrames is the output a pass starts with room for: a batch from
-	// each link and every buffer the plain TAP's reader can have in
-	// flight. The slices would grow to it anyway, an allocation each
-	// time a pass is busier than all before.
-	passFrames = 2*batchFrames + plainTAPBufs
+	// each link, every buffer the plain TAP's reader can have in flight
+	// and the control datagrams sent on the wire. The slices would grow
+	// to it anyway, an allocation each time a pass is busier than all
+	// before.
+	passFrames = 2*batchFrames + plainTAPBufs + wireControlFrames
 )
 
 // yieldEvery is how often a busy loop passes through the Go scheduler.
@@ -109,6 +110,9 @@ type worker struct {
 	aout    AgentOutput
 	codec   *proto.Codec
 	sendBuf []byte
+	// ctlOut are the control datagrams sent straight on the wire
+	// (wirecontrol.go).
+	ctlOut wireControlOut
 }
 
 // handoff is a frame passed from the goroutine that read it to the
@@ -140,10 +144,16 @@ type mail struct {
 }
 
 func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
-	shim, err := splice.NewShim(splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
+	scfg := splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
 		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet, WebPorts: d.cfg.WebPorts,
 		// A held Splice must still find its handshake when it is installed.
-		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay})
+		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay}
+	if id == 0 {
+		// The agent's shard takes the control datagrams off the wire
+		// (wireControl); the fanout sends every UDP frame to member 0.
+		scfg.ControlPort, scfg.HostMAC = d.cfg.ControlPort, d.mac
+	}
+	shim, err := splice.NewShim(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +164,7 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	w := &worker{d: d, id: id, shim: shim, poller: p, wire: d.wires[id],
 		wb: link.NewBatch(batchFrames, wireBuf), free: make(chan *handoff, handoffBufs)}
 	w.out.Frames = make([]splice.OutFrame, 0, passFrames)
+	w.out.Control = make([]splice.ControlDatagram, 0, batchFrames)
 	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
 	w.wireHdrs, w.tapHdrs = make([]wire.VNetHdr, 0, passFrames), make([]wire.VNetHdr, 0, passFrames)
 	if err := p.Add(w.wire.FD(), tokWire); err != nil {
@@ -234,29 +245,34 @@ func (w *worker) run() error {
 			w.nextYield = now.Add(yieldEvery)
 		}
 		w.out.Reset()
-		// Control datagrams and mail first: a Splice they install must
-		// be in place before this pass reads the server's replies from
-		// the TAP (a request may come with its Splice, and the reply
-		// right after it: splice/shim_early.go).
+		// Control datagrams and mail first, then the wire, whose control
+		// datagrams go to the agent as they are read (wireControl), then
+		// the TAP: a Splice must be in place before this pass reads the
+		// server's replies from the TAP (a request may come with its
+		// Splice, and the reply right after it: splice/shim_early.go).
+		wireReady, tapReady := false, false
 		for _, tok := range w.ready[:n] {
-			if tok == tokControl {
+			switch tok {
+			case tokControl:
 				w.readControl(now)
+			case tokWire:
+				wireReady = true
+			case tokTAP:
+				tapReady = true
 			}
 		}
 		w.readMail(now)
-		for _, tok := range w.ready[:n] {
-			switch tok {
-			case tokWire:
-				err = w.readWire(now)
-			case tokTAP:
-				err = w.readTAP(now)
+		if wireReady {
+			err = w.readWire(now)
+		}
+		if err == nil && tapReady {
+			err = w.readTAP(now)
+		}
+		if err != nil {
+			if d.stopping.Load() {
+				return nil
 			}
-			if err != nil {
-				if d.stopping.Load() {
-					return nil
-				}
-				return fmt.Errorf("backend: worker %d: %w", w.id, err)
-			}
+			return fmt.Errorf("backend: worker %d: %w", w.id, err)
 		}
 		if w.shim.NextDeadline() <= now {
 			w.shim.Tick(now, &w.out)
@@ -278,6 +294,9 @@ func (w *worker) run() error {
 		}
 		if w.agent != nil {
 			w.flushControl()
+			if len(w.wireFrames) > 0 {
+				w.writeWire() // what the events and the agent's timers sent on the wire
+			}
 		}
 		w.checkDrops(now)
 	}
@@ -311,7 +330,7 @@ func (w *worker) readWire(now splice.Time) error {
 		if c := w.d.capture; c != nil {
 			c.record(f, link.Inbound)
 		}
-		w.shim.InputVNet(splice.PortWire, f, w.wb.VNet[i], now, &w.out)
+		w.inputWire(f, w.wb.VNet[i], now)
 	}
 	return err
 }
@@ -412,14 +431,7 @@ func (w *worker) flush(now splice.Time) {
 			w.wireHdrs = append(w.wireHdrs, f.VNet)
 		}
 	}
-	if len(w.wireFrames) > 0 {
-		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
-		if c := w.d.capture; c != nil {
-			for _, f := range w.wireFrames {
-				c.record(f, link.Outbound)
-			}
-		}
-	}
+	w.writeWire()
 	if len(w.tapFrames) > 0 {
 		if w.tap != nil {
 			w.writeAll(w.tap, w.tapFrames, w.tapHdrs)
@@ -442,10 +454,8 @@ func (w *worker) flush(now splice.Time) {
 			w.writeFailed(w.tapRing, err)
 		}
 	}
-	clear(w.wireFrames) // drop the references to buffers about to be reused
-	clear(w.tapFrames)
-	w.wireFrames, w.tapFrames = w.wireFrames[:0], w.tapFrames[:0]
-	w.wireHdrs, w.tapHdrs = w.wireHdrs[:0], w.tapHdrs[:0]
+	clear(w.tapFrames) // drop the references to buffers about to be reused
+	w.tapFrames, w.tapHdrs = w.tapFrames[:0], w.tapHdrs[:0]
 	for i, h := range w.held {
 		h.home <- h
 		w.held[i] = nil
@@ -453,6 +463,28 @@ func (w *worker) flush(now splice.Time) {
 	w.held = w.held[:0]
 	w.publishActive()
 	w.passEvents(now)
+}
+
+// writeWire writes the pass's wire frames in one batch, the control
+// datagrams queued for the wire first, and frees their buffers.
+func (w *worker) writeWire() {
+	if len(w.wireFrames) > 0 {
+		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
+		if c := w.d.capture; c != nil {
+			for _, f := range w.wireFrames {
+				c.record(f, link.Outbound)
+			}
+		}
+	}
+	w.wireWritten()
+}
+
+// wireWritten forgets the wire frames once written: they alias the read
+// batches and the control frames' buffers, which are reused after this.
+func (w *worker) wireWritten() {
+	clear(w.wireFrames)
+	w.wireFrames, w.wireHdrs = w.wireFrames[:0], w.wireHdrs[:0]
+	w.ctlOut.used = 0
 }
 
 // passEvents hands the pass's engine events to the agent: worker 0's
@@ -537,7 +569,7 @@ func (w *worker) carryOut(now splice.Time) {
 		w.agent.Installed(m, w.shim.AddSplice(m, now), &w.aout)
 	}
 	for _, m := range w.aout.Send {
-		w.d.send(m)
+		w.send(m, now)
 	}
 	for _, r := range w.aout.Logs {
 		w.d.log.LogAttrs(context.Background(), r.Level, r.Msg, r.Attrs...)
@@ -575,6 +607,7 @@ func (w *worker) attachControl(conn *net.UDPConn) error {
 		c.recordControl(s) // a .pcapng capture takes the datagrams too
 	}
 	w.sendBuf = make([]byte, 0, proto.MaxDatagram)
+	w.ctlOut = newWireControlOut()
 	return nil
 }
 
@@ -588,41 +621,41 @@ func (w *worker) readControl(now splice.Time) {
 	}
 	for i := range n {
 		b, from, err := w.d.ctl.Datagram(i)
-		var m proto.Message
-		if err == nil {
-			m, err = w.codec.Decode(b)
-		}
-		w.aout.Reset()
-		if err != nil {
-			w.agent.Malformed(from, err, &w.aout)
-		} else {
-			// m is the Codec's, reused by the next Decode; the agent
-			// copies what it keeps (a Splice, into its output).
-			w.agent.SetConcurrency(w.d.concurrency())
-			w.agent.Control(from, m, now, &w.aout)
-		}
-		w.carryOut(now)
+		w.control(b, from, nil, err, now)
 	}
 }
 
-// send encodes m and queues it for the front-end (worker 0 only); the
-// pass's flushControl sends it.
-func (d *Daemon) send(m proto.Message) {
-	w := d.workers[0]
+// send encodes m and queues it for the front-end (worker 0 only): on the
+// wire when it can go there (queueWireControl), else on the control
+// socket. The pass's flushControl sends it.
+func (w *worker) send(m proto.Message, now splice.Time) {
 	b, err := w.codec.Append(w.sendBuf[:0], m)
 	if err == nil {
-		err = d.ctl.Queue(b, d.cfg.Frontend)
+		if m.Type() != proto.TypeRegister && w.queueWireControl(b, now) {
+			return
+		}
+		w.ctlOut.socket++
+		err = w.d.ctl.Queue(b, w.d.cfg.Frontend)
 	}
 	if err != nil {
-		d.log.Error("encode control message", "type", m.Type().String(), "err", err)
+		w.d.log.Error("encode control message", "type", m.Type().String(), "err", err)
 	}
 }
 
-// flushControl sends the control datagrams the pass queued.
+// flushControl sends the control datagrams the pass queued on the
+// socket, and puts those for the wire at the end of the pass's wire
+// frames: ahead of the engine's frames when flush follows, or written at
+// the end of the pass (run).
 func (w *worker) flushControl() {
 	if failed, err := w.d.ctl.Flush(); failed > 0 || err != nil {
 		w.d.log.Debug("control send failed", "datagrams", failed, "err", err)
 	}
+	for _, f := range w.ctlOut.frames {
+		w.wireFrames = append(w.wireFrames, f)
+		w.wireHdrs = append(w.wireHdrs, wire.VNetHdr{}) // complete checksums, one datagram
+	}
+	clear(w.ctlOut.frames)
+	w.ctlOut.frames = w.ctlOut.frames[:0]
 }
 
 // readPlainTAP reads the water TAP on the plain path, which has no

@@ -16,13 +16,14 @@ import (
 
 // newTestWorkers returns n workers with shards and pollers but no links:
 // enough for the mailboxes, hand-overs and installs, which touch no link.
+// Shard 0 takes control datagrams off the wire, as the daemon's does.
 func newTestWorkers(t *testing.T, n int) *Daemon {
 	t.Helper()
-	d := &Daemon{cfg: Config{Addr: backendAddr}, done: make(chan struct{}),
+	d := &Daemon{cfg: Config{Addr: backendAddr, ControlPort: testControlPort}, mac: testTAPMAC, done: make(chan struct{}),
 		log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	d.agent = NewAgent(AgentConfig{ID: 3})
 	for i := range n {
-		shim, err := splice.NewShim(splice.ShimConfig{HostIP: backendAddr, WebPorts: []uint16{80}})
+		shim, err := splice.NewShim(d.testShimConfig(i, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,6 +42,16 @@ func newTestWorkers(t *testing.T, n int) *Daemon {
 		d.workers = append(d.workers, w)
 	}
 	return d
+}
+
+// testShimConfig is shard i's configuration as newWorker makes it, with
+// the given linger (0: the default).
+func (d *Daemon) testShimConfig(i int, linger time.Duration) splice.ShimConfig {
+	cfg := splice.ShimConfig{HostIP: backendAddr, WebPorts: []uint16{80}, Linger: linger}
+	if i == 0 {
+		cfg.ControlPort, cfg.HostMAC = d.cfg.ControlPort, d.mac
+	}
+	return cfg
 }
 
 // woken reports whether w's poller has a wake-up pending.

@@ -160,6 +160,11 @@ type Output struct {
 	// gen counts Resets, so that a flow can tell whether a frame it
 	// remembers sending is still in this output (fe_ackcoalesce.go).
 	gen uint64
+
+	// Control (shim) are the datagrams for the back-end's control port
+	// the shim took off the wire (shim_control.go); their payloads alias
+	// the input frames, like frames rewritten in place.
+	Control []ControlDatagram
 }
 
 // arenaSize holds a burst of built frames (retransmitted request data,
@@ -173,6 +178,8 @@ func (o *Output) Reset() {
 	o.Events = o.Events[:0]
 	o.arena = o.arena[:0]
 	o.requests = o.requests[:0]
+	clear(o.Control) // drop the references to the input frames
+	o.Control = o.Control[:0]
 }
 
 // alloc returns n bytes of scratch space for a frame the engine builds.

@@ -46,6 +46,16 @@ type ShimConfig struct {
 	// the front-end's ISN on C2: at least the front-end's RecvBuffer
 	// (1 MiB).
 	MaxRequestAhead uint32
+
+	// Control datagrams off the wire (issue 7, shim_control.go).
+	//
+	// ControlPort is the UDP port the back-end's agent listens on at
+	// HostIP: datagrams for it from the wire are handed to the caller
+	// (Output.Control) instead of passed to the host. 0: they pass.
+	ControlPort uint16
+	// HostMAC is the host's MAC address on the wire: only a datagram
+	// sent to it is taken (the kernel drops the others). Zero: any.
+	HostMAC wire.MAC
 }
 
 // DefaultHandshakeWindow is ShimConfig.HandshakeWindow's default.
@@ -136,6 +146,14 @@ type ShimStats struct {
 	// connection's previous one in the same pass instead of passed to the
 	// host (shim_ackcoalesce.go).
 	AcksCoalesced uint64
+
+	// Control datagrams off the wire (issue 7, shim_control.go): taken
+	// for the caller; dropped for a UDP length that does not fit its
+	// packet or a wrong UDP checksum; passed to the host as fragments
+	// (first fragments counted) or GSO super-frames.
+	ControlTaken                         uint64
+	ControlBadLength, ControlBadChecksum uint64
+	ControlFragments, ControlOffloaded   uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -452,6 +470,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 	}
 	if port == PortWire && s.refuseFromWire(p, vh) {
 		return // odd headers from the network (ingress.go)
+	}
+	if port == PortWire && p.Kind != wire.KindTCP && s.takeControl(p, frame, vh, out) {
+		return // a control datagram for the caller, or dropped (shim_control.go)
 	}
 	if p.Kind == wire.KindTCP {
 		if port == PortHost && p.IP.Src() == s.hostIP {
