@@ -66,7 +66,7 @@ type Config struct {
 	TxRing *link.TxRingConfig
 
 	// TAPIO is how the offload TAP's queues are read and written
-	// (tapio.go); "" is rw. Without Offloads it does not apply.
+	// (tapio.go); "" is auto. Without Offloads it does not apply.
 	TAPIO TAPIO
 }
 

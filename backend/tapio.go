@@ -13,34 +13,37 @@ type TAPIO string
 
 const (
 	// TAPIOAuto uses io_uring where the kernel allows it and falls back
-	// to read/write (logged once) where it does not.
+	// to read/write (logged once) where it does not: the default.
 	//
-	// Not the default: measured in the lab (docs/results.md), io_uring
-	// cuts the shim's system calls under bulk load to a quarter, but a
-	// frame's read completes on its own as soon as it arrives, the loop's
-	// passes get smaller, and the shim and the front-end spent more CPU
-	// per one-connection request (the shim 10-55% in three interleaved
-	// runs), with a later first byte.
+	// Measured in the lab (docs/results.md), io_uring cuts the shim's
+	// system calls under bulk load to a quarter (0.62 -> 0.16 per frame).
+	// A frame's read completes on its own as it arrives, so the loop's
+	// passes get smaller: on a machine where the shim shares two cores
+	// with twenty runnable tasks (sixth session) that cost it 10-55% more
+	// CPU per one-connection request; at a load of 3-4 (eighth session,
+	// six interleaved rounds) CPU per request, per GB, throughput and the
+	// first byte's p50 were the same as rw's within the noise, p99 about
+	// 10% later. rw remains for kernels and sandboxes without io_uring.
 	TAPIOAuto TAPIO = "auto"
 	// TAPIOURing insists on io_uring: New fails without it.
 	TAPIOURing TAPIO = "uring"
 	// TAPIORW reads with one readv(2) per frame and writes with one
-	// writev(2) per frame (link.OffloadTAP): the default.
+	// writev(2) per frame (link.OffloadTAP).
 	TAPIORW TAPIO = "rw"
 )
 
 // TAPIOUsage is the -tap-io flag's help.
-const TAPIOUsage = "how the offload TAP is read and written: rw (a readv per frame read, a writev per frame written), " +
-	"auto (io_uring if the kernel allows it, else rw), uring (io_uring or fail). A TAP has no batched read or write: " +
-	"with rw every frame crossing it costs a system call; io_uring (Linux 6.7+) keeps a multishot read armed and " +
-	"submits a pass's writes with one io_uring_enter, a quarter of the system calls under bulk load, but measured " +
-	"here it cost more CPU per short request and delayed the first byte, hence rw by default (docs/results.md)"
+const TAPIOUsage = "how the offload TAP is read and written: auto (io_uring if the kernel allows it, else rw, with a " +
+	"warning), uring (io_uring or fail), rw (a readv per frame read, a writev per frame written). A TAP has no " +
+	"batched read or write: with rw every frame crossing it costs a system call; io_uring (Linux 6.7+) keeps a " +
+	"multishot read armed and submits a pass's writes with one io_uring_enter, a quarter of the system calls under " +
+	"bulk load (docs/results.md)"
 
-// ParseTAPIO parses the -tap-io flag; "" is rw.
+// ParseTAPIO parses the -tap-io flag; "" is auto.
 func ParseTAPIO(s string) (TAPIO, error) {
 	switch m := TAPIO(s); m {
 	case "":
-		return TAPIORW, nil
+		return TAPIOAuto, nil
 	case TAPIOAuto, TAPIOURing, TAPIORW:
 		return m, nil
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 func TestParseTAPIO(t *testing.T) {
-	for in, want := range map[string]TAPIO{"": TAPIORW, "auto": TAPIOAuto, "uring": TAPIOURing, "rw": TAPIORW} {
+	for in, want := range map[string]TAPIO{"": TAPIOAuto, "auto": TAPIOAuto, "uring": TAPIOURing, "rw": TAPIORW} {
 		if got, err := ParseTAPIO(in); got != want || err != nil {
 			t.Errorf("ParseTAPIO(%q) = %q %v, want %q", in, got, err, want)
 		}
@@ -68,7 +68,8 @@ func TestDaemonTAPIO(t *testing.T) {
 		{"auto-2", TAPIOAuto, 2, false, "uring"},
 		{"uring-1", TAPIOURing, 1, false, "uring"},
 		{"rw-2", TAPIORW, 2, false, "rw"},
-		{"default-1", "", 1, false, "rw"},
+		{"default-1", "", 1, false, "uring"},
+		{"default-refused-1", "", 1, true, "rw"},
 		{"auto-refused-2", TAPIOAuto, 2, true, "rw"},
 		{"uring-refused-1", TAPIOURing, 1, true, ""},
 	} {

@@ -88,7 +88,7 @@ func main() {
 	// namespace, so the ring's own copy is extra; BenchmarkTxRingBump
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
-	tapIO := flag.String("tap-io", string(backend.TAPIORW), backend.TAPIOUsage)
+	tapIO := flag.String("tap-io", string(backend.TAPIOAuto), backend.TAPIOUsage)
 	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)
 	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {

@@ -55,9 +55,9 @@ import (
 // The price: each frame's read completes, and makes FD readable, as soon
 // as the frame arrives, where a readv loop takes whatever queued up by
 // the time the loop comes; under light load a loop's passes get smaller.
-// Measured in the lab (docs/results.md) that cost more CPU per short
-// request than the saved system calls, so the shim uses it only when
-// asked (its -tap-io flag).
+// On a crowded machine that cost more CPU per short request than the
+// saved system calls; at a moderate load the two came out even, and the
+// shim uses the ring by default (its -tap-io flag, docs/results.md).
 //
 // Tried and not kept (eighth session): IORING_SETUP_DEFER_TASKRUN, which
 // queues a completed read until the loop asks (io_uring_enter with
