@@ -85,14 +85,7 @@ func TestWireSpliceInstalledAndAcknowledged(t *testing.T) {
 	d := newTestWorkers(t, 2)
 	fe, codec := d.attachTestControl(t)
 	w0, w1 := d.workers[0], d.workers[1]
-	var mine, theirs uint16
-	for p := uint16(40000); mine == 0 || theirs == 0; p++ {
-		if shardOf(&proto.Splice{BackendPort: 80, HandoffPort: p}, 2) == 0 {
-			mine = p
-		} else {
-			theirs = p
-		}
-	}
+	mine, theirs := handoffPortsOfShards()
 
 	// Worker 0's own shard: the Splice, then its request, in one batch.
 	sp := testSplice(7, mine)

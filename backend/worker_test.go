@@ -134,14 +134,7 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 	d := newTestWorkers(t, 2)
 	fe, _ := d.attachTestControl(t)
 	w0, w1 := d.workers[0], d.workers[1]
-	var owner, other uint16
-	for p := uint16(40000); owner == 0 || other == 0; p++ {
-		if shardOf(&proto.Splice{BackendPort: 80, HandoffPort: p}, 2) == 1 {
-			owner = p
-		} else {
-			other = p
-		}
-	}
+	other, owner := handoffPortsOfShards()
 	w0.aout.Reset()
 	w1.kernelSynAck(testSplice(7, owner), ms(1))
 	w0.aout.Install = append(w0.aout.Install, *testSplice(7, owner))
@@ -198,6 +191,19 @@ func (w *worker) kernelSynAck(m *proto.Splice, now splice.Time) {
 	w.out.Reset()
 	w.shim.Input(splice.PortHost, f, now, &w.out)
 	w.out.Reset()
+}
+
+// handoffPortsOfShards returns, of two shards, a handoff port whose
+// Splice (back-end port 80) shard 0 owns and one shard 1 owns.
+func handoffPortsOfShards() (shard0, shard1 uint16) {
+	for p := uint16(40000); shard0 == 0 || shard1 == 0; p++ {
+		if shardOf(&proto.Splice{BackendPort: 80, HandoffPort: p}, 2) == 0 {
+			shard0 = p
+		} else {
+			shard1 = p
+		}
+	}
+	return shard0, shard1
 }
 
 // attachTestControl gives worker 0 a control socket on loopback and

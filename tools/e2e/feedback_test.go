@@ -308,12 +308,7 @@ func TestFeedbackKnownSessionsBeyondCapacityLive(t *testing.T) {
 	cfg.Sessions, cfg.SessionRequests = 50, 50
 	cfg.Up, cfg.Down, cfg.End = 2*time.Second, 14*time.Second, 16*time.Second
 	res := runFeedbackLive(t, base, cfg)
-	known, fresh := sessionCounts(t, res)
-	t.Logf("known sessions: %d sent, %d 2xx, %d 503, %d timed out; new: %d sent, %d 2xx, %d 503, %d timed out",
-		known.Sent, known.OK, known.Refused, known.TimedOut, fresh.Sent, fresh.OK, fresh.Refused, fresh.TimedOut)
-	if known.TimedOut+fresh.TimedOut != 0 {
-		t.Errorf("%d requests timed out", known.TimedOut+fresh.TimedOut)
-	}
+	known, _ := sessionCounts(t, res)
 	if known.Refused == 0 {
 		t.Error("no known-session request refused at 1.96 times the capacity")
 	}
@@ -328,9 +323,10 @@ func TestFeedbackKnownSessionsBeyondCapacityLive(t *testing.T) {
 // one class, one request in two starting a session (session-requests 2),
 // so that at 1.4 times the capacity the known sessions bring 0.7 of it
 // and the new sessions the other 0.7 (one content tree: nothing to
-// degrade; 0.7 leaves room for back-ends slowed by a busy machine). The known sessions' requests complete (issue 10: ">= 95%
-// while new sessions take the refusals"), the new sessions take the
-// 503s, and no client times out.
+// degrade; 0.7 leaves room for back-ends slowed by a busy machine). The
+// known sessions' requests complete (issue 10: ">= 95% while new
+// sessions take the refusals"), the new sessions take the 503s, and no
+// client times out.
 //
 // One class, because with several the proportional differentiation
 // decides first: at 1.6 times the capacity, 3:2:1 in served fractions
@@ -349,11 +345,6 @@ func TestFeedbackSessionsCompleteWhileNewOnesAreRefusedLive(t *testing.T) {
 	cfg.Up, cfg.Down, cfg.End = 2*time.Second, 14*time.Second, 16*time.Second
 	res := runFeedbackLive(t, base, cfg)
 	known, fresh := sessionCounts(t, res)
-	t.Logf("known sessions: %d sent, %d 2xx, %d 503, %d timed out; new: %d sent, %d 2xx, %d 503, %d timed out",
-		known.Sent, known.OK, known.Refused, known.TimedOut, fresh.Sent, fresh.OK, fresh.Refused, fresh.TimedOut)
-	if known.TimedOut+fresh.TimedOut != 0 {
-		t.Errorf("%d requests timed out", known.TimedOut+fresh.TimedOut)
-	}
 	if float64(known.OK) < 0.95*float64(known.Sent) {
 		t.Errorf("known sessions completed %d of %d, want >= 95%%", known.OK, known.Sent)
 	}
@@ -363,8 +354,9 @@ func TestFeedbackSessionsCompleteWhileNewOnesAreRefusedLive(t *testing.T) {
 }
 
 // sessionCounts sums the clients' counts of known-session and
-// new-session requests over the classes, after checking that every
-// refusal was a 503 with Retry-After.
+// new-session requests over the classes and logs them, after checking
+// that every refusal was a 503 with Retry-After; and no request may have
+// timed out.
 func sessionCounts(t *testing.T, res experiment.FeedbackLabResult) (known, fresh loadgen.SessionKindCounts) {
 	t.Helper()
 	for _, c := range res.Classes {
@@ -380,6 +372,11 @@ func sessionCounts(t *testing.T, res experiment.FeedbackLabResult) (known, fresh
 			k.sum.Refused += k.c.Refused
 			k.sum.TimedOut += k.c.TimedOut
 		}
+	}
+	t.Logf("known sessions: %d sent, %d 2xx, %d 503, %d timed out; new: %d sent, %d 2xx, %d 503, %d timed out",
+		known.Sent, known.OK, known.Refused, known.TimedOut, fresh.Sent, fresh.OK, fresh.Refused, fresh.TimedOut)
+	if known.TimedOut+fresh.TimedOut != 0 {
+		t.Errorf("%d requests timed out", known.TimedOut+fresh.TimedOut)
 	}
 	return known, fresh
 }
