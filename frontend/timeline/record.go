@@ -456,20 +456,38 @@ func ParseJSON(line []byte) (Record, error) {
 	return r, nil
 }
 
+// maxLine bounds a record's line (the longest are a few KiB).
+const maxLine = 1 << 20
+
 // Read reads every record of a JSON-lines file; blank lines are skipped.
+// A last line without its newline is not a record yet and is left out:
+// it is a write still in progress when the file is read while the
+// front-end writes it (Writer.Write), or one cut short.
 func Read(rd io.Reader) ([]Record, error) {
-	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	br := bufio.NewReaderSize(rd, 64<<10)
 	var out []Record
-	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			return out, nil // nothing, or a line without its newline
+		}
+		if err != nil {
+			return out, err
+		}
+		if len(b) > maxLine {
+			return out, fmt.Errorf("line %d: %d bytes, at most %d", line, len(b), maxLine)
+		}
+		b = b[:len(b)-1]
+		if n := len(b); n > 0 && b[n-1] == '\r' {
+			b = b[:n-1]
+		}
+		if len(b) == 0 {
 			continue
 		}
-		r, err := ParseJSON(sc.Bytes())
+		r, err := ParseJSON(b)
 		if err != nil {
 			return out, fmt.Errorf("line %d: %w", line, err)
 		}
 		out = append(out, r)
 	}
-	return out, sc.Err()
 }

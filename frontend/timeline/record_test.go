@@ -51,6 +51,29 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestReadLeavesOutAHalfWrittenLastLine: a file read while the front-end
+// writes it may end inside a record (a write caught half done); Read
+// returns the complete lines and leaves the rest for the next read, and
+// a bad complete line is still an error with its number.
+func TestReadLeavesOutAHalfWrittenLastLine(t *testing.T) {
+	r := sampleRecord()
+	line := r.AppendJSON(nil)
+	file := string(line) + "\r\n" + string(line)
+	for cut := len(file) - 1; cut > len(file)-len(line); cut -= 7 {
+		recs, err := Read(strings.NewReader(file[:cut]))
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("cut at %d of %d: %d records, %v; want the first", cut, len(file), len(recs), err)
+		}
+	}
+	if recs, err := Read(strings.NewReader(file)); err != nil || len(recs) != 2 {
+		t.Fatalf("whole file: %d records, %v", len(recs), err)
+	}
+	_, err := Read(strings.NewReader(string(line) + "{\"steps\":\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad complete line: %v, want an error naming line 2", err)
+	}
+}
+
 func TestAppendJSONAllocatesNothing(t *testing.T) {
 	r := sampleRecord()
 	buf := make([]byte, 0, 1024)

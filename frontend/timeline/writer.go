@@ -25,8 +25,12 @@ func Create(path string) (*Writer, error) {
 }
 
 // Write writes recs and flushes them, so that a reader following the file
-// sees every connection that has ended: one write per call at most, and
-// the front-end calls it once per pass that ended connections.
+// sees every connection that has ended: one write per call when they fit
+// the buffer (64 KiB), and the front-end calls it once per pass that
+// ended connections. A reader following the file may still catch a
+// write half done (the kernel copies it into the file page by page, and
+// more records than the buffer holds take several writes): Read leaves
+// out a last line without its newline.
 func (w *Writer) Write(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
