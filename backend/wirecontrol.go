@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"time"
 
@@ -156,32 +155,7 @@ func (w *worker) queueWireControl(b []byte, now splice.Time) bool {
 // the kernel's for a datagram of its own: no options, don't fragment
 // (the protocol's datagrams fit any MTU), TTL 64.
 func buildControlFrame(buf []byte, srcMAC, dstMAC wire.MAC, src, dst netip.AddrPort, id uint16, payload []byte) []byte {
-	n := controlFrameHeaders + len(payload)
-	f := buf[:n]
-	eth := wire.Ethernet(f)
-	eth.SetDst(dstMAC)
-	eth.SetSrc(srcMAC)
-	eth.SetEtherType(wire.EtherTypeIPv4)
-	ip := wire.IPv4(f[wire.EthernetHeaderLen:])
-	ip[0], ip[1] = 0x45, 0
-	binary.BigEndian.PutUint16(ip[2:], uint16(n-wire.EthernetHeaderLen))
-	binary.BigEndian.PutUint16(ip[4:], id)
-	binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
-	ip[8], ip[9] = 64, wire.ProtoUDP
-	ip.SetSrc(src.Addr().As4())
-	ip.SetDst(dst.Addr().As4())
-	ip.SetChecksum(0)
-	ip.SetChecksum(ip[:wire.IPv4MinHeaderLen].ComputeChecksum())
-	u := ip[wire.IPv4MinHeaderLen:]
-	binary.BigEndian.PutUint16(u[0:], src.Port())
-	binary.BigEndian.PutUint16(u[2:], dst.Port())
-	binary.BigEndian.PutUint16(u[4:], uint16(len(u)))
-	binary.BigEndian.PutUint16(u[6:], 0)
-	copy(u[8:], payload)
-	sum := ^wire.Fold(wire.Sum(u, wire.PseudoHeaderSum(ip.Src(), ip.Dst(), wire.ProtoUDP, uint16(len(u)))))
-	if sum == 0 {
-		sum = 0xffff // 0 says "no checksum" (RFC 768)
-	}
-	binary.BigEndian.PutUint16(u[6:], sum)
-	return f
+	f := wire.UDPFrame{SrcMAC: srcMAC, DstMAC: dstMAC, Src: src.Addr().As4(), Dst: dst.Addr().As4(),
+		SrcPort: src.Port(), DstPort: dst.Port(), IPID: id, Payload: payload}
+	return buf[:f.Encode(buf)]
 }

@@ -29,24 +29,11 @@ var (
 // back-end's control port as it crosses the wire: Ethernet, IPv4 and UDP
 // headers with both checksums.
 func ctlWireFrame(b []byte) []byte {
-	f := make([]byte, 14+20+8+len(b))
-	eth := wire.Ethernet(f)
-	eth.SetDst(testTAPMAC)
-	eth.SetSrc(testFEMAC)
-	eth.SetEtherType(wire.EtherTypeIPv4)
-	ip := wire.IPv4(f[14:])
-	ip[0], ip[8], ip[9] = 0x45, 64, wire.ProtoUDP
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(b)))
-	ip.SetSrc(feControl.Addr().As4())
-	ip.SetDst(backendAddr.As4())
-	ip.SetChecksum(ip[:20].ComputeChecksum())
-	u := f[14+20:]
-	binary.BigEndian.PutUint16(u, feControl.Port())
-	binary.BigEndian.PutUint16(u[2:], testControlPort)
-	binary.BigEndian.PutUint16(u[4:], uint16(8+len(b)))
-	copy(u[8:], b)
-	binary.BigEndian.PutUint16(u[6:], ^wire.Fold(wire.Sum(u, wire.PseudoHeaderSum(ip.Src(), ip.Dst(), wire.ProtoUDP, uint16(len(u))))))
-	return f
+	f := wire.UDPFrame{SrcMAC: testFEMAC, DstMAC: testTAPMAC, Src: feControl.Addr().As4(), Dst: backendAddr.As4(),
+		SrcPort: feControl.Port(), DstPort: testControlPort, Payload: b}
+	buf := make([]byte, f.Len())
+	f.Encode(buf)
+	return buf
 }
 
 // deliverWire has worker 0 read datagrams off the wire, each in a frame

@@ -58,9 +58,6 @@ type ControlDatagram struct {
 	Payload []byte
 }
 
-// udpHeaderLen is the size of a UDP header.
-const udpHeaderLen = 8
-
 // takeControl hands p, a parsed frame from the wire that passed the
 // ingress checks, to the caller when it is a datagram for the host's
 // control port, and reports whether the shim is done with the frame
@@ -88,7 +85,7 @@ func (s *Shim) takeControl(p *wire.Packet, frame []byte, vh wire.VNetHdr, out *O
 		s.stats.ControlOffloaded++
 		return false
 	}
-	if len(u) < udpHeaderLen || int(binary.BigEndian.Uint16(u[4:])) != len(u) {
+	if len(u) < wire.UDPHeaderLen || int(binary.BigEndian.Uint16(u[4:])) != len(u) {
 		s.stats.ControlBadLength++
 		return true
 	}
@@ -100,7 +97,7 @@ func (s *Shim) takeControl(p *wire.Packet, frame []byte, vh wire.VNetHdr, out *O
 	out.Control = append(out.Control, ControlDatagram{
 		From:    netip.AddrPortFrom(netip.AddrFrom4(p.IP.Src()), binary.BigEndian.Uint16(u)),
 		SrcMAC:  p.Eth.Src(),
-		Payload: u[udpHeaderLen:],
+		Payload: u[wire.UDPHeaderLen:],
 	})
 	return true
 }

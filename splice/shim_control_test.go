@@ -25,25 +25,11 @@ var (
 // host's control port, with both checksums right; mutators below break
 // one thing each.
 func ctlFrame(payload []byte) []byte {
-	b := make([]byte, 14+20+8+len(payload))
-	eth := wire.Ethernet(b)
-	eth.SetDst(hostMAC)
-	eth.SetSrc(feCtlMAC)
-	eth.SetEtherType(wire.EtherTypeIPv4)
-	ip := wire.IPv4(b[14:])
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
-	binary.BigEndian.PutUint16(ip[4:], 0x1234)
-	ip[8], ip[9] = 64, wire.ProtoUDP
-	ip.SetSrc(feCtlIP)
-	ip.SetDst(backendIP)
-	refixIP(b)
-	u := b[14+20:]
-	binary.BigEndian.PutUint16(u[0:], 7400)
-	binary.BigEndian.PutUint16(u[2:], testControlPort)
-	binary.BigEndian.PutUint16(u[4:], uint16(8+len(payload)))
-	copy(u[8:], payload)
-	return refixUDP(b)
+	f := wire.UDPFrame{SrcMAC: feCtlMAC, DstMAC: hostMAC, Src: feCtlIP, Dst: backendIP,
+		SrcPort: 7400, DstPort: testControlPort, IPID: 0x1234, Payload: payload}
+	b := make([]byte, f.Len())
+	f.Encode(b)
+	return b
 }
 
 // refixUDP recomputes the UDP checksum of a frame with a 20-byte IPv4
