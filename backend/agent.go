@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"errors"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -83,8 +84,11 @@ type AgentStats struct {
 	Stale           uint64 `json:"stale"`           // messages for another back-end or incarnation
 	Splices         uint64 `json:"splices"`         // Splice messages received
 	SplicesRefused  uint64 `json:"splices_refused"` // acknowledged with OK false
-	Feedbacks       uint64 `json:"feedbacks"`       // Feedback messages sent
-	BadMessages     uint64 `json:"bad_messages"`    // datagrams that failed to decode or were refused
+	// SplicesAtSYN: Splices sent with C2's SYN that waited for the
+	// kernel's SYN-ACK, acknowledged when it completed them (issue 7).
+	SplicesAtSYN uint64 `json:"splices_at_syn"`
+	Feedbacks    uint64 `json:"feedbacks"`    // Feedback messages sent
+	BadMessages  uint64 `json:"bad_messages"` // datagrams that failed to decode or were refused
 	// Refused counts them by reason (proto.RefusalReason: auth, replay,
 	// stale, direction, peer, ...): forged, replayed or reflected
 	// datagrams show here.
@@ -324,17 +328,33 @@ func (a *Agent) Malformed(from netip.AddrPort, err error, out *AgentOutput) {
 // reference to m. The front-end sends the request only after an OK ack,
 // so no reply can reach the shim before it knows how to translate it
 // (handoff step 6).
+//
+// A Splice sent with the SYN that waits for its SYN-ACK
+// (splice.ErrSpliceAwaitsSynAck) is acknowledged later, by Event.
 func (a *Agent) Installed(m *proto.Splice, err error, out *AgentOutput) {
-	ack := slot(&out.acks)
-	*ack = proto.SpliceAck{RequestID: m.RequestID, BackendID: a.cfg.ID, OK: err == nil}
+	if errors.Is(err, splice.ErrSpliceAwaitsSynAck) {
+		a.stats.SplicesAtSYN++
+		return
+	}
+	reason := ""
 	if err != nil {
+		reason = err.Error()
+	}
+	a.acknowledge(m.RequestID, reason, out)
+}
+
+// acknowledge sends the SpliceAck of request id: OK when reason is empty.
+func (a *Agent) acknowledge(id uint64, reason string, out *AgentOutput) {
+	ack := slot(&out.acks)
+	*ack = proto.SpliceAck{RequestID: id, BackendID: a.cfg.ID, OK: reason == ""}
+	if reason != "" {
 		a.stats.SplicesRefused++
-		ack.Reason = err.Error()
+		ack.Reason = reason
 		if len(ack.Reason) > proto.MaxReasonLen {
 			ack.Reason = ack.Reason[:proto.MaxReasonLen]
 		}
 		out.log(slog.LevelWarn, "splice refused",
-			slog.Uint64("request", m.RequestID), slog.String("err", err.Error()))
+			slog.Uint64("request", id), slog.String("err", reason))
 	}
 	out.Send = append(out.Send, ack)
 }
@@ -342,6 +362,10 @@ func (a *Agent) Installed(m *proto.Splice, err error, out *AgentOutput) {
 // Event handles an engine event: a finished response becomes Feedback.
 // Call SetConcurrency first, so the Feedback carries the load after it.
 func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
+	if ev.Kind == splice.EvSpliceInstalled {
+		a.acknowledge(ev.RequestID, ev.Detail, out)
+		return
+	}
 	if ev.Kind != splice.EvResponseDone {
 		return
 	}

@@ -436,3 +436,29 @@ func TestAgentOutputMessagesStayDistinct(t *testing.T) {
 		t.Fatalf("ack %+v, want request 78 refused, in the storage reused", a)
 	}
 }
+
+// A Splice sent with the SYN that waits for its SYN-ACK is acknowledged
+// when the engine reports it installed, not when it was handed over; a
+// refusal at that point is acknowledged as one.
+func TestAgentAcknowledgesASpliceSentWithTheSYNWhenInstalled(t *testing.T) {
+	r := newAgentRig(t, 0)
+	r.out.Reset()
+	r.a.Installed(spliceMsg(21), splice.ErrSpliceAwaitsSynAck, &r.out)
+	if len(r.out.Send) != 0 || len(r.out.Logs) != 0 || r.a.Stats().SplicesAtSYN != 1 {
+		t.Fatalf("sent %d, logged %d, SplicesAtSYN %d for a Splice waiting for its SYN-ACK",
+			len(r.out.Send), len(r.out.Logs), r.a.Stats().SplicesAtSYN)
+	}
+	r.out.Reset()
+	r.a.Event(splice.Event{Kind: splice.EvSpliceInstalled, RequestID: 21}, 0, &r.out)
+	if got := sent[*proto.SpliceAck](t, &r.out); *got != (proto.SpliceAck{RequestID: 21, BackendID: testID, OK: true}) {
+		t.Fatalf("ack %+v", got)
+	}
+	r.out.Reset()
+	r.a.Event(splice.Event{Kind: splice.EvSpliceInstalled, RequestID: 22, Detail: "no"}, 0, &r.out)
+	if got := sent[*proto.SpliceAck](t, &r.out); got.OK || got.RequestID != 22 || got.Reason != "no" {
+		t.Fatalf("ack %+v, want a refusal", got)
+	}
+	if st := r.a.Stats(); st.SplicesRefused != 1 {
+		t.Errorf("SplicesRefused %d", st.SplicesRefused)
+	}
+}

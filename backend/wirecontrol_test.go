@@ -289,3 +289,50 @@ func mustAppend(t *testing.T, c *proto.Codec, m proto.Message) []byte {
 	}
 	return b
 }
+
+// TestWireSpliceSentWithTheSYNAcknowledgedWhenItsSynAckPasses: a Splice
+// sent with C2's SYN waits in the shard that owns its connection and is
+// acknowledged by worker 0 once the kernel's SYN-ACK has completed it
+// there, in worker 0's own shard and in another's.
+func TestWireSpliceSentWithTheSYNAcknowledgedWhenItsSynAckPasses(t *testing.T) {
+	d := newTestWorkers(t, 2)
+	fe, codec := d.attachTestControl(t)
+	w0, w1 := d.workers[0], d.workers[1]
+	mine, theirs := handoffPortsOfShards()
+	synAck := func(w *worker, m *proto.Splice, now splice.Time) {
+		tf := wire.TCPFrame{Src: m.BackendIP.As4(), Dst: m.HandoffIP.As4(), SrcPort: m.BackendPort, DstPort: m.HandoffPort,
+			Seq: 0x1000, Ack: wire.Seq(m.RequestEnd), Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 64240}
+		f := make([]byte, tf.Len())
+		tf.Encode(f)
+		w.out.Reset()
+		w.shim.Input(splice.PortHost, f, now, &w.out)
+		w.passEvents(now)
+	}
+	for i, w := range []*worker{w0, w1} {
+		port := mine
+		if w == w1 {
+			port = theirs
+		}
+		id := uint64(30 + i)
+		sp := testSplice(id, port)
+		sp.Flags |= proto.SpliceAtSYN
+		sp.SeqDelta += 0x1000 // ISN_f, as the SYN-ACK's ISN 0x1000 resolves it
+		b, _ := codec.Append(nil, sp)
+		w0.out.Reset()
+		w0.inputWire(ctlWireFrame(b), wire.VNetHdr{}, ms(int64(10*i+1)))
+		w1.readMail(ms(int64(10*i + 1)))
+		w0.readMail(ms(int64(10*i + 1)))
+		if w.shim.Entries() != 0 || w.shim.Stats().AtSYNWaited != 1 || d.agent.Stats().SplicesAtSYN != uint64(i+1) {
+			t.Fatalf("shard %d before the SYN-ACK: %d entries, shim %+v, agent %+v", w.id, w.shim.Entries(), w.shim.Stats(), d.agent.Stats())
+		}
+		synAck(w, sp, ms(int64(10*i+2)))
+		w0.readMail(ms(int64(10*i + 2)))
+		w0.flushControl()
+		if a := recvAck(t, fe); !a.OK || a.RequestID != id {
+			t.Fatalf("shard %d: ack %+v, want OK for request %d", w.id, a, id)
+		}
+		if ent := w.shim.Entries(); ent != 1 || w.shim.Stats().AtSYNCompleted != 1 {
+			t.Fatalf("shard %d after the SYN-ACK: %d entries, shim %+v", w.id, ent, w.shim.Stats())
+		}
+	}
+}

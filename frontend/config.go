@@ -56,6 +56,9 @@ type Config struct {
 	// EarlyRequest sends a safe first request with its Splice instead of
 	// at the shim's SpliceAck (controller.Config.EarlyRequest).
 	EarlyRequest bool
+	// SpliceAtSYN sends a request's Splice with C2's SYN, so the shim's
+	// SpliceAck comes with the SYN-ACK (splice.FrontEndConfig.SpliceAtSYN).
+	SpliceAtSYN bool
 
 	Linger      time.Duration
 	IdleTimeout time.Duration

@@ -229,7 +229,8 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		MaxFlows: share(maxFlows), MaxFlowsPerSource: share(perSource), MaxPortsPerSource: share(ports),
 		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
 		Shard: i, Shards: n,
-		Timelines: cfg.Timeline != "",
+		Timelines:   cfg.Timeline != "",
+		SpliceAtSYN: cfg.SpliceAtSYN,
 	}
 }
 

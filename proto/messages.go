@@ -45,8 +45,18 @@ const (
 	// adaptation, issue 10), so request-direction numbers differ by an
 	// offset from RewriteEnd on; the Rewrite* fields follow.
 	SpliceRewrite uint8 = 1 << 3
+	// SpliceAtSYN: the front-end sent the Splice with C2's SYN, before
+	// the back-end's SYN-ACK (issue 7), so three fields carry what the
+	// shim completes from that SYN-ACK as it passes: SeqDelta is the
+	// client-facing ISN (the front-end's SYN cookie, ISN_f), TSOffset the
+	// client-facing TSval the SYN-ACK's TSval maps to, and WScaleBackend
+	// is 0 (the kernel's shift is the SYN-ACK's). SpliceTimestamps then
+	// says the front-end offered timestamps on C2; they are in use when
+	// the kernel answered them too. The shim acknowledges such a Splice
+	// once it is complete, not when it arrives.
+	SpliceAtSYN uint8 = 1 << 4
 
-	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite
+	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN
 )
 
 // Splice tells a back-end shim to rewrite the replies of one C2 connection
@@ -67,9 +77,9 @@ type Splice struct {
 	BackendIP   netip.Addr
 	BackendPort uint16
 
-	SeqDelta         uint32  // back-end seq + SeqDelta = client-facing seq
-	TSOffset         uint32  // back-end TSval + TSOffset = client-facing TSval
-	Flags            uint8   // SpliceTimestamps | SpliceSACK | SpliceWindowScale
+	SeqDelta         uint32  // back-end seq + SeqDelta = client-facing seq (SpliceAtSYN: ISN_f)
+	TSOffset         uint32  // back-end TSval + TSOffset = client-facing TSval (SpliceAtSYN: the SYN-ACK's)
+	Flags            uint8   // SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN
 	WScaleBackend    uint8   // window shift the back-end kernel uses, 0..14
 	WScaleFrontend   uint8   // window shift the front-end announced to the client, 0..14
 	ClientNextHopMAC [6]byte // source MAC of the client's frames at the front-end

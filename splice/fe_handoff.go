@@ -50,6 +50,7 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 	e.stats.HandoffsStarted++
 	e.sendC2SYN(f, now, out)
 	e.setDeadline(f, now.Add(e.cfg.HandoffTimeout))
+	e.spliceWithSYN(f, now, out)
 	return nil
 }
 
@@ -212,13 +213,13 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		// (design trap 2). Our clock is at tsClock(now); the back-end's
 		// later values only grow from o.TSVal.
 		f.tsOffset = tsClock(now) + 1 - o.TSVal
+		if f.atSYN {
+			f.tsOffset = e.atSYNOffset(f, o.TSVal, now)
+		}
 	}
 	f.seqDelta = uint32(f.isnF - f.isnB)
 	e.applyFirstRewrite(f) // f.buf holds the back-end's bytes from here on
-	f.reqEnd = f.syn.clientISN + 1 + wire.Seq(len(f.buf))
-	if f.finInBuf {
-		f.reqEnd++
-	}
+	f.reqEnd = f.requestEnd()
 	f.reqUna = f.syn.clientISN + 1
 	f.reqNxt = f.reqUna
 	f.cliNxt = f.rw.toC(f.reqEnd, true)
@@ -232,6 +233,10 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	// frame per request on both machines. A connection held for a slot
 	// longer than the back-end waits (its SYN-ACK timer, 1 s on Linux) is
 	// ACKed when the SYN-ACK comes again (inputBackend, stSpliceWait).
+	if f.atSYN {
+		e.atSYNEstablished(f, now, out)
+		return
+	}
 	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
 	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: e.spliceMessage(f)})
 }
@@ -286,6 +291,10 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 // only keeps its idle timeout as a backstop (then the client gets a 503;
 // nothing reached the server, so a retry is safe).
 func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
+	if f := e.byID[id]; f != nil && f.state == stConnecting && f.atSYN {
+		f.spliceHeld = true // the SpliceAck came before C2's SYN-ACK (fe_atsyn.go)
+		return nil
+	}
 	f, err := e.flowIn(id, stSpliceWait)
 	if err != nil {
 		return err
@@ -299,6 +308,10 @@ func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
 // after HoldSplice, when the back-end has a slot): from now on every
 // reply it sees is translated, so the request can go.
 func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
+	if f := e.byID[id]; f != nil && f.state == stConnecting && f.atSYN {
+		f.atSYNGo, f.spliceHeld = true, false // sent once C2 is up (fe_atsyn.go)
+		return nil
+	}
 	f, err := e.flowIn(id, stSpliceWait)
 	if err != nil {
 		return err

@@ -71,20 +71,28 @@ type flow struct {
 	// spliceHeld: the shim confirmed, the request waits for a back-end
 	// slot (HoldSplice).
 	spliceHeld bool
-	mssB       uint16
-	wsB        int
-	tsB        bool
-	tsLastB    uint32 // back-end's last TSval seen by us
-	seqDelta   uint32 // client-facing reply seq = back-end seq + seqDelta
-	tsOffset   uint32 // client-facing TSval = back-end TSval + tsOffset
-	reqEnd     wire.Seq
-	reqUna     wire.Seq // highest back-end ACK seen (via the shim's copies)
-	reqNxt     wire.Seq
-	held       [][]byte
-	srvFin     bool
-	cliAck     wire.Seq // client's latest ACK (client-facing numbers)
-	cliAckAt   Time     // when cliAck last advanced: the back-end's data reached the client (fe_progress.go)
-	srvRST     bool
+	// The Splice sent with the SYN (fe_atsyn.go): atSYN while it is in
+	// use; atSYNGo when the request may go as soon as C2 is up (the
+	// SpliceAck came first, or an early request); tsBase the
+	// client-facing TSval the SYN-ACK's maps to; tsLag how far our own
+	// TSvals to the client stay behind our clock to stay just behind
+	// the translated ones.
+	atSYN, atSYNGo bool
+	tsBase, tsLag  uint32
+	mssB           uint16
+	wsB            int
+	tsB            bool
+	tsLastB        uint32 // back-end's last TSval seen by us
+	seqDelta       uint32 // client-facing reply seq = back-end seq + seqDelta
+	tsOffset       uint32 // client-facing TSval = back-end TSval + tsOffset
+	reqEnd         wire.Seq
+	reqUna         wire.Seq // highest back-end ACK seen (via the shim's copies)
+	reqNxt         wire.Seq
+	held           [][]byte
+	srvFin         bool
+	cliAck         wire.Seq // client's latest ACK (client-facing numbers)
+	cliAckAt       Time     // when cliAck last advanced: the back-end's data reached the client (fe_progress.go)
+	srvRST         bool
 	// ackOwed: the request head's ACK was held back until ackOwedBy
 	// (fe_ackdelay.go); anything sent to the client at rcvNxt clears it.
 	ackOwed   bool
@@ -166,7 +174,7 @@ func (e *FrontEnd) toClient(f *flow, now Time, seq, ack wire.Seq, flags uint8, p
 	var optBuf [wire.TSOptionLen]byte
 	var opts []byte
 	if f.syn.ts {
-		tsVal := tsClock(now)
+		tsVal := f.ownTSval(now)
 		if f.tsFloorSet && int32(f.tsFloor-tsVal) > 0 {
 			tsVal = f.tsFloor
 		}

@@ -88,6 +88,13 @@ type FrontEndConfig struct {
 	// Shard modulo Shards.
 	Shard, Shards int
 
+	// SpliceAtSYN sends a request's Splice with C2's SYN rather than
+	// after its SYN-ACK, when the first request is buffered whole and not
+	// rewritten (issue 7, fe_atsyn.go): the shim completes it from the
+	// SYN-ACK and acknowledges it as that passes, so the SpliceAck comes
+	// with the SYN-ACK instead of a round trip later.
+	SpliceAtSYN bool
+
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
 	// other steps are stamped whether it is set or not.

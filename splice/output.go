@@ -79,6 +79,11 @@ const (
 	// EvResponseDone: (shim) a response finished (the client acknowledged
 	// everything the server sent); Bytes is its size.
 	EvResponseDone
+	// EvSpliceInstalled: (shim) a Splice sent with C2's SYN, which
+	// AddSplice left waiting (ErrSpliceAwaitsSynAck), met the kernel's
+	// SYN-ACK: installed when Detail is empty, refused otherwise (Detail
+	// says why). RequestID names it; the daemon acknowledges it now.
+	EvSpliceInstalled
 )
 
 // CloseReason says why a flow ended.

@@ -74,11 +74,14 @@ type Shim struct {
 	// (AddSplice refuses a second), which is also the timers' key.
 	byReq      map[uint64]*spliceEntry
 	handshakes handshakeTable // recent C2 handshakes, by reply tuple
-	timers     deadlines
-	stats      ShimStats
-	pkt        wire.Packet
-	opts       wire.TCPOptions
-	active     int
+	// atSYN holds the Splices sent with their SYN that wait for the
+	// kernel's SYN-ACK, by reply tuple (shim_atsyn.go).
+	atSYN  tupleTable[proto.Splice]
+	timers deadlines
+	stats  ShimStats
+	pkt    wire.Packet
+	opts   wire.TCPOptions
+	active int
 
 	// Allocation per request (issue 7): entries removed, kept for the
 	// next Splices instead of a new one each (see remove).
@@ -147,6 +150,12 @@ type ShimStats struct {
 	// host (shim_ackcoalesce.go).
 	AcksCoalesced uint64
 
+	// Splices sent with C2's SYN (issue 7, shim_atsyn.go): taken before
+	// their SYN-ACK, to wait for it; completed by it and installed;
+	// pushed out by newer ones before it came (the wait is bounded like
+	// the handshakes); contradicted by it (refused then).
+	AtSYNWaited, AtSYNCompleted, AtSYNEvicted, AtSYNRefused uint64
+
 	// Control datagrams off the wire (issue 7, shim_control.go): taken
 	// for the caller; dropped for a UDP length that does not fit its
 	// packet or a wrong UDP checksum; passed to the host as fragments
@@ -181,6 +190,12 @@ type spliceEntry struct {
 	hostShift   uint8    // the kernel's window shift on C2
 	resetByWire bool     // reset by a RST from the wire, which the kernel may not have taken
 	born        Time
+	// The handshake it was installed on, to recognise a Splice sent with
+	// the SYN when it comes again (shim_atsyn.go).
+	isnB      wire.Seq
+	synTSval  uint32
+	synWScale int8
+	synTS     bool
 
 	// Service-time measurement, one request at a time.
 	reqNxt     wire.Seq // end of the request bytes seen: less is a retransmission
@@ -257,7 +272,8 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 		hostIP:     cfg.HostIP.As4(),
 		entries:    make(map[fourTuple]*spliceEntry),
 		byReq:      make(map[uint64]*spliceEntry),
-		handshakes: newHandshakeTable(cfg.MaxHandshakes, cfg.HandshakeWindow),
+		handshakes: newTupleTable[handshake](cfg.MaxHandshakes, cfg.HandshakeWindow),
+		atSYN:      newTupleTable[proto.Splice](cfg.MaxHandshakes, cfg.HandshakeWindow),
 		held:       newHeldPool(),
 	}, nil
 }
@@ -291,6 +307,9 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		return fmt.Errorf("splice: Splice %d has a non-IPv4 address", m.RequestID)
 	}
 	key := fourTuple{srcIP: s.hostIP, dstIP: m.HandoffIP.As4(), srcPort: m.BackendPort, dstPort: m.HandoffPort}
+	if m.Flags&proto.SpliceAtSYN != 0 {
+		return s.addSpliceAtSYN(m, key, now)
+	}
 	old := s.entries[key]
 	if old != nil && old.installedBy(m) {
 		return nil // a resent Splice: keep the live state
@@ -320,6 +339,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		wsShift: int(m.WScaleBackend) - int(m.WScaleFrontend),
 		reqEnd:  wire.Seq(m.RequestEnd),
 		rcvAck:  hs.isnF + 1, rcvWnd: uint32(hs.window), sndNxt: hs.isnB + 1,
+		isnB: hs.isnB, synTSval: hs.tsVal, synWScale: hs.wscale, synTS: hs.ts,
 		reqNxt: hs.isnF + 1, pendAck: pendingAck{idx: -1},
 		born: now, lastSeen: now, deadline: Never,
 	}
@@ -483,7 +503,7 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				return
 			}
 			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
-				s.noteHandshake(key, t, now)
+				s.noteHandshake(key, t, now, out)
 			} else if s.replyBeforeSplice(key, t, now) {
 				return // before its Splice (shim_early.go)
 			}

@@ -59,54 +59,64 @@ type handshake struct {
 	window     uint16   // the SYN-ACK's window (a SYN's is never scaled)
 	wscale     int8     // the kernel's window shift, -1 when it sent none
 	ts         bool     // the kernel answered timestamps
-	at         Time
-	serial     uint64 // which ring slot holds it (see handshakeTable)
+	tsVal      uint32   // the SYN-ACK's TSval, when ts (a Splice sent with the SYN maps it)
 	// early is the request that crossed before the Splice (shim_early.go).
 	early earlyRequest
 }
 
-// handshakeTable holds the C2 handshakes seen recently: each for at most
-// window, in at most len(ring) slots, the oldest pushed out first. A map
-// finds them by tuple; the ring keeps their order. A slot whose record
-// was refreshed (a retransmitted SYN-ACK takes a new slot) or consumed is
-// dead and skipped; it still takes room until it reaches the head, which
-// only makes the oldest live record go a little early. The map is made
-// with room for the ring, so steady use does not grow it.
-type handshakeTable struct {
-	byTuple map[fourTuple]handshake
-	ring    []handshakeSlot
+// handshakeTable holds the C2 handshakes seen recently.
+type handshakeTable = tupleTable[handshake]
+
+// tupleTable holds records by C2 tuple, each for at most window, in at
+// most len(ring) slots, the oldest pushed out first: the recent
+// handshakes, and the Splices sent with their SYN that wait for theirs
+// (shim_atsyn.go). A map finds them by tuple; the ring keeps their
+// order. A slot whose record was refreshed (a retransmitted SYN-ACK takes
+// a new slot) or consumed is dead and skipped; it still takes room until
+// it reaches the head, which only makes the oldest live record go a
+// little early. The map is made with room for the ring, so steady use
+// does not grow it.
+type tupleTable[V any] struct {
+	byTuple map[fourTuple]tupleRecord[V]
+	ring    []tupleSlot
 	head, n int
 	serial  uint64
 	window  time.Duration
 }
 
-type handshakeSlot struct {
+type tupleRecord[V any] struct {
+	v      V
+	at     Time
+	serial uint64 // which ring slot holds it
+}
+
+type tupleSlot struct {
 	key    fourTuple
 	serial uint64
 }
 
-func newHandshakeTable(size int, window time.Duration) handshakeTable {
-	return handshakeTable{
-		byTuple: make(map[fourTuple]handshake, size),
-		ring:    make([]handshakeSlot, size),
+func newTupleTable[V any](size int, window time.Duration) tupleTable[V] {
+	return tupleTable[V]{
+		byTuple: make(map[fourTuple]tupleRecord[V], size),
+		ring:    make([]tupleSlot, size),
 		window:  window,
 	}
 }
 
 // pop frees the head slot, forgetting its record if it is still live.
-func (h *handshakeTable) pop() {
+func (h *tupleTable[V]) pop() {
 	slot := h.ring[h.head]
-	if hs, ok := h.byTuple[slot.key]; ok && hs.serial == slot.serial {
+	if r, ok := h.byTuple[slot.key]; ok && r.serial == slot.serial {
 		delete(h.byTuple, slot.key)
 	}
-	h.ring[h.head] = handshakeSlot{}
+	h.ring[h.head] = tupleSlot{}
 	h.head = (h.head + 1) % len(h.ring)
 	h.n--
 }
 
-// note records hs for key at now and reports whether a record still in
+// note records v for key at now and reports whether a record still in
 // its window was pushed out to make room.
-func (h *handshakeTable) note(key fourTuple, hs handshake, now Time) (evicted bool) {
+func (h *tupleTable[V]) note(key fourTuple, v V, now Time) (evicted bool) {
 	// Expired and dead slots at the head go first, then, with the ring
 	// still full, the oldest record.
 	for h.n > 0 {
@@ -121,39 +131,39 @@ func (h *handshakeTable) note(key fourTuple, hs handshake, now Time) (evicted bo
 		h.pop()
 	}
 	h.serial++
-	hs.at, hs.serial = now, h.serial
-	h.ring[(h.head+h.n)%len(h.ring)] = handshakeSlot{key, h.serial}
+	h.ring[(h.head+h.n)%len(h.ring)] = tupleSlot{key, h.serial}
 	h.n++
-	h.byTuple[key] = hs
+	h.byTuple[key] = tupleRecord[V]{v: v, at: now, serial: h.serial}
 	return evicted
 }
 
 // find returns key's record if it is no older than the window.
-func (h *handshakeTable) find(key fourTuple, now Time) (handshake, error) {
-	hs, ok := h.byTuple[key]
+func (h *tupleTable[V]) find(key fourTuple, now Time) (V, error) {
+	r, ok := h.byTuple[key]
 	switch {
 	case !ok:
-		return hs, ErrSpliceNoHandshake
-	case now.Sub(hs.at) > h.window:
-		return hs, ErrSpliceStaleHandshake
+		return r.v, ErrSpliceNoHandshake
+	case now.Sub(r.at) > h.window:
+		return r.v, ErrSpliceStaleHandshake
 	}
-	return hs, nil
+	return r.v, nil
 }
 
-// update stores hs, a record find returned for key, changed: it keeps its
+// update stores v, a record find returned for key, changed: it keeps its
 // slot and its time.
-func (h *handshakeTable) update(key fourTuple, hs handshake) {
-	if old, ok := h.byTuple[key]; ok && old.serial == hs.serial {
-		h.byTuple[key] = hs
+func (h *tupleTable[V]) update(key fourTuple, v V) {
+	if r, ok := h.byTuple[key]; ok {
+		r.v = v
+		h.byTuple[key] = r
 	}
 }
 
 // consume forgets key's record: a handshake is good for one Splice.
-func (h *handshakeTable) consume(key fourTuple) { delete(h.byTuple, key) }
+func (h *tupleTable[V]) consume(key fourTuple) { delete(h.byTuple, key) }
 
 // noteHandshake records the kernel's SYN-ACK t on the C2 tuple key (server
 // -> handoff address), if it comes from a port the web server listens on.
-func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time) {
+func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time, out *Output) {
 	if !s.isWebPort(key.srcPort) {
 		return
 	}
@@ -161,7 +171,7 @@ func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time) {
 	if wire.ParseOptions(t, o) != nil {
 		return // the front-end will not take it either
 	}
-	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS}
+	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal}
 	if old, err := s.handshakes.find(key, now); err == nil && old.isnB == hs.isnB && old.isnF == hs.isnF {
 		hs.early = old.early // the kernel sent its SYN-ACK again
 	}
@@ -172,6 +182,7 @@ func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time) {
 	if s.handshakes.note(key, hs, now) {
 		s.stats.HandshakesEvicted++
 	}
+	s.completeAtSYN(key, &hs, now, out)
 }
 
 func (s *Shim) isWebPort(port uint16) bool {

@@ -24,14 +24,15 @@ var configFlags = map[string]bool{
 
 // tuning holds the flags that are not configuration but combine with
 // -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -rx-hold,
-// -early-request) and the handoff timelines (-timeline).
+// -early-request, -splice-at-syn) and the handoff timelines (-timeline).
 type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
 	rxHold  time.Duration
-	// earlyRequest: a safe request goes with its Splice.
-	earlyRequest bool
+	// earlyRequest: a safe request goes with its Splice; spliceAtSYN:
+	// the Splice goes with C2's SYN.
+	earlyRequest, spliceAtSYN bool
 	// timeline is an output, like a profile: it combines with -config.
 	timeline string
 }
@@ -58,6 +59,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.Workers = tune.workers
 	cfg.RxHold = tune.rxHold
 	cfg.EarlyRequest = tune.earlyRequest
+	cfg.SpliceAtSYN = tune.spliceAtSYN
 	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)
 }

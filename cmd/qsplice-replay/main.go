@@ -111,11 +111,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&c.Engine.HeadTimeout, "head-timeout", 10*time.Second, "engine: a client must finish its request head within this (408)")
 	fs.DurationVar(&c.Engine.Linger, "linger", 5*time.Second, "engine: how long a closed flow is kept for late segments")
 	fs.DurationVar(&c.Engine.IdleTimeout, "idle-timeout", 15*time.Minute, "engine: spliced flow idle limit")
+	atSYN := fs.Bool("splice-at-syn", true, "engine: send a request's Splice with the handoff SYN, as qsplice-frontend does by default (false: after the SYN-ACK)")
 	fs.StringVar(&o.timeline, "timeline", "", "write each connection's handoff timeline to this file, one JSON line per connection, as qsplice-frontend -timeline (qsplice-timeline reads it)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	c.ClassicSplice = !*atSYN
 	if o.version {
 		return o, nil
 	}

@@ -15,7 +15,8 @@
 //	c2_syn         engine: the handoff connection's SYN went out
 //	c2_synack      engine: the back-end's SYN-ACK came (EvSplice)
 //	splice_sent    controller: the Splice message went to the shim (the
-//	               first time; resends do not move it)
+//	               first time; resends do not move it): after c2_synack,
+//	               or with c2_syn when the Splice goes with the SYN
 //	splice_ack     controller: the shim's SpliceAck came
 //	request_sent   engine: the request went out on C2 (SpliceAcked)
 //	first_byte     shim, placed: the response's first byte at the shim
@@ -238,8 +239,10 @@ func (r *Record) Steps() []Step {
 // after the response may reach the front-end before the Feedback does.
 // The SpliceAck is only after the Splice it answers: a safe request goes
 // with its Splice (issue 7's early request), and its ack may come after
-// the response, even after the Feedback when a datagram was lost.
-var chain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, C2SYNACK, SpliceSent, RequestSent, FirstByte, LastByte, Feedback}
+// the response, even after the Feedback when a datagram was lost. The
+// Splice goes after C2's SYN and before the request, and before or after
+// the SYN-ACK: it may go with the SYN (issue 7, splice.FrontEndConfig.SpliceAtSYN).
+var chain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, C2SYNACK, RequestSent, FirstByte, LastByte, Feedback}
 
 // CheckOrder returns an error naming the first pair of steps out of
 // order. A placed step (first_byte, last_byte) may precede a front-end
@@ -264,9 +267,12 @@ func (r *Record) CheckOrder() error {
 		}
 		prev, prevOK = s, true
 	}
-	if a, ok := r.Get(SpliceAck); ok {
-		if s, ok := r.Get(SpliceSent); ok && a < s {
-			return fmt.Errorf("flow %d: %v at %v is before %v at %v", r.Flow, SpliceAck, time.Duration(a-r.Start()), SpliceSent, time.Duration(s-r.Start()))
+	// The Splice between C2's SYN and the request, its ack after it.
+	for _, p := range [...][2]Step{{C2SYN, SpliceSent}, {SpliceSent, RequestSent}, {SpliceSent, SpliceAck}} {
+		a, aok := r.Get(p[0])
+		b, bok := r.Get(p[1])
+		if aok && bok && b < a {
+			return fmt.Errorf("flow %d: %v at %v is before %v at %v", r.Flow, p[1], time.Duration(b-r.Start()), p[0], time.Duration(a-r.Start()))
 		}
 	}
 	if c, ok := r.Get(Close); ok {

@@ -107,6 +107,9 @@ func TestCheckOrder(t *testing.T) {
 		{"missing steps are skipped", mod(func(r *Record) { r.Have &^= 1<<Queued | 1<<Admitted }), false},
 		{"close before head", mod(func(r *Record) { r.At[Close] = r.At[CookieACK] }), true},
 		{"close before the handoff (half-close)", mod(func(r *Record) { r.At[Close] = r.At[HeadComplete] }), false},
+		{"splice with the SYN", mod(func(r *Record) { r.At[SpliceSent] = r.At[C2SYN] }), false},
+		{"splice before the SYN", mod(func(r *Record) { r.At[SpliceSent] = r.At[C2SYN] - 1 }), true},
+		{"splice after the request", mod(func(r *Record) { r.At[SpliceSent] = r.At[RequestSent] + 1 }), true},
 	}
 	for _, c := range cases {
 		if err := c.r.CheckOrder(); (err != nil) != c.bad {

@@ -77,8 +77,13 @@ type Config struct {
 	RecordInput bool
 
 	// Engine tunes the engine (timeouts, buffers). Its MAC, VIPs, Ports,
-	// HandoffAddr and CookieSecret are replaced by the fields above.
+	// HandoffAddr and CookieSecret are replaced by the fields above, and
+	// its SpliceAtSYN by ClassicSplice's opposite.
 	Engine splice.FrontEndConfig
+	// ClassicSplice sends each Splice after C2's SYN-ACK, as the front-end
+	// did before issue 7; by default it goes with the SYN, as
+	// qsplice-frontend sends it (splice.FrontEndConfig.SpliceAtSYN).
+	ClassicSplice bool
 
 	// Timeline, if set, receives each connection's handoff timeline as
 	// a JSON line, as qsplice-frontend -timeline writes them (issue 11,
@@ -151,6 +156,7 @@ func (c *Config) engineConfig() splice.FrontEndConfig {
 	e.HandoffAddr = c.HandoffAddr
 	e.CookieSecret = sha256.Sum256([]byte(c.CookieSeed))
 	e.Timelines = c.Timeline != nil
+	e.SpliceAtSYN = !c.ClassicSplice
 	return e
 }
 

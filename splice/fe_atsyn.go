@@ -1,0 +1,91 @@
+package splice
+
+// The Splice sent with C2's SYN (issue 7; the shim's side and why:
+// shim_atsyn.go).
+//
+// Dispatch sends it when the first request is in the buffer whole (its
+// length known, every byte of it here) and not rewritten, so that
+// RequestEnd cannot move before the SYN-ACK. Of the numbers that come
+// from the SYN-ACK, the front-end fixes one in advance: the client-facing
+// TSval the SYN-ACK's maps to, tsBase = our clock at dispatch + 1. The
+// rule of the classic handoff (design trap 2) is that translated TSvals
+// run one ahead of our own to the client, so the client's PAWS check
+// takes both. With tsBase fixed early that holds if our own stay one
+// behind it: until the SYN-ACK they do not pass tsBase - 1, and from the
+// SYN-ACK on they lag our clock by the milliseconds it took to come
+// (tsLag, usually 0). Both daemons then compute the same tsOffset, as
+// they compute the same seqDelta and window shift from the same SYN-ACK.
+//
+// The shim acknowledges such a Splice when the SYN-ACK completed it, so
+// the SpliceAck may come before the SYN-ACK reaches us: SpliceAcked and
+// HoldSplice remember it in the connecting state (atSYNGo, spliceHeld),
+// and the SYN-ACK then does what they would have done.
+
+import (
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// spliceWithSYN sends f's Splice now, with C2's SYN, when it may.
+func (e *FrontEnd) spliceWithSYN(f *flow, now Time, out *Output) {
+	if !e.cfg.SpliceAtSYN || f.rwPending || f.rw.on || f.reqSpan < 0 || int64(len(f.buf)) != f.reqSpan {
+		return
+	}
+	f.atSYN, f.atSYNGo = true, false
+	f.tsBase, f.tsLag = tsClock(now)+1, 0
+	m := e.spliceMessage(f)
+	m.Flags |= proto.SpliceAtSYN
+	m.SeqDelta, m.TSOffset, m.WScaleBackend = uint32(f.isnF), f.tsBase, 0
+	m.RequestEnd = uint32(f.requestEnd())
+	m.Flags &^= proto.SpliceTimestamps
+	if f.syn.ts {
+		m.Flags |= proto.SpliceTimestamps // offered on C2; in use if the kernel answers
+	}
+	e.stats.SplicesAtSYN++
+	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: m})
+}
+
+// atSYNOffset is tsOffset for f's Splice sent with the SYN, whose SYN-ACK
+// carried TSval tsB: the shim's, from the same numbers. From now on our
+// own TSvals lag our clock by what it moved past tsBase - 1.
+func (e *FrontEnd) atSYNOffset(f *flow, tsB uint32, now Time) uint32 {
+	if d := int32(tsClock(now) + 1 - f.tsBase); d > 0 {
+		f.tsLag = uint32(d)
+		e.stats.SplicesAtSYNLagged++
+	}
+	return f.tsBase - tsB
+}
+
+// atSYNEstablished finishes c2Established for a Splice sent with the SYN:
+// nothing more to send the shim; the request goes now if the SpliceAck
+// came first, else it waits for it like any other.
+func (e *FrontEnd) atSYNEstablished(f *flow, now Time, out *Output) {
+	switch {
+	case f.atSYNGo:
+		f.atSYNGo = false
+		_ = e.SpliceAcked(f.id, now, out) // f is in stSpliceWait: it cannot fail
+	case f.spliceHeld:
+		e.setDeadline(f, now.Add(e.cfg.IdleTimeout)) // as HoldSplice does
+	default:
+		e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
+	}
+}
+
+// ownTSval is the TSval of a segment we send the client ourselves at now.
+func (f *flow) ownTSval(now Time) uint32 {
+	v := tsClock(now) - f.tsLag
+	if f.atSYN && f.state == stConnecting && int32(v-(f.tsBase-1)) > 0 {
+		v = f.tsBase - 1
+	}
+	return v
+}
+
+// requestEnd is the sequence number on C2 just past the first request
+// (and the client's FIN, when it came with it).
+func (f *flow) requestEnd() wire.Seq {
+	end := f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	if f.finInBuf {
+		end++
+	}
+	return end
+}
