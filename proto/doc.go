@@ -139,9 +139,13 @@
 //	30 ipv4  BackendIP     |
 //	34 u16   BackendPort  /
 //	36 u32   SeqDelta     back-end seq + SeqDelta = client-facing seq
+//	                      (bit 4: the client-facing ISN, ISN_f)
 //	40 u32   TSOffset     back-end TSval + TSOffset = client-facing TSval
+//	                      (bit 4: the client-facing TSval of the SYN-ACK's)
 //	44 u8    Flags        bit 0 timestamps, bit 1 SACK, bit 2 window scale,
-//	                      bit 3 rewritten request target; other bits must be 0
+//	                      bit 3 rewritten request target, bit 4 sent with
+//	                      C2's SYN (the shim completes it from the SYN-ACK;
+//	                      WScaleBackend is then 0); other bits must be 0
 //	45 u8    WScaleBackend   0..14
 //	46 u8    WScaleFrontend  0..14
 //	47 mac   ClientNextHopMAC

@@ -177,6 +177,13 @@
 // of the request has reached the server yet, so every 503 here is safe to
 // retry.
 //
+// With SpliceAtSYN (fe_atsyn.go, the daemon's default) the Splice goes
+// with the C2 SYN instead, when the request is buffered whole and not
+// rewritten: the shim completes it from the SYN-ACK as that passes and
+// acknowledges it then, so the SpliceAck comes with the SYN-ACK (or just
+// before it: SpliceAcked and HoldSplice in connecting are remembered and
+// done at the SYN-ACK).
+//
 // spliced (fe_forward.go): SpliceAcked sends the buffered request on C2,
 // then the held frames. From then on every client segment is translated
 // in place onto C2 and the front-end acknowledges no client data of its
@@ -261,7 +268,11 @@
 //     the client itself. The shim adds it to every reply's TSval; the
 //     front-end subtracts it from the client's TS echo. When the front-end
 //     takes a connection back to answer a refused follow-up, its own TSvals
-//     never go below the last one the client echoed.
+//     never go below the last one the client echoed. A Splice sent with
+//     the SYN fixes the "now + 1" at dispatch (tsBase) and lets the shim
+//     subtract the SYN-ACK's TSval itself; our own TSvals then stay one
+//     behind the translated ones by lagging our clock by the time the
+//     SYN-ACK took beyond that millisecond (fe_atsyn.go).
 //   - Window scales: wsF is ours towards the client (WScale, when the
 //     client offered scaling), wsB the back-end's. Reply windows become
 //     win << wsB >> wsF, clamped to 65535 and never rounded from non-zero

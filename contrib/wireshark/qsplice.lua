@@ -159,7 +159,8 @@ for mtype, layout in pairs(layouts) do
 			add_field(key .. ".sack", ProtoField.bool(abbr .. ".sack", "SACK", 8, nil, 0x02))
 			add_field(key .. ".ws", ProtoField.bool(abbr .. ".window_scale", "Window scale", 8, nil, 0x04))
 			add_field(key .. ".rewrite", ProtoField.bool(abbr .. ".rewrite", "Rewritten target", 8, nil, 0x08))
-			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xf0))
+			add_field(key .. ".at_syn", ProtoField.bool(abbr .. ".at_syn", "Sent with the SYN", 8, nil, 0x10))
+			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xe0))
 		elseif kind == "ports" then
 			add_field(key .. ".count", ProtoField.uint8(abbr .. "_count", go .. " count", base.DEC))
 			add_field(key, ProtoField.uint16(abbr, go, base.DEC))
@@ -263,9 +264,10 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 				item:add(f[key .. ".sack"], r)
 				item:add(f[key .. ".ws"], r)
 				item:add(f[key .. ".rewrite"], r)
+				item:add(f[key .. ".at_syn"], r)
 				item:add(f[key .. ".unknown"], r)
 				flags = r:uint()
-				if bit32.band(r:uint(), 0xf0) ~= 0 then
+				if bit32.band(r:uint(), 0xe0) ~= 0 then
 					item:add_proto_expert_info(ef_malformed, "unknown flag bits must be 0")
 				end
 			elseif (go == "WScaleBackend" or go == "WScaleFrontend") and r:uint() > 14 then
