@@ -322,3 +322,27 @@ func TestShimRefusesSplicesSentWithTheSYNThatCannotBeRight(t *testing.T) {
 		t.Errorf("AtSYNWaited %d, AtSYNEvicted %d, %d waiting; want 3, 1, 2", st.AtSYNWaited, st.AtSYNEvicted, len(h.sh.atSYN.byTuple))
 	}
 }
+
+
+// TestClientSegmentsOfASpliceSentWithTheSYNAreTranslatedByItsNumbers: on
+// a connection whose Splice went with the SYN, client ACKs, SACK blocks
+// and TS echoes reach the back-end in its own numbers, with the numbers
+// the shim completed (connectSpliced takes them from the engine as the
+// shim's would be: TestSpliceSentWithTheSYNGivesTheNumbersOfTheSynAck
+// shows the two agree).
+func TestClientSegmentsOfASpliceSentWithTheSYNAreTranslatedByItsNumbers(t *testing.T) {
+	p := defaultSpliceParams()
+	p.request = []byte(shortRequest)
+	p.mod = atSYNOn
+	sc := connectSpliced(t, p)
+	if sc.h.fe.Stats().SplicesAtSYN != 1 {
+		t.Fatal("the Splice did not go with the SYN")
+	}
+	c := sc.c
+	for i, ack := range []wire.Seq{c.isnF + 1, c.isnF + 700, c.isnF + 1400} {
+		c.tsVal++
+		c.peerTS = p.answer.TSVal + uint32(i) + sc.sp.TSOffset // echoing translated back-end TSvals
+		sc.now += ms
+		sc.forward(t, c.seg(wire.TCPFlagACK, c.nxt, ack, nil, wire.SACKBlock{Left: ack + 100, Right: ack + 200}))
+	}
+}

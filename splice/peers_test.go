@@ -246,15 +246,27 @@ func connectSplicedOn(tb testing.TB, h *feHarness, c *testClient, p spliceParams
 	c.tsVal++
 	id := c.sendRequest(tb, h, p.request, now)
 	now += ms
-	syn := expectTCP(tb, onlyFrame(tb, h.call(func(out *Output) {
+	out := h.call(func(out *Output) {
 		if err := h.fe.Dispatch(id, testBackend, now, out); err != nil {
 			tb.Fatal(err)
 		}
-	})), seqIs(p.clientISN), flagsAre(wire.TCPFlagSYN))
+	})
+	syn := expectTCP(tb, onlyFrame(tb, out), seqIs(p.clientISN), flagsAre(wire.TCPFlagSYN))
+	if h.cfg.SpliceAtSYN {
+		onlyEvent(tb, out, EvSplice) // the Splice goes with the SYN (fe_atsyn.go)
+	}
 	srv := newServer(p.backendISN, p.answer)
 	now += ms
-	out := h.input(srv.synAck(syn), now)
-	ev := onlyEvent(tb, out, EvSplice)
+	out = h.input(srv.synAck(syn), now)
+	var sp proto.Splice
+	if h.cfg.SpliceAtSYN {
+		if len(eventsOf(out, EvSplice)) != 0 {
+			tb.Fatal("a second Splice at the SYN-ACK")
+		}
+		sp = h.fe.spliceMessage(h.fe.byID[id]) // what the shim completes it to
+	} else {
+		sp = onlyEvent(tb, out, EvSplice).Splice
+	}
 	if len(out.Frames) != 0 { // the request's first segment completes the handshake
 		tb.Fatalf("%d frames for the back-end's SYN-ACK, want none", len(out.Frames))
 	}
@@ -278,5 +290,5 @@ func connectSplicedOn(tb testing.TB, h *feHarness, c *testClient, p spliceParams
 	if out := h.input(srv.seg(wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil), now); len(out.Frames) != 0 {
 		tb.Fatalf("back-end ACK copy answered with %d frames", len(out.Frames))
 	}
-	return &splicedConn{h: h, c: c, srv: srv, id: id, sp: ev.Splice, now: now}
+	return &splicedConn{h: h, c: c, srv: srv, id: id, sp: sp, now: now}
 }

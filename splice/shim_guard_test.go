@@ -587,6 +587,8 @@ func FuzzShimGuard(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 0, 0, 1, 0, 0, 2, 0, 0, 2, 0, 0x18, 0, 0, 40, 3, 0, 0x18, 0, 0, 20,
 		2, 0, 0x04, 0x80, 0, 0, 0, 1, 3, 4, 0, 0, 1, 1, 0, 2, 0, 0, 4, 0, 0xff, 0, 0, 0})
 	f.Add([]byte{0, 3, 9, 9, 1, 0, 1, 3, 0, 0, 0, 0, 2, 3, 0x04, 0, 0, 0, 3, 3, 0x04, 0, 0, 0, 4, 0, 200, 0, 0, 0})
+	// A Splice sent with the SYN, before its SYN-ACK and after one.
+	f.Add([]byte{1, 1, 0, 0, 4, 0, 0, 1, 7, 1, 0, 9, 1, 2, 0, 0, 4, 0, 0, 2, 7, 2, 0, 9, 2, 2, 0, 0x18, 0, 40, 3, 1, 0x18, 0, 0, 20, 4, 0, 20, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		h := newShim(t, ShimConfig{MaxHandshakes: 3, MaxEntries: 3, Linger: time.Second,
 			IdleTimeout: time.Minute, MaxLifetime: 10 * time.Minute, HandshakeWindow: time.Second})
@@ -612,6 +614,9 @@ func FuzzShimGuard(f *testing.F) {
 			case 1: // a Splice, maybe for the last handshake on tuple i
 				if d&1 != 0 {
 					sp.RequestEnd += uint32(a) << 16
+				}
+				if c&4 != 0 { // sent with the SYN (shim_atsyn.go), before or after its SYN-ACK
+					sp = atSYNSplice(sp, conns[i].isnB, 0xffffff00)
 				}
 				h.sh.AddSplice(&sp, now)
 			case 2: // a segment from the wire, near the stream or not
@@ -645,7 +650,7 @@ func checkShimTables(t *testing.T, h *shimHarness) {
 	h.checkCounters()
 	sh := h.sh
 	if len(sh.entries) > sh.cfg.MaxEntries || len(sh.handshakes.byTuple) > sh.cfg.MaxHandshakes ||
-		sh.handshakes.n > len(sh.handshakes.ring) {
+		sh.handshakes.n > len(sh.handshakes.ring) || len(sh.atSYN.byTuple) > sh.cfg.MaxHandshakes || sh.atSYN.n > len(sh.atSYN.ring) {
 		t.Fatalf("%d entries, %d handshakes in %d slots: over the bounds", len(sh.entries), len(sh.handshakes.byTuple), sh.handshakes.n)
 	}
 	inService := 0
