@@ -323,7 +323,6 @@ func TestShimRefusesSplicesSentWithTheSYNThatCannotBeRight(t *testing.T) {
 	}
 }
 
-
 // TestClientSegmentsOfASpliceSentWithTheSYNAreTranslatedByItsNumbers: on
 // a connection whose Splice went with the SYN, client ACKs, SACK blocks
 // and TS echoes reach the back-end in its own numbers, with the numbers
