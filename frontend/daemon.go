@@ -288,7 +288,7 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 	if d.ctrl.NextDeadline() <= now {
 		d.ctrl.Tick(now, &s.out)
 	}
-	d.sendDatagrams(&s.out)
+	s.splicesAfter = d.sendDatagrams(&s.out, false)
 	d.writeTimelines(&s.out)
 	d.ctrlDeadline.Store(int64(d.ctrl.NextDeadline()))
 	touched := d.engines.touched
@@ -312,10 +312,20 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 // handshake's ACK, forwarded client ACKs) are not waited on. A
 // sendmmsg(2) on the link costs tens of microseconds (the kernel
 // delivers the frames through the bridge in this call), so sending the
-// datagrams after it delayed every handoff by as much. Called with
-// ctrlMu held: the Codec numbers what it seals.
-func (d *Daemon) sendDatagrams(out *controller.Output) {
+// datagrams after it delayed every handoff by as much. A Splice sent
+// with its SYN is the exception: the SYN is the step waited on, and the
+// shim's loop would read the Splice first and handle it (decode, check
+// its tag, hand it to another worker) while the SYN waits. So those go
+// after the pass's frames (late): the first call leaves them and reports
+// whether it did, the second sends only them. Called with ctrlMu held:
+// the Codec numbers what it seals.
+func (d *Daemon) sendDatagrams(out *controller.Output, late bool) (left bool) {
 	for _, dg := range out.Datagrams {
+		m, ok := dg.Msg.(*proto.Splice)
+		if withSYN := ok && m.Flags&proto.SpliceAtSYN != 0; withSYN != late {
+			left = left || withSYN
+			continue
+		}
 		if err := d.ctl.queue(dg.To, dg.Msg); err != nil {
 			d.controlSendFailed(1, fmt.Errorf("%v to %v: %w", dg.Msg.Type(), dg.To, err))
 		}
@@ -323,6 +333,7 @@ func (d *Daemon) sendDatagrams(out *controller.Output) {
 	if failed, err := d.ctl.sock.Flush(); failed > 0 || err != nil {
 		d.controlSendFailed(failed, err)
 	}
+	return left
 }
 
 // controlSendFailed counts control datagrams that could not be encoded or

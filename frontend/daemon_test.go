@@ -68,7 +68,7 @@ type rig struct {
 	codec  *proto.Codec   // back-end 1's, incarnation 9
 }
 
-func newRig(t *testing.T, cfgPath string) *rig {
+func newRig(t *testing.T, cfgPath string, mods ...func(*Config)) *rig {
 	t.Helper()
 	f, err := conf.Load(cfgPath)
 	if err != nil {
@@ -77,6 +77,9 @@ func newRig(t *testing.T, cfgPath string) *rig {
 	cfg, err := FromFile(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, mod := range mods {
+		mod(&cfg)
 	}
 	cfg.MAC = feMAC
 	cfg.Control = netip.AddrPortFrom(loopback, 0) // any free port
@@ -399,5 +402,70 @@ func TestDaemonClockNeverGoesBack(t *testing.T) {
 	d.ctrlLast += 1e12
 	if got := d.ctrlStamp(); got < c || got != d.ctrlLast {
 		t.Fatalf("controller time went from %v to %v", c, got)
+	}
+}
+
+// TestDaemonSendsTheSpliceWithTheSYN: with SpliceAtSYN the Splice goes in
+// the pass of C2's SYN, marked as sent with it, and the request goes once
+// both the SYN-ACK and the SpliceAck came, in either order.
+func TestDaemonSendsTheSpliceWithTheSYN(t *testing.T) {
+	for _, ackFirst := range []bool{false, true} {
+		cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
+		writeConfig(t, cfgPath, "100")
+		r := newRig(t, cfgPath, func(c *Config) { c.SpliceAtSYN = true })
+		stop := r.run()
+		shimPort := r.shim.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		r.sendCtl(&proto.Register{BackendID: 1, IP: loopback, MAC: serverMAC, ControlPort: shimPort, Capacity: 5, Incarnation: 9})
+		recvCtl[*proto.RegisterAck](r)
+
+		const clientISN, clientPort = wire.Seq(0x2000), 40002
+		vip4 := wire.IP4From(vip)
+		var so [8]byte
+		syn := wire.SynOptions{MSS: 1460, WScale: -1}
+		r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
+			Seq: clientISN, Flags: wire.TCPFlagSYN, Window: 65535, Options: so[:syn.Encode(so[:])]})
+		ourISN := parsed(t, r.expectFrame("SYN-ACK", func(p *wire.Packet) bool {
+			return p.TCP.Has(wire.TCPFlagSYN | wire.TCPFlagACK)
+		})).TCP.Seq()
+		req := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+		r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
+			Seq: clientISN + 1, Ack: ourISN + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 65535, Payload: req})
+		server := wire.IP4From(loopback)
+		hport := parsed(t, r.expectFrame("C2 SYN", func(p *wire.Packet) bool {
+			return p.IP.Dst() == server && p.TCP.Flags() == wire.TCPFlagSYN
+		})).TCP.SrcPort()
+		sp := recvCtl[*proto.Splice](r)
+		if sp.Flags&proto.SpliceAtSYN == 0 || sp.HandoffPort != hport || sp.SeqDelta != uint32(ourISN) {
+			t.Fatalf("Splice %+v, want one sent with the SYN of port %d", sp, hport)
+		}
+		var sso [8]byte
+		ssyn := wire.SynOptions{MSS: 1460, WScale: -1}
+		synAck := wire.TCPFrame{SrcMAC: serverMAC, DstMAC: feMAC, Src: server, Dst: wire.IP4From(handoff), SrcPort: 80, DstPort: hport,
+			Seq: 0x9000, Ack: clientISN + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 65535, Options: sso[:ssyn.Encode(sso[:])]}
+		if ackFirst {
+			r.sendCtl(&proto.SpliceAck{RequestID: sp.RequestID, BackendID: 1, OK: true})
+			// The ack is taken before the SYN-ACK comes: wait until
+			// the controller has seen it.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				st, _ := r.d.Snapshot()
+				if len(st.Backends) == 1 && st.Backends[0].InService == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the SpliceAck was not taken")
+				}
+			}
+			r.send(synAck)
+		} else {
+			r.send(synAck)
+			r.sendCtl(&proto.SpliceAck{RequestID: sp.RequestID, BackendID: 1, OK: true})
+		}
+		onC2 := parsed(t, r.expectFrame("request on C2", func(p *wire.Packet) bool {
+			return p.IP.Dst() == server && len(p.TCP.Payload()) > 0
+		}))
+		if string(onC2.TCP.Payload()) != string(req) || onC2.TCP.Ack() != 0x9001 {
+			t.Fatalf("ack first %v: request on C2 %q ack %#x", ackFirst, onC2.TCP.Payload(), uint32(onC2.TCP.Ack()))
+		}
+		stop()
 	}
 }

@@ -63,6 +63,9 @@ type shard struct {
 	rxVNet  []wire.VNetHdr // their virtio-net headers (checksum verdicts)
 	inBatch []*pump.Frame  // their buffers, released after the pass's writes
 	txBatch [][]byte       // frames of out being written together
+	// splicesAfter: out holds Splices sent with their SYN, which go after
+	// the pass's frames (Daemon.sendDatagrams).
+	splicesAfter bool
 	rb      *link.Batch    // a BatchLink's frames of one pass
 	// scratch holds the segments of the pass's super-frames (GRO'd
 	// client data) cut to MTU size for the engine.
@@ -142,8 +145,8 @@ func (s *shard) pass(control bool) {
 	s.flushFrames()
 }
 
-// flushFrames writes the frames of the pass's output and logs its
-// records.
+// flushFrames writes the frames of the pass's output, then the Splices
+// that go after them, and logs its records.
 func (s *shard) flushFrames() {
 	s.txBatch = s.txBatch[:0]
 	for _, f := range s.out.Engine.Frames {
@@ -157,6 +160,13 @@ func (s *shard) flushFrames() {
 			}
 		}
 		clear(s.txBatch)
+	}
+	if s.splicesAfter {
+		// The Splices sent with their SYN go after it (sendDatagrams).
+		s.d.ctrlMu.Lock()
+		s.d.sendDatagrams(&s.out, true)
+		s.d.ctrlMu.Unlock()
+		s.splicesAfter = false
 	}
 	for _, r := range s.out.Logs {
 		s.d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)
