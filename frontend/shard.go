@@ -66,7 +66,7 @@ type shard struct {
 	// splicesAfter: out holds Splices sent with their SYN, which go after
 	// the pass's frames (Daemon.sendDatagrams).
 	splicesAfter bool
-	rb      *link.Batch    // a BatchLink's frames of one pass
+	rb           *link.Batch // a BatchLink's frames of one pass
 	// scratch holds the segments of the pass's super-frames (GRO'd
 	// client data) cut to MTU size for the engine.
 	scratch []byte
