@@ -89,6 +89,7 @@ func main() {
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
 	tapIO := flag.String("tap-io", string(backend.TAPIOAuto), backend.TAPIOUsage)
+	flag.DurationVar(&cfg.RxHold, "rx-hold", backend.DefaultRxHold, "offload TAP: longest receive-moderation hold; under a steady stream of bulk super-frames from the TAP a worker waits up to this long so that one pass translates and sends several (0: never hold)")
 	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)
 	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {

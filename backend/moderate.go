@@ -1,0 +1,102 @@
+package backend
+
+import (
+	"time"
+
+	"github.com/qsplice/qsplice/internal/rxmod"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Receive moderation of the shim's workers (issue 7), the front-end's
+// (frontend/moderate.go) turned round: under a bulk response the back-end
+// kernel writes a TCP super-frame into a worker's TAP queue every few
+// tens of microseconds, and the loop woke for each, translated it and sent
+// it with a sendmmsg(2) of its own. When a worker's recent passes read a
+// steady stream of such super-frames it now holds off before its next
+// pass for about the time a few more take to arrive, at most Config.RxHold
+// (-rx-hold), so one pass translates several and sends them with one
+// system call. The frames that wait are a bulk response's: the client's
+// ACKs, which pace the back-end's sender, come in on the wire, which a
+// hold does not make wait (it ends the hold), and so do requests, SYNs,
+// FINs, control datagrams and mail from the other workers
+// (link.Poller.Hold; the TAP is the one descriptor the hold leaves out).
+//
+// Steady are super-frames with at least bulkPayload bytes of payload.
+// Urgent, for the policy, is every other frame some client waits on: from
+// the TAP a SYN-ACK, a FIN, a RST, data under bulkPayload (a small reply,
+// the end of a response, the few KB a client with a tiny receive buffer
+// lets the server send at a time); from the wire anything but a pure ACK
+// (a SYN, a request, a FIN); and control datagrams. A load of short
+// connections is made of those, so it never holds, and neither does the
+// pass after one that read an urgent frame (rxmod.Config.NotAfterUrgent):
+// the SYN-ACK answering a SYN, or the first bytes of a response, are read
+// as soon as they come, whatever else the worker is busy with.
+
+// bulkPayload is the payload from which a TAP frame counts as a bulk
+// super-frame: 11 segments of 1460 bytes. Under bench-proxy's bulk load
+// the back-end's TCP writes 64 KB super-frames (TSO autosizing at GB/s);
+// a window-bound flow (a client's tiny receive buffer) writes no more
+// than its window at a time.
+const bulkPayload = 16 << 10
+
+// DefaultRxHold is the longest hold when Config.RxHold is not set by the
+// flag (qsplice-backend -rx-hold; the Config's zero value is off).
+const DefaultRxHold = 200 * time.Microsecond
+
+// minHoldRest: a hold ended early with less than this left is not
+// resumed after the pass that served what ended it.
+const minHoldRest = 20 * time.Microsecond
+
+// shimModeration is the policy's configuration for a hold of at most
+// maxHold (0: off). Under bulk load a worker reads 10-30 super-frames
+// per millisecond; a 2 ms window counts enough of them to see a steady
+// stream, and a Batch of 6 aims at passes of about that many.
+func shimModeration(maxHold time.Duration) rxmod.Config {
+	return rxmod.Config{
+		Window:         2 * time.Millisecond,
+		MinSteady:      8,
+		Batch:          6,
+		MaxHold:        max(maxHold, 0),
+		UrgentShare:    8,
+		NotAfterUrgent: true,
+	}
+}
+
+// rxCounts are a pass's received frames as the policy counts them.
+type rxCounts struct {
+	steady, urgent int
+}
+
+// tcpControl are the flags that make a segment a step of a connection.
+const tcpControl = wire.TCPFlagSYN | wire.TCPFlagFIN | wire.TCPFlagRST
+
+// fromHost counts a frame read from the TAP (p is scratch): a bulk
+// super-frame is steady; a handshake, a FIN, a RST or data under
+// bulkPayload urgent; a pure ACK or anything else neither.
+func (c *rxCounts) fromHost(frame []byte, p *wire.Packet) {
+	if wire.Parse(frame, p) != nil || p.Kind != wire.KindTCP {
+		return
+	}
+	payload := p.End - p.L4 - p.TCP.HeaderLen()
+	switch {
+	case p.TCP.Flags()&tcpControl != 0:
+		c.urgent++
+	case payload >= bulkPayload:
+		c.steady++
+	case payload > 0:
+		c.urgent++
+	}
+}
+
+// fromWire counts a frame read from the wire: anything but a pure ACK is
+// urgent (the client's ACKs end a hold anyway, but do not stop the next).
+func (c *rxCounts) fromWire(frame []byte, p *wire.Packet) {
+	if wire.Parse(frame, p) != nil {
+		return
+	}
+	if p.Kind == wire.KindTCP && p.TCP.Flags()&tcpControl == 0 && p.TCP.Has(wire.TCPFlagACK) &&
+		p.End == p.L4+p.TCP.HeaderLen() {
+		return
+	}
+	c.urgent++
+}
