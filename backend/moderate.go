@@ -13,13 +13,19 @@ import (
 // tens of microseconds, and the loop woke for each, translated it and sent
 // it with a sendmmsg(2) of its own. When a worker's recent passes read a
 // steady stream of such super-frames it now holds off before its next
-// pass for about the time a few more take to arrive, at most Config.RxHold
-// (-rx-hold), so one pass translates several and sends them with one
-// system call. The frames that wait are a bulk response's: the client's
-// ACKs, which pace the back-end's sender, come in on the wire, which a
-// hold does not make wait (it ends the hold), and so do requests, SYNs,
-// FINs, control datagrams and mail from the other workers
-// (link.Poller.Hold; the TAP is the one descriptor the hold leaves out).
+// pass for about the time Batch more take to arrive, at most Config.RxHold
+// (-rx-hold, 500 us), so that one pass translates them all and sends them
+// with one system call. The frames that wait are the TAP's and the
+// wire's, the client's ACKs, at most one hold: the front-end holds those
+// up to 2 ms already, and a bulk sender's window covers a millisecond
+// many times over. A control datagram, mail from another worker (a
+// Splice to install, a handed-over frame) or the daemon stopping end a
+// hold at once (link.Poller.Hold). The hold waits in io_uring_enter
+// (link.Poller.HoldInRing), where the TAP's reads, which complete as the
+// worker thread's task work, do not interrupt it as they interrupt
+// epoll_pwait2; the wire is read after every hold through its receive
+// ring (-rx-ring slots, no system call), or with recvmmsg when the hold
+// reports it (link.Poller.AddLate).
 //
 // Steady are super-frames with at least bulkPayload bytes of payload.
 // Urgent, for the policy, is every other frame some client waits on: from
@@ -41,21 +47,25 @@ const bulkPayload = 16 << 10
 
 // DefaultRxHold is the longest hold when Config.RxHold is not set by the
 // flag (qsplice-backend -rx-hold; the Config's zero value is off).
-const DefaultRxHold = 200 * time.Microsecond
+const DefaultRxHold = 500 * time.Microsecond
 
 // minHoldRest: a hold ended early with less than this left is not
 // resumed after the pass that served what ended it.
 const minHoldRest = 20 * time.Microsecond
 
 // shimModeration is the policy's configuration for a hold of at most
-// maxHold (0: off). Under bulk load a worker reads 10-30 super-frames
-// per millisecond; a 2 ms window counts enough of them to see a steady
-// stream, and a Batch of 6 aims at passes of about that many.
+// maxHold (0: off). Under bulk load a worker reads 5-15 super-frames per
+// millisecond; a 2 ms window counts enough of them to see a steady
+// stream. Batch is 24 (under the 32 of a TAP read, batchFrames): at
+// any rate the policy counts as steady (MinSteady: 2,000 a second and
+// more) 24 super-frames take longer than a few hundred microseconds, so
+// every hold is maxHold, which -rx-hold sets; 200 us, 500 us and 1 ms
+// were measured (docs/results.md).
 func shimModeration(maxHold time.Duration) rxmod.Config {
 	return rxmod.Config{
 		Window:         2 * time.Millisecond,
 		MinSteady:      8,
-		Batch:          6,
+		Batch:          24,
 		MaxHold:        max(maxHold, 0),
 		UrgentShare:    8,
 		NotAfterUrgent: true,

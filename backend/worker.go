@@ -50,9 +50,14 @@ const (
 // system call (epoll_wait, sendmmsg) it takes the P away, and the loop
 // must win a P back when the call returns. Measured under bulk load,
 // sysmon then woke 2000-4000 times a second (a nanosleep each) and the
-// retakes added futex wake-ups; a Gosched every few milliseconds, which
-// costs a few microseconds, resets the runtime's count.
-const yieldEvery = 5 * time.Millisecond
+// retakes added futex wake-ups; a Gosched every few milliseconds resets
+// the runtime's count. It is not free: the loop's goroutine is locked to
+// its thread, so a Gosched hands the thread's P to another thread and
+// back, four futex calls or so between them. Once receive moderation had
+// removed most other system calls these were a third of the shim's under
+// bulk load with a Gosched every 5 ms; every 8 ms, still under sysmon's
+// 10, made 30% fewer (docs/results.md); every 50 ms brought sysmon back.
+const yieldEvery = 8 * time.Millisecond
 
 // A worker is one packet loop on its own locked OS thread: it owns an
 // engine shard, its wire socket (a member of the wire's fanout group),
@@ -107,11 +112,12 @@ type worker struct {
 
 	// Receive moderation (issue 7, moderate.go): the policy, this pass's
 	// counts for it, and what the next wait needs to know.
-	mod     rxmod.Moderator
-	rx      rxCounts
-	pkt     wire.Packet // the counts' scratch
-	tapFull bool        // the pass's TAP read filled its batch: frames are left
-	holdOff bool        // the last hold gathered nothing: the stream stopped
+	mod      rxmod.Moderator
+	rx       rxCounts
+	pkt      wire.Packet // the counts' scratch
+	tapFull  bool        // the pass's TAP read filled its batch: frames are left
+	holdOff  bool        // the last hold gathered nothing: the stream stopped
+	wireHeld bool        // the wire has a receive ring: holds leave it out
 	// holdUntil is when a hold that the wire, a control datagram or mail
 	// ended early was to end: the next wait resumes it (see wait).
 	holdUntil splice.Time
@@ -181,10 +187,16 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	w.out.Control = make([]splice.ControlDatagram, 0, batchFrames)
 	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
 	w.wireHdrs, w.tapHdrs = make([]wire.VNetHdr, 0, passFrames), make([]wire.VNetHdr, 0, passFrames)
-	// A receive-moderation hold in io_uring reports the wire when it
-	// ends rather than ending for it (link.Poller.AddLate): its frames
-	// wait at most the hold, as the TAP's do.
-	if err := p.AddLate(w.wire.FD(), tokWire); err != nil {
+	// A receive-moderation hold lets the wire's frames wait too, at most
+	// the hold, as the TAP's do: with a receive ring the loop reads the
+	// wire after every hold, which costs no system call (AddHeld); with
+	// recvmmsg the hold in io_uring reports the wire when it ends rather
+	// than ending for it (link.Poller.AddLate).
+	addWire := p.AddLate
+	if _, ring := w.wire.RxRing(); ring {
+		addWire, w.wireHeld = p.AddHeld, true
+	}
+	if err := addWire(w.wire.FD(), tokWire); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -277,9 +289,9 @@ func (w *worker) run() error {
 		// server's replies from the TAP (a request may come with its
 		// Splice, and the reply right after it: splice/shim_early.go).
 		w.passes.Add(1)
-		// A hold does not report the TAP: read it anyway, it is what
-		// the hold waited for.
-		wireReady, tapReady := false, held
+		// A hold does not report the TAP (nor the wire read through a
+		// ring): read it anyway, it is what the hold waited for.
+		wireReady, tapReady := held && w.wireHeld, held
 		for _, tok := range w.ready[:n] {
 			switch tok {
 			case tokControl:
