@@ -85,7 +85,8 @@ func TestRxCountsClassifyHandBuiltFrames(t *testing.T) {
 // The shim's policy on the traffic it sees, frames classified as the
 // loop classifies them: it holds, within -rx-hold, under a stream of
 // bulk super-frames, and never for a thin stream, a load of short
-// connections, or right after a new connection's SYN or request.
+// connections, within 2 ms of a SYN or a request, or beside a flow bound
+// by a tiny window.
 func TestShimModerationHoldsOnlyForBulkStreams(t *testing.T) {
 	const ack, psh, syn, fin = wire.TCPFlagACK, wire.TCPFlagPSH, wire.TCPFlagSYN, wire.TCPFlagFIN
 	const maxHold = 200 * time.Microsecond
@@ -102,9 +103,12 @@ func TestShimModerationHoldsOnlyForBulkStreams(t *testing.T) {
 		wantHold bool
 	}{
 		{"bulk: 3 super-frames per 100 us", 100 * time.Microsecond, []pass{bulk}, bulk, true},
-		{"bulk with a keep-alive request in every 20th pass", 100 * time.Microsecond,
-			[]pass{bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk,
-				{tap: bulk.tap, wire: [][]byte{client(ack|psh, 80)}}}, bulk, true},
+		{"bulk with a keep-alive request every 5 ms", 100 * time.Microsecond,
+			append([]pass{{tap: bulk.tap, wire: [][]byte{client(ack|psh, 80)}}}, repeat(bulk, 49)...), bulk, true},
+		{"bulk with a request 1 ms ago", 100 * time.Microsecond,
+			append(repeat(bulk, 189), pass{tap: bulk.tap, wire: [][]byte{client(ack|psh, 80)}}, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk, bulk), bulk, false},
+		{"bulk beside a window-bound flow: 4 KB in every 5th pass", 100 * time.Microsecond,
+			append(repeat(bulk, 4), pass{tap: append([][]byte{host(ack|psh, 4096)}, bulk.tap...)}), bulk, false},
 		{"bulk, but the last pass read a SYN", 100 * time.Microsecond, []pass{bulk}, pass{tap: bulk.tap, wire: [][]byte{client(syn, 0)}}, false},
 		{"bulk, but the last pass read a SYN-ACK", 100 * time.Microsecond, []pass{bulk}, pass{tap: [][]byte{host(syn|ack, 0)}}, false},
 		{"thin: one super-frame per ms", time.Millisecond, []pass{thin}, thin, false},
@@ -143,6 +147,14 @@ func TestShimModerationHoldsOnlyForBulkStreams(t *testing.T) {
 	if got := m.Hold(ms(10)); got != 0 {
 		t.Errorf("-rx-hold 0: Hold = %v, want 0", got)
 	}
+}
+
+func repeat[T any](v T, n int) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
 }
 
 // blockedIn waits until thread tid is asleep in system call nr, so that

@@ -62,15 +62,16 @@ func TestModeratorOffNeverHolds(t *testing.T) {
 	}
 }
 
-// NotAfterUrgent: a pass that saw an urgent frame is not followed by a
-// hold, however steady the stream around it; the next pass without one
+// QuietAfterUrgent: no hold within that time of a pass that saw an
+// urgent frame, however steady the stream around it; after it the loop
 // may hold again.
-func TestModeratorNotAfterUrgentSkipsOnlyThePassAfterOne(t *testing.T) {
-	cfg := Config{Window: time.Millisecond, MinSteady: 4, Batch: 4, MaxHold: time.Millisecond, UrgentShare: 4, NotAfterUrgent: true}
+func TestModeratorQuietAfterUrgent(t *testing.T) {
+	cfg := Config{Window: time.Millisecond, MinSteady: 4, Batch: 4, MaxHold: time.Millisecond, UrgentShare: 4, QuietAfterUrgent: 300 * time.Microsecond}
 	m := New(cfg)
 	now := splice.Time(0)
+	step := func() { now += splice.Time(100 * time.Microsecond) }
 	for range 20 { // a steady stream: 4 per 100 us
-		now += splice.Time(100 * time.Microsecond)
+		step()
 		m.Observe(now, 4, 0)
 	}
 	// 4 at 40 per ms take 100 us; the counted span starts at a window's
@@ -78,22 +79,24 @@ func TestModeratorNotAfterUrgentSkipsOnlyThePassAfterOne(t *testing.T) {
 	if got := m.Hold(now); got < 80*time.Microsecond || got > 100*time.Microsecond {
 		t.Fatalf("steady stream: Hold = %v, want about 100us (4 at 40 per ms)", got)
 	}
-	now += splice.Time(100 * time.Microsecond)
+	step()
 	m.Observe(now, 4, 1) // a SYN among them
-	if got := m.Hold(now); got != 0 {
-		t.Fatalf("after a pass with an urgent frame: Hold = %v, want 0", got)
+	for i := range 3 {
+		if got := m.Hold(now); got != 0 {
+			t.Fatalf("%d00 us after a pass with an urgent frame: Hold = %v, want 0", i, got)
+		}
+		step()
+		m.Observe(now, 4, 0)
 	}
-	now += splice.Time(100 * time.Microsecond)
-	m.Observe(now, 4, 0)
 	if got := m.Hold(now); got == 0 {
-		t.Fatal("the pass after that, without one: Hold = 0, want a hold again")
+		t.Fatal("300 us after the urgent frame: Hold = 0, want a hold again")
 	}
-	// Without NotAfterUrgent the same stream holds after the urgent pass.
-	cfg.NotAfterUrgent = false
+	// Without it the same stream holds right after the urgent pass.
+	cfg.QuietAfterUrgent = 0
 	m = New(cfg)
 	m.Observe(ms(0.5), 40, 1)
 	if got := m.Hold(ms(0.5)); got == 0 {
-		t.Fatal("NotAfterUrgent off: Hold = 0 after one urgent frame in 40, want a hold")
+		t.Fatal("QuietAfterUrgent 0: Hold = 0 after one urgent frame in 40, want a hold")
 	}
 }
 
