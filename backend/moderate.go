@@ -33,12 +33,16 @@ import (
 // the end of a response, the few KB a client with a tiny receive buffer
 // lets the server send at a time); from the wire anything but a pure ACK
 // (a SYN, a request, a FIN); and control datagrams. A load of short
-// connections is made of those, so it never holds, and no pass holds
-// within 2 ms of one that read an urgent frame (rxmod.Config.
-// QuietAfterUrgent): the SYN-ACK answering a SYN, or the first bytes of a
-// response, are read as soon as they come, whatever else the worker is
-// busy with, and a client with a tiny receive buffer beside a bulk load
-// is not slowed down (held, it fell from 9 MB/s to 0.8).
+// connections is made of those, so it never holds, and neither does the
+// pass after one that read an urgent frame (rxmod.Config.NotAfterUrgent):
+// the SYN-ACK answering a SYN, or the first bytes of a response, are read
+// as soon as they come, whatever else the worker is busy with. Data
+// under bulkPayload from the TAP also keeps the worker from holding for
+// 2 ms (rxmod.Config.Quiet): a client with a tiny receive buffer beside a
+// bulk load fell from 9 MB/s to 0.8 when its frames were held. (Quiet
+// after every urgent frame instead cost half the holds under bench-proxy's
+// load of 10 MB responses: a request and a response's end every few
+// milliseconds per worker.)
 
 // bulkPayload is the payload from which a TAP frame counts as a bulk
 // super-frame: 11 segments of 1460 bytes. Under bench-proxy's bulk load
@@ -65,23 +69,25 @@ const minHoldRest = 20 * time.Microsecond
 // were measured (docs/results.md).
 func shimModeration(maxHold time.Duration) rxmod.Config {
 	return rxmod.Config{
-		Window:      2 * time.Millisecond,
-		MinSteady:   8,
-		Batch:       24,
-		MaxHold:     max(maxHold, 0),
-		UrgentShare: 8,
+		Window:         2 * time.Millisecond,
+		MinSteady:      8,
+		Batch:          24,
+		MaxHold:        max(maxHold, 0),
+		UrgentShare:    8,
+		NotAfterUrgent: true,
 		// A flow bound by a small window (a client's tiny receive
-		// buffer) sends small frames, each urgent, at least once per
-		// round trip: 2 ms keeps the loop from holding while one is
-		// active on a network whose round trips are that short, and
-		// where they are longer a hold adds little to them.
-		QuietAfterUrgent: 2 * time.Millisecond,
+		// buffer) sends data under bulkPayload at least once per round
+		// trip: 2 ms keeps the loop from holding while one is active on
+		// a network whose round trips are that short; where they are
+		// longer, a hold adds little to them.
+		Quiet: 2 * time.Millisecond,
 	}
 }
 
 // rxCounts are a pass's received frames as the policy counts them.
 type rxCounts struct {
 	steady, urgent int
+	narrow         int // of urgent: data under bulkPayload from the TAP
 }
 
 // tcpControl are the flags that make a segment a step of a connection.
@@ -102,6 +108,7 @@ func (c *rxCounts) fromHost(frame []byte, p *wire.Packet) {
 		c.steady++
 	case payload > 0:
 		c.urgent++
+		c.narrow++
 	}
 }
 

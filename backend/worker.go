@@ -343,6 +343,9 @@ func (w *worker) run() error {
 		}
 		w.checkDrops(now)
 		w.mod.Observe(now, w.rx.steady, w.rx.urgent)
+		if w.rx.narrow > 0 {
+			w.mod.Quiet(now)
+		}
 		w.rx = rxCounts{}
 	}
 	return nil

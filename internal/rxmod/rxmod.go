@@ -36,12 +36,14 @@ type Config struct {
 	// UrgentShare: the loop holds only while urgent frames are at most
 	// one in UrgentShare of the steady ones (0 counts as 1).
 	UrgentShare int
-	// QuietAfterUrgent: no hold within this time of a pass that saw an
-	// urgent frame (0: every pass may hold), so that what answers it (a
-	// SYN-ACK to a SYN, a response to a request) is read as soon as it
-	// comes, and a flow whose every frame is urgent (a window-bound one)
-	// keeps the loop from holding while it is active.
-	QuietAfterUrgent time.Duration
+	// NotAfterUrgent: the pass after one that saw an urgent frame is
+	// never held, so that what answers it (a SYN-ACK to a SYN, a
+	// response to a request) is read as soon as it comes.
+	NotAfterUrgent bool
+	// Quiet: no hold within this time of a Quiet call, which the loop
+	// makes for a frame of a flow that a hold would slow down (a
+	// window-bound one) and that keeps coming while the flow is active.
+	Quiet time.Duration
 }
 
 // Moderator decides how long a loop holds off before its next pass. The
@@ -53,10 +55,10 @@ type Moderator struct {
 	start                  splice.Time
 	steady, urgent         int
 	prevSteady, prevUrgent int
-	// lastUrgent is when the last pass that saw an urgent frame was
-	// observed; sawUrgent, whether there was one.
-	lastUrgent splice.Time
-	sawUrgent  bool
+	// lastUrgent: the last pass observed saw an urgent frame.
+	lastUrgent bool
+	// quietUntil: no hold before it (Quiet).
+	quietUntil splice.Time
 }
 
 // New returns a Moderator with the configuration cfg.
@@ -89,8 +91,13 @@ func (m *Moderator) Observe(now splice.Time, steady, urgent int) {
 	m.roll(now)
 	m.steady += steady
 	m.urgent += urgent
-	if urgent > 0 {
-		m.lastUrgent, m.sawUrgent = now, true
+	m.lastUrgent = urgent > 0
+}
+
+// Quiet keeps the loop from holding for Config.Quiet from now.
+func (m *Moderator) Quiet(now splice.Time) {
+	if m.cfg.Quiet > 0 {
+		m.quietUntil = max(m.quietUntil, now.Add(m.cfg.Quiet))
 	}
 }
 
@@ -102,7 +109,7 @@ func (m *Moderator) Observe(now splice.Time, steady, urgent int) {
 // stalled for a few milliseconds on a shared machine) from being taken
 // for a thin one until the next window closes.
 func (m *Moderator) Hold(now splice.Time) time.Duration {
-	if m.cfg.MaxHold <= 0 || (m.sawUrgent && m.cfg.QuietAfterUrgent > 0 && now < m.lastUrgent.Add(m.cfg.QuietAfterUrgent)) {
+	if m.cfg.MaxHold <= 0 || (m.cfg.NotAfterUrgent && m.lastUrgent) || now < m.quietUntil {
 		return 0
 	}
 	m.roll(now)

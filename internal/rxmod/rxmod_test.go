@@ -62,11 +62,12 @@ func TestModeratorOffNeverHolds(t *testing.T) {
 	}
 }
 
-// QuietAfterUrgent: no hold within that time of a pass that saw an
-// urgent frame, however steady the stream around it; after it the loop
-// may hold again.
-func TestModeratorQuietAfterUrgent(t *testing.T) {
-	cfg := Config{Window: time.Millisecond, MinSteady: 4, Batch: 4, MaxHold: time.Millisecond, UrgentShare: 4, QuietAfterUrgent: 300 * time.Microsecond}
+// NotAfterUrgent: a pass that saw an urgent frame is not followed by a
+// hold, however steady the stream around it; the next pass without one
+// may hold again. Quiet: no hold for Config.Quiet after the call.
+func TestModeratorNotAfterUrgentAndQuiet(t *testing.T) {
+	cfg := Config{Window: time.Millisecond, MinSteady: 4, Batch: 4, MaxHold: time.Millisecond, UrgentShare: 4,
+		NotAfterUrgent: true, Quiet: 300 * time.Microsecond}
 	m := New(cfg)
 	now := splice.Time(0)
 	step := func() { now += splice.Time(100 * time.Microsecond) }
@@ -81,22 +82,31 @@ func TestModeratorQuietAfterUrgent(t *testing.T) {
 	}
 	step()
 	m.Observe(now, 4, 1) // a SYN among them
+	if got := m.Hold(now); got != 0 {
+		t.Fatalf("after a pass with an urgent frame: Hold = %v, want 0", got)
+	}
+	step()
+	m.Observe(now, 4, 0)
+	if got := m.Hold(now); got == 0 {
+		t.Fatal("the pass after that, without one: Hold = 0, want a hold again")
+	}
+	m.Quiet(now)
 	for i := range 3 {
 		if got := m.Hold(now); got != 0 {
-			t.Fatalf("%d00 us after a pass with an urgent frame: Hold = %v, want 0", i, got)
+			t.Fatalf("%d00 us after Quiet: Hold = %v, want 0", i, got)
 		}
 		step()
 		m.Observe(now, 4, 0)
 	}
 	if got := m.Hold(now); got == 0 {
-		t.Fatal("300 us after the urgent frame: Hold = 0, want a hold again")
+		t.Fatal("300 us after Quiet: Hold = 0, want a hold again")
 	}
-	// Without it the same stream holds right after the urgent pass.
-	cfg.QuietAfterUrgent = 0
+	// Without NotAfterUrgent the stream holds right after an urgent pass.
+	cfg.NotAfterUrgent = false
 	m = New(cfg)
 	m.Observe(ms(0.5), 40, 1)
 	if got := m.Hold(ms(0.5)); got == 0 {
-		t.Fatal("QuietAfterUrgent 0: Hold = 0 after one urgent frame in 40, want a hold")
+		t.Fatal("NotAfterUrgent off: Hold = 0 after one urgent frame in 40, want a hold")
 	}
 }
 
