@@ -14,7 +14,7 @@ import (
 // it with a sendmmsg(2) of its own. When a worker's recent passes read a
 // steady stream of such super-frames it now holds off before its next
 // pass for about the time Batch more take to arrive, at most Config.RxHold
-// (-rx-hold, 500 us), so that one pass translates them all and sends them
+// (-rx-hold, 200 us), so that one pass translates them all and sends them
 // with one system call. The frames that wait are the TAP's and the
 // wire's, the client's ACKs, at most one hold: the front-end holds those
 // up to 2 ms already, and a bulk sender's window covers a millisecond
@@ -53,7 +53,7 @@ const bulkPayload = 16 << 10
 
 // DefaultRxHold is the longest hold when Config.RxHold is not set by the
 // flag (qsplice-backend -rx-hold; the Config's zero value is off).
-const DefaultRxHold = 500 * time.Microsecond
+const DefaultRxHold = 200 * time.Microsecond
 
 // minHoldRest: a hold ended early with less than this left is not
 // resumed after the pass that served what ended it.

@@ -118,8 +118,8 @@ type worker struct {
 	tapFull  bool        // the pass's TAP read filled its batch: frames are left
 	holdOff  bool        // the last hold gathered nothing: the stream stopped
 	wireHeld bool        // the wire has a receive ring: holds leave it out
-	// holdUntil is when a hold that the wire, a control datagram or mail
-	// ended early was to end: the next wait resumes it (see wait).
+	// holdUntil is when a hold that a control datagram or mail ended
+	// early was to end: the next wait resumes it (see wait).
 	holdUntil splice.Time
 	passes    atomic.Uint64
 	holds     atomic.Uint64
@@ -354,12 +354,13 @@ func (w *worker) run() error {
 // wait sleeps until the worker's loop has work: normally until a link or
 // the control socket is readable, a Wake or the timeout; under a steady
 // stream of bulk super-frames from the TAP for a short hold first
-// (moderate.go), which only the wire, a control datagram, a Wake or the
-// timeout ends early. held reports a hold that ran its time: the TAP is
-// then to be read although no token says so. A hold that something else
-// ended early is resumed after the pass that serves it (holdUntil), so
-// that a client's ACK does not cut short the batch the hold gathers; the
-// TAP's frames still wait no longer than one hold, and not at all once an
+// (moderate.go), which only a control datagram, a Wake (mail, the daemon
+// stopping) or the timeout ends early: the wire's frames wait for it too
+// (newWorker). held reports a hold that ran its time: the TAP, and the
+// wire when it has a receive ring, are then to be read although no token
+// says so. A hold ended early is resumed after the pass that serves what
+// ended it (holdUntil), so that the batch it gathers is not cut short;
+// the frames still wait no longer than one hold, and not at all once an
 // urgent frame came (the policy then says no hold).
 func (w *worker) wait(timeout time.Duration) (n int, held bool, err error) {
 	resume := w.holdUntil

@@ -28,7 +28,10 @@ import (
 //
 // Hold is the loop's way to let a busy link fill up (receive moderation):
 // it sleeps for a given time, ended early only by Wake or by a descriptor
-// registered with Add, not by one registered with AddHeld.
+// registered with Add, not by one registered with AddHeld. With
+// HoldInRing it sleeps in io_uring_enter instead of epoll_pwait2
+// (poller_uring.go), and a descriptor registered with AddLate is reported
+// when the hold ends without ending it.
 type Poller struct {
 	epfd    int
 	eventfd int
