@@ -258,3 +258,29 @@ func TestWorkerHoldEndsAtOnceForControlDatagramOrMail(t *testing.T) {
 		})
 	}
 }
+
+// The loop's moderation path, a pass's counting and a hold in io_uring,
+// allocates nothing.
+func TestModerationPathAllocatesNothing(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d, w, _ := holdingWorker(t, true)
+	w.mod = rxmod.New(shimModeration(20 * time.Microsecond))
+	w.mod.Observe(d.now(), 100, 0) // a bulk stream so far
+	bulk, req := host(wire.TCPFlagACK, 65000), client(wire.TCPFlagACK|wire.TCPFlagPSH, 80)
+	holds := 0
+	allocs := testing.AllocsPerRun(200, func() {
+		w.rx.fromHost(bulk, &w.pkt)
+		w.rx.fromHost(bulk, &w.pkt)
+		w.rx.fromWire(req[:len(req)-80], &w.pkt) // cut: counts as nothing, parsed anyway
+		now := d.now()
+		w.mod.Observe(now, w.rx.steady, w.rx.urgent)
+		w.rx = rxCounts{}
+		if _, held, err := w.wait(time.Millisecond); err == nil && held {
+			holds++
+		}
+	})
+	if holds == 0 || allocs != 0 {
+		t.Fatalf("%v allocations per pass, %d holds; want 0 and the holding path run", allocs, holds)
+	}
+}
