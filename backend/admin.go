@@ -51,6 +51,11 @@ type WorkerStatus struct {
 	// worker owns and passed on; HandoffsLost those it had to drop.
 	HandedOver   uint64 `json:"handed_over"`
 	HandoffsLost uint64 `json:"handoffs_lost"`
+
+	// Receive moderation (issue 7, moderate.go): the loop's passes, and
+	// those that began with a hold.
+	Passes  uint64 `json:"passes"`
+	RxHolds uint64 `json:"rx_holds"`
 }
 
 // shardStatus is a worker's answer to a status request.
@@ -68,6 +73,7 @@ func (w *worker) status() shardStatus {
 		Entries: w.shim.Entries(), Active: w.shim.Active(), Shim: w.shim.Stats(), Wire: w.wire.Stats(),
 		KernelDrops: w.drops.Load(), TxErrors: w.txErrors.Load(),
 		HandedOver: w.handoffs.Load(), HandoffsLost: w.handoffLost.Load(),
+		Passes: w.passes.Load(), RxHolds: w.holds.Load(),
 	}}
 	if w.tap != nil {
 		st.ws.TAP = w.tap.Stats()

@@ -122,6 +122,7 @@ func (r *daemonRig) config() Config {
 		ControlPort: 7401, WebPorts: []uint16{80}, Capacity: 5, Key: testKey, SetupTAP: true, Prefix: 24,
 		TAPMAC: wire.MAC{2, 0, 0, 0x99, 0, 2}, Admin: netip.AddrPortFrom(backendAddr, exposition.DefaultAdminPort).String(),
 		Offloads: r.offloads, Workers: r.workers,
+		RxHold: DefaultRxHold, // receive moderation on, as qsplice-backend runs (issue 7)
 	}
 }
 
@@ -724,6 +725,9 @@ func TestDaemonPacketPathAllocatesNothing(t *testing.T) {
 			if frames < 500 {
 				t.Fatalf("only %d frames through the shim: the transfer did not take the measured path", frames)
 			}
+			if holds := rxHolds(after) - rxHolds(before); v.offloads && holds == 0 {
+				t.Fatal("no receive-moderation hold during a bulk transfer: the held path did not run")
+			}
 			// A keepalive or two and the test's own reads may allocate;
 			// one allocation per frame anywhere would be thousands.
 			if float64(allocs) > 0.02*float64(frames) {
@@ -734,4 +738,12 @@ func TestDaemonPacketPathAllocatesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rxHolds is the receive-moderation holds of every worker (issue 7).
+func rxHolds(st Status) (n uint64) {
+	for _, w := range st.Workers {
+		n += w.RxHolds
+	}
+	return n
 }

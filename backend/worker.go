@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/rxmod"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
@@ -49,9 +50,14 @@ const (
 // system call (epoll_wait, sendmmsg) it takes the P away, and the loop
 // must win a P back when the call returns. Measured under bulk load,
 // sysmon then woke 2000-4000 times a second (a nanosleep each) and the
-// retakes added futex wake-ups; a Gosched every few milliseconds, which
-// costs a few microseconds, resets the runtime's count.
-const yieldEvery = 5 * time.Millisecond
+// retakes added futex wake-ups; a Gosched every few milliseconds resets
+// the runtime's count. It is not free: the loop's goroutine is locked to
+// its thread, so a Gosched hands the thread's P to another thread and
+// back, four futex calls or so between them. Once receive moderation had
+// removed most other system calls these were a third of the shim's under
+// bulk load with a Gosched every 5 ms; every 8 ms, still under sysmon's
+// 10, made 30% fewer (docs/results.md); every 50 ms brought sysmon back.
+const yieldEvery = 8 * time.Millisecond
 
 // A worker is one packet loop on its own locked OS thread: it owns an
 // engine shard, its wire socket (a member of the wire's fanout group),
@@ -103,6 +109,20 @@ type worker struct {
 	handoffLost atomic.Uint64
 
 	nextYield splice.Time // see yieldEvery
+
+	// Receive moderation (issue 7, moderate.go): the policy, this pass's
+	// counts for it, and what the next wait needs to know.
+	mod      rxmod.Moderator
+	rx       rxCounts
+	pkt      wire.Packet // the counts' scratch
+	tapFull  bool        // the pass's TAP read filled its batch: frames are left
+	holdOff  bool        // the last hold gathered nothing: the stream stopped
+	wireHeld bool        // the wire has a receive ring: holds leave it out
+	// holdUntil is when a hold that a control datagram or mail ended
+	// early was to end: the next wait resumes it (see wait).
+	holdUntil splice.Time
+	passes    atomic.Uint64
+	holds     atomic.Uint64
 
 	// Worker 0 only: the agent, and the Codec and buffer of the control
 	// socket (Daemon.ctl).
@@ -167,7 +187,16 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	w.out.Control = make([]splice.ControlDatagram, 0, batchFrames)
 	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
 	w.wireHdrs, w.tapHdrs = make([]wire.VNetHdr, 0, passFrames), make([]wire.VNetHdr, 0, passFrames)
-	if err := p.Add(w.wire.FD(), tokWire); err != nil {
+	// A receive-moderation hold lets the wire's frames wait too, at most
+	// the hold, as the TAP's do: with a receive ring the loop reads the
+	// wire after every hold, which costs no system call (AddHeld); with
+	// recvmmsg the hold in io_uring reports the wire when it ends rather
+	// than ending for it (link.Poller.AddLate).
+	addWire := p.AddLate
+	if _, ring := w.wire.RxRing(); ring {
+		addWire, w.wireHeld = p.AddHeld, true
+	}
+	if err := addWire(w.wire.FD(), tokWire); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -178,7 +207,9 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 			// It lends its own buffers (link.UringTAP.ReadBatch).
 			w.tapRing, w.tb = u, link.NewBatch(batchFrames, 64)
 		}
-		if err := p.Add(w.tap.FD(), tokTAP); err != nil {
+		// The one descriptor a receive-moderation hold does not watch.
+		w.mod = rxmod.New(shimModeration(d.cfg.RxHold))
+		if err := p.AddHeld(w.tap.FD(), tokTAP); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -226,6 +257,13 @@ func (w *worker) run() error {
 		if err := w.tapRing.Submit(); err != nil {
 			return fmt.Errorf("backend: worker %d: %w", w.id, err)
 		}
+		if w.mod.Config().MaxHold > 0 {
+			// Holds wait in io_uring_enter, where the TAP's reads do
+			// not interrupt them (link/poller_uring.go).
+			if err := w.poller.HoldInRing(); err != nil && w.id == 0 {
+				d.log.Warn("receive moderation holds in epoll_pwait2: each TAP frame will interrupt them", "err", err)
+			}
+		}
 	}
 	for !d.stopping.Load() {
 		timeout := w.timeout()
@@ -233,7 +271,7 @@ func (w *worker) run() error {
 		if w.mailWaiting() {
 			timeout = 0
 		}
-		n, err := w.poller.Wait(timeout, w.ready[:])
+		n, held, err := w.wait(timeout)
 		w.asleep.Store(false)
 		if err != nil {
 			return fmt.Errorf("backend: worker %d: %w", w.id, err)
@@ -250,7 +288,10 @@ func (w *worker) run() error {
 		// the TAP: a Splice must be in place before this pass reads the
 		// server's replies from the TAP (a request may come with its
 		// Splice, and the reply right after it: splice/shim_early.go).
-		wireReady, tapReady := false, false
+		w.passes.Add(1)
+		// A hold does not report the TAP (nor the wire read through a
+		// ring): read it anyway, it is what the hold waited for.
+		wireReady, tapReady := held && w.wireHeld, held
 		for _, tok := range w.ready[:n] {
 			switch tok {
 			case tokControl:
@@ -266,7 +307,9 @@ func (w *worker) run() error {
 			err = w.readWire(now)
 		}
 		if err == nil && tapReady {
+			steady := w.rx.steady
 			err = w.readTAP(now)
+			w.holdOff = held && w.rx.steady == steady
 		}
 		if err != nil {
 			if d.stopping.Load() {
@@ -299,8 +342,57 @@ func (w *worker) run() error {
 			}
 		}
 		w.checkDrops(now)
+		w.mod.Observe(now, w.rx.steady, w.rx.urgent)
+		if w.rx.narrow > 0 {
+			w.mod.Quiet(now)
+		}
+		w.rx = rxCounts{}
 	}
 	return nil
+}
+
+// wait sleeps until the worker's loop has work: normally until a link or
+// the control socket is readable, a Wake or the timeout; under a steady
+// stream of bulk super-frames from the TAP for a short hold first
+// (moderate.go), which only a control datagram, a Wake (mail, the daemon
+// stopping) or the timeout ends early: the wire's frames wait for it too
+// (newWorker). held reports a hold that ran its time: the TAP, and the
+// wire when it has a receive ring, are then to be read although no token
+// says so. A hold ended early is resumed after the pass that serves what
+// ended it (holdUntil), so that the batch it gathers is not cut short;
+// the frames still wait no longer than one hold, and not at all once an
+// urgent frame came (the policy then says no hold).
+func (w *worker) wait(timeout time.Duration) (n int, held bool, err error) {
+	resume := w.holdUntil
+	w.holdUntil = 0
+	// No hold when something is due now, when the last pass left frames
+	// in the TAP (a backlog would grow one batch per hold), or after a
+	// hold that gathered nothing.
+	if timeout != 0 && w.tap != nil && !w.tapFull && !w.holdOff {
+		now := w.d.now()
+		until := splice.Time(0)
+		if hold := w.mod.Hold(now); hold > 0 {
+			until = now.Add(hold)
+			if resume > now {
+				until = resume
+			}
+		}
+		if until > now {
+			hold := until.Sub(now)
+			if timeout > 0 {
+				hold = min(hold, timeout)
+			}
+			w.holds.Add(1)
+			n, err = w.poller.Hold(hold, w.ready[:])
+			if err == nil && n > 0 && w.d.now() < until-splice.Time(minHoldRest) {
+				w.holdUntil = until
+				return n, false, nil
+			}
+			return n, true, err
+		}
+	}
+	n, err = w.poller.Wait(timeout, w.ready[:])
+	return n, false, err
 }
 
 // timeout is how long the loop may sleep: until the shard's or the
@@ -327,6 +419,7 @@ func (w *worker) readWire(now splice.Time) error {
 	}
 	for i := range n {
 		f := w.wb.Frame(i)
+		w.rx.fromWire(f, &w.pkt)
 		if c := w.d.capture; c != nil {
 			c.record(f, link.Inbound)
 		}
@@ -354,9 +447,11 @@ func (w *worker) readTAP(now splice.Time) error {
 	if n > 0 {
 		w.busy = true
 	}
+	w.tapFull = n >= batchFrames
 	nw := len(w.d.workers)
 	for i := range n {
 		f := w.tb.Frame(i)
+		w.rx.fromHost(f, &w.pkt)
 		if nw > 1 {
 			if k := link.FanoutShard(f, nw); k != w.id {
 				w.handOver(k, f, w.tb.VNet[i])
@@ -399,6 +494,7 @@ func (w *worker) readMail(now splice.Time) {
 		case mailFrame:
 			h := m.frame
 			w.held = append(w.held, h)
+			w.rx.fromHost(h.buf[:h.n], &w.pkt)
 			w.shim.InputVNet(splice.PortHost, h.buf[:h.n], h.vnet, now, &w.out)
 		case mailInstall:
 			w.d.workers[0].post(mail{kind: mailInstalled, splice: m.splice, err: w.shim.AddSplice(&m.splice, now)})
@@ -619,6 +715,7 @@ func (w *worker) readControl(now splice.Time) {
 		}
 		return
 	}
+	w.rx.urgent += n
 	for i := range n {
 		b, from, err := w.d.ctl.Datagram(i)
 		w.control(b, from, nil, err, now)

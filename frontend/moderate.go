@@ -3,7 +3,7 @@ package frontend
 import (
 	"time"
 
-	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/internal/rxmod"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -30,23 +30,17 @@ import (
 // datagram or a Wake (link.Poller.Hold), and never runs past the shard's
 // next deadline.
 //
-// rxModerator is the policy alone, pure: counts and times in, a hold
-// out. The loop (loop.go) does the waiting.
+// The policy is rxmod.Moderator, shared with the shim's workers: counts
+// and times in, a hold out. The loop (loop.go) does the waiting.
 
 // moderation configures an rxModerator.
-type moderation struct {
-	// Window is the span over which the receive rate is counted; the
-	// decision uses the last complete one and the open one.
-	Window time.Duration
-	// MinAcks is the pure ACKs, in the last complete Window and the
-	// open one together, below which the loop never holds: below it a
-	// hold would gather too few to be worth a delay.
-	MinAcks int
-	// Batch is the pure ACKs a held pass aims to collect.
-	Batch int
-	// MaxHold bounds a hold; 0 turns moderation off.
-	MaxHold time.Duration
-}
+type moderation = rxmod.Config
+
+// rxModerator decides how long a shard's loop holds off before its next
+// pass: pure ACKs are its steady frames, every other frame is urgent.
+type rxModerator = rxmod.Moderator
+
+func newRxModerator(cfg moderation) rxModerator { return rxmod.New(cfg) }
 
 // defaultModeration was chosen by measurement (docs/results.md): under
 // bench-proxy's bulk load (8 connections, about 1-1.6 GB/s on the busy
@@ -56,77 +50,16 @@ type moderation struct {
 // calls per frame in the lab, 2 ms at 0.15-0.2 (bench-proxy: 0.3 with
 // two workers, 0.11 with one) with bulk throughput not lower; 4 ms
 // measured about 0.18, too noisy a machine to tell what it cost. The
-// 5 ms window smooths the bursts.
+// 5 ms window smooths the bursts. The loop holds only while other frames
+// are at most one in UrgentShare of the pure ACKs: under bulk load they
+// are about one in twenty (keep-alive requests and the shim's copies of
+// their replies), with short connections five in three.
 var defaultModeration = moderation{
-	Window:  5 * time.Millisecond,
-	MinAcks: 10,
-	Batch:   16,
-	MaxHold: 2 * time.Millisecond,
-}
-
-// urgentShare: the loop holds only while other frames are at most one in
-// urgentShare of the pure ACKs. Under bulk load they are about one in
-// twenty (keep-alive requests and the shim's copies of their replies),
-// with short connections five in three.
-const urgentShare = 4
-
-// rxModerator decides how long a shard's loop holds off before its next
-// pass. The zero value (MaxHold 0) never holds.
-type rxModerator struct {
-	cfg moderation
-	// The window being counted, from start; prevAcks and prevUrgent are
-	// the last complete window's counts.
-	start                splice.Time
-	acks, urgent         int
-	prevAcks, prevUrgent int
-}
-
-func newRxModerator(cfg moderation) rxModerator { return rxModerator{cfg: cfg} }
-
-// roll closes the counted window if it is over. A window with no pass in
-// it (the loop slept through it) counts as empty.
-func (m *rxModerator) roll(now splice.Time) {
-	w := splice.Time(m.cfg.Window)
-	if now < m.start+w {
-		return
-	}
-	if now < m.start+2*w {
-		m.prevAcks, m.prevUrgent = m.acks, m.urgent
-	} else {
-		m.prevAcks, m.prevUrgent = 0, 0
-	}
-	m.start, m.acks, m.urgent = now, 0, 0
-}
-
-// Observe counts a pass's received frames at now: acks pure ACKs and
-// urgent frames of any other kind.
-func (m *rxModerator) Observe(now splice.Time, acks, urgent int) {
-	if m.cfg.MaxHold <= 0 {
-		return
-	}
-	m.roll(now)
-	m.acks += acks
-	m.urgent += urgent
-}
-
-// Hold is how long the loop should wait at now before its next pass
-// although frames may be waiting: 0 unless the last complete window and
-// the open one together were a steady stream of pure ACKs, else the time
-// Batch of them take to arrive at their rate, at most MaxHold. Counting
-// the open window too keeps a stream that paused for a window (a sender
-// stalled for a few milliseconds on a shared machine) from being taken
-// for a thin one until the next window closes.
-func (m *rxModerator) Hold(now splice.Time) time.Duration {
-	if m.cfg.MaxHold <= 0 {
-		return 0
-	}
-	m.roll(now)
-	acks, urgent := m.prevAcks+m.acks, m.prevUrgent+m.urgent
-	if acks < max(m.cfg.MinAcks, 1) || urgent*urgentShare > acks {
-		return 0
-	}
-	span := m.cfg.Window + time.Duration(now-m.start)
-	return min(time.Duration(m.cfg.Batch)*span/time.Duration(acks), m.cfg.MaxHold)
+	Window:      5 * time.Millisecond,
+	MinSteady:   10,
+	Batch:       16,
+	MaxHold:     2 * time.Millisecond,
+	UrgentShare: 4,
 }
 
 // isPureACK reports whether frame is a TCP segment with ACK and no SYN,

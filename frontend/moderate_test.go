@@ -8,58 +8,7 @@ import (
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
-func ms(f float64) splice.Time { return splice.Time(f * float64(time.Millisecond)) }
-
-func TestRxModeratorHoldsOnlyForASteadyStreamOfPureACKs(t *testing.T) {
-	cfg := moderation{Window: time.Millisecond, MinAcks: 4, Batch: 8, MaxHold: 500 * time.Microsecond}
-	steps := []struct {
-		name        string
-		at          splice.Time
-		acks, other int           // observed at `at` (before asking)
-		want        time.Duration // Hold(at) after observing
-	}{
-		{"nothing counted yet", ms(0), 0, 0, 0},
-		// The open window [0, 1 ms) counts, over the 1.5 ms since an
-		// (empty) window before it: 8 of 20 would take 0.6 ms, capped.
-		{"first window still open", ms(0.5), 20, 0, 500 * time.Microsecond},
-		// Window [0, 1 ms) closed with 20 ACKs: 8 of them take 0.4 ms.
-		{"20 ACKs in the last window", ms(1), 0, 0, 400 * time.Microsecond},
-		// Window [1, 2 ms): 10 ACKs would take 0.8 ms for 8: capped.
-		{"10 ACKs: capped at MaxHold", ms(2), 10, 0, 500 * time.Microsecond},
-		// Window [2, 3 ms): 3 ACKs are too thin a stream.
-		{"3 ACKs: below MinAcks", ms(3), 3, 0, 0},
-		// Window [3, 4 ms): 32 ACKs and 8 others (8*4 = 32, not above): 0.25 ms.
-		{"8 others in 32 ACKs", ms(4), 32, 8, 250 * time.Microsecond},
-		// Window [4, 5 ms): 31 ACKs and 8 others: short connections, never held.
-		{"8 others in 31 ACKs", ms(5), 31, 8, 0},
-		{"40 ACKs", ms(6), 40, 0, 200 * time.Microsecond},
-		// The loop slept from 6 ms to 8 ms: the window [6, 7) had no pass in it.
-		{"a whole window without a pass", ms(8), 0, 0, 0},
-		// The stream resumes: 30 ACKs in the open window's first 0.5 ms,
-		// 1.5 ms counted: 8 of them take 0.4 ms.
-		{"a stream resuming after a pause", ms(8.5), 30, 0, 400 * time.Microsecond},
-	}
-	m := newRxModerator(cfg)
-	for _, st := range steps {
-		// Counts of a pass just before st.at belong to the window open then.
-		if st.acks+st.other > 0 {
-			m.Observe(st.at-1, st.acks, st.other)
-		}
-		if got := m.Hold(st.at); got != st.want {
-			t.Errorf("%s: Hold(%v) = %v, want %v", st.name, time.Duration(st.at), got, st.want)
-		}
-	}
-}
-
-func TestRxModeratorOffNeverHolds(t *testing.T) {
-	var m rxModerator // zero value: MaxHold 0
-	for i := range 10 {
-		m.Observe(ms(float64(i)), 1000, 0)
-	}
-	if got := m.Hold(ms(10)); got != 0 {
-		t.Fatalf("moderation off: Hold = %v, want 0", got)
-	}
-}
+// The policy's own tests are in internal/rxmod (rxmod_test.go).
 
 func TestIsPureACKOnHandBuiltFrames(t *testing.T) {
 	seg := func(flags uint8, payload string) []byte {

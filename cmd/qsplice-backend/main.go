@@ -76,19 +76,23 @@ func main() {
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file (a .pcapng file also gets the control datagrams)")
 	flag.BoolVar(&cfg.Offloads, "offloads", true, "move TCP super-frames with virtio-net headers (offload TAP, PACKET_VNET_HDR); off: water TAP and MTU-sized frames")
 	flag.IntVar(&cfg.Workers, "workers", runtime.NumCPU(), "packet loops, one per thread, each with its own TAP queue, wire socket and share of the connections")
-	// recvmmsg by default: the shim's wire socket makes few of its
-	// system calls (measured in the lab under a download: recvmmsg about
-	// 0.02 per frame, most frames cross the TAP), so slots save almost
-	// nothing for 4 MiB of ring per worker, and blocks add the retire
-	// timeout to every request and ACK that does not fill a block (the 1K
-	// time to first byte grows by milliseconds).
-	rxRing := flag.String("rx-ring", "off", link.RingFlagUsage)
+	// Slots by default since the shim's receive moderation (issue 7,
+	// backend/moderate.go): a worker reads the wire after every hold,
+	// which a ring lets it do without a system call; with recvmmsg each
+	// burst of client ACKs during a hold cost an io_uring_enter to note
+	// it and a recvmmsg to read it, a third of what the holds saved
+	// (docs/results.md). Before, recvmmsg was the default: it made about
+	// 0.02 system calls per frame, for 4 MiB of ring per worker. Blocks
+	// add the retire timeout to every request and ACK that does not fill
+	// a block (the 1K time to first byte grows by milliseconds).
+	rxRing := flag.String("rx-ring", "slots", link.RingFlagUsage)
 	// sendmmsg by default: on a veth (the lab's wire) the kernel copies a
 	// transmit ring's pages again before crossing into the peer's
 	// namespace, so the ring's own copy is extra; BenchmarkTxRingBump
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
 	tapIO := flag.String("tap-io", string(backend.TAPIOAuto), backend.TAPIOUsage)
+	flag.DurationVar(&cfg.RxHold, "rx-hold", backend.DefaultRxHold, "offload TAP: longest receive-moderation hold; under a steady stream of bulk super-frames from the TAP a worker waits up to this long so that one pass translates and sends several (0: never hold)")
 	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)
 	showVersion := version.Flag(flag.CommandLine)
 	flag.Usage = func() {

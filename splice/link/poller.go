@@ -28,7 +28,10 @@ import (
 //
 // Hold is the loop's way to let a busy link fill up (receive moderation):
 // it sleeps for a given time, ended early only by Wake or by a descriptor
-// registered with Add, not by one registered with AddHeld.
+// registered with Add, not by one registered with AddHeld. With
+// HoldInRing it sleeps in io_uring_enter instead of epoll_pwait2
+// (poller_uring.go), and a descriptor registered with AddLate is reported
+// when the hold ends without ending it.
 type Poller struct {
 	epfd    int
 	eventfd int
@@ -36,8 +39,12 @@ type Poller struct {
 	// descriptors of Add, not those of AddHeld: Hold waits on it.
 	urgentfd int
 	holdTS   unix.Timespec // Hold's timeout, here so that it does not escape
-	events   []unix.EpollEvent
-	drain    [8]byte
+	// hold, when set (HoldInRing), makes Hold wait in io_uring_enter
+	// (poller_uring.go), on urgent: the descriptors of urgentfd.
+	hold   *ringHold
+	urgent []urgentFD
+	events []unix.EpollEvent
+	drain  [8]byte
 	// one is the eventfd increment Wake writes, filled once by NewPoller
 	// and only read after: a local array would escape to the heap through
 	// the write syscall under the race detector, one allocation per Wake.
@@ -85,17 +92,30 @@ func NewPoller() (*Poller, error) {
 // The caller keeps ownership of fd and must not close it before the
 // Poller (epoll forgets a closed descriptor only once no copy of it is
 // open).
-func (p *Poller) Add(fd int, token uint32) error { return p.addChecked(fd, token, true) }
+func (p *Poller) Add(fd int, token uint32) error { return p.addChecked(fd, token, true, false) }
 
 // AddHeld registers fd as Add does, except that Hold does not watch it:
 // the link whose frames a hold lets accumulate.
-func (p *Poller) AddHeld(fd int, token uint32) error { return p.addChecked(fd, token, false) }
+func (p *Poller) AddHeld(fd int, token uint32) error { return p.addChecked(fd, token, false, false) }
 
-func (p *Poller) addChecked(fd int, token uint32, urgent bool) error {
+// AddLate registers fd as Add does, except that a hold in io_uring
+// (HoldInRing) does not end when fd becomes readable but reports it when
+// it ends: a link whose frames may wait for the hold but should not need
+// a system call to find out whether they came. Without HoldInRing, fd
+// ends a hold as Add's do.
+func (p *Poller) AddLate(fd int, token uint32) error { return p.addChecked(fd, token, true, true) }
+
+func (p *Poller) addChecked(fd int, token uint32, urgent, late bool) error {
 	if token == WakeToken {
 		return fmt.Errorf("poller: add fd %d: token %d is reserved for Wake", fd, token)
 	}
-	return p.add(fd, token, urgent)
+	if err := p.add(fd, token, urgent); err != nil {
+		return err
+	}
+	if late {
+		p.urgent[len(p.urgent)-1].late = true
+	}
+	return nil
 }
 
 func (p *Poller) add(fd int, token uint32, urgent bool) error {
@@ -109,6 +129,7 @@ func (p *Poller) add(fd int, token uint32, urgent bool) error {
 			unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 			return fmt.Errorf("poller: add fd %d: %w", fd, err)
 		}
+		p.urgent = append(p.urgent, urgentFD{fd: fd, token: token})
 	}
 	return nil
 }
@@ -169,8 +190,11 @@ func (p *Poller) Hold(d time.Duration, ready []uint32) (int, error) {
 	if len(ready) == 0 {
 		return 0, errors.New("poller: hold: no room for ready tokens")
 	}
-	events := p.events[:min(len(ready), len(p.events))]
 	d = max(d, 0)
+	if p.hold != nil {
+		return p.holdInRing(d, ready)
+	}
+	events := p.events[:min(len(ready), len(p.events))]
 	deadline := time.Now().Add(d)
 	for {
 		p.holdTS = unix.NsecToTimespec(int64(d))
@@ -230,5 +254,9 @@ func (p *Poller) Close() error {
 		return nil
 	}
 	p.closed = true
-	return errors.Join(unix.Close(p.eventfd), unix.Close(p.epfd), unix.Close(p.urgentfd))
+	var ringErr error
+	if p.hold != nil {
+		ringErr = p.hold.r.close()
+	}
+	return errors.Join(unix.Close(p.eventfd), unix.Close(p.epfd), unix.Close(p.urgentfd), ringErr)
 }
