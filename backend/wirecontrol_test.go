@@ -299,15 +299,6 @@ func TestWireSpliceSentWithTheSYNAcknowledgedWhenItsSynAckPasses(t *testing.T) {
 	fe, codec := d.attachTestControl(t)
 	w0, w1 := d.workers[0], d.workers[1]
 	mine, theirs := handoffPortsOfShards()
-	synAck := func(w *worker, m *proto.Splice, now splice.Time) {
-		tf := wire.TCPFrame{Src: m.BackendIP.As4(), Dst: m.HandoffIP.As4(), SrcPort: m.BackendPort, DstPort: m.HandoffPort,
-			Seq: 0x1000, Ack: wire.Seq(m.RequestEnd), Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 64240}
-		f := make([]byte, tf.Len())
-		tf.Encode(f)
-		w.out.Reset()
-		w.shim.Input(splice.PortHost, f, now, &w.out)
-		w.passEvents(now)
-	}
 	for i, w := range []*worker{w0, w1} {
 		port := mine
 		if w == w1 {
@@ -325,7 +316,8 @@ func TestWireSpliceSentWithTheSYNAcknowledgedWhenItsSynAckPasses(t *testing.T) {
 		if w.shim.Entries() != 0 || w.shim.Stats().AtSYNWaited != 1 || d.agent.Stats().SplicesAtSYN != uint64(i+1) {
 			t.Fatalf("shard %d before the SYN-ACK: %d entries, shim %+v, agent %+v", w.id, w.shim.Entries(), w.shim.Stats(), d.agent.Stats())
 		}
-		synAck(w, sp, ms(int64(10*i+2)))
+		w.inputKernelSynAck(sp, ms(int64(10*i+2)))
+		w.passEvents(ms(int64(10*i + 2)))
 		w0.readMail(ms(int64(10*i + 2)))
 		w0.flushControl()
 		if a := recvAck(t, fe); !a.OK || a.RequestID != id {

@@ -184,13 +184,19 @@ func TestSpliceInstalledInItsShardThenAcknowledged(t *testing.T) {
 // takes a Splice only for a handshake it saw. Its ACK makes m's
 // RequestEnd the end of an empty request.
 func (w *worker) kernelSynAck(m *proto.Splice, now splice.Time) {
+	w.inputKernelSynAck(m, now)
+	w.out.Reset()
+}
+
+// inputKernelSynAck is kernelSynAck leaving what the shim made of it
+// (the frame passed on, events) in w.out.
+func (w *worker) inputKernelSynAck(m *proto.Splice, now splice.Time) {
 	tf := wire.TCPFrame{Src: m.BackendIP.As4(), Dst: m.HandoffIP.As4(), SrcPort: m.BackendPort, DstPort: m.HandoffPort,
 		Seq: 0x1000, Ack: wire.Seq(m.RequestEnd), Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 64240}
 	f := make([]byte, tf.Len())
 	tf.Encode(f)
 	w.out.Reset()
 	w.shim.Input(splice.PortHost, f, now, &w.out)
-	w.out.Reset()
 }
 
 // handoffPortsOfShards returns, of two shards, a handoff port whose

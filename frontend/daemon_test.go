@@ -200,6 +200,24 @@ func (r *rig) expectFrame(what string, match func(p *wire.Packet) bool) []byte {
 	}
 }
 
+// clientRequest opens a client connection from port with ISN isn to the
+// VIP's port 80 and sends req in one segment; it returns the front-end's
+// ISN (its SYN cookie).
+func (r *rig) clientRequest(isn wire.Seq, port uint16, req []byte) wire.Seq {
+	r.t.Helper()
+	vip4 := wire.IP4From(vip)
+	var so [8]byte
+	syn := wire.SynOptions{MSS: 1460, WScale: -1}
+	r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: port, DstPort: 80,
+		Seq: isn, Flags: wire.TCPFlagSYN, Window: 65535, Options: so[:syn.Encode(so[:])]})
+	ourISN := parsed(r.t, r.expectFrame("SYN-ACK", func(p *wire.Packet) bool {
+		return p.TCP.Has(wire.TCPFlagSYN | wire.TCPFlagACK)
+	})).TCP.Seq()
+	r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: port, DstPort: 80,
+		Seq: isn + 1, Ack: ourISN + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 65535, Payload: req})
+	return ourISN
+}
+
 func (r *rig) send(tf wire.TCPFrame) {
 	r.t.Helper()
 	b := make([]byte, tf.Len())
@@ -253,18 +271,8 @@ func TestDaemonHandsOffAConnection(t *testing.T) {
 	}
 
 	const clientISN, clientPort = wire.Seq(0x1000), 40001
-	vip4 := wire.IP4From(vip)
-	var so [8]byte
-	syn := wire.SynOptions{MSS: 1460, WScale: -1}
-	r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
-		Seq: clientISN, Flags: wire.TCPFlagSYN, Window: 65535, Options: so[:syn.Encode(so[:])]})
-	synAck := parsed(t, r.expectFrame("SYN-ACK", func(p *wire.Packet) bool {
-		return p.TCP.Has(wire.TCPFlagSYN | wire.TCPFlagACK)
-	}))
-	ourISN := synAck.TCP.Seq()
 	req := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
-	r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
-		Seq: clientISN + 1, Ack: ourISN + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 65535, Payload: req})
+	r.clientRequest(clientISN, clientPort, req)
 
 	server := wire.IP4From(loopback)
 	c2 := parsed(t, r.expectFrame("C2 SYN", func(p *wire.Packet) bool {
@@ -419,17 +427,8 @@ func TestDaemonSendsTheSpliceWithTheSYN(t *testing.T) {
 		recvCtl[*proto.RegisterAck](r)
 
 		const clientISN, clientPort = wire.Seq(0x2000), 40002
-		vip4 := wire.IP4From(vip)
-		var so [8]byte
-		syn := wire.SynOptions{MSS: 1460, WScale: -1}
-		r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
-			Seq: clientISN, Flags: wire.TCPFlagSYN, Window: 65535, Options: so[:syn.Encode(so[:])]})
-		ourISN := parsed(t, r.expectFrame("SYN-ACK", func(p *wire.Packet) bool {
-			return p.TCP.Has(wire.TCPFlagSYN | wire.TCPFlagACK)
-		})).TCP.Seq()
 		req := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
-		r.send(wire.TCPFrame{SrcMAC: clientMAC, DstMAC: feMAC, Src: clientIP, Dst: vip4, SrcPort: clientPort, DstPort: 80,
-			Seq: clientISN + 1, Ack: ourISN + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 65535, Payload: req})
+		ourISN := r.clientRequest(clientISN, clientPort, req)
 		server := wire.IP4From(loopback)
 		hport := parsed(t, r.expectFrame("C2 SYN", func(p *wire.Packet) bool {
 			return p.IP.Dst() == server && p.TCP.Flags() == wire.TCPFlagSYN
