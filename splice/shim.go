@@ -123,6 +123,7 @@ type ShimStats struct {
 	RefusedRequestInUse uint64 // RequestID of a live entry for another tuple
 	RefusedFull         uint64 // MaxEntries reached
 	SplicesReplaced     uint64 // entries replaced by a Splice for a new handshake on their tuple
+	EntriesSuperseded   uint64 // lingering entries forgotten for a new SYN on their tuple
 	Handshakes          uint64 // kernel SYN-ACKs on web ports recorded
 	HandshakesEvicted   uint64 // of them, pushed out within HandshakeWindow by newer ones
 	WireRSTRefused      uint64 // wire RSTs not at the exact sequence: passed, splice kept
@@ -359,6 +360,10 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	return nil
 }
 
+// ended reports whether ent's connection is over (both FINs, or a RST)
+// and the entry only lingers for late segments.
+func (ent *spliceEntry) ended() bool { return ent.reset || (ent.cliFin && ent.srvFin) }
+
 // Active is the number of requests in service (for Feedback/Keepalive).
 func (s *Shim) Active() int { return s.active }
 
@@ -380,7 +385,7 @@ func (s *Shim) NextDeadline() Time { return min(s.timers.next(), s.heldDeadline(
 // timeout; never later than the end of its lifetime.
 func (s *Shim) due(ent *spliceEntry) Time {
 	when := ent.lastSeen.Add(s.cfg.IdleTimeout)
-	if ent.reset || (ent.cliFin && ent.srvFin) {
+	if ent.ended() {
 		when = ent.lastSeen.Add(s.cfg.Linger)
 	}
 	when = min(when, ent.born.Add(s.cfg.MaxLifetime))
@@ -510,6 +515,21 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 		} else if port == PortWire && p.IP.Dst() == s.hostIP {
 			t := p.TCP
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Src(), srcPort: t.DstPort(), dstPort: t.SrcPort()}
+			if ent := s.entries[key]; ent != nil && t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN && ent.ended() {
+				// A new connection on the tuple of one that ended: the
+				// front-end's handoff ports come round again within the
+				// linger at a few thousand connections a second. Kept, the
+				// lingering entry would translate the kernel's answer to
+				// this SYN (a challenge ACK while the old connection is
+				// in TIME_WAIT) towards the old client, and the front-end,
+				// which resets the old connection on seeing it, would wait
+				// for a SYN-ACK that never comes. The linger only serves
+				// late segments of the old connection, which the new SYN
+				// says are over (the front-end frees its own flow the same
+				// way, design trap 10).
+				s.stats.EntriesSuperseded++
+				s.remove(ent)
+			}
 			if ent := s.entries[key]; ent != nil {
 				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
 					return // passed, or written over its previous ACK (shim_ackcoalesce.go)

@@ -102,3 +102,35 @@ func TestShimSpliceTurnoverAllocatesNothing(t *testing.T) {
 		t.Errorf("a Splice installed and expired: %v allocations", allocs)
 	}
 }
+
+// TestNewSYNOnALingeringTupleReachesTheFrontEndsAnswer: the front-end's
+// handoff ports come round again within the shim's linger under load. A
+// new SYN on the tuple of a connection that ended makes the shim forget
+// the lingering entry, so the kernel's answer to that SYN (here a
+// challenge ACK, the old connection being in TIME_WAIT) goes to the
+// front-end untouched, not translated to the old client; on a live
+// connection a SYN changes nothing (RFC 5961).
+func TestNewSYNOnALingeringTupleReachesTheFrontEndsAnswer(t *testing.T) {
+	for _, ended := range []bool{true, false} {
+		h := newShim(t, ShimConfig{Linger: 5 * time.Second})
+		sp := guardSplice(1, 30003, 0x100)
+		c := newTurnover(sp)
+		h.input(PortHost, c.synAck, t0)
+		if err := h.sh.AddSplice(&sp, t0); err != nil {
+			t.Fatal(err)
+		}
+		if ended {
+			h.input(PortHost, c.rst, t0+ms) // the kernel's RST: the entry lingers
+		}
+		syn := c2FromWire(&sp, wire.TCPFlagSYN, 0x7000, 0, nil)
+		passedToHost(t, h.input(PortWire, syn, t0+2*ms), syn, "the new SYN")
+		challenge := c2FromHost(&sp, wire.TCPFlagACK, 0x501, wire.Seq(sp.RequestEnd), nil)
+		fs := copyFrames(h.input(PortHost, challenge, t0+2*ms))
+		untouched := len(fs) == 1 && string(fs[0]) == string(challenge)
+		if untouched != ended || (h.sh.Entries() == 0) != ended || (h.sh.Stats().EntriesSuperseded == 1) != ended {
+			t.Errorf("connection ended %v: answer passed untouched %v, %d entries, %d superseded",
+				ended, untouched, h.sh.Entries(), h.sh.Stats().EntriesSuperseded)
+		}
+		h.checkCounters()
+	}
+}
