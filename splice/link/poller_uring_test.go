@@ -45,37 +45,7 @@ func inSyscall(t *testing.T, tid, nr int) {
 // The ring's hold behaves as the epoll one does: only Wake and the
 // descriptors of Add end it, level-triggered.
 func TestPollerRingHoldIgnoresHeldDescriptorsButNotWakeOrUrgentOnes(t *testing.T) {
-	p := newRingHoldPoller(t)
-	held, heldW := pipe(t)
-	urgent, urgentW := pipe(t)
-	if err := p.AddHeld(held, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Add(urgent, 2); err != nil {
-		t.Fatal(err)
-	}
-	unix.Write(heldW, []byte("x"))
-	ready := make([]uint32, 8)
-	const hold = 3 * time.Millisecond
-	start := time.Now()
-	n, err := p.Hold(hold, ready)
-	if took := time.Since(start); err != nil || n != 0 || took < hold {
-		t.Fatalf("Hold(%v) with only the held pipe readable = %d %v after %v; want 0 tokens after the whole hold", hold, n, err, took)
-	}
-	// Readable before the hold: it ends at once.
-	unix.Write(urgentW, []byte("x"))
-	if n, err := p.Hold(time.Hour, ready); err != nil || n != 1 || ready[0] != 2 {
-		t.Fatalf("Hold with the urgent pipe readable = %d %v, tokens %v", n, err, ready[:n])
-	}
-	var buf [8]byte
-	unix.Read(urgent, buf[:])
-	p.Wake()
-	if n, err := p.Hold(time.Hour, ready); err != nil || n != 1 || ready[0] != WakeToken {
-		t.Fatalf("Hold after Wake = %d %v, tokens %v", n, err, ready[:n])
-	}
-	if n, err := p.Hold(0, ready); err != nil || n != 0 {
-		t.Fatalf("Hold(0) after the wake-up was consumed = %d %v, tokens %v", n, err, ready[:n])
-	}
+	checkHoldEndsOnlyForUrgentOrWake(t, newRingHoldPoller(t), nil)
 }
 
 // A descriptor or a Wake that becomes ready during the hold ends it, and
