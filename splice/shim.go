@@ -515,7 +515,8 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 		} else if port == PortWire && p.IP.Dst() == s.hostIP {
 			t := p.TCP
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Src(), srcPort: t.DstPort(), dstPort: t.SrcPort()}
-			if ent := s.entries[key]; ent != nil && t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN && ent.ended() {
+			ent := s.entries[key]
+			if ent != nil && t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN && ent.ended() {
 				// A new connection on the tuple of one that ended: the
 				// front-end's handoff ports come round again within the
 				// linger at a few thousand connections a second. Kept, the
@@ -529,8 +530,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				// way, design trap 10).
 				s.stats.EntriesSuperseded++
 				s.remove(ent)
+				ent = nil
 			}
-			if ent := s.entries[key]; ent != nil {
+			if ent != nil {
 				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
 					return // passed, or written over its previous ACK (shim_ackcoalesce.go)
 				}

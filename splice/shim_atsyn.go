@@ -75,7 +75,8 @@ func (s *Shim) addSpliceAtSYN(m *proto.Splice, key fourTuple, now Time) error {
 		return fmt.Errorf("%w: a Splice sent with the SYN names the back-end's window scale %d",
 			ErrSpliceInconsistent, m.WScaleBackend)
 	}
-	if old := s.entries[key]; old != nil {
+	old := s.entries[key]
+	if old != nil {
 		hs := old.handshake()
 		if r := resolveAtSYN(m, &hs); old.installedBy(&r) {
 			return nil // sent again after it was installed
@@ -89,15 +90,9 @@ func (s *Shim) addSpliceAtSYN(m *proto.Splice, key fourTuple, now Time) error {
 		// is still to come.
 	}
 	// Refuse now what the SYN-ACK cannot mend.
-	if !s.isWebPort(m.BackendPort) {
+	if err := s.checkPortAndID(m, old); err != nil {
 		s.stats.SplicesRefused++
-		s.stats.RefusedNotWebPort++
-		return fmt.Errorf("%w: %d", ErrSpliceNotWebPort, m.BackendPort)
-	}
-	if other := s.byReq[m.RequestID]; other != nil && other.key != key {
-		s.stats.SplicesRefused++
-		s.stats.RefusedRequestInUse++
-		return fmt.Errorf("%w: %d", ErrSpliceRequestInUse, m.RequestID)
+		return err
 	}
 	if s.atSYN.note(key, *m, now) {
 		s.stats.AtSYNEvicted++

@@ -197,16 +197,8 @@ func (s *Shim) isWebPort(port uint16) bool {
 // checkSplice decides whether m may be installed for key; nil, or the
 // reason, counted.
 func (s *Shim) checkSplice(m *proto.Splice, key fourTuple, old *spliceEntry, now Time) (handshake, error) {
-	if !s.isWebPort(m.BackendPort) {
-		s.stats.RefusedNotWebPort++
-		return handshake{}, fmt.Errorf("%w: %d", ErrSpliceNotWebPort, m.BackendPort)
-	}
-	if other := s.byReq[m.RequestID]; other != nil && other != old {
-		// A front-end numbers requests afresh after a restart: two live
-		// entries with one ID would make its Feedback ambiguous, and
-		// the second would hide the first from its timers.
-		s.stats.RefusedRequestInUse++
-		return handshake{}, fmt.Errorf("%w: %d", ErrSpliceRequestInUse, m.RequestID)
+	if err := s.checkPortAndID(m, old); err != nil {
+		return handshake{}, err
 	}
 	hs, err := s.handshakes.find(key, now)
 	if err != nil {
@@ -222,6 +214,24 @@ func (s *Shim) checkSplice(m *proto.Splice, key fourTuple, old *spliceEntry, now
 		return hs, fmt.Errorf("%w: %d entries", ErrShimFull, len(s.entries))
 	}
 	return hs, nil
+}
+
+// checkPortAndID refuses, counted, a Splice for a port the web server
+// does not listen on, or with the RequestID of a live entry other than
+// old (the entry on its tuple): what no handshake can mend.
+func (s *Shim) checkPortAndID(m *proto.Splice, old *spliceEntry) error {
+	if !s.isWebPort(m.BackendPort) {
+		s.stats.RefusedNotWebPort++
+		return fmt.Errorf("%w: %d", ErrSpliceNotWebPort, m.BackendPort)
+	}
+	if other := s.byReq[m.RequestID]; other != nil && other != old {
+		// A front-end numbers requests afresh after a restart: two live
+		// entries with one ID would make its Feedback ambiguous, and
+		// the second would hide the first from its timers.
+		s.stats.RefusedRequestInUse++
+		return fmt.Errorf("%w: %d", ErrSpliceRequestInUse, m.RequestID)
+	}
+	return nil
 }
 
 // installedBy reports whether m is the Splice that installed ent, sent
