@@ -112,6 +112,9 @@ type AFPacket struct {
 	// side sends what the transmit ring cannot take (see txring.go):
 	// with a ring, sendmsg on the socket itself only flushes the ring.
 	side *pollFD
+	// later holds the frames queued for a poller's next wait
+	// (sendring.go); nil until a poller sends with the link.
+	later *ringSends
 }
 
 // rxState is the argument block of the prebuilt receive closure; the

@@ -134,7 +134,12 @@ func (b *batchState) sendmmsg(fd uintptr) (done bool) {
 // caller's frame whose message was refused (every earlier frame went
 // whole) and drops the messages after it.
 func (a *AFPacket) flushMsgs() (failed int, err error) {
-	b := &a.batch
+	return a.flushMsgsOf(&a.batch)
+}
+
+// flushMsgsOf is flushMsgs of b: the link's batch, or the frames queued
+// for a poller's wait (sendring.go).
+func (a *AFPacket) flushMsgsOf(b *batchState) (failed int, err error) {
 	if b.count == 0 {
 		return -1, nil
 	}

@@ -40,7 +40,8 @@ type Poller struct {
 	urgentfd int
 	holdTS   unix.Timespec // Hold's timeout, here so that it does not escape
 	// hold, when set (HoldInRing), makes Hold wait in io_uring_enter
-	// (poller_uring.go), on urgent: the descriptors of urgentfd.
+	// (poller_uring.go), on urgent: every registered descriptor, those
+	// of AddHeld marked held (not in urgentfd); with WaitInRing, Wait too.
 	hold   *ringHold
 	urgent []urgentFD
 	events []unix.EpollEvent
@@ -129,8 +130,9 @@ func (p *Poller) add(fd int, token uint32, urgent bool) error {
 			unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 			return fmt.Errorf("poller: add fd %d: %w", fd, err)
 		}
-		p.urgent = append(p.urgent, urgentFD{fd: fd, token: token})
 	}
+	// The ring polls each descriptor itself (poller_uring.go).
+	p.urgent = append(p.urgent, urgentFD{fd: fd, token: token, held: !urgent})
 	return nil
 }
 
@@ -146,6 +148,9 @@ func (p *Poller) add(fd int, token uint32, urgent bool) error {
 func (p *Poller) Wait(timeout time.Duration, ready []uint32) (int, error) {
 	if len(ready) == 0 {
 		return 0, errors.New("poller: wait: no room for ready tokens")
+	}
+	if p.hold != nil && p.hold.wait {
+		return p.ringWait(timeout, ready, false)
 	}
 	events := p.events[:min(len(ready), len(p.events))]
 	var deadline time.Time

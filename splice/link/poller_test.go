@@ -17,6 +17,21 @@ func newPoller(t *testing.T) *Poller {
 	return p
 }
 
+// inEachWaitMode runs test with a poller that waits in epoll_wait and
+// with one that waits in io_uring (WaitInRing, set up by ringWait after
+// the test's Adds): Wait must behave the same.
+func inEachWaitMode(t *testing.T, test func(t *testing.T, p *Poller, ringWait func())) {
+	t.Run("epoll", func(t *testing.T) { test(t, newPoller(t), func() {}) })
+	t.Run("ring", func(t *testing.T) {
+		p := newPoller(t)
+		test(t, p, func() {
+			if err := p.WaitInRing(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
 // pipe returns a non-blocking pipe, closed when the test ends.
 func pipe(t *testing.T) (r, w int) {
 	t.Helper()
@@ -29,15 +44,21 @@ func pipe(t *testing.T) (r, w int) {
 }
 
 func TestPollerReportsReadableDescriptors(t *testing.T) {
-	p := newPoller(t)
+	inEachWaitMode(t, testPollerReportsReadableDescriptors)
+}
+
+// testPollerReportsReadableDescriptors registers one pipe with Add and
+// one with AddHeld: a Wait reports both alike.
+func testPollerReportsReadableDescriptors(t *testing.T, p *Poller, ringWait func()) {
 	r1, w1 := pipe(t)
 	r2, w2 := pipe(t)
 	if err := p.Add(r1, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Add(r2, 2); err != nil {
+	if err := p.AddHeld(r2, 2); err != nil {
 		t.Fatal(err)
 	}
+	ringWait()
 	ready := make([]uint32, 8)
 	if n, err := p.Wait(0, ready); n != 0 || err != nil {
 		t.Fatalf("nothing written yet: Wait = %d %v", n, err)
@@ -66,11 +87,15 @@ func TestPollerReportsReadableDescriptors(t *testing.T) {
 }
 
 func TestPollerTimeout(t *testing.T) {
-	p := newPoller(t)
+	inEachWaitMode(t, testPollerTimeout)
+}
+
+func testPollerTimeout(t *testing.T, p *Poller, ringWait func()) {
 	r, _ := pipe(t)
 	if err := p.Add(r, 7); err != nil {
 		t.Fatal(err)
 	}
+	ringWait()
 	const timeout = 30 * time.Millisecond
 	start := time.Now()
 	n, err := p.Wait(timeout, make([]uint32, 4))
@@ -80,11 +105,15 @@ func TestPollerTimeout(t *testing.T) {
 }
 
 func TestPollerWakeFromAnotherGoroutine(t *testing.T) {
-	p := newPoller(t)
+	inEachWaitMode(t, testPollerWakeFromAnotherGoroutine)
+}
+
+func testPollerWakeFromAnotherGoroutine(t *testing.T, p *Poller, ringWait func()) {
 	r, _ := pipe(t)
 	if err := p.Add(r, 1); err != nil {
 		t.Fatal(err)
 	}
+	ringWait()
 	woken := make(chan struct{})
 	go func() {
 		defer close(woken)
@@ -129,11 +158,15 @@ func TestPollerRefusesWakeToken(t *testing.T) {
 // TestPollerWaitDoesNotAllocate waits on a pipe left readable, so every
 // call really reports it.
 func TestPollerWaitDoesNotAllocate(t *testing.T) {
-	p := newPoller(t)
+	inEachWaitMode(t, testPollerWaitDoesNotAllocate)
+}
+
+func testPollerWaitDoesNotAllocate(t *testing.T, p *Poller, ringWait func()) {
 	r, w := pipe(t)
 	if err := p.Add(r, 3); err != nil {
 		t.Fatal(err)
 	}
+	ringWait()
 	unix.Write(w, []byte("x"))
 	ready := make([]uint32, 4)
 	reported := 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -49,10 +50,17 @@ import (
 // tapuring_ring.go.
 const (
 	uringOpPollAdd   = 6
+	uringOpSendmsg   = 9
 	uringEnterExtArg = 1 << 3
 	uringFeatExtArg  = 1 << 8
+	uringFeatCQESkip = 1 << 11
+	// uringSQECQESkipSuccess: a request that succeeds posts no completion.
+	uringSQECQESkipSuccess = 1 << 6
 	// ringHoldEntries bounds the descriptors a ring hold watches.
 	ringHoldEntries = 16
+	// ringEntries is the size of the poller's ring: the polls of
+	// ringHoldEntries descriptors and a batch of sends (sendring.go).
+	ringEntries = 128
 )
 
 // urgentFD is a descriptor Hold watches, with its token.
@@ -60,6 +68,10 @@ type urgentFD struct {
 	fd    int
 	token uint32
 	late  bool // AddLate: a ring hold reports it when it ends
+	// held: AddHeld, not watched by a hold; only a wait in the ring
+	// (WaitInRing) polls it, and if that poll is still armed when a hold
+	// begins, the hold treats it as late.
+	held  bool
 	armed bool // its poll is in the ring's kernel side (ring hold)
 	fired bool // late: its poll completed during the current hold
 }
@@ -83,6 +95,15 @@ type ringHold struct {
 	arg    uringGetEventsArg
 	ts     kernelTimespec
 	enters atomic.Uint64 // for tests and statistics
+	// wait: Wait too sleeps in the ring (WaitInRing), polling every
+	// descriptor; cqeSkip: the kernel can leave out the completions of
+	// requests that succeeded (5.17), which sending in the ring needs.
+	wait, cqeSkip bool
+	// sends is the link whose queued frames each wait in the ring sends
+	// (SendWith), sending the number of them the current wait put in
+	// the ring.
+	sends   *AFPacket
+	sending int
 }
 
 // errNoExtArg: the kernel (before 5.11) cannot bound a wait of
@@ -103,7 +124,7 @@ func (p *Poller) HoldInRing() error {
 		return fmt.Errorf("poller: hold in io_uring: %d descriptors, at most %d", len(p.urgent), ringHoldEntries)
 	}
 	var params uringParams
-	fd, err := uringSetup(ringHoldEntries, &params)
+	fd, err := uringSetup(ringEntries, &params)
 	if err != nil {
 		return fmt.Errorf("poller: io_uring_setup: %w", err)
 	}
@@ -116,9 +137,50 @@ func (p *Poller) HoldInRing() error {
 		r.close()
 		return fmt.Errorf("poller: %w", errNoExtArg)
 	}
-	h := &ringHold{r: r}
-	h.arg.ts = uint64(uintptr(unsafe.Pointer(&h.ts)))
+	h := &ringHold{r: r, cqeSkip: params.features&uringFeatCQESkip != 0}
 	p.hold = h
+	return nil
+}
+
+// WaitInRing makes Wait, too, sleep in io_uring_enter on the ring of
+// HoldInRing (which it sets up if need be), with a one-shot poll on
+// every registered descriptor, those of AddHeld included. A loop that
+// waits in the ring can hand it the frames it wrote in the pass just
+// ended (SendWith), so that sending them and waiting for the next pass
+// is one system call where it was two (sendmmsg, then epoll_wait).
+// Call it from the loop's goroutine, after the Adds.
+func (p *Poller) WaitInRing() error {
+	if err := p.HoldInRing(); err != nil {
+		return err
+	}
+	p.hold.wait = true
+	return nil
+}
+
+// SendWith makes every Wait and Hold on the ring first send the frames
+// queued on a with QueueBatch, in the same io_uring_enter(2): each as an
+// IORING_OP_SENDMSG with MSG_DONTWAIT (tried once, in the call; a full
+// socket fails it rather than leave it to finish later) whose completion
+// is posted only if it fails. It needs WaitInRing and a kernel that can
+// skip completions (5.17); without, it fails and the caller writes as
+// before.
+func (p *Poller) SendWith(a *AFPacket) error {
+	if p.hold == nil || !p.hold.wait {
+		return errors.New("poller: send with the wait: the poller does not wait in io_uring (WaitInRing)")
+	}
+	if !p.hold.cqeSkip {
+		return errors.New("poller: send with the wait: the kernel cannot skip successful completions (Linux 5.17)")
+	}
+	if p.hold.sends != nil {
+		return errors.New("poller: send with the wait: the poller sends with a link already")
+	}
+	if err := a.canQueue(); err != nil {
+		return fmt.Errorf("poller: send with the wait: %w", err)
+	}
+	if err := a.registerSendFile(p.hold.r); err != nil {
+		return err
+	}
+	p.hold.sends = a
 	return nil
 }
 
@@ -133,14 +195,27 @@ func (p *Poller) HoldEnters() uint64 {
 
 // holdInRing is Hold on the ring.
 func (p *Poller) holdInRing(d time.Duration, ready []uint32) (int, error) {
+	return p.ringWait(d, ready, true)
+}
+
+// ringWait is Wait (hold false; d < 0 waits for ever) or Hold on the
+// ring. The frames queued on the SendWith link go first in the same
+// io_uring_enter.
+func (p *Poller) ringWait(d time.Duration, ready []uint32, hold bool) (int, error) {
 	h := p.hold
-	deadline := time.Now().Add(d)
-	// Completions of polls that fired after their hold ended are stale:
+	var deadline time.Time
+	if d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	// Completions of polls that fired after their wait ended are stale:
 	// the loop has read those descriptors since. Arm them again.
 	p.reapHoldPolls(nil)
+	if h.sends != nil {
+		h.sending = h.sends.queueSends(h.r)
+	}
 	for i := range p.urgent {
 		u := &p.urgent[i]
-		if !u.armed && h.r.room() > 0 {
+		if !u.armed && (!u.held || !hold) && h.r.room() > 0 {
 			e := h.r.next(uringOpPollAdd, uint64(i)+1)
 			e.fd, e.flags = int32(u.fd), 0
 			e.opFlags = uint32(unix.POLLIN) // poll32_events
@@ -148,36 +223,116 @@ func (p *Poller) holdInRing(d time.Duration, ready []uint32) (int, error) {
 		}
 	}
 	for {
-		h.ts = kernelTimespec{sec: int64(d / time.Second), nsec: int64(d % time.Second)}
+		flags, wait := uintptr(uringEnterGetEvents|uringEnterExtArg), uintptr(1)
+		switch {
+		case d < 0:
+			h.arg.ts = 0 // no timeout
+		case d == 0 && !hold:
+			flags, wait = 0, 0 // submit and look, do not sleep
+		default:
+			h.ts = kernelTimespec{sec: int64(d / time.Second), nsec: int64(d % time.Second)}
+			h.arg.ts = uint64(uintptr(unsafe.Pointer(&h.ts)))
+		}
 		atomic.StoreUint32(h.r.sqTail, h.r.tail)
 		h.enters.Add(1)
-		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(h.r.fd), uintptr(h.r.pending), 1,
-			uringEnterGetEvents|uringEnterExtArg, uintptr(unsafe.Pointer(&h.arg)), unsafe.Sizeof(h.arg))
+		var errno syscall.Errno
+		if flags == 0 {
+			_, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(h.r.fd), uintptr(h.r.pending), 0, 0, 0, 0)
+		} else {
+			_, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(h.r.fd), uintptr(h.r.pending), wait,
+				flags, uintptr(unsafe.Pointer(&h.arg)), unsafe.Sizeof(h.arg))
+		}
 		// The kernel's SQ head says what it took, also on an error.
 		h.r.pending = h.r.tail - atomic.LoadUint32(h.r.sqHead)
+		if h.sending > 0 && h.r.pending > 0 {
+			p.retract()
+		}
 		switch errno {
 		case 0, unix.ETIME, unix.EINTR:
 			// EINTR: a signal (task work does not end this wait).
+		case unix.EAGAIN, unix.EBUSY:
+			// Short of memory, or completions not yet reaped: what was
+			// not taken is back out of the ring (retract); look at the
+			// CQ and go on.
 		default:
-			return 0, fmt.Errorf("poller: hold: io_uring_enter: %w", errno)
+			p.reapHoldPolls(nil)
+			p.sendsDone()
+			return 0, fmt.Errorf("poller: wait: io_uring_enter: %w", errno)
 		}
-		if p.lateOnly() && errno != unix.ETIME {
-			// Only late descriptors (or a signal): hold on for the time left.
-			if d = max(time.Until(deadline), 0); d > 0 {
+		if errno != unix.ETIME && p.lateOnly(hold) {
+			// Only late descriptors (or a signal): wait on for the time left.
+			switch {
+			case d < 0:
 				continue
+			case d > 0:
+				if d = max(time.Until(deadline), 0); d > 0 {
+					continue
+				}
 			}
 		}
-		return p.reapHoldPolls(ready), nil
+		n := p.reapHoldPolls(ready)
+		p.sendsDone()
+		return n, nil
+	}
+}
+
+// retract takes back the entries the kernel did not take (it stopped
+// short: memory, a full CQ) out of the ring, which without SQPOLL reads
+// entries only inside the call. Their polls are disarmed; the sends
+// among them, the last ones of the batch, go now with sendmmsg, so that
+// the frames still leave in order and before the wait returns.
+func (p *Poller) retract() {
+	h := p.hold
+	first := -1
+	for pos := h.r.tail - h.r.pending; pos != h.r.tail; pos++ {
+		ud := h.r.sqes[pos&h.r.sqMask].userData
+		if ud&sendTag != 0 {
+			if m := int(ud &^ sendTag); first < 0 || m < first {
+				first = m
+			}
+		} else if i := int(ud) - 1; i >= 0 && i < len(p.urgent) {
+			p.urgent[i].armed = false
+		}
+	}
+	h.r.tail -= h.r.pending
+	h.r.pending = 0
+	if first >= 0 {
+		h.sends.sendRest(first)
+	}
+}
+
+// sendsDone ends the sends of the wait: the kernel ran them all in its
+// first io_uring_enter (MSG_DONTWAIT let none wait), and the wait has
+// reaped the completions of those that failed; the link counts what went
+// and empties its queue.
+func (p *Poller) sendsDone() {
+	if h := p.hold; h.sending > 0 {
+		h.sends.sendsTaken()
+		h.sending = 0
+	}
+}
+
+// sendFailed hands a failed send's completion to its link.
+func (p *Poller) sendFailed(c *uringCQE) {
+	if a := p.hold.sends; a != nil {
+		a.sendFailed(c)
 	}
 }
 
 // lateOnly reaps the completions of late descriptors' polls (marking them
-// fired) and reports whether no other completion waits.
-func (p *Poller) lateOnly() bool {
+// fired) and of failed sends, and reports whether no other completion
+// waits. In a hold, a held descriptor's poll (armed by an earlier Wait)
+// counts as late.
+func (p *Poller) lateOnly(hold bool) bool {
 	r := p.hold.r
 	for c := r.peek(); c != nil; c = r.peek() {
+		if c.userData&sendTag != 0 {
+			p.sendFailed(c)
+			r.advance()
+			continue
+		}
 		i := int(c.userData) - 1
-		if i < 0 || i >= len(p.urgent) || !p.urgent[i].late {
+		if i < 0 || i >= len(p.urgent) || !hold || !p.urgent[i].late && !p.urgent[i].held {
 			return false
 		}
 		p.urgent[i].armed, p.urgent[i].fired = false, true
@@ -190,7 +345,8 @@ func (p *Poller) lateOnly() bool {
 // with ready not nil, reports its descriptor's token (consuming a
 // wake-up), as many as fit, after the late descriptors that fired during
 // the hold; those that do not fit are reported by the next Wait or Hold,
-// their descriptors being still readable.
+// their descriptors being still readable. A failed send's completion is
+// counted by its link.
 func (p *Poller) reapHoldPolls(ready []uint32) int {
 	n := 0
 	for i := range p.urgent {
@@ -203,7 +359,9 @@ func (p *Poller) reapHoldPolls(ready []uint32) int {
 		}
 	}
 	for c := p.hold.r.peek(); c != nil; c = p.hold.r.peek() {
-		if i := int(c.userData) - 1; i >= 0 && i < len(p.urgent) {
+		if c.userData&sendTag != 0 {
+			p.sendFailed(c)
+		} else if i := int(c.userData) - 1; i >= 0 && i < len(p.urgent) {
 			p.urgent[i].armed = false
 			if token := p.urgent[i].token; n < len(ready) {
 				if token == WakeToken {

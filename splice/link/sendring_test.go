@@ -1,0 +1,224 @@
+package link
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A poller that waits in the ring polls its held descriptor in Wait; a
+// hold that begins while that poll is still armed does not end when the
+// descriptor becomes readable (the hold lets it fill), but reports it
+// when it ends, and a hold does not arm it again.
+func TestPollerRingWaitKeepsHoldsBlindToTheHeldDescriptor(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	p := newPoller(t)
+	held, heldW := pipe(t)
+	if err := p.AddHeld(held, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitInRing(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make([]uint32, 8)
+	if n, err := p.Wait(time.Millisecond, ready); n != 0 || err != nil { // arms the held poll
+		t.Fatalf("Wait with nothing readable = %d %v", n, err)
+	}
+	const hold = 20 * time.Millisecond
+	go func() { inSyscall(t, tid, unix.SYS_IO_URING_ENTER); unix.Write(heldW, []byte("x")) }()
+	start := time.Now()
+	n, err := p.Hold(hold, ready)
+	if took := time.Since(start); err != nil || n != 1 || ready[0] != 4 || took < hold {
+		t.Fatalf("Hold(%v) with the held pipe written during it = %d %v, tokens %v after %v; want it after the whole hold",
+			hold, n, err, ready[:n], took)
+	}
+	// Still readable: a hold neither arms its poll nor ends for it...
+	start = time.Now()
+	if n, err := p.Hold(hold, ready); err != nil || n != 0 || time.Since(start) < hold {
+		t.Fatalf("Hold with the held pipe readable = %d %v, tokens %v after %v", n, err, ready[:n], time.Since(start))
+	}
+	// ...and a Wait reports it at once.
+	if n, err := p.Wait(time.Hour, ready); err != nil || n != 1 || ready[0] != 4 {
+		t.Fatalf("Wait with the held pipe readable = %d %v, tokens %v", n, err, ready[:n])
+	}
+}
+
+// sendPoller is a poller waiting in the ring and sending a's queued frames.
+func sendPoller(t *testing.T, a *AFPacket) *Poller {
+	t.Helper()
+	p := newPoller(t)
+	if err := p.Add(a.FD(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitInRing(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendWith(a); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The frames QueueBatch takes leave with the poller's next Wait or Hold,
+// in order, in its single io_uring_enter, and the link counts them then.
+func TestQueuedFramesLeaveWithTheNextWait(t *testing.T) {
+	for _, vnet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("vnet=%v", vnet), func(t *testing.T) {
+			w := newWire(t)
+			a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: vnet})
+			b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+			p := sendPoller(t, a)
+			batch := NewBatch(32, 2048)
+			ready := make([]uint32, 4)
+			for round, wait := range []func() (int, error){
+				func() (int, error) { return p.Wait(0, ready) },
+				func() (int, error) { return p.Hold(time.Microsecond, ready) },
+			} {
+				frames := make([][]byte, 10)
+				for i := range frames {
+					frames[i] = testFrame(w.macA, fmt.Sprintf("round %d frame %d", round, i))
+				}
+				before := a.Stats()
+				if n, err := a.QueueBatch(frames, nil); n != len(frames) || err != nil {
+					t.Fatalf("QueueBatch: %d %v", n, err)
+				}
+				if s := a.Stats(); s.TxFrames != before.TxFrames {
+					t.Fatalf("frames counted as sent before the wait: %+v", s)
+				}
+				enters := p.HoldEnters()
+				if _, err := wait(); err != nil {
+					t.Fatal(err)
+				}
+				if e := p.HoldEnters() - enters; e != 1 {
+					t.Fatalf("the wait made %d io_uring_enter calls, want 1", e)
+				}
+				if s := a.Stats(); s.TxFrames-before.TxFrames != uint64(len(frames)) || s.TxErrors != 0 {
+					t.Fatalf("after the wait: stats %+v, before %+v", s, before)
+				}
+				markers, _ := readBatchMarkers(t, b, batch, len(frames))
+				for i, m := range markers {
+					if want := fmt.Sprintf("round %d frame %d", round, i); m != want {
+						t.Fatalf("frame %d: marker %q, want %q", i, m, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A frame the kernel refuses in the wait is counted and reported by
+// TakeSendError; the frames around it still go, in order; and frames
+// QueueBatch cannot queue (more than a batch) go at once after what was
+// queued.
+func TestQueuedFrameRefusedInTheWaitIsCountedAndTheOthersGo(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+	p := sendPoller(t, a)
+	oversize := testFrame(w.macA, "too long")
+	oversize = append(oversize, make([]byte, 9000)...) // beyond the veth's MTU: EMSGSIZE
+	frames := [][]byte{testFrame(w.macA, "first"), oversize, testFrame(w.macA, "third")}
+	if n, err := a.QueueBatch(frames, nil); n != 3 || err != nil {
+		t.Fatalf("QueueBatch: %d %v", n, err)
+	}
+	if _, err := p.Wait(0, make([]uint32, 4)); err != nil {
+		t.Fatal(err)
+	}
+	err, failed := a.TakeSendError()
+	if failed != 1 || !errors.Is(err, unix.EMSGSIZE) {
+		t.Fatalf("TakeSendError = %v, %d; want EMSGSIZE for one frame", err, failed)
+	}
+	if s := a.Stats(); s.TxFrames != 2 || s.TxErrors != 1 {
+		t.Fatalf("stats %+v, want 2 sent and 1 error", s)
+	}
+	if err, n := a.TakeSendError(); err != nil || n != 0 {
+		t.Fatalf("second TakeSendError = %v, %d", err, n)
+	}
+	markers, _ := readBatchMarkers(t, b, NewBatch(8, 2048), 2)
+	if markers[0] != "first" || markers[1] != "third" {
+		t.Fatalf("arrived %q", markers)
+	}
+
+	// One frame queued, then more than a batch: all go at once, in order.
+	if n, err := a.QueueBatch([][]byte{testFrame(w.macA, "queued")}, nil); n != 1 || err != nil {
+		t.Fatalf("QueueBatch: %d %v", n, err)
+	}
+	many := make([][]byte, maxBatch)
+	for i := range many {
+		many[i] = testFrame(w.macA, fmt.Sprintf("many %d", i))
+	}
+	if n, err := a.QueueBatch(many, nil); n != len(many) || err != nil {
+		t.Fatalf("QueueBatch of %d: %d %v", len(many), n, err)
+	}
+	markers, _ = readBatchMarkers(t, b, NewBatch(128, 2048), len(many)+1)
+	if markers[0] != "queued" || markers[1] != "many 0" || markers[len(many)] != fmt.Sprintf("many %d", len(many)-1) {
+		t.Fatalf("arrived %q ... %q", markers[:2], markers[len(markers)-1])
+	}
+}
+
+// SendWith needs a poller that waits in the ring.
+func TestSendWithNeedsTheRingWait(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+	p := newPoller(t)
+	if err := p.SendWith(a); err == nil {
+		t.Fatal("SendWith on an epoll poller succeeded")
+	}
+	if err := p.HoldInRing(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendWith(a); err == nil {
+		t.Fatal("SendWith on a poller that only holds in the ring succeeded")
+	}
+	// Without a poller, QueueBatch writes at once.
+	if n, err := a.QueueBatch([][]byte{testFrame(w.macA, "now")}, nil); n != 1 || err != nil || a.Stats().TxFrames != 1 {
+		t.Fatalf("QueueBatch on a link no poller sends with: %d %v, stats %+v", n, err, a.Stats())
+	}
+}
+
+// Queueing and sending in the wait allocate nothing.
+func TestQueuedSendsDoNotAllocate(t *testing.T) {
+	w := newWire(t)
+	a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{VNetHdr: true})
+	b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+	p := sendPoller(t, a)
+	frames := make([][]byte, 8)
+	for i := range frames {
+		frames[i] = testFrame(w.macA, fmt.Sprintf("alloc %d", i))
+	}
+	batch := NewBatch(len(frames), 2048)
+	ready := make([]uint32, 4)
+	read := 0
+	allocs := testing.AllocsPerRun(50, func() {
+		if n, err := a.QueueBatch(frames, nil); n != len(frames) || err != nil {
+			t.Fatalf("QueueBatch: %d %v", n, err)
+		}
+		if _, err := p.Hold(0, ready); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < len(frames); {
+			waitReadable(t, b)
+			n, err := b.ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				if !bytes.Equal(batch.Frame(i), frames[got+i]) {
+					t.Fatalf("frame %d differs", got+i)
+				}
+			}
+			got += n
+		}
+		read += len(frames)
+	})
+	if allocs != 0 || read != 51*len(frames) {
+		t.Fatalf("%v allocations per queue and wait, %d frames read", allocs, read)
+	}
+}
