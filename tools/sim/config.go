@@ -124,8 +124,8 @@ type Config struct {
 	// reaching the front-end (the handoff connection up); ControlDelay
 	// that of a control message between the front-end and a shim, either
 	// way, and of any packet between the two hosts: the SYN-ACK crossed
-	// its shim ControlDelay before it reached the front-end (see
-	// synAckAtShim). Zero: at once.
+	// its shim ControlDelay before it reached the front-end (atsyn.go).
+	// Zero: at once.
 	HandoffDelay, ControlDelay time.Duration
 	// ClassicSplice sends each Splice when the handoff connection is up
 	// (HandoffDelay after dispatch), and the request goes when the shim's

@@ -122,3 +122,25 @@ func TestStandInSendsARewrittenRequestsSpliceAfterTheSynAck(t *testing.T) {
 		t.Errorf("a rewritten request's Splice reported at dispatch: %+v", out.Events)
 	}
 }
+
+// The engine runs in the front-end's process: during a stall it does not
+// see the SYN-ACK either, so a request remembered while connecting goes
+// when the stall ends, not when the SYN-ACK came.
+func TestStandInSendsARememberedRequestAfterAStall(t *testing.T) {
+	r, fe := standIn(false)
+	r.cfg.Stalls = []Stall{{At: 3 * time.Millisecond, For: 7 * time.Millisecond}}
+	if err := fe.Dispatch(1, splice.Backend{ID: 1}, 0, &splice.Output{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.SpliceAcked(1, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.c2UpNow(t) // at 4 ms, inside the stall
+	if f := r.flow(1); f.state != flowConnecting || r.inServ[0] != 0 {
+		t.Fatalf("the request went during the stall: state %v", f.state)
+	}
+	r.c2UpNow(t)
+	if f := r.flow(1); f.state != flowSent || r.now != (10*time.Millisecond).Nanoseconds() {
+		t.Fatalf("state %v at %d ns, want sent when the stall ends at 10 ms", f.state, r.now)
+	}
+}
