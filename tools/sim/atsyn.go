@@ -14,10 +14,11 @@ import (
 // then and acknowledges it in the same pass that forwards the SYN-ACK, so
 // the SpliceAck and the SYN-ACK travel to the front-end together. The
 // controller may therefore take the SpliceAck (SpliceAcked, or HoldSplice
-// when the back-end has no slot) while the engine is still connecting;
-// an early request (controller.Config.EarlyRequest) always does, as it
-// calls SpliceAcked with the Splice. The engine remembers either and does
-// it when C2 comes up (c2Up), as the stand-in does here.
+// when the back-end has no slot) while the engine is still connecting,
+// and an early request (controller.Config.EarlyRequest) has it call
+// SpliceAcked in the same pass as the Splice, at dispatch. The engine
+// remembers either call and does it when C2 comes up, as the stand-in
+// does here (c2Up).
 //
 // The timing, from dispatch at D, with H = HandoffDelay and c =
 // ControlDelay: the SYN-ACK reaches the front-end at D + H, having
