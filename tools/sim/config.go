@@ -6,10 +6,13 @@
 // as it does in the daemon. Simulated clients offer requests open-loop
 // (arrivals do not wait for answers); a stand-in for the packet engine
 // reports each as the engine would (EvRequest), carries out what the
-// controller asks (Dispatch, SpliceAcked, Reject, ...) after the
-// configured handoff delay, and reports the handoff connection up
-// (EvSplice); simulated shims on the back-ends register, confirm each
-// Splice, send keepalives, and report each request's service time in a
+// controller asks (Dispatch, SpliceAcked, Reject, ...), and reports the
+// Splice to send (EvSplice) as the daemon's engine does: with C2's SYN at
+// dispatch by default, or once the handoff connection is up, the
+// configured handoff delay later (Config.ClassicSplice; atsyn.go has the
+// timing of both). Simulated shims on the back-ends register, confirm
+// each Splice (once they have it and the back-end's SYN-ACK has crossed
+// them), send keepalives, and report each request's service time in a
 // Feedback when it is served. Each back-end serves what the controller
 // sends it, for a service time drawn from the customer's distribution.
 // So the simulator measures the same code the live front-end runs, from
@@ -118,9 +121,26 @@ type Config struct {
 	// takes a request's Host for its customer's name.
 	Scheduler controller.Config
 	// HandoffDelay is the time from dispatch to the back-end's SYN-ACK
-	// (the handoff connection up); ControlDelay that of a control message
-	// between the front-end and a shim, either way. Zero: at once.
+	// reaching the front-end (the handoff connection up); ControlDelay
+	// that of a control message between the front-end and a shim, either
+	// way, and of any packet between the two hosts: the SYN-ACK crossed
+	// its shim ControlDelay before it reached the front-end (atsyn.go).
+	// Zero: at once.
 	HandoffDelay, ControlDelay time.Duration
+	// ClassicSplice sends each Splice when the handoff connection is up
+	// (HandoffDelay after dispatch), and the request goes when the shim's
+	// SpliceAck is back, 2 x ControlDelay later: the order the front-end
+	// used before issue 7. By default the Splice goes with C2's SYN, as
+	// qsplice-frontend sends it (-splice-at-syn, on by default;
+	// splice.FrontEndConfig.SpliceAtSYN): it leaves at dispatch, the shim
+	// confirms it once it has it and the back-end's SYN-ACK has crossed
+	// the shim, and the request goes when both the SYN-ACK and the
+	// SpliceAck have reached the front-end, HandoffDelay or 2 x
+	// ControlDelay after dispatch, whichever is longer: the round trip
+	// overlaps the handshake. A request the feedback policy serves from a
+	// smaller tree is rewritten, and its Splice goes the classic way in
+	// either mode, as the engine sends it.
+	ClassicSplice bool
 
 	// Feedback experiments (issue 10).
 	//

@@ -3,6 +3,7 @@ package sim
 import (
 	"time"
 
+	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/splice"
 )
 
@@ -31,12 +32,24 @@ type simFlow struct {
 	service       int64  // drawn when the request is sent
 	bytes         uint64 // of its response, reported in Feedback
 	refusedAtDoor bool   // refused on arrival (queue full, over cap, unknown)
+
+	// The Splice sent with the SYN (atsyn.go).
+	atSYN      bool  // its Splice went with C2's SYN
+	rewritten  bool  // its path is rewritten to a content tree: the Splice waits for the SYN-ACK
+	synAckAt   int64 // when the back-end's SYN-ACK crosses the shim
+	goWhenUp   bool  // SpliceAcked came while connecting: the request goes when C2 is up
+	holdWhenUp bool  // HoldSplice came while connecting: it waits ready once C2 is up
 }
 
 func (r *run) flow(id splice.FlowID) *simFlow { return &r.flows[id-1] }
 
 // frontEnd is the run seen as the controller's Engine.
 type frontEnd run
+
+var (
+	_ controller.Engine   = (*frontEnd)(nil)
+	_ controller.Rewriter = (*frontEnd)(nil) // the engine rewrites, so it sends the Splice classic (atsyn.go)
+)
 
 func (e *frontEnd) run() *run { return (*run)(e) }
 
@@ -61,7 +74,23 @@ func (e *frontEnd) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time,
 		return err
 	}
 	f.state, f.backend = flowConnecting, b.ID
-	e.run().schedule(event{at: int64(now) + e.cfg.HandoffDelay.Nanoseconds(), kind: handoffUp, flow: id})
+	r := e.run()
+	f.synAckAt = r.synAckAtShim(int64(now))
+	r.schedule(event{at: int64(now) + e.cfg.HandoffDelay.Nanoseconds(), kind: handoffUp, flow: id})
+	r.spliceWithSYN(id, f, out)
+	return nil
+}
+
+// Rewrite is the engine's call to serve a request from a content tree
+// (controller.Rewriter): the simulator models the tree's cost itself
+// (scaleByTree), so it only notes that the request is rewritten, which
+// keeps its Splice from going with the SYN, as in the engine.
+func (e *frontEnd) Rewrite(id splice.FlowID, path []byte) error {
+	f, err := e.lookup(id, flowQueued)
+	if err != nil {
+		return err
+	}
+	f.rewritten = true
 	return nil
 }
 
@@ -107,6 +136,10 @@ func (e *frontEnd) RejectFollowUp(id splice.FlowID, status int, reason string, r
 }
 
 func (e *frontEnd) HoldSplice(id splice.FlowID, now splice.Time) error {
+	if f, err := e.lookup(id, flowConnecting); err == nil && f.atSYN {
+		f.holdWhenUp = true // the SpliceAck came before the SYN-ACK
+		return nil
+	}
 	f, err := e.lookup(id, flowSpliceWait)
 	if err != nil {
 		return err
@@ -116,18 +149,26 @@ func (e *frontEnd) HoldSplice(id splice.FlowID, now splice.Time) error {
 }
 
 func (e *frontEnd) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error {
+	if f, err := e.lookup(id, flowConnecting); err == nil && f.atSYN {
+		f.goWhenUp, f.holdWhenUp = true, false // sent once C2 is up
+		return nil
+	}
 	f, err := e.lookup(id, flowSpliceWait, flowHeld)
 	if err != nil {
 		return err
 	}
-	r := e.run()
+	e.run().sendRequest(id, f, int64(now))
+	return nil
+}
+
+// sendRequest puts flow id's request on its back-end at now.
+func (r *run) sendRequest(id splice.FlowID, f *simFlow, now int64) {
 	f.state = flowSent
 	f.service = r.serviceTime(f.customer)
 	f.bytes = r.cfg.Customers[f.customer].Bytes
 	r.scaleByTree(id, f)
 	r.inServ[f.backend-1]++
-	r.schedule(event{at: int64(now) + f.service, kind: served, flow: id})
-	return nil
+	r.schedule(event{at: now + f.service, kind: served, flow: id})
 }
 
 func (e *frontEnd) Admit(id splice.FlowID, now splice.Time, out *splice.Output) error {

@@ -8,22 +8,25 @@ import (
 	"github.com/qsplice/qsplice/tools/sim"
 )
 
-// A handoff that takes 5 ms (4 ms to connect, the Splice round trip)
-// inside a 20 ms request's slot leaves the server idle a fifth of the
-// time; set up ahead of the slot (as the daemon does with handoff_ahead)
-// only the Feedback's trip back to the front-end is left, 0.5 ms of each
-// 20.5 ms slot. The simulated cluster measures what the controller does
-// with these delays. The requests are GETs: with EarlyRequest they go
-// with their Splice (frontend/controller/slots.go), which takes the
-// Splice's round trip out of a slot too, the rest of the handoff not.
+// A handoff that takes 5 ms (4 ms to connect, the Splice round trip
+// after it: the classic order) inside a 20 ms request's slot leaves the
+// server idle a fifth of the time; set up ahead of the slot (as the
+// daemon does with handoff_ahead) only the Feedback's trip back to the
+// front-end is left, 0.5 ms of each 20.5 ms slot. The simulated cluster
+// measures what the controller does with these delays. The requests are
+// GETs: with EarlyRequest they go with their Splice
+// (frontend/controller/slots.go), which takes the Splice's round trip out
+// of a slot too, the rest of the handoff not. With the Splice sent with
+// the SYN (the daemon's default) its round trip hides behind the 4 ms of
+// the handshake already, and early requests take nothing more out.
 func TestHandoffsAheadHideTheHandoffDelay(t *testing.T) {
-	runWith := func(ahead int, early bool) sim.Result {
+	runWith := func(ahead int, early, classic bool) sim.Result {
 		sc := controller.Config{QueueCapacity: 1000, HandoffAhead: ahead, EarlyRequest: early}
 		return run(t, sim.Config{Seed: 4, Duration: 6 * time.Second, Warmup: time.Second, Backends: 2, Capacity: 4,
 			Customers: []sim.Customer{{Name: "a", Rate: 600, Service: 20 * time.Millisecond, Distribution: sim.Constant}},
-			Scheduler: sc, HandoffDelay: 4 * time.Millisecond, ControlDelay: 500 * time.Microsecond})
+			Scheduler: sc, HandoffDelay: 4 * time.Millisecond, ControlDelay: 500 * time.Microsecond, ClassicSplice: classic})
 	}
-	inside, ahead := runWith(0, false), runWith(2, false)
+	inside, ahead := runWith(0, false, true), runWith(2, false, true)
 	// Inside the slot: 20 ms of work per 25 ms of slot, 400 slot-s/s x 0.8.
 	if u := inside.Utilization; u < 0.78 || u > 0.81 {
 		t.Errorf("handoffs inside the slot: utilization %.3f, want 0.8", u)
@@ -37,12 +40,23 @@ func TestHandoffsAheadHideTheHandoffDelay(t *testing.T) {
 	// Early requests inside the slot: 20 ms of work per 24.5 ms of slot
 	// (the Splice's round trip of 1 ms gone: 4 ms to connect, the work,
 	// the Feedback's 0.5 ms); ahead, nothing more to hide.
-	early, earlyAhead := runWith(0, true), runWith(2, true)
+	early, earlyAhead := runWith(0, true, true), runWith(2, true, true)
 	if u := early.Utilization; u < 0.805 || u > 0.825 || u <= inside.Utilization {
 		t.Errorf("early requests inside the slot: utilization %.3f, want 20/24.5 (with the ack first %.3f)", u, inside.Utilization)
 	}
 	if u := earlyAhead.Utilization; u < 0.97 || u > 0.98 {
 		t.Errorf("early requests, handoffs ahead: utilization %.3f, want 20/20.5", u)
+	}
+	// The Splice with the SYN: 20 ms of work per 24.5 ms of slot (4 ms
+	// to connect, the round trip inside them), early or not.
+	atSYN, atSYNEarly := runWith(0, false, false), runWith(0, true, false)
+	for _, tc := range []struct {
+		name string
+		res  sim.Result
+	}{{"the Splice with the SYN", atSYN}, {"early requests, the Splice with the SYN", atSYNEarly}} {
+		if u := tc.res.Utilization; u < 0.805 || u > 0.825 || u <= inside.Utilization {
+			t.Errorf("%s inside the slot: utilization %.3f, want 20/24.5 (the classic order %.3f)", tc.name, u, inside.Utilization)
+		}
 	}
 }
 

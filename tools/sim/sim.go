@@ -225,13 +225,7 @@ func (r *run) handle(e event) {
 	case arrival:
 		r.arrive(e.customer)
 	case handoffUp:
-		f := r.flow(e.flow)
-		if f.state != flowConnecting {
-			return // reset meanwhile
-		}
-		f.state = flowSpliceWait
-		r.event(splice.Event{Kind: splice.EvSplice, Flow: e.flow, Backend: f.backend,
-			Splice: proto.Splice{RequestID: uint64(e.flow)}})
+		r.c2Up(e.flow)
 	case spliceAcked:
 		r.control(&proto.SpliceAck{RequestID: uint64(e.flow), BackendID: r.flow(e.flow).backend, OK: true})
 	case served:
@@ -322,11 +316,13 @@ func (r *run) control(m proto.Message) {
 }
 
 // after delivers the controller's datagrams to the shims: a Splice is
-// confirmed after the control round trip.
+// confirmed after the control round trip, or once the back-end's SYN-ACK
+// crossed the shim if that is later (atsyn.go).
 func (r *run) after() {
 	for _, d := range r.out.Datagrams {
 		if s, ok := d.Msg.(*proto.Splice); ok {
-			r.schedule(event{at: r.now + 2*r.cfg.ControlDelay.Nanoseconds(), kind: spliceAcked, flow: splice.FlowID(s.RequestID)})
+			id := splice.FlowID(s.RequestID)
+			r.schedule(event{at: r.spliceAckAt(id, r.now), kind: spliceAcked, flow: id})
 		}
 	}
 }

@@ -124,21 +124,31 @@ func TestRunCountsRejectionsByReason(t *testing.T) {
 	}
 }
 
+// A run is a pure function of its Config, in either order of the Splice
+// and the handshake; the order changes the result when control messages
+// take time.
 func TestRunDeterministic(t *testing.T) {
-	cfg := func(seed uint64) sim.Config {
+	cfg := func(seed uint64, classic bool) sim.Config {
 		return sim.Config{Seed: seed, Duration: 5 * time.Second, Warmup: time.Second, Backends: 2, Capacity: 4,
 			Customers: []sim.Customer{{Name: "a", Rate: 500, Service: typical}, {Name: "b", Rate: 300, Service: 30 * time.Millisecond}},
 			Scheduler: creditScheduler(sched.CreditConfig{Customers: []sched.CustomerSpec{
 				{Name: "a", Reservation: 300}, {Name: "b", Reservation: 100, Weight: 2},
 			}}),
-			HandoffDelay: 2 * time.Millisecond, ControlDelay: 100 * time.Microsecond}
+			HandoffDelay: 2 * time.Millisecond, ControlDelay: 100 * time.Microsecond, ClassicSplice: classic}
 	}
-	first, second := run(t, cfg(5)), run(t, cfg(5))
-	if !reflect.DeepEqual(first, second) {
-		t.Fatalf("same seed, different results:\n%+v\n%+v", first, second)
+	var byOrder [2]sim.Result
+	for i, classic := range []bool{false, true} {
+		first, second := run(t, cfg(5, classic)), run(t, cfg(5, classic))
+		if !reflect.DeepEqual(first, second) {
+			t.Fatalf("classic %v: same seed, different results:\n%+v\n%+v", classic, first, second)
+		}
+		if other := run(t, cfg(6, classic)); reflect.DeepEqual(first, other) {
+			t.Fatalf("classic %v: a different seed gave exactly the same result: the seed is not used", classic)
+		}
+		byOrder[i] = first
 	}
-	if other := run(t, cfg(6)); reflect.DeepEqual(first, other) {
-		t.Fatal("a different seed gave exactly the same result: the seed is not used")
+	if reflect.DeepEqual(byOrder[0], byOrder[1]) {
+		t.Fatal("the Splice with the SYN and the classic order gave the same result: ClassicSplice is not used")
 	}
 }
 
