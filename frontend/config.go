@@ -49,6 +49,16 @@ type Config struct {
 	// before a pass, so that one pass forwards many. 0: the default
 	// (2 ms); negative: never hold.
 	RxHold time.Duration
+	// RingWait says which of a shard loop's waits happen in an io_uring
+	// that also sends the frames of the pass just ended, in the same
+	// io_uring_enter (issue 7, link.Poller.SendWith): one system call per
+	// pass where sendmmsg and the wait made two. RingWaitHolds (the
+	// flag's default): the receive-moderation holds, nearly every pass
+	// under bulk load; RingWaitAll: every wait (measured slower for short
+	// connections, docs/results.md); "" or RingWaitOff: none. Only a
+	// plain afpacket link (no -capture) can; others, and a kernel that
+	// cannot, wait in epoll as before.
+	RingWait string
 
 	QueueCapacity     int
 	KeepaliveInterval time.Duration // told to back-ends in RegisterAck
@@ -154,8 +164,20 @@ func (c *Config) moderation() moderation {
 	return m
 }
 
+// The values of Config.RingWait.
+const (
+	RingWaitOff   = "off"
+	RingWaitHolds = "holds"
+	RingWaitAll   = "all"
+)
+
 func (c *Config) validate() error {
 	var errs []error
+	switch c.RingWait {
+	case "", RingWaitOff, RingWaitHolds, RingWaitAll:
+	default:
+		errs = append(errs, fmt.Errorf("ring-wait: %q is none of off, holds, all (-ring-wait)", c.RingWait))
+	}
 	if c.Link == "" {
 		errs = append(errs, errors.New("link: no interface given (-link)"))
 	}

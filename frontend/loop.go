@@ -156,7 +156,34 @@ func (s *shard) open() error {
 	if err := s.poller.AddHeld(bl.FD(), tokLink); err != nil {
 		return fmt.Errorf("frontend: %w", err)
 	}
+	if mode := s.d.cfg.RingWait; mode == RingWaitHolds || mode == RingWaitAll {
+		s.ringWait(mode == RingWaitAll)
+	}
 	return nil
+}
+
+// ringWait makes the shard's loop hold (all: and wait) in io_uring and
+// send its frames in the next hold's io_uring_enter, or with sendmmsg
+// before a wait in epoll (Config.RingWait), where the link and the
+// kernel allow; otherwise it says why and the loop waits as before.
+func (s *shard) ringWait(all bool) {
+	a, ok := s.link.(*link.AFPacket) // not behind a capture: it must see every frame
+	if !ok {
+		s.d.log.Info("waiting in epoll: only a plain afpacket link sends in the wait", "shard", s.idx, "link", s.link.Name())
+		return
+	}
+	err := s.poller.HoldInRing()
+	if err == nil && all {
+		err = s.poller.WaitInRing()
+	}
+	if err == nil {
+		err = s.poller.SendWith(a)
+	}
+	if err != nil {
+		s.d.log.Info("waiting in epoll", "shard", s.idx, "reason", err)
+		return
+	}
+	s.sendInWait, s.ringLink = true, a
 }
 
 // run is a shard's loop.
@@ -169,6 +196,12 @@ func (s *shard) run(ctx context.Context) error {
 		n, held, err := s.wait(ready[:])
 		if err != nil {
 			return fmt.Errorf("frontend: %w", err)
+		}
+		if s.sendInWait {
+			// The last pass's frames went in the wait: count what failed.
+			if err, failed := s.ringLink.TakeSendError(); failed > 0 {
+				s.writeFailed(failed, err)
+			}
 		}
 		if ctx.Err() != nil {
 			return nil

@@ -67,6 +67,10 @@ type shard struct {
 	// the pass's frames (Daemon.sendDatagrams).
 	splicesAfter bool
 	rb           *link.Batch // a BatchLink's frames of one pass
+	// sendInWait: the pass's frames are queued on ringLink and go out in
+	// the next wait's io_uring_enter (loop.go, Config.RingWait).
+	sendInWait bool
+	ringLink   *link.AFPacket
 	// scratch holds the segments of the pass's super-frames (GRO'd
 	// client data) cut to MTU size for the engine.
 	scratch []byte
@@ -153,16 +157,26 @@ func (s *shard) flushFrames() {
 		s.txBatch = append(s.txBatch, f.Data)
 	}
 	if len(s.txBatch) > 0 {
-		if n, err := link.WriteFrames(s.link, s.txBatch); err != nil {
-			s.txErrors += uint64(len(s.txBatch) - n)
-			if s.txErrors < 10 || s.txErrors%1000 == 0 {
-				s.d.log.Warn("link write failed", "shard", s.idx, "err", err, "count", s.txErrors)
-			}
+		var n int
+		var err error
+		if s.sendInWait {
+			n, err = s.ringLink.QueueBatch(s.txBatch, nil)
+		} else {
+			n, err = link.WriteFrames(s.link, s.txBatch)
+		}
+		if err != nil {
+			s.writeFailed(len(s.txBatch)-n, err)
 		}
 		clear(s.txBatch)
 	}
 	if s.splicesAfter {
-		// The Splices sent with their SYN go after it (sendDatagrams).
+		// The Splices sent with their SYN go after it (sendDatagrams),
+		// so the frames cannot wait for the next wait.
+		if s.sendInWait {
+			if err := s.ringLink.FlushQueued(); err != nil {
+				s.writeFailed(1, err)
+			}
+		}
 		s.d.ctrlMu.Lock()
 		s.d.sendDatagrams(&s.out, true)
 		s.d.ctrlMu.Unlock()
@@ -170,6 +184,14 @@ func (s *shard) flushFrames() {
 	}
 	for _, r := range s.out.Logs {
 		s.d.log.Log(context.Background(), r.Level, r.Msg, r.Args...)
+	}
+}
+
+// writeFailed counts and logs frames the link refused.
+func (s *shard) writeFailed(frames int, err error) {
+	s.txErrors += uint64(frames)
+	if s.txErrors < 10 || s.txErrors%1000 == 0 {
+		s.d.log.Warn("link write failed", "shard", s.idx, "err", err, "count", s.txErrors)
 	}
 }
 

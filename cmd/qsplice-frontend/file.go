@@ -24,12 +24,15 @@ var configFlags = map[string]bool{
 
 // tuning holds the flags that are not configuration but combine with
 // -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -rx-hold,
-// -early-request, -splice-at-syn) and the handoff timelines (-timeline).
+// -ring-wait, -early-request, -splice-at-syn) and the handoff timelines
+// (-timeline).
 type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
 	rxHold  time.Duration
+	// ringWait: which waits send the pass's frames in io_uring.
+	ringWait string
 	// earlyRequest: a safe request goes with its Splice; spliceAtSYN:
 	// the Splice goes with C2's SYN.
 	earlyRequest, spliceAtSYN bool
@@ -58,6 +61,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RxRing = tune.rxRing
 	cfg.Workers = tune.workers
 	cfg.RxHold = tune.rxHold
+	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
 	cfg.Timeline = tune.timeline

@@ -88,6 +88,7 @@ func main() {
 	// and goroutine (frontend/shard.go); the scheduler stays global.
 	flag.IntVar(&cfg.Workers, "workers", 0, "afpacket link: packet engines, each on its own core and socket of one fanout group (0: one per CPU)")
 	flag.DurationVar(&cfg.RxHold, "rx-hold", 0, "afpacket link: longest receive-moderation hold; under a steady stream of client ACKs a worker waits up to this long so that one pass forwards many (0: 2ms; negative: never hold)")
+	flag.StringVar(&cfg.RingWait, "ring-wait", frontend.RingWaitHolds, "afpacket link: which waits of a worker happen in io_uring, sending the frames of the pass just ended in the same io_uring_enter (one system call per pass where sendmmsg and epoll_wait make two): holds (the receive-moderation holds of a bulk load), all, or off")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
 	flag.BoolVar(&cfg.EarlyRequest, "early-request", false, "send a safe first request (GET, HEAD, OPTIONS, TRACE) with its Splice when its back-end has a slot free, not at the shim's SpliceAck: a round trip to the shim less before the request leaves; the shim holds it until the Splice is in place")
@@ -131,7 +132,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

@@ -152,6 +152,12 @@ func (p *Poller) Wait(timeout time.Duration, ready []uint32) (int, error) {
 	if p.hold != nil && p.hold.wait {
 		return p.ringWait(timeout, ready, false)
 	}
+	if p.hold != nil && p.hold.sends != nil {
+		// Holds send in the ring; this wait is in epoll: send first.
+		if err := p.hold.sends.FlushQueued(); err != nil {
+			p.hold.sends.keepSendError(err)
+		}
+	}
 	events := p.events[:min(len(ready), len(p.events))]
 	var deadline time.Time
 	if timeout > 0 {

@@ -54,6 +54,8 @@ const (
 	uringEnterExtArg = 1 << 3
 	uringFeatExtArg  = 1 << 8
 	uringFeatCQESkip = 1 << 11
+	// uringSetupCoopTaskrun is IORING_SETUP_COOP_TASKRUN.
+	uringSetupCoopTaskrun = 1 << 8
 	// uringSQECQESkipSuccess: a request that succeeds posts no completion.
 	uringSQECQESkipSuccess = 1 << 6
 	// ringHoldEntries bounds the descriptors a ring hold watches.
@@ -123,8 +125,17 @@ func (p *Poller) HoldInRing() error {
 	if len(p.urgent) > ringHoldEntries {
 		return fmt.Errorf("poller: hold in io_uring: %d descriptors, at most %d", len(p.urgent), ringHoldEntries)
 	}
-	var params uringParams
+	// Cooperative task running (5.19): a poll that completes while the
+	// loop runs Go code is posted at the loop's next system call, which
+	// comes within the pass, instead of interrupting it (as a signal
+	// would) to post it at once; the loop looks at the ring only when it
+	// enters it anyway. Older kernels refuse the flag: set up without.
+	params := uringParams{flags: uringSetupCoopTaskrun}
 	fd, err := uringSetup(ringEntries, &params)
+	if err == unix.EINVAL {
+		params = uringParams{}
+		fd, err = uringSetup(ringEntries, &params)
+	}
 	if err != nil {
 		return fmt.Errorf("poller: io_uring_setup: %w", err)
 	}
@@ -157,16 +168,17 @@ func (p *Poller) WaitInRing() error {
 	return nil
 }
 
-// SendWith makes every Wait and Hold on the ring first send the frames
-// queued on a with QueueBatch, in the same io_uring_enter(2): each as an
-// IORING_OP_SENDMSG with MSG_DONTWAIT (tried once, in the call; a full
-// socket fails it rather than leave it to finish later) whose completion
-// is posted only if it fails. It needs WaitInRing and a kernel that can
-// skip completions (5.17); without, it fails and the caller writes as
-// before.
+// SendWith makes every Hold (with WaitInRing, every Wait too) first send
+// the frames queued on a with QueueBatch, in the same io_uring_enter(2):
+// each as an IORING_OP_SENDMSG with MSG_DONTWAIT (tried once, in the
+// call; a full socket fails it rather than leave it to finish later)
+// whose completion is posted only if it fails. A Wait in epoll sends
+// them with sendmmsg before it waits. It needs HoldInRing and a kernel
+// that can skip completions (5.17); without, it fails and the caller
+// writes as before.
 func (p *Poller) SendWith(a *AFPacket) error {
-	if p.hold == nil || !p.hold.wait {
-		return errors.New("poller: send with the wait: the poller does not wait in io_uring (WaitInRing)")
+	if p.hold == nil {
+		return errors.New("poller: send with the wait: the poller does not hold in io_uring (HoldInRing)")
 	}
 	if !p.hold.cqeSkip {
 		return errors.New("poller: send with the wait: the kernel cannot skip successful completions (Linux 5.17)")

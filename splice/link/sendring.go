@@ -14,12 +14,13 @@ import (
 // A daemon's pass ends with one sendmmsg(2) of the frames it produced and
 // the next pass begins with one wait: two system calls per pass, which
 // under bulk load, where a pass moves a dozen frames, is most of what the
-// front-end's loops cost in system calls. When the loop waits in an
-// io_uring (Poller.WaitInRing), the frames can go in the same
-// io_uring_enter(2) that starts the wait: QueueBatch fills the messages
-// sendmmsg would have sent, and the wait puts one IORING_OP_SENDMSG per
-// message in the ring ahead of its polls. The kernel issues them in order
-// inside the call, on the loop's thread, as sendmmsg would:
+// front-end's loops cost in system calls. When the loop holds in an
+// io_uring (Poller.HoldInRing; with WaitInRing it also waits there), the
+// frames can go in the same io_uring_enter(2) that starts the hold:
+// QueueBatch fills the messages sendmmsg would have sent, and the hold
+// puts one IORING_OP_SENDMSG per message in the ring ahead of its polls
+// (a wait in epoll sends them with sendmmsg first). The kernel issues
+// them in order inside the call, on the loop's thread, as sendmmsg would:
 //
 //   - MSG_DONTWAIT makes a send that finds the socket full fail at once
 //     (the ring does not keep it to retry later), so every send is over

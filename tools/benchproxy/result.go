@@ -127,6 +127,10 @@ type FrameCost struct {
 	SpanSeconds float64 `json:"readings_span_seconds"`
 	Syscalls    uint64  `json:"syscalls"`
 	Mallocs     uint64  `json:"mallocs"`
+	// SettleSeconds is how long the connections of the earlier phases
+	// took to go (their linger ends) before the load began; the count is
+	// of the bulk load alone (frameCounter.settle).
+	SettleSeconds float64 `json:"settle_seconds"`
 	// The same counts at rest, with no load, per second.
 	IdleSyscallsPerSec float64 `json:"idle_syscalls_per_s"`
 	IdleMallocsPerSec  float64 `json:"idle_mallocs_per_s"`
