@@ -215,6 +215,12 @@ func (p *Poller) holdInRing(d time.Duration, ready []uint32) (int, error) {
 // io_uring_enter.
 func (p *Poller) ringWait(d time.Duration, ready []uint32, hold bool) (int, error) {
 	h := p.hold
+	if !hold && d > 0 {
+		// Wait's timeout in whole milliseconds, rounded up, as epoll's:
+		// a loop's deadlines are timers that may run a little late, and
+		// one wake-up then serves all those due within the millisecond.
+		d = time.Duration(epollMillis(d)) * time.Millisecond
+	}
 	var deadline time.Time
 	if d > 0 {
 		deadline = time.Now().Add(d)
