@@ -118,6 +118,9 @@ type worker struct {
 	tapFull  bool        // the pass's TAP read filled its batch: frames are left
 	holdOff  bool        // the last hold gathered nothing: the stream stopped
 	wireHeld bool        // the wire has a receive ring: holds leave it out
+	// wireInHolds: the wire's frames are queued for the next wait, which
+	// sends them in its io_uring_enter (sendWireInHolds).
+	wireInHolds bool
 	// holdUntil is when a hold that a control datagram or mail ended
 	// early was to end: the next wait resumes it (see wait).
 	holdUntil splice.Time
@@ -262,6 +265,8 @@ func (w *worker) run() error {
 			// not interrupt them (link/poller_uring.go).
 			if err := w.poller.HoldInRing(); err != nil && w.id == 0 {
 				d.log.Warn("receive moderation holds in epoll_pwait2: each TAP frame will interrupt them", "err", err)
+			} else if err == nil {
+				w.sendWireInHolds()
 			}
 		}
 	}
@@ -561,11 +566,59 @@ func (w *worker) flush(now splice.Time) {
 	w.passEvents(now)
 }
 
+// sendWireInHolds makes the holds send the wire frames of the pass
+// before them in their io_uring_enter (link.Poller.SendWith): under bulk
+// load nearly every pass ends in a hold, which then costs one system
+// call where the wire's sendmmsg and the hold made two. A wait in epoll
+// sends them with sendmmsg first. Not with a transmit ring, which has a
+// send of its own.
+func (w *worker) sendWireInHolds() {
+	if _, ring := w.wire.TxRing(); ring {
+		return
+	}
+	if err := w.poller.SendWith(w.wire); err != nil {
+		if w.id == 0 {
+			w.d.log.Info("the wire's frames go with sendmmsg before each hold", "reason", err)
+		}
+		return
+	}
+	w.wireInHolds = true
+}
+
 // writeWire writes the pass's wire frames in one batch, the control
-// datagrams queued for the wire first, and frees their buffers.
+// datagrams queued for the wire first, and frees their buffers. With
+// wireInHolds they are queued for the next wait instead (sendWireInHolds)
+// unless the batch holds a control datagram (a SpliceAck the front-end
+// waits on goes before the pass's TAP writes, and the control frames'
+// buffers are reused by the pass's next write) or a frame another worker
+// handed over (it goes back to that worker at the end of this pass).
 func (w *worker) writeWire() {
+	if w.wireInHolds {
+		if err, failed := w.wire.TakeSendError(); failed > 0 {
+			for range failed {
+				w.writeFailed(w.wire, err)
+			}
+		}
+	}
 	if len(w.wireFrames) > 0 {
-		w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
+		if w.wireInHolds && len(w.held) == 0 && w.ctlOut.used == 0 {
+			// The wire's frames may alias the TAP ring's slots, which go
+			// back to the kernel at the next read, after the wait.
+			if n, err := w.wire.QueueBatch(w.wireFrames, w.wireHdrs); err != nil {
+				// Written at once and refused: skip that frame, as writeAll.
+				w.writeFailed(w.wire, err)
+				skip := min(n+1, len(w.wireFrames))
+				w.writeAll(w.wire, w.wireFrames[skip:], w.wireHdrs[skip:])
+			}
+		} else {
+			if w.wireInHolds {
+				// What an earlier write of this pass queued goes first.
+				if err := w.wire.FlushQueued(); err != nil {
+					w.writeFailed(w.wire, err)
+				}
+			}
+			w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
+		}
 		if c := w.d.capture; c != nil {
 			for _, f := range w.wireFrames {
 				c.record(f, link.Outbound)
