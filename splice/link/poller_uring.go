@@ -297,8 +297,8 @@ func (p *Poller) ringWait(d time.Duration, ready []uint32, hold bool) (int, erro
 // retract takes back the entries the kernel did not take (it stopped
 // short: memory, a full CQ) out of the ring, which without SQPOLL reads
 // entries only inside the call. Their polls are disarmed; the sends
-// among them, the last ones of the batch, go now with sendmmsg, so that
-// the frames still leave in order and before the wait returns.
+// among them, the last ones of the batch, go with sendmmsg before the
+// wait returns (sendsDone), so that the frames still leave in order.
 func (p *Poller) retract() {
 	h := p.hold
 	first := -1
@@ -315,7 +315,7 @@ func (p *Poller) retract() {
 	h.r.tail -= h.r.pending
 	h.r.pending = 0
 	if first >= 0 {
-		h.sends.sendRest(first)
+		h.sends.notTaken(first)
 	}
 }
 
@@ -345,9 +345,11 @@ func (p *Poller) lateOnly(hold bool) bool {
 	r := p.hold.r
 	for c := r.peek(); c != nil; c = r.peek() {
 		if c.userData&sendTag != 0 {
+			// A send failed: end the wait, so that what it held back
+			// goes now (sendsDone).
 			p.sendFailed(c)
 			r.advance()
-			continue
+			return false
 		}
 		i := int(c.userData) - 1
 		if i < 0 || i >= len(p.urgent) || !hold || !p.urgent[i].late && !p.urgent[i].held {

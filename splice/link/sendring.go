@@ -27,6 +27,12 @@ import (
 //     when io_uring_enter returns and the frames' buffers are free again
 //     as they are after sendmmsg: the caller may reuse them in the next
 //     pass, as before;
+//   - the sends are linked (IOSQE_IO_LINK): one that fails cancels those
+//     after it, so none overtakes it. A socket out of room (EAGAIN,
+//     ENOBUFS: the shim's 64 KB super-frames fill it) ends the wait, and
+//     the rest go at once with sendmmsg, which waits for room as a
+//     write always did; a frame refused for itself is counted and
+//     skipped, and those after it go the same way;
 //   - IOSQE_CQE_SKIP_SUCCESS leaves out the completions of the sends that
 //     succeed, so they neither end the wait nor cost a reap; a failed one
 //     posts a completion, which the wait hands to the link to count
@@ -46,8 +52,11 @@ const sendTag = 1 << 63
 // the loop's goroutine touches it (QueueBatch, the wait).
 type ringSends struct {
 	b batchState
-	// failed marks the messages whose send failed in the last wait.
-	failed [maxBatch]bool
+	// failed marks the messages whose send failed in the last wait;
+	// first is the first of them the ring reported (-1: none), with why.
+	failed     [maxBatch]bool
+	first      int
+	firstErrno unix.Errno
 	// err is the first failure not yet taken (TakeSendError), count how
 	// many failed since.
 	err   error
@@ -154,21 +163,35 @@ func (a *AFPacket) queueSends(r *uring) int {
 		e.addr = uint64(uintptr(unsafe.Pointer(&q.b.hdrs[m].hdr)))
 		e.len = 1
 		e.opFlags = unix.MSG_DONTWAIT // msg_flags
+		if m < n-1 {
+			e.flags |= uringSQEIOLink
+		}
 	}
 	clear(q.failed[:n])
+	q.first = -1
 	return n
 }
 
-// sendFailed records the failure a send's completion reports.
+// sendFailed records the failure a send's completion reports: the first
+// one, which cancelled those after it.
 func (a *AFPacket) sendFailed(c *uringCQE) {
 	q := a.later
 	m := int(c.userData &^ sendTag)
 	if m >= q.b.count || c.res >= 0 {
 		return
 	}
-	q.failed[m] = true
-	a.keepSendError(fmt.Errorf("afpacket %s: send of a frame of %d bytes in the wait: %w",
-		a.name, q.b.iov[2*m+1].Len, unix.Errno(-c.res)))
+	if errno := unix.Errno(-c.res); errno != unix.ECANCELED && (q.first < 0 || m < q.first) {
+		q.first, q.firstErrno = m, errno
+	}
+}
+
+// notTaken records that the ring did not take the sends from m on: they
+// go with the others held back (sendsTaken).
+func (a *AFPacket) notTaken(m int) {
+	q := a.later
+	if q.first < 0 || m < q.first {
+		q.first, q.firstErrno = m, unix.EAGAIN
+	}
 }
 
 // sendRest sends the queued messages from m on with sendmmsg (the ring
@@ -188,10 +211,26 @@ func (a *AFPacket) sendRest(m int) {
 	}
 }
 
-// sendsTaken counts the sends of a wait, which are over (the failures
-// marked by sendFailed or sendRest), and empties the queue.
+// sendsTaken ends the sends of a wait, which are over: those before the
+// first failure went; from it on, a socket out of room sends the rest
+// now with sendmmsg (waiting for room), and a frame refused for itself
+// is counted and the ones after it sent so. The link counts what went
+// and empties the queue.
 func (a *AFPacket) sendsTaken() {
 	q := a.later
+	if f := q.first; f >= 0 {
+		from := f
+		if q.firstErrno != unix.EAGAIN && q.firstErrno != unix.ENOBUFS {
+			q.failed[f] = true
+			a.keepSendError(fmt.Errorf("afpacket %s: send of a frame of %d bytes in the wait: %w",
+				a.name, q.b.iov[2*f+1].Len, q.firstErrno))
+			from = f + 1
+		}
+		if from < q.b.count {
+			a.sendRest(from)
+		}
+		q.first = -1
+	}
 	for m := range q.b.count {
 		if q.failed[m] {
 			a.ctr.txErrors.Add(1)
