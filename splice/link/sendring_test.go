@@ -238,3 +238,48 @@ func TestQueuedSendsDoNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per queue and wait, %d frames read", allocs, read)
 	}
 }
+
+// What follows a failed send in the ring: the linked sends after it were
+// cancelled, so the rest go with sendmmsg, in order: from the failed one
+// when the socket was out of room (EAGAIN: it waits for room there), from
+// the one after it when the frame itself was refused (counted). The
+// ring's completions are made up here: a full socket is hard to make on
+// a veth, whose frames leave the sender's account at once.
+func TestFramesAfterAFailedSendInTheRingGoInOrder(t *testing.T) {
+	for _, c := range []struct {
+		errno      unix.Errno
+		sent, errs uint64
+		arrive     []string
+	}{
+		{unix.EAGAIN, 3, 0, []string{"second", "third"}},
+		{unix.EMSGSIZE, 2, 1, []string{"third"}},
+	} {
+		t.Run(c.errno.Error(), func(t *testing.T) {
+			w := newWire(t)
+			a := openAFPacket(t, w.nsA, vethA, AFPacketConfig{})
+			b := openAFPacket(t, w.nsB, vethB, AFPacketConfig{Filter: onlyTestFrames(t)})
+			sendPoller(t, a, false)
+			frames := [][]byte{testFrame(w.macA, "first"), testFrame(w.macA, "second"), testFrame(w.macA, "third")}
+			if n, err := a.QueueBatch(frames, nil); n != 3 || err != nil {
+				t.Fatalf("QueueBatch: %d %v", n, err)
+			}
+			a.later.first = -1
+			// The ring ran the first, failed the second, cancelled the third.
+			a.sendFailed(&uringCQE{userData: sendTag | 2, res: -int32(unix.ECANCELED)})
+			a.sendFailed(&uringCQE{userData: sendTag | 1, res: -int32(c.errno)})
+			a.sendsTaken()
+			if s := a.Stats(); s.TxFrames != c.sent || s.TxErrors != c.errs {
+				t.Fatalf("stats %+v, want %d sent and %d errors", s, c.sent, c.errs)
+			}
+			if err, n := a.TakeSendError(); uint64(n) != c.errs || (n > 0) != errors.Is(err, c.errno) {
+				t.Fatalf("TakeSendError = %v, %d", err, n)
+			}
+			markers, _ := readBatchMarkers(t, b, NewBatch(8, 2048), len(c.arrive))
+			for i, want := range c.arrive {
+				if markers[i] != want {
+					t.Fatalf("arrived %q, want %q", markers, c.arrive)
+				}
+			}
+		})
+	}
+}
