@@ -728,6 +728,9 @@ func TestDaemonPacketPathAllocatesNothing(t *testing.T) {
 			if holds := rxHolds(after) - rxHolds(before); v.offloads && holds == 0 {
 				t.Fatal("no receive-moderation hold during a bulk transfer: the held path did not run")
 			}
+			if inWait := after.Wire.TxInWait - before.Wire.TxInWait; v.offloads && inWait == 0 {
+				t.Fatal("no wire frame sent inside a hold during a bulk transfer: the path did not run")
+			}
 			// A keepalive or two and the test's own reads may allocate;
 			// one allocation per frame anywhere would be thousands.
 			if float64(allocs) > 0.02*float64(frames) {

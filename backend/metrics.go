@@ -42,6 +42,7 @@ var (
 	shimLinkBytes  = fam("qsplice_shim_link_bytes_total", "Bytes through the shim's devices, by device and direction.", isCounter, "link", "dir")
 	shimLinkErrors = fam("qsplice_shim_link_tx_errors_total", "Frame writes a device refused with an error.", isCounter, "link")
 	shimLinkDrops  = fam("qsplice_shim_link_tx_dropped_total", "Frames a device accepted and then discarded.", isCounter, "link")
+	shimLinkInWait = fam("qsplice_shim_link_tx_in_wait_total", "Frames sent inside a receive-moderation hold's io_uring_enter, with no system call of their own.", isCounter, "link")
 	shimKernDrops  = fam("qsplice_shim_kernel_drops_total", "Frames the kernel dropped because a wire socket's buffer was full.", isCounter)
 
 	shimCtlSent     = fam("qsplice_shim_control_sent_total", "Control messages sent to the front-end, by type.", isCounter, "message")
@@ -64,7 +65,7 @@ var (
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimLinkInWait, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -148,6 +149,7 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 		shimLinkBytes.Emit(ch, n(l.s.TxBytes), l.name, "tx")
 		shimLinkErrors.Emit(ch, n(l.s.TxErrors), l.name)
 		shimLinkDrops.Emit(ch, n(l.s.TxDropped), l.name)
+		shimLinkInWait.Emit(ch, n(l.s.TxInWait), l.name)
 	}
 	shimKernDrops.Emit(ch, n(st.KernelDrops))
 

@@ -132,6 +132,7 @@ var (
 	feVNet       = fam("qsplice_frontend_vnet_refused_total", "Frames whose virtio-net header could not be honoured, dropped.", isCounter)
 	feLinkBytes  = fam("qsplice_frontend_link_bytes_total", "Bytes through the front-end link by direction.", isCounter, "dir")
 	feLinkErrors = fam("qsplice_frontend_link_tx_errors_total", "Frame writes the link refused with an error.", isCounter)
+	feLinkInWait = fam("qsplice_frontend_link_tx_in_wait_total", "Frames sent inside a receive-moderation hold's io_uring_enter, with no system call of their own.", isCounter)
 	custQueued   = fam("qsplice_customer_queued", "Requests of the customer waiting now.", isGauge, "customer")
 	beCapacity   = fam("qsplice_backend_capacity", "Requests the back-end registered it can serve at once.", isGauge, "backend")
 	beDeaths     = fam("qsplice_backend_deaths_total", "Times the back-end stopped answering keepalives and was declared dead.", isCounter, "backend")
@@ -152,7 +153,7 @@ var (
 		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
 		&beAlive, &beActive, &beServed, &beServiceSum, &beReported, &beRespBytes,
 		&feReloads, &feCtlBad, &feCookies, &feAnswered, &feRetrans, &feAckStorms, &feVNet, &feLinkBytes,
-		&feLinkErrors, &custQueued, &beCapacity, &beDeaths, &beDispatched, &beInService,
+		&feLinkErrors, &feLinkInWait, &custQueued, &beCapacity, &beDeaths, &beDispatched, &beInService,
 		&beHandoff, &beSlot, &beService, &feScrapeError,
 	}
 )
@@ -217,6 +218,7 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feLinkBytes.Emit(ch, n(st.LinkStat.RxBytes), "rx")
 	feLinkBytes.Emit(ch, n(st.LinkStat.TxBytes), "tx")
 	feLinkErrors.Emit(ch, n(st.LinkStat.TxErrors))
+	feLinkInWait.Emit(ch, n(st.LinkStat.TxInWait))
 
 	for i := range st.Customers {
 		collectCustomer(ch, &st.Customers[i])

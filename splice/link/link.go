@@ -88,6 +88,10 @@ type Stats struct {
 	// link then discarded on purpose, as a NIC does with a full queue: a
 	// full Mem queue, an Impair loss or a full Impair delay line.
 	TxDropped uint64
+	// TxInWait counts the TxFrames sent inside a poller's wait, in its
+	// io_uring_enter (Poller.SendWith): the frames that cost no system
+	// call of their own.
+	TxInWait uint64
 }
 
 // Add adds o's counts to s (the links of a sharded daemon).
@@ -99,6 +103,7 @@ func (s *Stats) Add(o Stats) {
 	s.RxTruncated += o.RxTruncated
 	s.TxErrors += o.TxErrors
 	s.TxDropped += o.TxDropped
+	s.TxInWait += o.TxInWait
 }
 
 // counters is the atomically updated form of Stats shared by the adapters.
@@ -107,6 +112,7 @@ type counters struct {
 	txFrames, txBytes   atomic.Uint64
 	rxTruncated         atomic.Uint64
 	txErrors, txDropped atomic.Uint64
+	txInWait            atomic.Uint64
 }
 
 func (c *counters) received(n int) {
@@ -128,6 +134,7 @@ func (c *counters) snapshot() Stats {
 		RxTruncated: c.rxTruncated.Load(),
 		TxErrors:    c.txErrors.Load(),
 		TxDropped:   c.txDropped.Load(),
+		TxInWait:    c.txInWait.Load(),
 	}
 }
 

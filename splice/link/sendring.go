@@ -218,7 +218,9 @@ func (a *AFPacket) sendRest(m int) {
 // and empties the queue.
 func (a *AFPacket) sendsTaken() {
 	q := a.later
+	inWait := q.b.count // sent by the ring: those before the first failure
 	if f := q.first; f >= 0 {
+		inWait = f
 		from := f
 		if q.firstErrno != unix.EAGAIN && q.firstErrno != unix.ENOBUFS {
 			q.failed[f] = true
@@ -238,6 +240,7 @@ func (a *AFPacket) sendsTaken() {
 		}
 		a.ctr.sent(int(q.b.iov[2*m+1].Len))
 	}
+	a.ctr.txInWait.Add(uint64(inWait))
 	q.reset()
 }
 

@@ -111,7 +111,8 @@ func TestQueuedFramesLeaveWithTheNextWait(t *testing.T) {
 				if e := p.HoldEnters() - enters; e != want {
 					t.Fatalf("the wait made %d io_uring_enter calls, want %d", e, want)
 				}
-				if s := a.Stats(); s.TxFrames-before.TxFrames != uint64(len(frames)) || s.TxErrors != 0 {
+				if s := a.Stats(); s.TxFrames-before.TxFrames != uint64(len(frames)) || s.TxErrors != 0 ||
+					s.TxInWait-before.TxInWait != uint64(len(frames))*want {
 					t.Fatalf("after the wait: stats %+v, before %+v", s, before)
 				}
 				markers, _ := readBatchMarkers(t, b, batch, len(frames))
@@ -268,8 +269,8 @@ func TestFramesAfterAFailedSendInTheRingGoInOrder(t *testing.T) {
 			a.sendFailed(&uringCQE{userData: sendTag | 2, res: -int32(unix.ECANCELED)})
 			a.sendFailed(&uringCQE{userData: sendTag | 1, res: -int32(c.errno)})
 			a.sendsTaken()
-			if s := a.Stats(); s.TxFrames != c.sent || s.TxErrors != c.errs {
-				t.Fatalf("stats %+v, want %d sent and %d errors", s, c.sent, c.errs)
+			if s := a.Stats(); s.TxFrames != c.sent || s.TxErrors != c.errs || s.TxInWait != 1 {
+				t.Fatalf("stats %+v, want %d sent (1 in the wait) and %d errors", s, c.sent, c.errs)
 			}
 			if err, n := a.TakeSendError(); uint64(n) != c.errs || (n > 0) != errors.Is(err, c.errno) {
 				t.Fatalf("TakeSendError = %v, %d", err, n)
