@@ -377,6 +377,25 @@ const batchPerCall = 8
 // again and again, and fails the test if a round allocates or if any
 // frame is missing or differs: so the measured path really ran. It
 // returns the frames written, for a caller that goes on with them.
+// readTheseFrames reads with ReadBatch until len(frames) arrived and
+// checks they are frames, in order. It does not allocate.
+func readTheseFrames(t *testing.T, b BatchLink, batch *Batch, frames [][]byte) {
+	t.Helper()
+	for got := 0; got < len(frames); {
+		waitReadable(t, b)
+		n, err := b.ReadBatch(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if !bytes.Equal(batch.Frame(i), frames[got+i]) {
+				t.Fatalf("frame %d differs", got+i)
+			}
+		}
+		got += n
+	}
+}
+
 func batchRoundTripAllocs(t *testing.T, w vethPair, a, b *AFPacket, hdrs []wire.VNetHdr) [][]byte {
 	t.Helper()
 	frames := make([][]byte, batchPerCall)
@@ -390,19 +409,7 @@ func batchRoundTripAllocs(t *testing.T, w vethPair, a, b *AFPacket, hdrs []wire.
 		if n, err := a.WriteBatch(frames, hdrs); n != batchPerCall || err != nil {
 			t.Fatalf("WriteBatch: %d %v", n, err)
 		}
-		for got := 0; got < batchPerCall; {
-			waitReadable(t, b)
-			n, err := b.ReadBatch(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range n {
-				if !bytes.Equal(batch.Frame(i), frames[got+i]) {
-					t.Fatalf("frame %d differs", got+i)
-				}
-			}
-			got += n
-		}
+		readTheseFrames(t, b, batch, frames)
 		read += batchPerCall
 	})
 	if allocs != 0 {

@@ -1,7 +1,6 @@
 package link
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -220,19 +219,7 @@ func TestQueuedSendsDoNotAllocate(t *testing.T) {
 		if _, err := p.Hold(0, ready); err != nil {
 			t.Fatal(err)
 		}
-		for got := 0; got < len(frames); {
-			waitReadable(t, b)
-			n, err := b.ReadBatch(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range n {
-				if !bytes.Equal(batch.Frame(i), frames[got+i]) {
-					t.Fatalf("frame %d differs", got+i)
-				}
-			}
-			got += n
-		}
+		readTheseFrames(t, b, batch, frames)
 		read += len(frames)
 	})
 	if allocs != 0 || read != 51*len(frames) {
