@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -242,24 +241,19 @@ func (p *Poller) ringWait(d time.Duration, ready []uint32, hold bool) (int, erro
 	}
 	for {
 		flags, wait := uintptr(uringEnterGetEvents|uringEnterExtArg), uintptr(1)
+		arg, argSize := uintptr(unsafe.Pointer(&h.arg)), unsafe.Sizeof(h.arg)
 		switch {
 		case d < 0:
 			h.arg.ts = 0 // no timeout
 		case d == 0 && !hold:
-			flags, wait = 0, 0 // submit and look, do not sleep
+			flags, wait, arg, argSize = 0, 0, 0, 0 // submit and look, do not sleep
 		default:
 			h.ts = kernelTimespec{sec: int64(d / time.Second), nsec: int64(d % time.Second)}
 			h.arg.ts = uint64(uintptr(unsafe.Pointer(&h.ts)))
 		}
 		atomic.StoreUint32(h.r.sqTail, h.r.tail)
 		h.enters.Add(1)
-		var errno syscall.Errno
-		if flags == 0 {
-			_, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(h.r.fd), uintptr(h.r.pending), 0, 0, 0, 0)
-		} else {
-			_, _, errno = unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(h.r.fd), uintptr(h.r.pending), wait,
-				flags, uintptr(unsafe.Pointer(&h.arg)), unsafe.Sizeof(h.arg))
-		}
+		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(h.r.fd), uintptr(h.r.pending), wait, flags, arg, argSize)
 		// The kernel's SQ head says what it took, also on an error.
 		h.r.pending = h.r.tail - atomic.LoadUint32(h.r.sqHead)
 		if h.sending > 0 && h.r.pending > 0 {
