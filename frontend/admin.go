@@ -42,6 +42,9 @@ type Status struct {
 	// offset): dropped, the sender retransmits.
 	VNetRefused uint64 `json:"vnet_refused"`
 	BadCtl      uint64 `json:"bad_control_messages"`
+	// ControlFrames counts the Splices sent as frames on the link
+	// (linkcontrol.go) rather than through the control socket.
+	ControlFrames uint64 `json:"control_frames_sent"`
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
@@ -140,6 +143,7 @@ func (d *Daemon) status() Status {
 	now := d.ctrlStamp()
 	cst := d.ctrl.Status(now)
 	reloads, reloadsFailed := d.reloads, d.reloadsFailed
+	ctlFrames := d.ctlFramesSent
 	d.ctrlMu.Unlock()
 	var es splice.FrontEndStats
 	var ls link.Stats
@@ -165,7 +169,7 @@ func (d *Daemon) status() Status {
 		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,
 		Workers: len(d.shards), Shards: shards,
 		Status:   cst,
-		LinkStat: ls, Uptime: time.Duration(now).Seconds(), BadCtl: d.ctl.bad,
+		LinkStat: ls, Uptime: time.Duration(now).Seconds(), BadCtl: d.ctl.bad, ControlFrames: ctlFrames,
 		Reloads: reloads, ReloadsFailed: reloadsFailed, VNetRefused: vnetRefused,
 		Drops: map[string]uint64{},
 		Engine: EngineStatus{

@@ -45,6 +45,12 @@ type Daemon struct {
 	// reloads (shard 0's goroutine, under ctrlMu).
 	ctlSendErrors          uint64
 	reloads, reloadsFailed uint64
+	// ctlFramesSent counts the Splices sent as frames on the link
+	// (linkcontrol.go), under ctrlMu; linkCtl is their source, zero if
+	// none may be.
+	ctlFramesSent uint64
+	linkCtl       linkControlSource
+	linkCtlOff    string // why linkCtl is zero
 
 	// start is the epoch of engine time: splice.Time is the monotonic
 	// time since then, so a step of the wall clock moves no timer,
@@ -162,6 +168,7 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: log, ctl: ctl, adminReq: make(chan chan Status, 4), start: time.Now()}
+	d.linkCtl, d.linkCtlOff = linkControlFrom(&cfg)
 	fail := func(err error) (*Daemon, error) {
 		for _, s := range d.shards {
 			s.poller.Close()
@@ -179,7 +186,11 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 		if err != nil {
 			return fail(fmt.Errorf("frontend: %w", err))
 		}
-		d.shards = append(d.shards, &shard{d: d, idx: i, link: l, rawLink: l, poller: poller, engine: eng})
+		sh := &shard{d: d, idx: i, link: l, rawLink: l, poller: poller, engine: eng}
+		if d.linkCtl.on() {
+			sh.lctl = newLinkControl()
+		}
+		d.shards = append(d.shards, sh)
 	}
 	d.engines = &shardedEngine{shards: d.shards, touched: make([]bool, len(d.shards))}
 	// RequestIDs of this run carry a prefix of their own (issue 9).
@@ -288,7 +299,7 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 	if d.ctrl.NextDeadline() <= now {
 		d.ctrl.Tick(now, &s.out)
 	}
-	s.splicesAfter = d.sendDatagrams(&s.out, false)
+	s.splicesAfter = d.sendDatagrams(s, false)
 	d.writeTimelines(&s.out)
 	d.ctrlDeadline.Store(int64(d.ctrl.NextDeadline()))
 	touched := d.engines.touched
@@ -319,10 +330,34 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 // after the pass's frames (late): the first call leaves them and reports
 // whether it did, the second sends only them. Called with ctrlMu held:
 // the Codec numbers what it seals.
-func (d *Daemon) sendDatagrams(out *controller.Output, late bool) (left bool) {
-	for _, dg := range out.Datagrams {
+//
+// A Splice that can go as a frame on s's link (linkcontrol.go) is
+// queued there by the first call, at its place among the pass's
+// frames, and its Datagram's Msg cleared so that the second call skips
+// it.
+func (d *Daemon) sendDatagrams(s *shard, late bool) (left bool) {
+	out := &s.out
+	for i := range out.Datagrams {
+		dg := &out.Datagrams[i]
+		if dg.Msg == nil {
+			continue // sent as a frame by the first call
+		}
 		m, ok := dg.Msg.(*proto.Splice)
-		if withSYN := ok && m.Flags&proto.SpliceAtSYN != 0; withSYN != late {
+		withSYN := ok && m.Flags&proto.SpliceAtSYN != 0
+		if ok && !late {
+			framed, err := s.lctl.queueSplice(d.linkCtl, d.ctl.codec, dg, withSYN)
+			if err != nil {
+				d.controlSendFailed(1, fmt.Errorf("%v to %v: %w", dg.Msg.Type(), dg.To, err))
+				dg.Msg = nil
+				continue
+			}
+			if framed {
+				d.ctlFramesSent++
+				dg.Msg = nil
+				continue
+			}
+		}
+		if withSYN != late {
 			left = left || withSYN
 			continue
 		}

@@ -110,6 +110,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("front-end up", "link", d.cfg.Link, "mac", d.cfg.MAC.String(), "vips", d.cfg.VIPs,
 		"handoff", d.cfg.Handoff, "ports", d.cfg.Ports, "control", d.cfg.Control,
 		"workers", len(d.shards), "batched", batched, "vnet", batched && bl.VNetHdr())
+	if !d.linkCtl.on() {
+		d.log.Info("Splices go through the control socket", "reason", d.linkCtlOff)
+	}
 	// Shards 1..n-1 on goroutines of their own, shard 0 here; the first
 	// to fail ends them all.
 	errs := make(chan error, len(d.shards))

@@ -64,9 +64,12 @@ type shard struct {
 	inBatch []*pump.Frame  // their buffers, released after the pass's writes
 	txBatch [][]byte       // frames of out being written together
 	// splicesAfter: out holds Splices sent with their SYN, which go after
-	// the pass's frames (Daemon.sendDatagrams).
+	// the pass's frames through the control socket (Daemon.sendDatagrams).
 	splicesAfter bool
-	rb           *link.Batch // a BatchLink's frames of one pass
+	// lctl holds the pass's Splices sent as frames on the link
+	// (linkcontrol.go): ahead of the engine's frames, and behind them.
+	lctl linkControl
+	rb   *link.Batch // a BatchLink's frames of one pass
 	// sendInWait: the pass's frames are queued on ringLink and go out in
 	// the next wait's io_uring_enter (loop.go, Config.RingWait).
 	sendInWait bool
@@ -152,10 +155,12 @@ func (s *shard) pass(control bool) {
 // flushFrames writes the frames of the pass's output, then the Splices
 // that go after them, and logs its records.
 func (s *shard) flushFrames() {
-	s.txBatch = s.txBatch[:0]
+	s.txBatch = append(s.txBatch[:0], s.lctl.ahead...)
 	for _, f := range s.out.Engine.Frames {
 		s.txBatch = append(s.txBatch, f.Data)
 	}
+	s.txBatch = append(s.txBatch, s.lctl.after...)
+	s.lctl.reset()
 	if len(s.txBatch) > 0 {
 		var n int
 		var err error
@@ -178,7 +183,7 @@ func (s *shard) flushFrames() {
 			}
 		}
 		s.d.ctrlMu.Lock()
-		s.d.sendDatagrams(&s.out, true)
+		s.d.sendDatagrams(s, true)
 		s.d.ctrlMu.Unlock()
 		s.splicesAfter = false
 	}

@@ -24,7 +24,8 @@ var configFlags = map[string]bool{
 
 // tuning holds the flags that are not configuration but combine with
 // -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -rx-hold,
-// -ring-wait, -early-request, -splice-at-syn) and the handoff timelines
+// -ring-wait, -early-request, -splice-at-syn, -control-socket-only) and
+// the handoff timelines
 // (-timeline).
 type tuning struct {
 	pprof   bool
@@ -36,6 +37,8 @@ type tuning struct {
 	// earlyRequest: a safe request goes with its Splice; spliceAtSYN:
 	// the Splice goes with C2's SYN.
 	earlyRequest, spliceAtSYN bool
+	// controlSocketOnly: no Splice goes as a frame on the link.
+	controlSocketOnly bool
 	// timeline is an output, like a profile: it combines with -config.
 	timeline string
 }
@@ -64,6 +67,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
+	cfg.ControlSocketOnly = tune.controlSocketOnly
 	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)
 }

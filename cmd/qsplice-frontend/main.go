@@ -92,6 +92,7 @@ func main() {
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
 	flag.DurationVar(&cfg.KeepaliveInterval, "keepalive", time.Second, "keepalive interval told to back-ends")
 	flag.BoolVar(&cfg.EarlyRequest, "early-request", false, "send a safe first request (GET, HEAD, OPTIONS, TRACE) with its Splice when its back-end has a slot free, not at the shim's SpliceAck: a round trip to the shim less before the request leaves; the shim holds it until the Splice is in place")
+	flag.BoolVar(&cfg.ControlSocketOnly, "control-socket-only", false, "send every control datagram through the control socket; by default a request's Splice goes as a frame in the same batch as the frames of its pass on the link (an AF_PACKET link whose interface has the -control address), one system call and one pass through the kernel's UDP stack less per request")
 	flag.BoolVar(&cfg.SpliceAtSYN, "splice-at-syn", true, "send a request's Splice with the handoff connection's SYN (when the request is buffered whole and not rewritten): the shim completes it from the back-end's SYN-ACK and acknowledges it as that passes, a round trip to the shim less before the request leaves; false: after the SYN-ACK, as before")
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
 	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed connection is remembered for late segments")
@@ -132,7 +133,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = parseAddrs(*vips); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 // Config is what the controller runs by. Zero values take the defaults
@@ -154,6 +155,12 @@ func (o *Output) Reset() {
 type Datagram struct {
 	To  netip.AddrPort
 	Msg proto.Message
+	// MAC is To's link address when the controller knows it: a Splice
+	// to a back-end whose control address is the address it registered
+	// (and C2 goes to, at that MAC). The daemon may then send the
+	// datagram as a frame of its own on the link, with the pass's frames
+	// (frontend/linkcontrol.go); zero: through the control socket.
+	MAC wire.MAC
 }
 
 // LogRecord is a log line for the caller's logger: Args are key-value
@@ -361,9 +368,13 @@ func (o *Output) send(to netip.AddrPort, m proto.Message) {
 	o.Datagrams = append(o.Datagrams, Datagram{To: to, Msg: m})
 }
 
-// sendSplice sends a copy of m, kept in o until Reset (growing the
-// storage leaves the copies handed out before in the old array).
-func (o *Output) sendSplice(to netip.AddrPort, m *proto.Splice) {
+// sendSplice sends a copy of m to be, kept in o until Reset (growing
+// the storage leaves the copies handed out before in the old array).
+func (o *Output) sendSplice(be *backend, m *proto.Splice) {
 	o.splices = append(o.splices, *m)
-	o.send(to, &o.splices[len(o.splices)-1])
+	dg := Datagram{To: be.ctl, Msg: &o.splices[len(o.splices)-1]}
+	if be.ctl.Addr() == be.ip {
+		dg.MAC = be.mac
+	}
+	o.Datagrams = append(o.Datagrams, dg)
 }

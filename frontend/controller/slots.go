@@ -203,7 +203,7 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	p.msg.RequestID, p.msg.BackendID = c.requestID(rec.id), rec.be.id
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
-	out.sendSplice(rec.be.ctl, &p.msg)
+	out.sendSplice(rec.be, &p.msg)
 	c.tlSpliceSent(rec, now)
 	if rec.safe && c.cfg.EarlyRequest && c.hasRoom(rec.be) {
 		rec.early = true
@@ -235,7 +235,7 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		p.tries++
 		p.due = now.Add(c.cfg.SpliceRetry)
 		c.splices.push(rec.id, p.due)
-		out.sendSplice(rec.be.ctl, &p.msg)
+		out.sendSplice(rec.be, &p.msg)
 		c.tlSpliceSent(rec, now)
 	}
 }

@@ -1,0 +1,242 @@
+package frontend
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Each condition under which Splices must go through the socket says so.
+func TestLinkControlFromSaysWhyNot(t *testing.T) {
+	ctl := netip.MustParseAddrPort("198.18.0.2:7400")
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{ControlSocketOnly: true, LinkType: "afpacket", Link: "lo", Control: ctl}, "-control-socket-only"},
+		{Config{LinkType: "tap", Link: "tap0", Control: ctl}, "TAP"},
+		{Config{LinkType: "afpacket", Link: "lo", Control: ctl, Capture: "x.pcapng"}, "-capture"},
+		{Config{LinkType: "afpacket", Link: "lo", Control: netip.MustParseAddrPort("0.0.0.0:7400")}, "not one IPv4 address"},
+		{Config{LinkType: "afpacket", Link: "lo", Control: netip.MustParseAddrPort("[::1]:7400")}, "not one IPv4 address"},
+		{Config{LinkType: "afpacket", Link: "qsplice-no-such-link", Control: ctl}, "no such network interface"},
+		{Config{LinkType: "afpacket", Link: "lo", Control: netip.MustParseAddrPort("127.0.0.1:7400")}, "no Ethernet address"},
+	} {
+		src, why := linkControlFrom(&c.cfg)
+		if src.on() || !strings.Contains(why, c.want) {
+			t.Errorf("%+v: on %v, reason %q, want off because %q", c.cfg, src.on(), why, c.want)
+		}
+	}
+}
+
+// onLink makes the rig's daemon send Splices as frames, as it would on
+// an AF_PACKET link whose interface has the control address.
+func (r *rig) onLink() {
+	r.d.linkCtl = linkControlSource{mac: feMAC, src: r.feCtl}
+	for _, s := range r.d.shards {
+		s.lctl = newLinkControl()
+	}
+}
+
+// expectControlFrame waits for a UDP frame of the front-end's on the link
+// and checks it is what the kernel would have sent from the control
+// socket: from the front-end's MAC and the socket's address to the shim's
+// at its registered MAC, don't fragment, TTL 64, both checksums right
+// (gopacket recomputes them). It returns the datagram.
+func (r *rig) expectControlFrame(to netip.AddrPort) []byte {
+	r.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case f := <-r.frames:
+			pkt := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+			udp, _ := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+			if udp == nil {
+				continue
+			}
+			eth := pkt.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+			ip := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip.SrcIP.To4())), uint16(udp.SrcPort))
+			dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip.DstIP.To4())), uint16(udp.DstPort))
+			if wire.MAC(eth.SrcMAC) != feMAC || wire.MAC(eth.DstMAC) != serverMAC ||
+				from != r.feCtl || dst != to || ip.Flags != layers.IPv4DontFragment || ip.TTL != 64 {
+				r.t.Fatalf("control frame %v > %v, %v > %v, flags %v ttl %d; want %v > %v, %v > %v, DF, 64",
+					eth.SrcMAC, eth.DstMAC, from, dst, ip.Flags, ip.TTL, feMAC, serverMAC, r.feCtl, to)
+			}
+			ipSum, udpSum := ip.Checksum, udp.Checksum
+			if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
+				r.t.Fatal(err)
+			}
+			buf := gopacket.NewSerializeBuffer()
+			opts := gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true}
+			if err := gopacket.SerializeLayers(buf, opts, ip, udp, gopacket.Payload(udp.Payload)); err != nil {
+				r.t.Fatal(err)
+			}
+			if ip.Checksum != ipSum || udp.Checksum != udpSum {
+				r.t.Fatalf("control frame checksums IP %#x UDP %#x, want %#x %#x", ipSum, udpSum, ip.Checksum, udp.Checksum)
+			}
+			return udp.Payload
+		case <-timeout:
+			r.t.Fatal("no control frame from the front-end")
+			return nil
+		}
+	}
+}
+
+// A Splice sent with the SYN goes as a frame right behind the SYN, in the
+// same batch, and not through the socket; the handoff then completes as
+// it does with the socket.
+func TestDaemonSendsTheSpliceAsAFrameBehindItsSYN(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
+	writeConfig(t, cfgPath, "100")
+	r := newRig(t, cfgPath, func(c *Config) { c.SpliceAtSYN = true })
+	r.onLink()
+	stop := r.run()
+	defer stop()
+	shimAddr := r.shim.LocalAddr().(*net.UDPAddr).AddrPort()
+	r.sendCtl(&proto.Register{BackendID: 1, IP: loopback, MAC: serverMAC, ControlPort: shimAddr.Port(), Capacity: 5, Incarnation: 9})
+	recvCtl[*proto.RegisterAck](r) // through the socket, as ever
+
+	const clientISN, clientPort = wire.Seq(0x3000), 40003
+	req := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	ourISN := r.clientRequest(clientISN, clientPort, req)
+	server := wire.IP4From(loopback)
+	// The SYN, with no datagram ahead of it, and the very next frame on
+	// the link the Splice.
+	var syn *wire.Packet
+	for syn == nil {
+		select {
+		case f := <-r.frames:
+			p := parsed(t, f)
+			if p.Kind == wire.KindIPv4 && p.IP.Protocol() == wire.ProtoUDP {
+				t.Fatal("a datagram went ahead of the C2 SYN")
+			}
+			if p.Kind == wire.KindTCP && p.IP.Dst() == server && p.TCP.Flags() == wire.TCPFlagSYN {
+				syn = p
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no C2 SYN from the front-end")
+		}
+	}
+	hport := syn.TCP.SrcPort()
+	var next []byte
+	select {
+	case next = <-r.frames:
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing on the link after the C2 SYN")
+	}
+	r.frames <- next // expectControlFrame takes it from there
+	m, err := r.codec.Decode(r.expectControlFrame(shimAddr))
+	if err != nil {
+		t.Fatalf("the shim's codec refuses the Splice frame: %v", err)
+	}
+	sp, ok := m.(*proto.Splice)
+	if !ok || sp.Flags&proto.SpliceAtSYN == 0 || sp.HandoffPort != hport || sp.SeqDelta != uint32(ourISN) {
+		t.Fatalf("frame after the SYN carries %T %+v, want the Splice sent with the SYN of port %d", m, m, hport)
+	}
+	// Nothing came through the socket.
+	r.shim.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _, err := r.shim.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
+		t.Fatalf("a %d-byte datagram came through the socket too", n)
+	}
+	if st, _ := r.d.Snapshot(); st.ControlFrames != 1 {
+		t.Fatalf("control_frames_sent %d, want 1", st.ControlFrames)
+	}
+
+	var sso [8]byte
+	ssyn := wire.SynOptions{MSS: 1460, WScale: -1}
+	r.send(wire.TCPFrame{SrcMAC: serverMAC, DstMAC: feMAC, Src: server, Dst: wire.IP4From(handoff), SrcPort: 80, DstPort: hport,
+		Seq: 0x9000, Ack: clientISN + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 65535, Options: sso[:ssyn.Encode(sso[:])]})
+	r.sendCtl(&proto.SpliceAck{RequestID: sp.RequestID, BackendID: 1, OK: true})
+	onC2 := parsed(t, r.expectFrame("request on C2", func(p *wire.Packet) bool {
+		return p.IP.Dst() == server && len(p.TCP.Payload()) > 0
+	}))
+	if string(onC2.TCP.Payload()) != string(req) {
+		t.Fatalf("request on C2 %q, want %q", onC2.TCP.Payload(), req)
+	}
+}
+
+// The pass's batch is the classic Splices' frames, the engine's frames,
+// then the frames of the Splices sent with their SYN; a pass with more
+// Splices than frame buffers sends the rest through the socket.
+func TestPassBatchPutsEachSpliceFrameInItsPlace(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
+	writeConfig(t, cfgPath, "100")
+	r := newRig(t, cfgPath)
+	r.onLink()
+	s := r.d.shards[0]
+	codec := r.d.ctl.codec
+	shimCtl := netip.AddrPortFrom(loopback, 7401)
+	queue := func(withSYN bool, id uint64) bool {
+		t.Helper()
+		m := testSplice(id)
+		if withSYN {
+			m.Flags |= proto.SpliceAtSYN
+		}
+		framed, err := s.lctl.queueSplice(r.d.linkCtl, codec, &controller.Datagram{To: shimCtl, Msg: m, MAC: serverMAC}, withSYN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return framed
+	}
+	if !queue(true, 1) || !queue(false, 2) {
+		t.Fatal("a Splice with a MAC and buffers left was not framed")
+	}
+	engine := []byte("engine frame")
+	s.out.Engine.Frames = append(s.out.Engine.Frames, splice.OutFrame{Data: engine})
+	s.flushFrames()
+	want := []string{"Splice 2", "engine", "Splice 1"}
+	for i, w := range want {
+		buf := make([]byte, 2048)
+		n, err := r.wire.ReadFrame(buf) // written already: flushFrames returned
+		if err != nil {
+			t.Fatalf("frame %d (%s): %v", i, w, err)
+		}
+		f := buf[:n]
+		got := "engine"
+		if string(f) != string(engine) {
+			var p wire.Packet
+			if err := wire.Parse(f, &p); err != nil || p.Kind != wire.KindIPv4 || p.IP.Protocol() != wire.ProtoUDP {
+				t.Fatalf("frame %d: %v, kind %v", i, err, p.Kind)
+			}
+			m, err := r.codec.Decode(f[p.L4+wire.UDPHeaderLen : p.End])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = fmt.Sprintf("Splice %d", m.(*proto.Splice).RequestID)
+		}
+		if got != w {
+			t.Fatalf("frame %d is %s, want %s (batch order %v)", i, got, w, want)
+		}
+	}
+	// Out of buffers: the rest through the socket.
+	for i := range linkControlFrames {
+		if !queue(false, uint64(10+i)) {
+			t.Fatalf("Splice %d of %d not framed", i, linkControlFrames)
+		}
+	}
+	if queue(false, 99) {
+		t.Fatal("a Splice beyond the pass's frame buffers was framed")
+	}
+	// No MAC: the socket.
+	if framed, _ := s.lctl.queueSplice(r.d.linkCtl, codec, &controller.Datagram{To: shimCtl, Msg: testSplice(100)}, false); framed {
+		t.Fatal("a Splice to a back-end of unknown MAC was framed")
+	}
+}
+
+// testSplice is a Splice that encodes, numbered id.
+func testSplice(id uint64) *proto.Splice {
+	a := netip.MustParseAddr("198.18.0.10")
+	return &proto.Splice{RequestID: id, BackendID: 1, ClientIP: a, ClientPort: 40000, VIP: vip, VIPPort: 80,
+		HandoffIP: handoff, HandoffPort: 50000, BackendIP: loopback, BackendPort: 80}
+}
