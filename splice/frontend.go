@@ -14,7 +14,14 @@ import (
 // FrontEndConfig configures the front-end engine. Zero durations and sizes
 // take the defaults listed with them.
 type FrontEndConfig struct {
-	MAC         wire.MAC     // our link address, answered in ARP for every owned address
+	MAC wire.MAC // our link address, answered in ARP for every owned address
+	// ControlAddr is the address of the host kernel's control socket,
+	// and ControlMAC the MAC of the kernel's interface that has it: a
+	// datagram for it on the link is handed to the caller
+	// (Output.Control, fe_control.go) instead of being left to the
+	// kernel. Zero: none is.
+	ControlAddr netip.AddrPort
+	ControlMAC  wire.MAC
 	VIPs        []netip.Addr // client-facing addresses
 	Ports       []uint16     // listening ports on every VIP
 	HandoffAddr netip.Addr   // source address of handoff connections (C2)
@@ -177,6 +184,9 @@ func (c *FrontEndConfig) validate() error {
 	if len(c.Ports) == 0 {
 		return errors.New("splice: FrontEndConfig.Ports is empty")
 	}
+	if a := c.ControlAddr; a.IsValid() && (!a.Addr().Is4() || a.Port() == 0) {
+		return fmt.Errorf("splice: FrontEndConfig.ControlAddr %v is not an IPv4 address and port", a)
+	}
 	if c.HandoffPortLast < c.HandoffPortFirst {
 		return errors.New("splice: FrontEndConfig: HandoffPortLast < HandoffPortFirst")
 	}
@@ -331,6 +341,9 @@ func (e *FrontEnd) InputVNet(frame []byte, vh wire.VNetHdr, now Time, out *Outpu
 			e.drop(dropMalformed)
 		}
 		return
+	}
+	if p.Kind != wire.KindTCP && e.cfg.ControlAddr.IsValid() && e.takeControl(p, frame, vh, out) {
+		return // a control datagram for the caller, or dropped (fe_control.go)
 	}
 	if vh.IsGSO() || vh.NeedsCsum() && !completeTCPChecksum(p, frame, vh) {
 		e.drop(dropMalformed)

@@ -166,9 +166,9 @@ type Output struct {
 	// remembers sending is still in this output (fe_ackcoalesce.go).
 	gen uint64
 
-	// Control (shim) are the datagrams for the back-end's control port
-	// the shim took off the wire (shim_control.go); their payloads alias
-	// the input frames, like frames rewritten in place.
+	// Control are the datagrams for the host's control socket the
+	// engine took off its link (shim_control.go, fe_control.go); their
+	// payloads alias the input frames, like frames rewritten in place.
 	Control []ControlDatagram
 }
 

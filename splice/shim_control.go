@@ -1,9 +1,6 @@
 package splice
 
 import (
-	"encoding/binary"
-	"net/netip"
-
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -46,71 +43,37 @@ import (
 // authentication, freshness and sender checks are the agent's, the same
 // for both paths.
 
-// ControlDatagram is a UDP datagram for the host's control port that the
-// shim took off the wire instead of passing it to the host.
-type ControlDatagram struct {
-	From netip.AddrPort // the datagram's source address and port
-	// SrcMAC is the frame's source MAC: the sender's, or its router's,
-	// the next hop back to it.
-	SrcMAC wire.MAC
-	// Payload is the UDP payload. It aliases the input frame: valid as
-	// long as that frame is, like an output frame rewritten in place.
-	Payload []byte
-}
-
 // takeControl hands p, a parsed frame from the wire that passed the
 // ingress checks, to the caller when it is a datagram for the host's
 // control port, and reports whether the shim is done with the frame
 // (taken, or dropped and counted).
 func (s *Shim) takeControl(p *wire.Packet, frame []byte, vh wire.VNetHdr, out *Output) bool {
-	if s.cfg.ControlPort == 0 || p.IP == nil || p.IP.Protocol() != wire.ProtoUDP || p.IP.Dst() != s.hostIP {
+	if s.cfg.ControlPort == 0 {
 		return false
 	}
-	if s.cfg.HostMAC != (wire.MAC{}) && p.Eth.Dst() != s.cfg.HostMAC {
+	dg, v := controlDatagramOf(p, frame, vh, s.hostIP, s.cfg.HostMAC, s.cfg.ControlPort)
+	switch v {
+	case controlNot:
 		return false
-	}
-	u := frame[p.L4:p.End]
-	if len(u) < 4 || binary.BigEndian.Uint16(u[2:]) != s.cfg.ControlPort {
+	case controlFragment:
+		// The kernel reassembles the datagram for its socket.
+		s.stats.ControlFragments++
 		return false
-	}
-	if p.Kind == wire.KindFragment {
-		// The kernel reassembles the datagram for its socket. Only a
-		// first fragment shows the ports; the others are not looked at.
-		if binary.BigEndian.Uint16(p.IP[6:])&0x1fff == 0 {
-			s.stats.ControlFragments++
-		}
+	case controlFragmentRest:
 		return false
-	}
-	if vh.GSOType != wire.GSONone {
+	case controlOffloaded:
 		s.stats.ControlOffloaded++
 		return false
-	}
-	if len(u) < wire.UDPHeaderLen || int(binary.BigEndian.Uint16(u[4:])) != len(u) {
+	case controlBadLength:
 		s.stats.ControlBadLength++
 		return true
-	}
-	if !udpChecksumValid(p, u, vh) {
+	case controlBadChecksum:
 		s.stats.ControlBadChecksum++
 		return true
 	}
 	s.stats.ControlTaken++
-	out.Control = append(out.Control, ControlDatagram{
-		From:    netip.AddrPortFrom(netip.AddrFrom4(p.IP.Src()), binary.BigEndian.Uint16(u)),
-		SrcMAC:  p.Eth.Src(),
-		Payload: u[wire.UDPHeaderLen:],
-	})
+	out.Control = append(out.Control, dg)
 	return true
-}
-
-// udpChecksumValid reports whether the UDP datagram u of p verifies: no
-// checksum (0), a virtio-net header that vouches for it, or pseudo-header
-// and datagram summing to all ones.
-func udpChecksumValid(p *wire.Packet, u []byte, vh wire.VNetHdr) bool {
-	if binary.BigEndian.Uint16(u[6:]) == 0 || vh.Flags&(wire.VNetFlagDataValid|wire.VNetFlagNeedsCsum) != 0 {
-		return true
-	}
-	pseudo := wire.Fold(wire.PseudoHeaderSum(p.IP.Src(), p.IP.Dst(), wire.ProtoUDP, uint16(len(u))))
-	return onesSum(u, pseudo) == 0xffff
 }
 
 // ControlDrops is the number of control datagrams from the wire the shim

@@ -140,6 +140,13 @@ type FrontEndStats struct {
 	// NarrowWindow. Their sender is window-bound, so holding them would
 	// slow the transfer down; the daemon's loop never holds for them.
 	NarrowAcks uint64
+
+	// Control datagrams for the host's control socket taken off the link
+	// (issue 7, fe_control.go): handed to the caller, or dropped for a
+	// bad length or checksum; fragments and super-frames of them, which
+	// are not taken.
+	ControlTaken, ControlBadLength, ControlBadChecksum uint64
+	ControlFragments, ControlOffloaded                 uint64
 }
 
 // answeredIndex maps the statuses the front-end answers itself.
