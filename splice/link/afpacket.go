@@ -204,12 +204,7 @@ func openPacketSocket(ifindex int, filter []bpf.RawInstruction) (*pollFD, error)
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if len(filter) > 0 {
-		prog := make([]unix.SockFilter, len(filter))
-		for i, ins := range filter {
-			prog[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
-		}
-		fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+		if err := attachFilter(fd, filter); err != nil {
 			return fail("attach filter", err)
 		}
 	}
@@ -498,4 +493,14 @@ func (a *AFPacket) KernelDrops() (uint64, error) {
 		return 0, fmt.Errorf("afpacket %s: stats: %w", a.name, serr)
 	}
 	return uint64(st.Drops), nil
+}
+
+// attachFilter attaches the classic BPF program filter to socket fd.
+func attachFilter(fd int, filter []bpf.RawInstruction) error {
+	prog := make([]unix.SockFilter, len(filter))
+	for i, ins := range filter {
+		prog[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog)
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,6 +159,29 @@ func (s *ControlSocket) FD() int { return s.fd }
 
 // LocalAddr is the address the socket is bound to.
 func (s *ControlSocket) LocalAddr() netip.AddrPort { return s.local }
+
+// RefuseFrom makes the socket keep no datagram that came in through the
+// interface with index ifindex: a daemon that takes the datagrams for
+// this socket off that interface itself (splice/fe_control.go) would
+// otherwise read each twice. Datagrams through other interfaces (the
+// loopback, a second NIC) still come. A socket filter (SO_ATTACH_FILTER
+// on the datagram's receiving device, SKF_AD_IFINDEX): the kernel still
+// runs its IP and UDP input, then drops the datagram before the queue.
+func (s *ControlSocket) RefuseFrom(ifindex int) error {
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadExtension{Num: bpf.ExtInterfaceIndex},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(ifindex), SkipTrue: 1},
+		bpf.RetConstant{Val: 0},
+		bpf.RetConstant{Val: keepWholeFrame},
+	})
+	if err != nil {
+		return err
+	}
+	if err := attachFilter(s.fd, prog); err != nil {
+		return fmt.Errorf("control socket %v: attach filter: %w", s.local, err)
+	}
+	return nil
+}
 
 // Close closes the socket.
 func (s *ControlSocket) Close() error { return s.raw.Close() }

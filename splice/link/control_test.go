@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/qsplice/qsplice/splice/link/internal/nstest"
+	"golang.org/x/sys/unix"
 )
 
 // controlPair is two control sockets in a namespace of their own, on
@@ -247,5 +250,65 @@ func TestControlSocketClosed(t *testing.T) {
 	b.Close()
 	if _, err := b.Recv(); err == nil {
 		t.Fatal("Recv on a closed socket returned no error")
+	}
+}
+
+// socketDrops is the kernel's count of datagrams dropped at socket s
+// (SO_MEMINFO's SK_MEMINFO_DROPS), filter drops among them.
+func socketDrops(t *testing.T, s *ControlSocket) uint32 {
+	t.Helper()
+	var info [unix.SK_MEMINFO_VARS]uint32
+	n := uint32(unsafe.Sizeof(info))
+	if _, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.FD()), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	return info[unix.SK_MEMINFO_DROPS]
+}
+
+// RefuseFrom drops what comes in through the interface named, and only
+// that: datagrams over the namespace's loopback (index 1) are dropped at
+// a socket refusing index 1 and kept at one refusing another index.
+func TestControlSocketRefusesWhatComesThroughTheLink(t *testing.T) {
+	for _, c := range []struct {
+		ifindex int
+		keep    bool
+	}{{1, false}, {2, true}} {
+		a, b := controlPair(t, ControlConfig{})
+		if err := b.RefuseFrom(c.ifindex); err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPoller()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if err := p.Add(b.FD(), 7); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Queue([]byte("datagram"), b.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		if failed, err := a.Flush(); failed != 0 || err != nil {
+			t.Fatal(failed, err)
+		}
+		if c.keep {
+			waitControl(t, p, 7)
+			if n, err := b.Recv(); n != 1 || err != nil {
+				t.Fatalf("refusing interface %d: Recv = %d, %v; want the datagram", c.ifindex, n, err)
+			}
+			continue
+		}
+		// The drop is the kernel's, in the sender's softirq: wait for
+		// the count, then the socket must hold nothing.
+		for deadline := time.Now().Add(5 * time.Second); socketDrops(t, b) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("refusing interface %d: no drop counted", c.ifindex)
+			}
+			runtime.Gosched()
+		}
+		if n, err := b.Recv(); n != 0 || err != nil {
+			t.Fatalf("refusing interface %d: Recv = %d, %v; want nothing", c.ifindex, n, err)
+		}
 	}
 }

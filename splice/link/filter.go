@@ -12,6 +12,8 @@ import (
 const (
 	offEtherType = 12
 	offIPv4Dst   = 14 + 16
+	offIPv4Proto = 14 + 9
+	ipProtoUDP   = 17
 	etherTypeIP4 = 0x0800
 	etherTypeARP = 0x0806
 	// keepWholeFrame is the filter's "accept" verdict: the number of bytes
@@ -30,6 +32,15 @@ const (
 // are unmapped): that is a caller bug that would otherwise silently drop
 // the traffic it meant to keep.
 func FilterIPv4Dst(addrs []netip.Addr) []bpf.RawInstruction {
+	return FilterIPv4DstAndUDP(addrs, netip.Addr{})
+}
+
+// FilterIPv4DstAndUDP is FilterIPv4Dst that also accepts the IPv4 UDP
+// datagrams (and their fragments) to udp, when it is valid: the
+// front-end takes the datagrams for its host's control socket off its
+// link (splice/fe_control.go), and no other traffic of the host. It
+// panics as FilterIPv4Dst does.
+func FilterIPv4DstAndUDP(addrs []netip.Addr, udp netip.Addr) []bpf.RawInstruction {
 	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: offEtherType, Size: 2},
 		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: etherTypeARP, SkipTrue: 1},
@@ -40,14 +51,16 @@ func FilterIPv4Dst(addrs []netip.Addr) []bpf.RawInstruction {
 		bpf.LoadAbsolute{Off: offIPv4Dst, Size: 4},
 	}
 	for _, addr := range addrs {
-		addr = addr.Unmap()
-		if !addr.Is4() {
-			panic(fmt.Sprintf("link: FilterIPv4Dst: %v is not an IPv4 address", addr))
-		}
-		a4 := addr.As4()
-		val := uint32(a4[0])<<24 | uint32(a4[1])<<16 | uint32(a4[2])<<8 | uint32(a4[3])
 		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: val, SkipTrue: 1},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ipv4Word(addr), SkipTrue: 1},
+			bpf.RetConstant{Val: keepWholeFrame},
+		)
+	}
+	if udp.IsValid() {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ipv4Word(udp), SkipTrue: 3},
+			bpf.LoadAbsolute{Off: offIPv4Proto, Size: 1},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ipProtoUDP, SkipTrue: 1},
 			bpf.RetConstant{Val: keepWholeFrame},
 		)
 	}
@@ -58,4 +71,15 @@ func FilterIPv4Dst(addrs []netip.Addr) []bpf.RawInstruction {
 		panic("link: FilterIPv4Dst: " + err.Error())
 	}
 	return raw
+}
+
+// ipv4Word is addr as the filter loads it, unmapped; it panics if addr is
+// not IPv4 (see FilterIPv4Dst).
+func ipv4Word(addr netip.Addr) uint32 {
+	addr = addr.Unmap()
+	if !addr.Is4() {
+		panic(fmt.Sprintf("link: FilterIPv4Dst: %v is not an IPv4 address", addr))
+	}
+	a4 := addr.As4()
+	return uint32(a4[0])<<24 | uint32(a4[1])<<16 | uint32(a4[2])<<8 | uint32(a4[3])
 }

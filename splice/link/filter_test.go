@@ -112,3 +112,40 @@ func disassemble(t *testing.T, raw []bpf.RawInstruction) []bpf.Instruction {
 	}
 	return prog
 }
+
+// The front-end's filter with its host's control address keeps UDP to
+// that address, and nothing else of the host's.
+func TestFilterIPv4DstAndUDPKeepsTheControlDatagrams(t *testing.T) {
+	vip := netip.MustParseAddr("198.18.0.100")
+	host := netip.MustParseAddr("198.18.0.2")
+	src := netip.MustParseAddr("198.18.0.21")
+	macA := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	macB := net.HardwareAddr{2, 0, 0, 0, 0, 2}
+	vm, err := bpf.NewVM(disassemble(t, FilterIPv4DstAndUDP([]netip.Addr{vip}, host)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+		keep  bool
+	}{
+		{"UDP to the host", ipv4Frame(macA, macB, src, host, 17, make([]byte, 8)), true},
+		{"TCP to the host (its admin server)", ipv4Frame(macA, macB, src, host, 6, make([]byte, 20)), false},
+		{"ICMP to the host", ipv4Frame(macA, macB, src, host, 1, make([]byte, 8)), false},
+		{"UDP to another address", ipv4Frame(macA, macB, src, netip.MustParseAddr("198.18.0.3"), 17, make([]byte, 8)), false},
+		{"TCP to the VIP", ipv4Frame(macA, macB, src, vip, 6, make([]byte, 20)), true},
+		{"UDP runt to the host", ipv4Frame(macA, macB, src, host, 17, nil)[:23], false},
+	} {
+		kept, err := vm.Run(tt.frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.keep != (kept >= len(tt.frame) && kept > 0) {
+			t.Errorf("%s: kept %d of %d bytes, want kept %v", tt.name, kept, len(tt.frame), tt.keep)
+		}
+	}
+	if got, want := FilterIPv4DstAndUDP([]netip.Addr{vip}, netip.Addr{}), FilterIPv4Dst([]netip.Addr{vip}); !slices.Equal(got, want) {
+		t.Error("without a UDP address the filter is not FilterIPv4Dst's")
+	}
+}
