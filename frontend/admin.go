@@ -88,20 +88,26 @@ type (
 
 // EngineStatus is the engine's counters.
 type EngineStatus struct {
-	Flows             uint64 `json:"flows"`
-	RxFrames          uint64 `json:"rx_frames"`
-	TxFrames          uint64 `json:"tx_frames"`
-	Accepted          uint64 `json:"accepted"`
-	Requests          uint64 `json:"requests"`
-	HandoffsStarted   uint64 `json:"handoffs_started"`
-	HandoffsDone      uint64 `json:"handoffs_done"`
-	HandoffsFailed    uint64 `json:"handoffs_failed"`
-	Retransmits       uint64 `json:"retransmits"`
-	ForwardedFrames   uint64 `json:"forwarded_frames"`
-	ForwardedBytes    uint64 `json:"forwarded_bytes"`
-	HandedOffBytes    uint64 `json:"handed_off_bytes"`
-	ReplyPayloadBytes uint64 `json:"reply_payload_bytes"`
-	FollowUps         uint64 `json:"follow_ups"`
+	Flows           uint64 `json:"flows"`
+	RxFrames        uint64 `json:"rx_frames"`
+	TxFrames        uint64 `json:"tx_frames"`
+	Accepted        uint64 `json:"accepted"`
+	Requests        uint64 `json:"requests"`
+	HandoffsStarted uint64 `json:"handoffs_started"`
+	HandoffsDone    uint64 `json:"handoffs_done"`
+	HandoffsFailed  uint64 `json:"handoffs_failed"`
+	Retransmits     uint64 `json:"retransmits"`
+	ForwardedFrames uint64 `json:"forwarded_frames"`
+	ForwardedBytes  uint64 `json:"forwarded_bytes"`
+	HandedOffBytes  uint64 `json:"handed_off_bytes"`
+	// ControlFromLink counts the control datagrams the engines took off
+	// the link for the control socket (splice/fe_control.go), and
+	// ControlFromLinkDropped those they dropped for a bad length or
+	// checksum.
+	ControlFromLink        uint64 `json:"control_from_link"`
+	ControlFromLinkDropped uint64 `json:"control_from_link_dropped"`
+	ReplyPayloadBytes      uint64 `json:"reply_payload_bytes"`
+	FollowUps              uint64 `json:"follow_ups"`
 	// Follow-ups the front-end could not follow (a head that does not
 	// parse or is too long, a malformed chunked body): answered 400 or
 	// 431 in their stream and closed, never forwarded (issue 9).
@@ -176,7 +182,8 @@ func (d *Daemon) status() Status {
 			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
-			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes, ReplyPayloadBytes: es.ReplyPayloadBytes,
+			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes,
+			ControlFromLink: es.ControlTaken, ControlFromLinkDropped: es.ControlBadLength + es.ControlBadChecksum, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			FollowUps: es.FollowUps, AckStorms: es.AckStorms,
 			FollowUpsUnfollowable: es.FollowUpsUnfollowable, ChunkedBodies: es.ChunkedBodies,
 			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,

@@ -69,9 +69,10 @@ type Config struct {
 	// SpliceAtSYN sends a request's Splice with C2's SYN, so the shim's
 	// SpliceAck comes with the SYN-ACK (splice.FrontEndConfig.SpliceAtSYN).
 	SpliceAtSYN bool
-	// ControlSocketOnly sends every control datagram through the control
-	// socket. By default a Splice goes as a frame in the pass's batch on
-	// the link where it can (linkcontrol.go).
+	// ControlSocketOnly runs the control protocol through the control
+	// socket only. By default, where it can, a Splice goes as a frame in
+	// the pass's batch on the link and the back-ends' datagrams are read
+	// off the link (linkcontrol.go).
 	ControlSocketOnly bool
 
 	Linger      time.Duration

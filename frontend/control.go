@@ -76,6 +76,16 @@ func (d *Daemon) readControl(now splice.Time, out *controller.Output) {
 	}
 }
 
+// linkControl hands the controller the control datagrams the pass's
+// frames carried (splice/fe_control.go), as readControl does those of
+// the socket. They alias the pass's frames, read until its end.
+func (d *Daemon) linkControl(now splice.Time, out *controller.Output) {
+	for i := range out.Engine.Control {
+		dg := &out.Engine.Control[i]
+		d.controlDatagram(dg.Payload, dg.From, nil, now, out)
+	}
+}
+
 // controlDatagram checks one datagram from `from` (err: it could not be
 // read) and hands what passes to the controller.
 func (d *Daemon) controlDatagram(b []byte, from netip.AddrPort, err error, now splice.Time, out *controller.Output) {

@@ -83,6 +83,15 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		closeAll()
 		return nil, fmt.Errorf("frontend: %w", err)
 	}
+	if src, _ := linkControlFrom(&cfg); src.on() {
+		// The shards take the control datagrams off the link
+		// (linkcontrol.go): the socket must not read them again.
+		if err := ctl.sock.RefuseFrom(src.ifindex); err != nil {
+			closeAll()
+			ctl.Close()
+			return nil, fmt.Errorf("frontend: %w", err)
+		}
+	}
 	raw := append([]link.Link(nil), links...)
 	if cfg.Capture != "" {
 		// pcap, or pcapng with the control datagrams too (.pcapng).
@@ -131,7 +140,12 @@ func openLinks(cfg *Config) ([]link.Link, error) {
 		// frames arrive with partial checksums and GRO'd super-frames
 		// that only the header describes; with offloads off the header
 		// is all zero and costs nothing.
-		acfg := link.AFPacketConfig{Filter: link.FilterIPv4Dst(owned), Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing}
+		filter := link.FilterIPv4Dst(owned)
+		if src, _ := linkControlFrom(cfg); src.on() {
+			// And the datagrams for the control socket (linkcontrol.go).
+			filter = link.FilterIPv4DstAndUDP(owned, src.src.Addr())
+		}
+		acfg := link.AFPacketConfig{Filter: filter, Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing}
 		if cfg.Workers > 1 {
 			acfg.Fanout = &link.Fanout{Group: uint16(os.Getpid()), Mode: link.FanoutPorts}
 		}
@@ -168,7 +182,10 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, log: log, ctl: ctl, adminReq: make(chan chan Status, 4), start: time.Now()}
-	d.linkCtl, d.linkCtlOff = linkControlFrom(&cfg)
+	d.linkCtl, d.linkCtlOff = linkControlOf(&cfg)
+	if d.linkCtl.on() {
+		d.linkCtl.src = ctl.sock.LocalAddr() // its port, if -control left it to the kernel
+	}
 	fail := func(err error) (*Daemon, error) {
 		for _, s := range d.shards {
 			s.poller.Close()
@@ -178,6 +195,9 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 	for i, l := range links {
 		ecfg := engineConfig(&cfg, i, len(links))
 		ecfg.CookieSecret = secret
+		if d.linkCtl.on() {
+			ecfg.ControlAddr, ecfg.ControlMAC = d.linkCtl.src, d.linkCtl.mac
+		}
 		eng, err := splice.NewFrontEnd(ecfg)
 		if err != nil {
 			return fail(fmt.Errorf("frontend: %w", err))

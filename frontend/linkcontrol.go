@@ -9,15 +9,15 @@ import (
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
-// Splices as frames on the link (issue 7).
+// The control protocol in the link's batches (issue 7).
 //
-// Every handed-off request sends its back-end's shim one Splice. Through
-// the control socket that was a sendmmsg(2) of its own in each pass that
-// had one, next to the pass's sendmmsg of frames, and a trip through the
-// kernel's UDP and IP output; and the order of the two calls had to be
-// chosen per message (a classic Splice before the pass's frames, one
-// sent with its SYN after them, Daemon.sendDatagrams). The shim takes
-// datagrams for its control port off its wire already
+// Out. Every handed-off request sends its back-end's shim one Splice.
+// Through the control socket that was a sendmmsg(2) of its own in each
+// pass that had one, next to the pass's sendmmsg of frames, and a trip
+// through the kernel's UDP and IP output; and the order of the two calls
+// had to be chosen per message (a classic Splice before the pass's
+// frames, one sent with its SYN after them, Daemon.sendDatagrams). The
+// shim takes datagrams for its control port off its wire already
 // (splice/shim_control.go), and the front-end sends C2's frames to the
 // back-end's MAC itself. So a shard builds a Splice into a frame of its
 // own, as the kernel would have sent it from the control socket (the
@@ -25,18 +25,31 @@ import (
 // fragment), and sends it in the pass's batch, at its place: a classic
 // Splice ahead of the pass's frames, one sent with its SYN behind them.
 // The shim sees the same datagram from the same address; nothing else
-// changes for it.
+// changes for it. Only Splices: the others (RegisterAck, keepalive
+// echoes) are a few a second and go through the socket.
 //
-// Only Splices, and only when all of this holds, else the socket as
-// before: the link is an AF_PACKET socket on an interface that carries
-// the control socket's address (so the frame's source is what the
-// kernel would have used, and the shim's answers, sent to the frame's
-// source MAC, reach that socket); the controller knows the back-end's
-// MAC (from its Register, the one C2 goes to); the pass has a frame
-// buffer left; no -capture (which records the control datagrams apart
-// from the link's frames, from the socket). The others (RegisterAck,
-// keepalive echoes) are a few a second and go through the socket.
-// -control-socket-only turns it off.
+// In. The shims' datagrams (Register, SpliceAck, Feedback, Keepalive)
+// came through the kernel's UDP input and the socket, a recvmmsg(2) and
+// often a wake-up of their own per request: a SpliceAck and the SYN-ACK
+// it goes with arrived on two descriptors. The link's filter now keeps
+// UDP to the control address too (link.FilterIPv4DstAndUDP; the fanout
+// sends what is not TCP to shard 0), the engine hands such a datagram
+// over after the kernel's checks (splice/fe_control.go), and the pass
+// gives it to the controller exactly as one from the socket
+// (Daemon.linkControl). The kernel still receives every frame (AF_PACKET
+// is a tap): the socket refuses what came through the link's interface
+// (link.ControlSocket.RefuseFrom), and keeps reading what comes another
+// way.
+//
+// Both only when all of this holds, else the socket as before: the link
+// is an AF_PACKET socket on an interface that carries the control
+// socket's address (so the frame's source is what the kernel would have
+// used, and the shim's answers, sent to the frame's source MAC, reach
+// the front-end); no -capture (which records the control datagrams apart
+// from the link's frames, from the socket); not -control-socket-only.
+// A Splice goes as a frame when the controller knows the back-end's MAC
+// (from its Register, the one C2 goes to) and the pass has a frame
+// buffer left.
 
 // linkControlFrames bounds the Splices one pass sends as frames; more go
 // through the socket.
@@ -48,11 +61,16 @@ const linkControlFrameLen = wire.EthernetHeaderLen + wire.IPv4MinHeaderLen + wir
 // linkControlSource is where Splices sent as frames come from; zero: none
 // are (linkControlFrom says why).
 type linkControlSource struct {
-	mac wire.MAC
-	src netip.AddrPort
+	mac     wire.MAC
+	src     netip.AddrPort
+	ifindex int // the link's interface
 }
 
 func (s linkControlSource) on() bool { return s.src.IsValid() }
+
+// linkControlOf is linkControlFrom; the daemon's tests, whose links are
+// in memory, replace it.
+var linkControlOf = linkControlFrom
 
 // linkControlFrom is the source of Splices sent as frames on cfg's link:
 // the interface's MAC and the control socket's address, if the link is
@@ -86,7 +104,7 @@ func linkControlFrom(cfg *Config) (linkControlSource, string) {
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
 			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == cfg.Control.Addr() {
-				return linkControlSource{mac: wire.MAC(ifi.HardwareAddr), src: cfg.Control}, ""
+				return linkControlSource{mac: wire.MAC(ifi.HardwareAddr), src: cfg.Control, ifindex: ifi.Index}, ""
 			}
 		}
 	}

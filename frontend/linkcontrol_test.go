@@ -39,12 +39,13 @@ func TestLinkControlFromSaysWhyNot(t *testing.T) {
 	}
 }
 
-// onLink makes the rig's daemon send Splices as frames, as it would on
-// an AF_PACKET link whose interface has the control address.
-func (r *rig) onLink() {
-	r.d.linkCtl = linkControlSource{mac: feMAC, src: r.feCtl}
-	for _, s := range r.d.shards {
-		s.lctl = newLinkControl()
+// onLink makes the daemons of the rigs made from now on run the control
+// protocol on their link, as they would on an AF_PACKET link whose
+// interface has the control address.
+func onLink(t *testing.T) {
+	t.Cleanup(func() { linkControlOf = linkControlFrom })
+	linkControlOf = func(cfg *Config) (linkControlSource, string) {
+		return linkControlSource{mac: feMAC, src: cfg.Control}, ""
 	}
 }
 
@@ -94,23 +95,56 @@ func (r *rig) expectControlFrame(to netip.AddrPort) []byte {
 }
 
 // A Splice sent with the SYN goes as a frame right behind the SYN, in the
-// same batch, and not through the socket; the handoff then completes as
-// it does with the socket.
-func TestDaemonSendsTheSpliceAsAFrameBehindItsSYN(t *testing.T) {
+// same batch, and not through the socket; the shim's SpliceAck, a frame
+// on the link, is taken off it and lets the request go, as one through
+// the socket did.
+func TestDaemonRunsTheControlProtocolInTheLinksBatches(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
 	writeConfig(t, cfgPath, "100")
+	onLink(t)
 	r := newRig(t, cfgPath, func(c *Config) { c.SpliceAtSYN = true })
-	r.onLink()
+	if !r.d.linkCtl.on() {
+		t.Fatal("the control protocol is not on the link")
+	}
 	stop := r.run()
 	defer stop()
-	shimAddr := r.shim.LocalAddr().(*net.UDPAddr).AddrPort()
-	r.sendCtl(&proto.Register{BackendID: 1, IP: loopback, MAC: serverMAC, ControlPort: shimAddr.Port(), Capacity: 5, Incarnation: 9})
-	recvCtl[*proto.RegisterAck](r) // through the socket, as ever
+	// The back-end is at an address of the link (the loopback is no
+	// source a frame may have), and its datagrams come as frames on the
+	// link, its Register first. (The RegisterAck, through the socket to
+	// that address, cannot leave the loopback, and is not needed.)
+	shimPort := r.shim.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	beIP := netip.MustParseAddr("198.18.0.21")
+	shimAddr := netip.AddrPortFrom(beIP, shimPort)
+	server := wire.IP4From(beIP)
+	var ipID uint16
+	sendOnLink := func(m proto.Message) {
+		t.Helper()
+		b, err := r.codec.Append(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ipID++
+		u := wire.UDPFrame{SrcMAC: serverMAC, DstMAC: feMAC, Src: server, Dst: r.feCtl.Addr().As4(),
+			SrcPort: shimPort, DstPort: r.feCtl.Port(), IPID: ipID, Payload: b}
+		f := make([]byte, u.Len())
+		u.Encode(f)
+		if err := r.wire.WriteFrame(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendOnLink(&proto.Register{BackendID: 1, IP: beIP, MAC: serverMAC, ControlPort: shimPort, Capacity: 5, Incarnation: 9})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, _ := r.d.Snapshot(); len(st.Backends) == 1 && st.Backends[0].Alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the back-end did not register")
+		}
+	}
 
 	const clientISN, clientPort = wire.Seq(0x3000), 40003
 	req := []byte("GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
 	ourISN := r.clientRequest(clientISN, clientPort, req)
-	server := wire.IP4From(loopback)
 	// The SYN, with no datagram ahead of it, and the very next frame on
 	// the link the Splice.
 	var syn *wire.Packet
@@ -149,20 +183,22 @@ func TestDaemonSendsTheSpliceAsAFrameBehindItsSYN(t *testing.T) {
 	if n, _, err := r.shim.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
 		t.Fatalf("a %d-byte datagram came through the socket too", n)
 	}
-	if st, _ := r.d.Snapshot(); st.ControlFrames != 1 {
-		t.Fatalf("control_frames_sent %d, want 1", st.ControlFrames)
-	}
 
+	// The SYN-ACK, and the SpliceAck as the shim sends it on its wire.
 	var sso [8]byte
 	ssyn := wire.SynOptions{MSS: 1460, WScale: -1}
 	r.send(wire.TCPFrame{SrcMAC: serverMAC, DstMAC: feMAC, Src: server, Dst: wire.IP4From(handoff), SrcPort: 80, DstPort: hport,
 		Seq: 0x9000, Ack: clientISN + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 65535, Options: sso[:ssyn.Encode(sso[:])]})
-	r.sendCtl(&proto.SpliceAck{RequestID: sp.RequestID, BackendID: 1, OK: true})
+	sendOnLink(&proto.SpliceAck{RequestID: sp.RequestID, BackendID: 1, OK: true})
 	onC2 := parsed(t, r.expectFrame("request on C2", func(p *wire.Packet) bool {
 		return p.IP.Dst() == server && len(p.TCP.Payload()) > 0
 	}))
 	if string(onC2.TCP.Payload()) != string(req) {
 		t.Fatalf("request on C2 %q, want %q", onC2.TCP.Payload(), req)
+	}
+	st, _ := r.d.Snapshot()
+	if st.ControlFrames != 1 || st.Engine.ControlFromLink != 2 || st.BadCtl != 0 {
+		t.Fatalf("control_frames_sent %d, control_from_link %d, bad %d; want 1, 2 (Register, SpliceAck), 0", st.ControlFrames, st.Engine.ControlFromLink, st.BadCtl)
 	}
 }
 
@@ -172,8 +208,8 @@ func TestDaemonSendsTheSpliceAsAFrameBehindItsSYN(t *testing.T) {
 func TestPassBatchPutsEachSpliceFrameInItsPlace(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
 	writeConfig(t, cfgPath, "100")
+	onLink(t)
 	r := newRig(t, cfgPath)
-	r.onLink()
 	s := r.d.shards[0]
 	codec := r.d.ctl.codec
 	shimCtl := netip.AddrPortFrom(loopback, 7401)

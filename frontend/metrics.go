@@ -125,6 +125,7 @@ var (
 	// Added with client_golang (issue 12).
 	feReloads    = fam("qsplice_frontend_reloads_total", "Configuration reloads (SIGHUP), by outcome.", isCounter, "outcome")
 	feCtlFrames  = fam("qsplice_frontend_control_frames_sent_total", "Splices sent as frames on the link, in the batch of their pass, rather than through the control socket.", isCounter)
+	feCtlLink    = fam("qsplice_frontend_control_from_link_total", "Control datagrams for the control socket taken off the link by the engines: taken, or dropped for a bad length or checksum.", isCounter, "outcome")
 	feCtlBad     = fam("qsplice_frontend_control_bad_messages_total", "Control datagrams that could not be read or that the codec refused (their reasons are in qsplice_frontend_control_refused_total).", isCounter)
 	feCookies    = fam("qsplice_frontend_syn_cookies_total", "SYN cookies: sent in SYN-ACKs, accepted in the handshake's ACK, or failed to verify (that ACK dropped).", isCounter, "outcome")
 	feAnswered   = fam("qsplice_frontend_answered_total", "Requests the front-end answered itself, by HTTP status.", isCounter, "status")
@@ -153,7 +154,7 @@ var (
 		&custOffered, &custAdmitted, &custServed, &custOutside, &custRefunded, &custAbandoned, &custRejected,
 		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
 		&beAlive, &beActive, &beServed, &beServiceSum, &beReported, &beRespBytes,
-		&feReloads, &feCtlBad, &feCtlFrames, &feCookies, &feAnswered, &feRetrans, &feAckStorms, &feVNet, &feLinkBytes,
+		&feReloads, &feCtlBad, &feCtlFrames, &feCtlLink, &feCookies, &feAnswered, &feRetrans, &feAckStorms, &feVNet, &feLinkBytes,
 		&feLinkErrors, &feLinkInWait, &custQueued, &beCapacity, &beDeaths, &beDispatched, &beInService,
 		&beHandoff, &beSlot, &beService, &feScrapeError,
 	}
@@ -208,6 +209,8 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feReloads.Emit(ch, n(st.ReloadsFailed), "failed")
 	feCtlBad.Emit(ch, n(st.BadCtl))
 	feCtlFrames.Emit(ch, n(st.ControlFrames))
+	feCtlLink.Emit(ch, n(st.Engine.ControlFromLink), "taken")
+	feCtlLink.Emit(ch, n(st.Engine.ControlFromLinkDropped), "dropped")
 	feCookies.Emit(ch, n(e.SynCookiesSent), "sent")
 	feCookies.Emit(ch, n(e.Accepted), "accepted")
 	feCookies.Emit(ch, n(st.Drops["bad-cookie"]), "invalid") // splice.DropReasonName of the bad-cookie drop

@@ -141,9 +141,13 @@ func (s *shard) pass(control bool) {
 		s.engine.Tick(now, &s.out.Engine)
 	}
 	s.mu.Unlock()
-	if len(s.out.Engine.Events) > 0 || control || d.ctrlDue(now) {
+	fromLink := len(s.out.Engine.Control) > 0
+	if len(s.out.Engine.Events) > 0 || control || fromLink || d.ctrlDue(now) {
 		d.runController(s, func(cnow splice.Time) {
 			d.ctrl.HandleEvents(cnow, &s.out)
+			if fromLink {
+				d.linkControl(cnow, &s.out)
+			}
 			if control {
 				d.readControl(cnow, &s.out)
 			}

@@ -50,6 +50,20 @@ func TestDownloadsFromEveryBackend(t *testing.T) {
 	if after.Engine.HandoffsDone-before.Engine.HandoffsDone < uint64(2*len(sizes)*backends) {
 		t.Errorf("only %d handoffs done", after.Engine.HandoffsDone-before.Engine.HandoffsDone)
 	}
+	// The control protocol ran in the link's batches (issue 7): each
+	// Splice went as a frame of the front-end's, and the shims'
+	// datagrams were taken off the link, none refused, none read twice
+	// (a second read would be refused as a replay).
+	handoffs := after.Engine.HandoffsDone - before.Engine.HandoffsDone
+	if sent := after.ControlFrames - before.ControlFrames; sent < handoffs {
+		t.Errorf("%d Splices sent as frames on the link for %d handoffs", sent, handoffs)
+	}
+	if taken := after.Engine.ControlFromLink - before.Engine.ControlFromLink; taken < handoffs {
+		t.Errorf("%d control datagrams taken off the link for %d handoffs (a SpliceAck each at least)", taken, handoffs)
+	}
+	if bad := after.BadCtl - before.BadCtl; bad != 0 || after.Engine.ControlFromLinkDropped != 0 {
+		t.Errorf("%d control datagrams refused, %d dropped off the link", bad, after.Engine.ControlFromLinkDropped)
+	}
 	toClient, fromClient := replyPayloadOnLink(t, pcap, l)
 	if fromClient == 0 {
 		t.Fatalf("capture of %d frames saw no client traffic: the capture is not where it should be", frames)
