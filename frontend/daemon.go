@@ -69,7 +69,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("frontend: bad configuration: %w", err)
 	}
-	links, err := openLinks(&cfg)
+	// Whether the control protocol runs on the link (linkcontrol.go):
+	// the link's filter, the socket and the shards depend on it.
+	lc, _ := linkControlFrom(&cfg)
+	links, err := openLinks(&cfg, lc)
 	if err != nil {
 		return nil, err
 	}
@@ -83,10 +86,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		closeAll()
 		return nil, fmt.Errorf("frontend: %w", err)
 	}
-	if src, _ := linkControlFrom(&cfg); src.on() {
-		// The shards take the control datagrams off the link
-		// (linkcontrol.go): the socket must not read them again.
-		if err := ctl.sock.RefuseFrom(src.ifindex); err != nil {
+	if lc.on() {
+		// The shards take the control datagrams off the link: the
+		// socket must not read them again.
+		if err := ctl.sock.RefuseFrom(lc.ifindex); err != nil {
 			closeAll()
 			ctl.Close()
 			return nil, fmt.Errorf("frontend: %w", err)
@@ -124,8 +127,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 
 // openLinks opens the link of each worker: an AF_PACKET socket per
 // worker, members of one fanout group when there are several (shard.go),
-// or the TAP device.
-func openLinks(cfg *Config) ([]link.Link, error) {
+// or the TAP device. lc says whether the filter also keeps the control
+// datagrams (linkcontrol.go).
+func openLinks(cfg *Config, lc linkControlSource) ([]link.Link, error) {
 	switch cfg.LinkType {
 	case "afpacket":
 		if cfg.MAC == (wire.MAC{}) {
@@ -141,9 +145,9 @@ func openLinks(cfg *Config) ([]link.Link, error) {
 		// that only the header describes; with offloads off the header
 		// is all zero and costs nothing.
 		filter := link.FilterIPv4Dst(owned)
-		if src, _ := linkControlFrom(cfg); src.on() {
+		if lc.on() {
 			// And the datagrams for the control socket (linkcontrol.go).
-			filter = link.FilterIPv4DstAndUDP(owned, src.src.Addr())
+			filter = link.FilterIPv4DstAndUDP(owned, lc.src.Addr())
 		}
 		acfg := link.AFPacketConfig{Filter: filter, Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing}
 		if cfg.Workers > 1 {
