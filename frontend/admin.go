@@ -117,11 +117,17 @@ type EngineStatus struct {
 	// those the rate limit held back (splice/fe_validate.go).
 	ChallengeAcks        uint64 `json:"challenge_acks"`
 	ChallengeAcksLimited uint64 `json:"challenge_acks_limited"`
-	FollowUpsRefused     uint64 `json:"follow_ups_refused"` // answered in their stream
-	FollowUpsReset       uint64 `json:"follow_ups_reset"`   // refused, but the stream had to be reset
-	AckStorms            uint64 `json:"ack_storms"`
-	RSTsSuppressed       uint64 `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
-	SynCookiesSent       uint64 `json:"syn_cookies_sent"`
+	// Handoff SYNs sent on a port the back-end still holds in TIME-WAIT
+	// for an older connection, by the front-end's record, and the old
+	// connections reset because a back-end answered a SYN with one's
+	// ACK (splice/fe_timewait.go).
+	HandoffPortsInTimeWait uint64 `json:"handoff_ports_in_time_wait"`
+	HandoffTimeWaitResets  uint64 `json:"handoff_time_wait_resets"`
+	FollowUpsRefused       uint64 `json:"follow_ups_refused"` // answered in their stream
+	FollowUpsReset         uint64 `json:"follow_ups_reset"`   // refused, but the stream had to be reset
+	AckStorms              uint64 `json:"ack_storms"`
+	RSTsSuppressed         uint64 `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
+	SynCookiesSent         uint64 `json:"syn_cookies_sent"`
 	// A lone request head's ACK (splice/fe_ackdelay.go): sent late,
 	// because no response reached the client in time, or not at all,
 	// because one did and acknowledged the request.
@@ -187,6 +193,7 @@ func (d *Daemon) status() Status {
 			FollowUps: es.FollowUps, AckStorms: es.AckStorms,
 			FollowUpsUnfollowable: es.FollowUpsUnfollowable, ChunkedBodies: es.ChunkedBodies,
 			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,
+			HandoffPortsInTimeWait: es.HandoffPortsInTimeWait, HandoffTimeWaitResets: es.HandoffTimeWaitResets,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
 			RequestAcksDelayed: es.RequestAcksDelayed, RequestAcksSaved: es.RequestAcksSaved,

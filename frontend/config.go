@@ -87,6 +87,9 @@ type Config struct {
 	// turns the limit off.
 	MaxFlows, MaxFlowsPerSource, MaxPortsPerSource int
 	FlowLifetime, HalfCloseTimeout                 time.Duration
+	// HandoffPortFirst..HandoffPortLast are the source ports of handoff
+	// connections (C2) towards each back-end; 0, 0: 20000-60999.
+	HandoffPortFirst, HandoffPortLast uint16
 	// QueueTimeout bounds the wait in FIFO queues, and of the other
 	// policies when theirs is 0 (10 s).
 	QueueTimeout time.Duration

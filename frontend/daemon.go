@@ -263,6 +263,7 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		Linger: cfg.Linger, IdleTimeout: cfg.IdleTimeout, HeadTimeout: cfg.HeadTimeout, MaxHead: cfg.MaxHead,
 		MaxFlows: share(maxFlows), MaxFlowsPerSource: share(perSource), MaxPortsPerSource: share(ports),
 		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
+		HandoffPortFirst: cfg.HandoffPortFirst, HandoffPortLast: cfg.HandoffPortLast,
 		Shard: i, Shards: n,
 		Timelines:   cfg.Timeline != "",
 		SpliceAtSYN: cfg.SpliceAtSYN,

@@ -89,6 +89,7 @@ var (
 	feHandoffs      = fam("qsplice_frontend_handoffs_total", "Handoffs by outcome.", isCounter, "outcome")
 	feFollowUps     = fam("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", isCounter, "outcome")
 	feChunked       = fam("qsplice_frontend_chunked_bodies_total", "Chunked request bodies followed to their end.", isCounter)
+	feTimeWait      = fam("qsplice_frontend_handoff_time_wait_total", "Handoff SYNs towards a back-end's TIME-WAIT: sent on a port whose record says it refuses them (in_time_wait), and old connections reset after a back-end answered a SYN with one's ACK (reset).", isCounter, "outcome")
 	feChallenge     = fam("qsplice_frontend_challenge_acks_total", "Challenge ACKs (RFC 5961) to segments not accepted, sent or held back by the rate limit.", isCounter, "outcome")
 	feReplyBytes    = fam("qsplice_frontend_reply_payload_bytes_total", "Back-end reply payload bytes that reached the front-end (0 with one-way splicing).", isCounter)
 	feFwdBytes      = fam("qsplice_frontend_forwarded_bytes_total", "Client payload bytes forwarded after splicing.", isCounter)
@@ -149,7 +150,7 @@ var (
 
 	frontendFamilies = []*exposition.Family{
 		&feFrames, &feDrops, &feRSTsSup, &feCtlRefused, &feFlows, &feRefunds, &feQueue, &feRequests,
-		&feHandoffs, &feFollowUps, &feChunked, &feChallenge, &feReplyBytes, &feFwdBytes, &feKernelDrops,
+		&feHandoffs, &feFollowUps, &feChunked, &feChallenge, &feTimeWait, &feReplyBytes, &feFwdBytes, &feKernelDrops,
 		&feLimit, &feSources, &feHandoffPorts, &feLimitRefusals, &feLimitCloses, &feRebuilt,
 		&custOffered, &custAdmitted, &custServed, &custOutside, &custRefunded, &custAbandoned, &custRejected,
 		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
@@ -200,6 +201,8 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feChunked.Emit(ch, n(e.ChunkedBodies))
 	feChallenge.Emit(ch, n(e.ChallengeAcks), "sent")
 	feChallenge.Emit(ch, n(e.ChallengeAcksLimited), "limited")
+	feTimeWait.Emit(ch, n(e.HandoffPortsInTimeWait), "in_time_wait")
+	feTimeWait.Emit(ch, n(e.HandoffTimeWaitResets), "reset")
 	feReplyBytes.Emit(ch, n(e.ReplyPayloadBytes))
 	feFwdBytes.Emit(ch, n(e.ForwardedBytes))
 	feKernelDrops.Emit(ch, n(st.KernelDrops))

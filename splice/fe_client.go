@@ -18,7 +18,7 @@ func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
 		// Port reuse (design trap 10): a fresh SYN on a tuple we keep only
 		// for stragglers starts a new connection.
 		e.linger(f, now, CloseFIN, out) // reports the close if not done yet
-		e.free(f)
+		e.free(f, now)
 		f = nil
 	}
 	if f == nil {
@@ -165,7 +165,7 @@ func (e *FrontEnd) acceptCookie(p *wire.Packet, key fourTuple, now Time, out *Ou
 		f.wsF = e.cfg.WScale
 	}
 	if o.HasTS {
-		f.tsRecent = o.TSVal
+		f.tsRecent, f.tsMax = o.TSVal, o.TSVal
 	}
 	f.cliWin = t.Window()
 	f.cliAck = t.Ack() // where the client's receive sequence stands until it ACKs replies
@@ -196,7 +196,7 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		return
 	}
 	if o.HasTS && seq.LessEq(f.rcvNxt) {
-		f.tsRecent = o.TSVal
+		f.noteClientTS(o.TSVal)
 	}
 	f.cliWin = t.Window()
 	if flags&wire.TCPFlagACK != 0 && f.state == stAnswering {

@@ -33,7 +33,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		return
 	}
 	if o.HasTS {
-		f.tsRecent = o.TSVal
+		f.noteClientTS(o.TSVal)
 		f.cliTSecr = o.TSEcr
 	}
 	f.cliWin = t.Window()
@@ -196,7 +196,7 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 	case stAnswering:
 		e.answerTimeout(f, now, out)
 	case stLinger:
-		e.free(f)
+		e.free(f, now)
 	}
 }
 

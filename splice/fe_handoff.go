@@ -18,8 +18,8 @@ var (
 
 // allocPort finds a free C2 source port towards b (allocPortFor in
 // limits.go: each back-end has the whole range, taken in turn).
-func (e *FrontEnd) allocPort(b Backend) (uint16, bool) {
-	return e.allocPortFor(c2Dest{wire.IP4From(b.IP), b.Port})
+func (e *FrontEnd) allocPort(b Backend, f *flow, now Time) (uint16, bool) {
+	return e.allocPortFor(c2Dest{wire.IP4From(b.IP), b.Port}, f, now)
 }
 
 // Dispatch hands a queued request to back-end b: the engine opens C2 with
@@ -36,7 +36,7 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 		e.stats.RefusedPortsSource++
 		return ErrSourcePorts
 	}
-	port, ok := e.allocPort(b)
+	port, ok := e.allocPort(b, f, now)
 	if !ok {
 		return ErrNoPorts
 	}
@@ -122,6 +122,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 				return
 			}
 			f.ck.c2Resets++
+			e.stats.HandoffTimeWaitResets++
 			e.sendRST(p, out)
 			e.sendC2SYN(f, now, out)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN|wire.TCPFlagACK && ackOK:
@@ -399,7 +400,7 @@ func (e *FrontEnd) abandonHandoff(f *flow, status int, reason string, retryAfter
 	e.stats.HandoffsFailed++
 	e.abortC2(f, out)
 	out.event(Event{Kind: EvClosed, Flow: f.id, Backend: f.backend.ID, Reason: CloseHandoffFailed, Timeline: f.tl})
-	e.releasePort(f)
+	e.releasePort(f, now)
 	f.hport = 0
 	f.spliceHeld = false
 	e.answerWith(f, status, reason, answerBody(status, reason, retryAfter), now, out)

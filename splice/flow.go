@@ -49,6 +49,7 @@ type flow struct {
 	buf      []byte // bytes from clientISN+1 that we acknowledged
 	cliWin   uint16 // client's last raw window
 	tsRecent uint32 // client's last TSval
+	tsMax    uint32 // the highest TSval it sent (noteClientTS, fe_timewait.go)
 	started  Time
 	lastSeen Time
 	cliFin   bool // client sent FIN (and we have it in sequence)
@@ -286,12 +287,12 @@ func (e *FrontEnd) newFlow(key fourTuple, now Time) *flow {
 
 // free forgets f entirely and keeps its record for a later flow. Nothing
 // may use f after.
-func (e *FrontEnd) free(f *flow) {
+func (e *FrontEnd) free(f *flow, now Time) {
 	if e.flows[f.key] == f {
 		delete(e.flows, f.key)
 	}
 	delete(e.byID, f.id)
-	e.releasePort(f)
+	e.releasePort(f, now)
 	e.holdSource(f, holdNone)
 	e.shrinkTables()
 	e.pruneReading()

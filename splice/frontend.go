@@ -220,8 +220,9 @@ type FrontEnd struct {
 	ports    []uint16
 	flows    map[fourTuple]*flow // by client-facing tuple (client -> VIP)
 	byID     map[FlowID]*flow
-	byC2     map[c2Key]*flow   // by handoff connection (back-end, handoff port)
-	nextPort map[c2Dest]uint16 // per back-end: where the next port search starts
+	byC2     map[c2Key]*flow        // by handoff connection (back-end, handoff port)
+	nextPort map[c2Dest]uint16      // per back-end: where the next port search starts
+	ledgers  map[c2Dest]*portLedger // per back-end: what its TIME-WAITs hold (fe_timewait.go)
 	nextID   FlowID
 	sources  map[wire.IP4]srcUse // what each client address holds (limits.go)
 	reading  queue.Ring[FlowID]  // flows reading their head, oldest first (limits.go)
@@ -266,6 +267,7 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		byID:     make(map[FlowID]*flow),
 		byC2:     make(map[c2Key]*flow),
 		nextPort: make(map[c2Dest]uint16),
+		ledgers:  make(map[c2Dest]*portLedger),
 		sources:  make(map[wire.IP4]srcUse),
 		cookies:  newCookieKeys(cfg.CookieSecret),
 		// A tenth of a second's worth at once.

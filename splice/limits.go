@@ -249,11 +249,12 @@ func (e *FrontEnd) takePort(f *flow) {
 
 // releasePort frees f's handoff port, if it still holds it. f.hport is
 // left set: the flow was dispatched, and its close is reported so.
-func (e *FrontEnd) releasePort(f *flow) {
+func (e *FrontEnd) releasePort(f *flow, now Time) {
 	if f.hport == 0 {
 		return
 	}
 	if k := f.c2Key(); e.byC2[k] == f {
+		e.notePortReleased(f, now)
 		delete(e.byC2, k)
 		e.byC2 = shrinkMap(e.byC2, &e.peak.byC2, &e.stats.TablesRebuilt)
 	}
@@ -342,7 +343,7 @@ func (e *FrontEnd) limitTimer(f *flow, now Time, out *Output) bool {
 func (e *FrontEnd) resetAndFree(f *flow, now Time, out *Output) {
 	e.toClient(f, now, f.sndUna, f.rcvNxt, wire.TCPFlagRST|wire.TCPFlagACK, nil, out)
 	e.linger(f, now, CloseTimeout, out)
-	e.free(f)
+	e.free(f, now)
 }
 
 // releaseHalfClosed ends a connection the back-end closed and the client
@@ -355,7 +356,7 @@ func (e *FrontEnd) resetAndFree(f *flow, now Time, out *Output) {
 func (e *FrontEnd) releaseHalfClosed(f *flow, now Time, out *Output) {
 	e.stats.HalfClosedReleased++
 	e.Abort(f.id, now, out)
-	e.releasePort(f)
+	e.releasePort(f, now)
 	f.c2Up = false
 	f.rcvNxt, f.sndNxt, f.sndUna = f.cliNxt, f.cliAck, f.cliAck
 }
@@ -398,20 +399,24 @@ func (e *FrontEnd) trimSpares() {
 	}
 }
 
-// allocPortFor finds a free handoff port towards dest, from the one after
-// the last handed out there: ports come back in roughly the order they
-// went, so the one chosen is about the least recently used, and the
-// back-end's TIME-WAIT for it (60 s on Linux) has most likely passed. Each
-// back-end has the whole range: at R new connections a second spread over
-// N back-ends a port returns to the same back-end after 41,000*N/R
-// seconds.
-func (e *FrontEnd) allocPortFor(dest c2Dest) (uint16, bool) {
+// allocPortFor finds a free handoff port towards dest for f's SYN, from
+// the one after the last handed out there: ports come back in roughly the
+// order they went, so the one chosen is about the least recently used.
+// Of the free ports it takes the first whose back-end TIME-WAIT, if any,
+// takes f's SYN (fe_timewait.go), passing over at most portPassLimit that
+// would not; past that, the first free one. Each back-end has the whole
+// range: at R new connections a second spread over N back-ends a port
+// returns to the same back-end after 41,000*N/R seconds.
+func (e *FrontEnd) allocPortFor(dest c2Dest, f *flow, now Time) (uint16, bool) {
 	first, last := e.cfg.HandoffPortFirst, e.cfg.HandoffPortLast
 	span := int(last) - int(first) + 1
 	next, ok := e.nextPort[dest]
 	if !ok {
 		next = e.portStart(dest)
 	}
+	ledger := e.ledgers[dest]
+	var fallback, fallbackNext uint16
+	passed := 0
 	for i := 0; i < span; i++ {
 		p := next
 		if next == last {
@@ -422,10 +427,24 @@ func (e *FrontEnd) allocPortFor(dest c2Dest) (uint16, bool) {
 		if !e.ownsPort(dest.port, p) {
 			continue // another shard's (shard.go)
 		}
-		if _, used := e.byC2[c2Key{dest.ip, dest.port, p}]; !used {
+		if _, used := e.byC2[c2Key{dest.ip, dest.port, p}]; used {
+			continue
+		}
+		if ledger == nil || ledger.record(int(p-first)).takesSYN(f, now) {
 			e.nextPort[dest] = next
 			return p, true
 		}
+		if passed == 0 {
+			fallback, fallbackNext = p, next
+		}
+		if passed++; passed > portPassLimit {
+			break
+		}
+	}
+	if passed > 0 {
+		e.stats.HandoffPortsInTimeWait++
+		e.nextPort[dest] = fallbackNext
+		return fallback, true
 	}
 	e.nextPort[dest] = next
 	return 0, false

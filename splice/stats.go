@@ -113,6 +113,13 @@ type FrontEndStats struct {
 	// Evicted counts flows still reading their head reset to make room
 	// for a new connection when MaxFlows was reached.
 	Evicted uint64
+	// The back-ends' TIME-WAIT on handoff ports (fe_timewait.go):
+	// HandoffPortsInTimeWait counts C2 SYNs sent on a port whose
+	// back-end, by its record, still held an older connection that
+	// refuses them (no free port nearby would take them);
+	// HandoffTimeWaitResets the old connections the front-end reset
+	// because a back-end answered a C2 SYN with one's ACK.
+	HandoffPortsInTimeWait, HandoffTimeWaitResets uint64
 	// TablesRebuilt counts maps rebuilt smaller after a peak.
 	TablesRebuilt uint64
 	// Sources is the number of client addresses holding flows or ports

@@ -62,6 +62,7 @@ func main() {
 		vips      = flag.String("vip", "", "client-facing virtual IPv4 address(es), comma separated")
 		handoff   = flag.String("handoff", "", "IPv4 address the front-end uses as the source of handoff connections (C2)")
 		ports     = flag.String("ports", "80", "listening TCP ports on the VIPs; a request is sent to the same port on a back-end")
+		hports    = flag.String("handoff-ports", "20000-60999", "FIRST-LAST: source ports of the handoff connections to each back-end (each back-end has the whole range; a port comes back to a back-end after range/rate seconds, and one whose TIME-WAIT there would refuse the new SYN is passed over)")
 		control   = flag.String("control", "", "UDP address:port for back-end control messages (a kernel address of this host)")
 		keyFile   = flag.String("key", "", "file with the control protocol's master key (hex, mode 0600; make one with genkey)")
 		mac       = flag.String("mac", "", "MAC address to use (default: the interface's for afpacket, random for tap)")
@@ -146,6 +147,9 @@ func main() {
 	}
 	if cfg.Ports, err = parsePorts(*ports); err != nil {
 		fail("-ports: %v", err)
+	}
+	if cfg.HandoffPortFirst, cfg.HandoffPortLast, err = parsePortRange(*hports); err != nil {
+		fail("-handoff-ports: %v", err)
 	}
 	if *control != "" {
 		if cfg.Control, err = netip.ParseAddrPort(*control); err != nil {
@@ -239,4 +243,18 @@ func parsePorts(s string) ([]uint16, error) {
 		out = append(out, uint16(n))
 	}
 	return out, nil
+}
+
+// parsePortRange reads FIRST-LAST, 1 <= FIRST <= LAST <= 65535.
+func parsePortRange(s string) (first, last uint16, err error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q is not FIRST-LAST", s)
+	}
+	f, errA := strconv.ParseUint(strings.TrimSpace(a), 10, 16)
+	l, errB := strconv.ParseUint(strings.TrimSpace(b), 10, 16)
+	if errA != nil || errB != nil || f == 0 || l < f {
+		return 0, 0, fmt.Errorf("%q is not a port range FIRST-LAST with 1 <= FIRST <= LAST <= 65535", s)
+	}
+	return uint16(f), uint16(l), nil
 }

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// TestHandoffPortsReusedInTheBackendsTimeWait: with a handoff port range
+// of 256, 1,000 sequential connections (a request each, which the server
+// closes first) come back to each port four times within the back-end
+// kernel's TIME-WAIT. The client's kernel draws each connection's ISN and
+// timestamps at random, and C2 carries them, so a port taken blindly
+// would be refused half the time (the back-end answers the old
+// connection's ACK, the front-end resets it and sends the SYN again: a
+// round trip more). The front-end passes over such ports
+// (splice/fe_timewait.go): no connection may need the reset.
+func TestHandoffPortsReusedInTheBackendsTimeWait(t *testing.T) {
+	const conns, size = 1000, 1 << 10
+	l := extraLab(t, "w", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms")
+	})
+	client := l.HTTPClient("c1")
+	client.Transport.(*http.Transport).DisableKeepAlives = true // Connection: close: the server closes first
+	client.Timeout = 30 * time.Second
+	url := vipURL(8080, size)
+	before := frontendStatus(t, l)
+	for i := range conns {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(body) != size {
+			t.Fatalf("connection %d: status %d, %d bytes (%.80q), %v", i, resp.StatusCode, len(body), body, err)
+		}
+	}
+	after := frontendStatus(t, l)
+	// The back-end's kernel holds the TIME-WAITs the ports came back to.
+	out, err := l.Command("b1", "ss", "-Htan", "state", "time-wait").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	tw := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		_, port, _ := strings.Cut(f[len(f)-1][strings.LastIndexByte(f[len(f)-1], ':'):], ":")
+		if p, err := strconv.Atoi(port); err == nil && p >= 30000 && p <= 30255 {
+			tw++
+		}
+	}
+	resets := after.Engine.HandoffTimeWaitResets - before.Engine.HandoffTimeWaitResets
+	inTW := after.Engine.HandoffPortsInTimeWait - before.Engine.HandoffPortsInTimeWait
+	done := after.Engine.HandoffsDone - before.Engine.HandoffsDone
+	t.Logf("%d connections over 256 handoff ports: %d handoffs, %d back-end TIME-WAITs on them, %d SYNs sent into a refusing TIME-WAIT, %d old connections reset",
+		conns, done, tw, inTW, resets)
+	if tw < 128 {
+		t.Fatalf("%d TIME-WAITs on the handoff ports in the back-end: the server did not close first, the test shows nothing", tw)
+	}
+	if done < conns {
+		t.Errorf("%d handoffs done for %d connections", done, conns)
+	}
+	if resets > inTW {
+		t.Errorf("%d old connections reset, but only %d SYNs went to a port the front-end knew refused them: its record is wrong (splice/fe_timewait.go)", resets, inTW)
+	}
+	if inTW > conns/50 {
+		t.Errorf("%d of %d SYNs went to a refusing port with about 200 free to choose from", inTW, conns)
+	}
+}
