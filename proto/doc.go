@@ -175,7 +175,7 @@
 //	                      response's last byte (C2 numbers)
 //	34 dur   FirstByte    optional: request arrival to the response's
 //	                      first byte at the shim; absent means not
-//	                      reported (a zero FirstByte is not sent)
+//	                      reported (a zero FirstByte is not sent, and refused)
 //
 // Keepalive (type 6), either direction, 22 bytes:
 //

@@ -355,8 +355,12 @@ func (m *Feedback) decode(d *decoder) {
 	m.ResponseEnd = d.u32("ResponseEnd")
 	m.FirstByte = 0
 	if len(d.b) >= 8 { // fewer are trailing bytes, refused as such
-
 		m.FirstByte = d.duration("FirstByte")
+		if m.FirstByte == 0 {
+			// Encode leaves a zero out: sent, it would decode to a
+			// message that encodes to other bytes.
+			d.fail("FirstByte", "0 is sent by leaving the field out")
+		}
 	}
 }
 
