@@ -294,7 +294,14 @@ func (a *Agent) Control(from netip.AddrPort, msg proto.Message, now splice.Time,
 	case *proto.Splice:
 		a.stats.Splices++
 		if a.cfg.SpliceDelay > 0 {
-			a.delayed = append(a.delayed, delayedSplice{*m, now.Add(a.cfg.SpliceDelay)})
+			d := delayedSplice{*m, now.Add(a.cfg.SpliceDelay)}
+			// The request a Splice carries points into the datagram:
+			// not kept for the delay, it is not sent by the shim, and the
+			// front-end sends it again after its retransmission timeout
+			// (splice/shim_carry.go).
+			d.msg.Flags &^= proto.SpliceRequest
+			d.msg.Request = nil
+			a.delayed = append(a.delayed, d)
 			return
 		}
 		out.Install = append(out.Install, *m)

@@ -274,7 +274,7 @@ func TestAgentInstallsSpliceAtOnceWithoutDelay(t *testing.T) {
 	out := r.control(m, ms(5))
 	want := *m
 	m.RequestID = 99 // the Codec reuses its messages: the output holds a copy
-	if len(out.Install) != 1 || out.Install[0] != want || len(out.Send) != 0 {
+	if len(out.Install) != 1 || !reflect.DeepEqual(out.Install[0], want) || len(out.Send) != 0 {
 		t.Fatalf("install %v send %v, want the splice installed and nothing sent before", out.Install, types(out.Send))
 	}
 	// Not registered: a Splice is still honoured (the front-end knows us).
@@ -301,14 +301,14 @@ func TestAgentDelaysSplicesInOrder(t *testing.T) {
 		t.Fatalf("delayed %d", r.a.Stats().DelayedSplices)
 	}
 	quiet(t, r.tick(ms(59)))
-	if out := r.tick(ms(60)); len(out.Install) != 1 || out.Install[0] != *a {
+	if out := r.tick(ms(60)); len(out.Install) != 1 || !reflect.DeepEqual(out.Install[0], *a) {
 		t.Fatalf("at 60 ms installed %v, want the first", out.Install)
 	}
 	if d := r.a.NextDeadline(); d != ms(70) {
 		t.Fatalf("next deadline %v, want 70 ms", d)
 	}
 	// A late tick installs everything due, in arrival order.
-	if out := r.tick(ms(500)); len(out.Install) != 2 || out.Install[0] != *b || out.Install[1] != *c {
+	if out := r.tick(ms(500)); len(out.Install) != 2 || !reflect.DeepEqual(out.Install[0], *b) || !reflect.DeepEqual(out.Install[1], *c) {
 		t.Fatalf("at 500 ms installed %v, want the other two in order", out.Install)
 	}
 	if d := r.a.NextDeadline(); d != ms(1000) {

@@ -162,6 +162,9 @@ type mail struct {
 	kind   mailKind
 	frame  *handoff
 	splice proto.Splice // a copy: the agent's output is reused
+	// req holds the request a mailInstall's Splice carries: its Request
+	// points into the datagram it was decoded from, read again by then.
+	req    [proto.MaxSpliceRequest]byte
 	err    error
 	ev     splice.Event
 	status chan<- shardStatus
@@ -503,7 +506,12 @@ func (w *worker) readMail(now splice.Time) {
 			w.rx.fromHost(h.buf[:h.n], &w.pkt)
 			w.shim.InputVNet(splice.PortHost, h.buf[:h.n], h.vnet, now, &w.out)
 		case mailInstall:
-			w.d.workers[0].post(mail{kind: mailInstalled, splice: m.splice, err: w.shim.AddSplice(&m.splice, now)})
+			if n := len(m.splice.Request); n > 0 {
+				m.splice.Request = m.req[:n]
+			}
+			err := w.shim.AddSplice(&m.splice, now)
+			m.splice.Request = nil
+			w.d.workers[0].post(mail{kind: mailInstalled, splice: m.splice, err: err})
 		case mailInstalled:
 			w.aout.Reset()
 			w.agent.Installed(&m.splice, m.err, &w.aout)
@@ -723,7 +731,9 @@ func (w *worker) carryOut(now splice.Time) {
 	for i := 0; i < len(w.aout.Install); i++ { // Installed appends to Send and Logs only
 		m := &w.aout.Install[i]
 		if k := shardOf(m, len(w.d.workers)); k != w.id {
-			w.d.workers[k].post(mail{kind: mailInstall, splice: *m})
+			ml := mail{kind: mailInstall, splice: *m}
+			copy(ml.req[:], m.Request)
+			w.d.workers[k].post(ml)
 			continue
 		}
 		w.agent.Installed(m, w.shim.AddSplice(m, now), &w.aout)

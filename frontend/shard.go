@@ -328,6 +328,10 @@ func (e *shardedEngine) Dispatch(id splice.FlowID, b splice.Backend, now splice.
 	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.Dispatch(id, b, now, out) })
 }
 
+func (e *shardedEngine) DispatchCarrying(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.DispatchCarrying(id, b, now, out) })
+}
+
 func (e *shardedEngine) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
 	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error {
 		return eng.Reject(id, status, reason, retryAfter, now, out)

@@ -126,7 +126,8 @@
 //	4  u64   Incarnation  echoed from Register
 //	12 dur   KeepaliveInterval
 //
-// Splice (type 3), front-end -> back-end, 61 bytes (73 with bit 3 of Flags):
+// Splice (type 3), front-end -> back-end, 61 bytes (73 with bit 3 of Flags;
+// 8+n more with bit 5):
 //
 //	0  u64   RequestID
 //	8  u32   Customer
@@ -145,7 +146,9 @@
 //	44 u8    Flags        bit 0 timestamps, bit 1 SACK, bit 2 window scale,
 //	                      bit 3 rewritten request target, bit 4 sent with
 //	                      C2's SYN (the shim completes it from the SYN-ACK;
-//	                      WScaleBackend is then 0); other bits must be 0
+//	                      WScaleBackend is then 0), bit 5 (with bit 4
+//	                      only) the request carried for the shim to send;
+//	                      other bits must be 0
 //	45 u8    WScaleBackend   0..14
 //	46 u8    WScaleFrontend  0..14
 //	47 mac   ClientNextHopMAC
@@ -155,6 +158,10 @@
 //	65 u32   RewriteEnd     | rewritten target's first byte and just past
 //	69 u32   RequestOffset /  it; back-end seq - RequestOffset = client
 //	                          seq from RewriteEnd on
+//	   u16   RequestWindow \  only with Flags bit 5, after the above:
+//	   u32   RequestTSVal   | the window and TSval of the request's
+//	   u16   n              | segment, and its n bytes (1..896), which
+//	   n     Request       /  end at RequestEnd
 //
 // SpliceAck (type 4), back-end -> front-end, 14+n bytes:
 //

@@ -55,9 +55,21 @@ const (
 	// the kernel answered them too. The shim acknowledges such a Splice
 	// once it is complete, not when it arrives.
 	SpliceAtSYN uint8 = 1 << 4
+	// SpliceRequest, with SpliceAtSYN only: the Splice carries the first
+	// request whole (Request, with the window and TSval of the segment
+	// that carries it), and the shim writes that segment to its host
+	// itself, acknowledging the kernel's SYN-ACK, in the pass that
+	// completes the Splice (issue 7): the request does not wait for the
+	// SYN-ACK to reach the front-end and come back. RequestEnd is the
+	// segment's end.
+	SpliceRequest uint8 = 1 << 5
 
-	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN
+	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN | SpliceRequest
 )
+
+// MaxSpliceRequest bounds Splice.Request: with the rest of the Splice it
+// fits MaxDatagram.
+const MaxSpliceRequest = 896
 
 // Splice tells a back-end shim to rewrite the replies of one C2 connection
 // so they reach the client as if the front-end sent them.
@@ -96,6 +108,14 @@ type Splice struct {
 	RewriteStart  uint32
 	RewriteEnd    uint32
 	RequestOffset uint32
+
+	// The request the shim sends for the front-end, with Flags&SpliceRequest
+	// only: its bytes (1 to MaxSpliceRequest; decoded, they alias the
+	// datagram, so a receiver copies what it keeps), and the raw window
+	// and the TSval of its segment.
+	RequestWindow uint16
+	RequestTSVal  uint32
+	Request       []byte
 }
 
 // SpliceAck answers a Splice: OK means the shim now translates replies of
@@ -266,6 +286,19 @@ func (m *Splice) encode(e *encoder) {
 		e.u32(m.RewriteEnd)
 		e.u32(m.RequestOffset)
 	}
+	if m.Flags&SpliceRequest != 0 {
+		if m.Flags&SpliceAtSYN == 0 {
+			e.fail("Flags", "a carried request (bit 5) without the SYN (bit 4)")
+		}
+		if n := len(m.Request); n == 0 || n > MaxSpliceRequest {
+			e.fail("Request", "%d bytes, 1 to %d", n, MaxSpliceRequest)
+			return
+		}
+		e.u16(m.RequestWindow)
+		e.u32(m.RequestTSVal)
+		e.u16(uint16(len(m.Request)))
+		e.b = append(e.b, m.Request...)
+	}
 }
 
 func (m *Splice) decode(d *decoder) {
@@ -297,6 +330,22 @@ func (m *Splice) decode(d *decoder) {
 		m.RewriteStart = d.u32("RewriteStart")
 		m.RewriteEnd = d.u32("RewriteEnd")
 		m.RequestOffset = d.u32("RequestOffset")
+	}
+	m.RequestWindow, m.RequestTSVal, m.Request = 0, 0, nil
+	if m.Flags&SpliceRequest != 0 {
+		if m.Flags&SpliceAtSYN == 0 {
+			d.fail("Flags", "a carried request (bit 5) without the SYN (bit 4)")
+		}
+		m.RequestWindow = d.u16("RequestWindow")
+		m.RequestTSVal = d.u32("RequestTSVal")
+		n := int(d.u16("Request"))
+		if n == 0 || n > MaxSpliceRequest {
+			d.fail("Request", "%d bytes, 1 to %d", n, MaxSpliceRequest)
+			return
+		}
+		if p, ok := d.take("Request", n); ok {
+			m.Request = p
+		}
 	}
 }
 

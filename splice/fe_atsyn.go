@@ -26,8 +26,9 @@ import (
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
-// spliceWithSYN sends f's Splice now, with C2's SYN, when it may.
-func (e *FrontEnd) spliceWithSYN(f *flow, now Time, out *Output) {
+// spliceWithSYN sends f's Splice now, with C2's SYN, when it may, and
+// with carry lets it carry the request when that fits one.
+func (e *FrontEnd) spliceWithSYN(f *flow, carry bool, now Time, out *Output) {
 	if !e.cfg.SpliceAtSYN || f.rwPending || f.rw.on || f.reqSpan < 0 || int64(len(f.buf)) != f.reqSpan {
 		return
 	}
@@ -41,8 +42,27 @@ func (e *FrontEnd) spliceWithSYN(f *flow, now Time, out *Output) {
 	if f.syn.ts {
 		m.Flags |= proto.SpliceTimestamps // offered on C2; in use if the kernel answers
 	}
+	if carry && !f.finInBuf && len(f.buf) > 0 && len(f.buf) <= proto.MaxSpliceRequest {
+		// The segment sendRequest would send, but for its ACK and echo,
+		// which the shim takes from the SYN-ACK. The bytes are f.buf's
+		// until the Splice is encoded, in this pass.
+		m.Flags |= proto.SpliceRequest
+		m.Request, m.RequestWindow, m.RequestTSVal = f.buf, f.cliWin, f.tsRecent
+		f.carried = true
+		e.stats.RequestsCarried++
+	}
 	e.stats.SplicesAtSYN++
 	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: m})
+}
+
+// carriedRequestSent does for a request its Splice carried what sending
+// it would: the shim sent it when the SYN-ACK passed (shim_carry.go), or,
+// if it could not, the retransmission timer sends it from here.
+func (e *FrontEnd) carriedRequestSent(f *flow, now Time) {
+	f.carried = false
+	f.reqNxt = f.reqEnd
+	f.rto = now.Add(e.cfg.RTOMin << f.retries)
+	e.stats.HandedOffBytes += uint64(len(f.buf))
 }
 
 // atSYNOffset is tsOffset for f's Splice sent with the SYN, whose SYN-ACK

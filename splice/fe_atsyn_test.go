@@ -2,6 +2,7 @@ package splice
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestSpliceSentWithTheSYNGivesTheNumbersOfTheSynAck(t *testing.T) {
 				want.Flags |= proto.SpliceWindowScale
 				want.WScaleFrontend = uint8(h.cfg.WScale)
 			}
-			if m != want {
+			if !reflect.DeepEqual(m, want) {
 				t.Fatalf("%s: Splice with the SYN\n%+v\nwant\n%+v", name, m, want)
 			}
 

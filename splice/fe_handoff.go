@@ -25,6 +25,19 @@ func (e *FrontEnd) allocPort(b Backend, f *flow, now Time) (uint16, bool) {
 // Dispatch hands a queued request to back-end b: the engine opens C2 with
 // the client's ISN and SYN options (handoff step 4).
 func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
+	return e.dispatch(id, b, false, now, out)
+}
+
+// DispatchCarrying is Dispatch for a request the caller lets go at once
+// (a safe request whose back-end has a slot free: it calls SpliceAcked
+// right after): a Splice sent with the SYN may then carry the request,
+// for the shim to send (fe_atsyn.go). The EvSplice's Splice says whether
+// it does (proto.SpliceRequest).
+func (e *FrontEnd) DispatchCarrying(id FlowID, b Backend, now Time, out *Output) error {
+	return e.dispatch(id, b, true, now, out)
+}
+
+func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Output) error {
 	f, err := e.flowIn(id, stQueued)
 	if err != nil {
 		return err
@@ -50,7 +63,7 @@ func (e *FrontEnd) Dispatch(id FlowID, b Backend, now Time, out *Output) error {
 	e.stats.HandoffsStarted++
 	e.sendC2SYN(f, now, out)
 	e.setDeadline(f, now.Add(e.cfg.HandoffTimeout))
-	e.spliceWithSYN(f, now, out)
+	e.spliceWithSYN(f, carry, now, out)
 	return nil
 }
 
@@ -341,6 +354,10 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
 	if f.rwFollow {
 		e.resendRewrittenTarget(f, now, out)
+		return
+	}
+	if f.carried {
+		e.carriedRequestSent(f, now)
 		return
 	}
 	mss := f.c2MSS()

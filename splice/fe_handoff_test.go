@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestC2SynAckGivesSpliceAndTheRequestCompletesTheHandshake(t *testing.T) {
 			want.Flags |= proto.SpliceWindowScale
 			want.WScaleBackend, want.WScaleFrontend = 9, uint8(h.cfg.WScale)
 		}
-		if sp != want {
+		if !reflect.DeepEqual(sp, want) {
 			t.Errorf("client wscale %d: Splice\n%+v\nwant\n%+v", clientWS, sp, want)
 		}
 		// The back-end's SYN-ACK TSval, translated, is past everything the

@@ -50,6 +50,9 @@ type flow struct {
 	cliWin   uint16 // client's last raw window
 	tsRecent uint32 // client's last TSval
 	tsMax    uint32 // the highest TSval it sent (noteClientTS, fe_timewait.go)
+	// carried: the Splice carries the request, which the shim sends
+	// (fe_atsyn.go); sendRequest only counts it sent.
+	carried  bool
 	started  Time
 	lastSeen Time
 	cliFin   bool // client sent FIN (and we have it in sequence)

@@ -139,6 +139,10 @@ type ShimStats struct {
 	// came, dropped when it did not within the handshake window, and
 	// not held for want of room (they pass; see shim_early.go).
 	HeldRequests, HeldReleased, HeldExpired, HeldFull uint64
+	// Requests carried in their Splice (shim_carry.go): sent to the host
+	// for the front-end, not kept for want of a slot, not sent because
+	// they did not fit the handshake.
+	CarriedRequests, CarriedNoRoom, CarriedRefused uint64
 
 	// Ingress checks (ingress.go): frames from the wire for the host
 	// dropped for their headers, by reason.
@@ -508,7 +512,7 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				return
 			}
 			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
-				s.noteHandshake(key, t, now, out)
+				s.noteHandshake(key, p, now, out)
 			} else if s.replyBeforeSplice(key, t, now) {
 				return // before its Splice (shim_early.go)
 			}

@@ -46,7 +46,8 @@ var ErrSpliceAwaitsSynAck = errors.New("splice: Splice sent with the SYN waits f
 // computes from the same SYN-ACK (splice/fe_handoff.go c2Established).
 func resolveAtSYN(m *proto.Splice, hs *handshake) proto.Splice {
 	r := *m
-	r.Flags &^= proto.SpliceAtSYN
+	r.Flags &^= proto.SpliceAtSYN | proto.SpliceRequest
+	r.Request, r.RequestWindow, r.RequestTSVal = nil, 0, 0
 	r.SeqDelta = m.SeqDelta - uint32(hs.isnB)
 	r.TSOffset = 0
 	if m.Flags&proto.SpliceTimestamps != 0 && hs.ts {
@@ -84,7 +85,11 @@ func (s *Shim) addSpliceAtSYN(m *proto.Splice, key fourTuple, now Time) error {
 	}
 	if hs, err := s.handshakes.find(key, now); err == nil {
 		if r := resolveAtSYN(m, &hs); hs.agrees(&r, s.cfg.MaxRequestAhead) == nil {
-			return s.AddSplice(&r, now)
+			err := s.AddSplice(&r, now)
+			if err == nil && m.Flags&proto.SpliceRequest != 0 && s.keepCarried(key, m, now) {
+				s.sendCarried(key, &hs, &r)
+			}
+			return err
 		}
 		// A SYN-ACK of an earlier connection on the tuple: this one's
 		// is still to come.
@@ -94,8 +99,15 @@ func (s *Shim) addSpliceAtSYN(m *proto.Splice, key fourTuple, now Time) error {
 		s.stats.SplicesRefused++
 		return err
 	}
-	if s.atSYN.note(key, *m, now) {
+	kept := *m
+	kept.Request = nil // the caller's buffer: the bytes wait in a held slot
+	if s.atSYN.note(key, kept, now) {
 		s.stats.AtSYNEvicted++
+	}
+	if m.Flags&proto.SpliceRequest != 0 {
+		s.keepCarried(key, m, now)
+	} else if h := s.carriedSlot(key); h != nil && h.reqID != m.RequestID {
+		s.dropHeld(h) // an earlier connection's on the tuple
 	}
 	s.stats.AtSYNWaited++
 	return ErrSpliceAwaitsSynAck
@@ -120,8 +132,14 @@ func (s *Shim) completeAtSYN(key fourTuple, hs *handshake, now Time, out *Output
 	if err := s.AddSplice(&r, now); err != nil {
 		s.stats.AtSYNRefused++
 		ev.Detail = err.Error()
+		if h := s.carriedSlot(key); h != nil {
+			s.dropHeld(h)
+		}
 	} else {
 		s.stats.AtSYNCompleted++
+		// Also when a resend without the request replaced the Splice
+		// that brought it: the slot is the same RequestID's.
+		s.sendCarried(key, hs, &r)
 	}
 	out.event(ev)
 }

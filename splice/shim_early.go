@@ -131,8 +131,16 @@ type heldSegment struct {
 	key   fourTuple
 	vh    wire.VNetHdr
 	at    Time
-	n     int
+	n     int    // the frame's length; 0 while a carried request waits
 	buf   []byte // heldSlotSize, from the pool
+	// A request carried in its Splice, waiting for its SYN-ACK
+	// (shim_carry.go): reqLen bytes at buf[carriedHeaderRoom:], and its
+	// segment's window and TSval.
+	carried bool
+	reqID   uint64 // the Splice's RequestID
+	reqLen  int
+	window  uint16
+	tsVal   uint32
 }
 
 // heldPool is a shard's held segments; release: a Splice was installed
@@ -195,7 +203,7 @@ func (s *Shim) holdEarlyRequest(key fourTuple, frame []byte, vh wire.VNetHdr, t 
 }
 
 func (s *Shim) dropHeld(h *heldSegment) {
-	h.inUse = false
+	h.inUse, h.carried = false, false
 	s.held.n--
 	s.stats.HeldExpired++
 }
@@ -237,7 +245,7 @@ func (s *Shim) releaseHeld(now Time, out *Output) {
 				s.dropHeld(h)
 				continue
 			}
-			if s.entries[h.key] != nil && (first < 0 || h.at < p.slots[first].at) {
+			if !h.carried && s.entries[h.key] != nil && (first < 0 || h.at < p.slots[first].at) {
 				first = i
 			}
 		}

@@ -60,6 +60,9 @@ type handshake struct {
 	wscale     int8     // the kernel's window shift, -1 when it sent none
 	ts         bool     // the kernel answered timestamps
 	tsVal      uint32   // the SYN-ACK's TSval, when ts (a Splice sent with the SYN maps it)
+	// The SYN-ACK's MAC addresses: the host's, and the front-end's as the
+	// host knows it (a carried request is addressed so, shim_carry.go).
+	hostMAC, peerMAC wire.MAC
 	// early is the request that crossed before the Splice (shim_early.go).
 	early earlyRequest
 }
@@ -163,7 +166,8 @@ func (h *tupleTable[V]) consume(key fourTuple) { delete(h.byTuple, key) }
 
 // noteHandshake records the kernel's SYN-ACK t on the C2 tuple key (server
 // -> handoff address), if it comes from a port the web server listens on.
-func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time, out *Output) {
+func (s *Shim) noteHandshake(key fourTuple, p *wire.Packet, now Time, out *Output) {
+	t := p.TCP
 	if !s.isWebPort(key.srcPort) {
 		return
 	}
@@ -171,7 +175,8 @@ func (s *Shim) noteHandshake(key fourTuple, t wire.TCP, now Time, out *Output) {
 	if wire.ParseOptions(t, o) != nil {
 		return // the front-end will not take it either
 	}
-	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal}
+	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal,
+		hostMAC: p.Eth.Src(), peerMAC: p.Eth.Dst()}
 	if old, err := s.handshakes.find(key, now); err == nil && old.isnB == hs.isnB && old.isnF == hs.isnF {
 		hs.early = old.early // the kernel sent its SYN-ACK again
 	}

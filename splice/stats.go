@@ -68,10 +68,13 @@ type FrontEndStats struct {
 	// fe_atsyn.go); SpliceAtSYNLagged: of them, those whose SYN-ACK came
 	// a millisecond or more later, so our own TSvals to the client lag.
 	SplicesAtSYN, SplicesAtSYNLagged uint64
-	Retransmits                      uint64
-	ForwardedFrames                  uint64 // client frames translated onto C2
-	ForwardedBytes                   uint64 // client payload bytes forwarded after splicing
-	HandedOffBytes                   uint64 // request bytes the front-end sent on C2 itself
+	// RequestsCarried: of them, those that carried their request for the
+	// shim to send (DispatchCarrying).
+	RequestsCarried uint64
+	Retransmits     uint64
+	ForwardedFrames uint64 // client frames translated onto C2
+	ForwardedBytes  uint64 // client payload bytes forwarded after splicing
+	HandedOffBytes  uint64 // request bytes the front-end sent on C2 itself
 	// ReplyPayloadBytes counts back-end payload bytes the front-end
 	// received on C2 (copies the shim sends while the request is
 	// unacknowledged, or replies from a back-end without a shim). With

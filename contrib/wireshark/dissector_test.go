@@ -78,9 +78,11 @@ func testMessages() []datagram {
 			m: &proto.Splice{RequestID: 0xdeadbeef00000021, Customer: 4242,
 				ClientIP: ip("198.18.1.10"), ClientPort: 40001, VIP: ip("198.18.0.100"), VIPPort: 80,
 				HandoffIP: ip("198.18.0.3"), HandoffPort: 50002, BackendIP: ip("198.18.0.22"), BackendPort: 8080,
-				SeqDelta: 0x89abcdef, TSOffset: 0x12345678, Flags: proto.SpliceTimestamps | proto.SpliceWindowScale | proto.SpliceRewrite,
+				SeqDelta: 0x89abcdef, TSOffset: 0x12345678,
+				Flags:         proto.SpliceTimestamps | proto.SpliceWindowScale | proto.SpliceRewrite | proto.SpliceAtSYN | proto.SpliceRequest,
 				WScaleBackend: 7, WScaleFrontend: 9, ClientNextHopMAC: mac(2), RequestEnd: 0xfedcba98, BackendID: 7,
-				RewriteStart: 0xfedcba00, RewriteEnd: 0xfedcba40, RequestOffset: 0x11}},
+				RewriteStart: 0xfedcba00, RewriteEnd: 0xfedcba40, RequestOffset: 0x11,
+				RequestWindow: 0x1f5, RequestTSVal: 0x0c0ffee5, Request: []byte("GET /carried HTTP/1.1\r\nHost: h\r\n\r\n")}},
 		{h: proto.Header{Direction: proto.ToFrontend, Incarnation: 1764619200123456789, Seq: 14},
 			m: &proto.SpliceAck{RequestID: 0xdeadbeef00000021, BackendID: 7, OK: true, Reason: ""}},
 		{h: proto.Header{Direction: proto.ToFrontend, Incarnation: 1764619200123456789, Seq: 15},
@@ -134,6 +136,8 @@ func fieldText(v reflect.Value) string {
 			parts[i] = strconv.Itoa(int(p))
 		}
 		return strings.Join(parts, ",")
+	case []byte:
+		return hex.EncodeToString(x)
 	case string:
 		return x
 	case bool:
@@ -184,6 +188,8 @@ func expectedFields(d datagram) map[string]string {
 			}
 		case name == "WebPorts":
 			want[abbr+"_count"] = strconv.Itoa(fv.Len())
+		case name == "Request":
+			want[abbr+"_len"] = strconv.Itoa(fv.Len())
 		case name == "Flags":
 			want[abbr] = fmt.Sprintf("0x%02x", fv.Uint())
 			continue

@@ -74,7 +74,8 @@ add_field("any_backend_id", ProtoField.uint32("qsplice.backend_id", "BackendID",
 
 -- Message fields, in wire order: {Go name, kind[, extra]}. Kinds follow
 -- proto/doc.go: u8 u16 u32 u64 ipv4 mac dur bool flags closereason,
--- ports (u8 count then u16 each) and reason (u8 length then bytes).
+-- ports (u8 count then u16 each), reason (u8 length then bytes) and
+-- request (u16 length then bytes).
 local layouts = {
 	[1] = { "register", {
 		{ "BackendID", "u32" }, { "IP", "ipv4" }, { "MAC", "mac" }, { "ControlPort", "u16" },
@@ -93,6 +94,9 @@ local layouts = {
 		-- Only with Flags bit 3 (the request's target was rewritten).
 		{ "RewriteStart", "u32", "rewrite" }, { "RewriteEnd", "u32", "rewrite" },
 		{ "RequestOffset", "u32", "rewrite" },
+		-- Only with Flags bit 5 (the request carried for the shim to send).
+		{ "RequestWindow", "u16", "request" }, { "RequestTSVal", "u32", "request" },
+		{ "Request", "request", "request" },
 	} },
 	[4] = { "spliceack", {
 		{ "RequestID", "u64" }, { "BackendID", "u32" }, { "OK", "bool" }, { "Reason", "reason" },
@@ -160,13 +164,17 @@ for mtype, layout in pairs(layouts) do
 			add_field(key .. ".ws", ProtoField.bool(abbr .. ".window_scale", "Window scale", 8, nil, 0x04))
 			add_field(key .. ".rewrite", ProtoField.bool(abbr .. ".rewrite", "Rewritten target", 8, nil, 0x08))
 			add_field(key .. ".at_syn", ProtoField.bool(abbr .. ".at_syn", "Sent with the SYN", 8, nil, 0x10))
-			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xe0))
+			add_field(key .. ".request", ProtoField.bool(abbr .. ".request", "Carries the request", 8, nil, 0x20))
+			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xc0))
 		elseif kind == "ports" then
 			add_field(key .. ".count", ProtoField.uint8(abbr .. "_count", go .. " count", base.DEC))
 			add_field(key, ProtoField.uint16(abbr, go, base.DEC))
 		elseif kind == "reason" then
 			add_field(key .. ".len", ProtoField.uint8(abbr .. "_len", go .. " length", base.DEC))
 			add_field(key, ProtoField.string(abbr, go))
+		elseif kind == "request" then
+			add_field(key .. ".len", ProtoField.uint16(abbr .. "_len", go .. " length", base.DEC))
+			add_field(key, ProtoField.bytes(abbr, go))
 		end
 	end
 end
@@ -215,7 +223,8 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 	for _, fd in ipairs(list) do
 		local go, kind, when = fd[1], fd[2], fd[3]
 		local key = msg .. "." .. go
-		if (when == "rewrite" and bit32.band(flags, 0x08) == 0) or (when == "optional" and off >= stop) then
+		if (when == "rewrite" and bit32.band(flags, 0x08) == 0) or (when == "request" and bit32.band(flags, 0x20) == 0) or
+			(when == "optional" and off >= stop) then
 			-- not on the wire this time
 		elseif kind == "ports" then
 			if not have(1, go) then return summary end
@@ -233,6 +242,20 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 				off = off + 2
 			end
 			summary[#summary + 1] = "ports=" .. table.concat(ports, ",")
+		elseif kind == "request" then
+			if not have(2, go) then return summary end
+			local n = tvb(off, 2):uint()
+			local li = tree:add(f[key .. ".len"], tvb(off, 2))
+			off = off + 2
+			if n < 1 or n > 896 then
+				li:add_proto_expert_info(ef_malformed, string.format("a carried request of %d bytes, 1 to 896", n))
+			end
+			if not have(n, go) then return summary end
+			if n > 0 then
+				tree:add(f[key], tvb(off, n))
+				summary[#summary + 1] = string.format("request=%d bytes", n)
+			end
+			off = off + n
 		elseif kind == "reason" then
 			if not have(1, go) then return summary end
 			local n = tvb(off, 1):uint()
@@ -265,9 +288,10 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 				item:add(f[key .. ".ws"], r)
 				item:add(f[key .. ".rewrite"], r)
 				item:add(f[key .. ".at_syn"], r)
+				item:add(f[key .. ".request"], r)
 				item:add(f[key .. ".unknown"], r)
 				flags = r:uint()
-				if bit32.band(r:uint(), 0xe0) ~= 0 then
+				if bit32.band(r:uint(), 0xc0) ~= 0 then
 					item:add_proto_expert_info(ef_malformed, "unknown flag bits must be 0")
 				end
 			elseif (go == "WScaleBackend" or go == "WScaleFrontend") and r:uint() > 14 then

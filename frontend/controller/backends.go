@@ -35,9 +35,12 @@ type backend struct {
 	reported     int    // concurrency the back-end last reported
 	peakReported int    // highest concurrency its shim reported
 
-	sent   int         // requests on C2 to it, not yet reported done: its slots in use
-	ready  []readyConn // handed off ahead, waiting for a slot, oldest first (slots.go)
-	parked []parkedReq // follow-ups the scheduler released, waiting for a slot
+	sent int // requests on C2 to it, not yet reported done: its slots in use
+	// promised counts requests dispatched to go early whose Splice is
+	// not sent yet (flowRec.promised): slots spoken for.
+	promised int
+	ready    []readyConn // handed off ahead, waiting for a slot, oldest first (slots.go)
+	parked   []parkedReq // follow-ups the scheduler released, waiting for a slot
 
 	dispatched, closed, served uint64
 	followUps                  uint64 // keep-alive requests admitted to it

@@ -29,7 +29,7 @@ func TestSafeRequestGoesWithItsSplice(t *testing.T) {
 	h := newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
 	h.register(1, 1, 7, t0)
 	h.request(1, "A.example", t0+ms)
-	h.wantCalls("dispatch 1 b1")
+	h.wantCalls("dispatch-carrying 1 b1")
 	out := h.connected(1, t0+2*ms)
 	if got := datagrams(out); !slices.Equal(got, []string{"Splice->198.18.0.21"}) {
 		t.Fatalf("EvSplice sent %v", got)
@@ -84,7 +84,7 @@ func TestEarlyRequestOnlyWhenSafeAndInsideASlot(t *testing.T) {
 		h.register(1, 1, 1, t0)
 		h.request(1, "A.example", t0)
 		h.request(2, "A.example", t0)
-		h.wantCalls("dispatch 1 b1", "dispatch 2 b1")
+		h.wantCalls("dispatch-carrying 1 b1", "dispatch 2 b1") // the first speaks for the only slot
 		h.connected(1, t0+ms)
 		h.wantCalls("splice-acked 1")
 		h.connected(2, t0+ms)
@@ -107,7 +107,7 @@ func TestEarlyRequestRefusedOrNeverConfirmedIsReset(t *testing.T) {
 		h.register(1, 1, 7, t0)
 		h.request(1, "A.example", t0)
 		h.connected(1, t0+ms)
-		h.wantCalls("dispatch 1 b1", "splice-acked 1")
+		h.wantCalls("dispatch-carrying 1 b1", "splice-acked 1")
 		h.control(&proto.SpliceAck{RequestID: h.c.requestID(1), BackendID: 1, OK: false, Reason: "shim full"}, t0+2*ms)
 		h.wantCalls("abort 1")
 		h.closed(1, splice.CloseAborted, t0+2*ms)
@@ -123,7 +123,7 @@ func TestEarlyRequestRefusedOrNeverConfirmedIsReset(t *testing.T) {
 		h.register(1, 1, 7, t0)
 		h.request(1, "A.example", t0)
 		h.connected(1, t0)
-		h.wantCalls("dispatch 1 b1", "splice-acked 1")
+		h.wantCalls("dispatch-carrying 1 b1", "splice-acked 1")
 		h.tick(t0 + 250*ms)
 		h.tick(t0 + 500*ms) // the third and last send
 		h.wantCalls()
@@ -141,5 +141,47 @@ func TestSafeMethods(t *testing.T) {
 		if got := safeMethod(m); got != want {
 			t.Errorf("safeMethod(%q) = %v, want %v", m, got, want)
 		}
+	}
+}
+
+// A request dispatched to go early speaks for its slot from Dispatch on
+// (backend.promised), so a second dispatch in the same pass sees the slot
+// taken; when its Splice carries it (the engine's choice), the request
+// takes the early path at once, and resends of the Splice no longer
+// carry it.
+func TestCarriedRequestTakesItsSlotAndResendsDoNotCarry(t *testing.T) {
+	cfg := earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.HandoffAhead = 1
+	cfg.SpliceRetry = 100 * time.Millisecond
+	cfg.KeepaliveInterval = time.Hour
+	h := newHarness(t, cfg)
+	h.register(1, 1, 1, t0)
+	h.request(1, "A.example", t0)
+	h.request(2, "A.example", t0)
+	h.wantCalls("dispatch-carrying 1 b1", "dispatch 2 b1") // one slot: the first speaks for it
+	f := h.eng.flows[1]
+	f.state = "splice-wait"
+	out := h.event(splice.Event{Kind: splice.EvSplice, Flow: 1, Backend: f.backend, Splice: proto.Splice{
+		RequestID: 1, Flags: proto.SpliceAtSYN | proto.SpliceRequest, Request: []byte("GET / HTTP/1.1\r\n\r\n")}}, t0+ms)
+	if len(out.Datagrams) != 1 {
+		t.Fatalf("%d datagrams, want the Splice", len(out.Datagrams))
+	}
+	if sp := out.Datagrams[0].Msg.(*proto.Splice); sp.Flags&proto.SpliceRequest == 0 || len(sp.Request) == 0 {
+		t.Fatalf("the first Splice lost its request: %+v", sp)
+	}
+	h.wantCalls("splice-acked 1")
+	if b := h.backend(1); b.InService != 1 {
+		t.Fatalf("back-end after the carried request: %+v", b)
+	}
+	// No SpliceAck: the resend goes without the request.
+	out = h.tick(t0 + ms + splice.Time(cfg.SpliceRetry) + ms)
+	var resent *proto.Splice
+	for _, d := range out.Datagrams {
+		if sp, ok := d.Msg.(*proto.Splice); ok && sp.RequestID == h.c.requestID(1) {
+			resent = sp
+		}
+	}
+	if resent == nil || resent.Flags&proto.SpliceRequest != 0 || resent.Request != nil {
+		t.Fatalf("resend %+v, want the Splice without its request", resent)
 	}
 }

@@ -11,6 +11,9 @@ import (
 // implements it; the tests and the simulator bring their own.
 type Engine interface {
 	Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error
+	// DispatchCarrying is Dispatch for a request that goes at once: its
+	// Splice may carry it (proto.SpliceRequest in the EvSplice's).
+	DispatchCarrying(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error
 	Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error
 	RejectFollowUp(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error
 	HoldSplice(id splice.FlowID, now splice.Time) error

@@ -86,6 +86,18 @@ func (e *fakeEngine) Dispatch(id splice.FlowID, b splice.Backend, now splice.Tim
 	return nil
 }
 
+// DispatchCarrying is Dispatch, noted as such; the fake's Splices carry
+// nothing.
+func (e *fakeEngine) DispatchCarrying(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
+	e.call("dispatch-carrying %d b%d", id, b.ID)
+	f, err := e.flow(id, "queued")
+	if err != nil {
+		return err
+	}
+	f.state, f.backend = "connecting", b.ID
+	return nil
+}
+
 func (e *fakeEngine) Reject(id splice.FlowID, status int, reason string, retryAfter time.Duration, now splice.Time, out *splice.Output) error {
 	e.call("reject %d %d", id, status)
 	f, err := e.flow(id, "queued", "held")

@@ -34,6 +34,9 @@ type flowRec struct {
 	// safe: its first request's method is safe (RFC 9110 section 9.2.1),
 	// so it may go before the shim confirmed its Splice; early: it did.
 	safe, early bool
+	// promised: dispatched to go early (DispatchCarrying), its Splice not
+	// sent yet: it counts against its back-end's slots (backend.promised).
+	promised bool
 
 	// Handoff timeline (issue 11, timeline.go).
 	tl flowTimeline
@@ -249,8 +252,19 @@ func (c *Controller) dispatchOne(q *queueSet, now splice.Time, out *Output) bool
 	rec.waiting = notWaiting
 	be := c.backends[uint32(id)]
 	r.Tree = c.rewriteForTree(flow, r, out)
-	err := c.eng.Dispatch(flow, splice.Backend{ID: be.id, IP: be.ip, MAC: be.mac, Port: r.Port}, now, &out.Engine)
+	dest := splice.Backend{ID: be.id, IP: be.ip, MAC: be.mac, Port: r.Port}
+	var err error
+	if c.goesEarly(rec, be) {
+		// The Splice may carry the request (sendSplice sends it early):
+		// its slot is spoken for from now.
+		rec.promised = true
+		be.promised++
+		err = c.eng.DispatchCarrying(flow, dest, now, &out.Engine)
+	} else {
+		err = c.eng.Dispatch(flow, dest, now, &out.Engine)
+	}
 	if err != nil {
+		c.unpromise(rec, be)
 		c.abandon(r, q.credit, err.Error(), out)
 		if !errors.Is(err, splice.ErrNoFlow) && !errors.Is(err, splice.ErrFlowState) {
 			// The flow still waits, but cannot be handed off (no free
@@ -399,6 +413,7 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	if be == nil {
 		return // its request, if queued, is dropped when it comes out
 	}
+	c.unpromise(rec, be)
 	be.closed++
 	be.forwardedBytes += ev.Bytes
 	if rec.waiting == waitParked {

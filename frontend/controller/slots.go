@@ -59,7 +59,15 @@ type parkedReq struct {
 // hasRoom: a request could be sent to be right now without overtaking
 // the connections already waiting for a slot there.
 func (c *Controller) hasRoom(be *backend) bool {
-	return be.alive && be.sent < c.capacity(be) && len(be.ready) == 0
+	return be.alive && be.sent+be.promised < c.capacity(be) && len(be.ready) == 0
+}
+
+// unpromise gives back the slot rec's dispatch spoke for, if it did.
+func (c *Controller) unpromise(rec *flowRec, be *backend) {
+	if rec.promised {
+		rec.promised = false
+		be.promised--
+	}
 }
 
 // spliceConfirmed runs when the shim acknowledged rec's Splice.
@@ -194,6 +202,9 @@ func (t *spliceTimers) next(c *Controller) splice.Time {
 
 func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	rec := c.flows[ev.Flow]
+	if rec != nil && rec.be != nil {
+		c.unpromise(rec, rec.be) // sent early below, or after all not
+	}
 	if rec == nil || rec.be == nil || rec.be.id != ev.Backend {
 		c.abort(ev.Flow, now, out)
 		return
@@ -205,10 +216,18 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	c.splices.push(rec.id, p.due)
 	out.sendSplice(rec.be, &p.msg)
 	c.tlSpliceSent(rec, now)
-	if rec.safe && c.cfg.EarlyRequest && c.hasRoom(rec.be) {
+	// A request its Splice carries is on its way once the shim has the
+	// Splice: it takes its slot now, whatever changed since Dispatch.
+	if p.msg.Flags&proto.SpliceRequest != 0 || c.goesEarly(rec, rec.be) {
 		rec.early = true
 		c.sendFirstRequest(rec, now, out)
 	}
+}
+
+// goesEarly reports whether rec's first request goes with its Splice
+// (Config.EarlyRequest): a safe request whose back-end has a slot free.
+func (c *Controller) goesEarly(rec *flowRec, be *backend) bool {
+	return rec.safe && c.cfg.EarlyRequest && c.hasRoom(be)
 }
 
 // resendSplices repeats Splice messages whose ack has not come: UDP may
@@ -234,6 +253,11 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		}
 		p.tries++
 		p.due = now.Add(c.cfg.SpliceRetry)
+		// A resend does not carry the request again: the shim keeps it
+		// from the first by RequestID, and the flow's buffer it points
+		// to is the engine's.
+		p.msg.Flags &^= proto.SpliceRequest
+		p.msg.Request = nil
 		c.splices.push(rec.id, p.due)
 		out.sendSplice(rec.be, &p.msg)
 		c.tlSpliceSent(rec, now)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -11,11 +12,13 @@ import (
 
 // TestDelayedSpliceNeverLeaksUntranslatedReplies builds a lab whose shim
 // holds every Splice message for 300 ms (longer than the front-end's
-// Splice retry, so duplicates arrive too), once as the front-end runs by
-// default and once with -early-request. By default the front-end does
+// Splice retry, so duplicates arrive too), once with -early-request=false
+// and once with early requests (the default). Without, the front-end does
 // not send the request before the shim confirmed; with early requests a
-// GET goes with its Splice, so its segments reach the shim 300 ms before
-// the Splice, and the shim must hold them until it has it, or the server
+// GET is on its way before its Splice is in place (the delayed Splice
+// cannot carry it, so the front-end sends it again after its
+// retransmission timeout), its segments reach the shim before the
+// Splice, and the shim must hold them until it has it, or the server
 // would answer what the shim cannot translate yet. Either way no reply
 // escapes untranslated: on the client's link every TCP segment towards
 // the client comes from the VIP, the bodies are exact, and the shim
@@ -28,9 +31,11 @@ func TestDelayedSpliceNeverLeaksUntranslatedReplies(t *testing.T) {
 			l := extraLab(t, "d", func(cfg *lab.Config) {
 				cfg.Backends = 1
 				cfg.BackendArgs = []string{"-splice-delay", "300ms", "-linger", "1s"}
-				if early {
-					cfg.FrontendArgs = append(cfg.FrontendArgs, "-early-request")
-				}
+				// Early requests are the default; a Splice delayed at the
+				// shim cannot carry its request (backend/agent.go), so the
+				// front-end sends it after its retransmission timeout and
+				// the shim holds it.
+				cfg.FrontendArgs = append(cfg.FrontendArgs, fmt.Sprintf("-early-request=%v", early))
 			})
 			pcap := filepath.Join(t.TempDir(), "c1.pcap")
 			stop, err := l.StartCapture("c1", pcap)

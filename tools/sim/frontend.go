@@ -81,6 +81,14 @@ func (e *frontEnd) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time,
 	return nil
 }
 
+// DispatchCarrying is Dispatch: the stand-in's Splices do not carry the
+// request (the engine's may, splice/shim_carry.go), so an early request
+// here leaves when the SYN-ACK reaches the front-end, one ControlDelay
+// later than a carried one would reach the back-end.
+func (e *frontEnd) DispatchCarrying(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
+	return e.Dispatch(id, b, now, out)
+}
+
 // Rewrite is the engine's call to serve a request from a content tree
 // (controller.Rewriter): the simulator models the tree's cost itself
 // (scaleByTree), so it only notes that the request is rewritten, which
