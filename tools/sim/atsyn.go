@@ -26,7 +26,10 @@ import (
 // Splice reaches the shim at D + c. The shim acknowledges at the later of
 // the two, and the SpliceAck arrives c after that: at D + max(H, 2c).
 // The request then goes at D + max(H, 2c), where the classic order sends
-// it at D + H + 2c: the at-SYN order saves min(H, 2c). When both reach
+// it at D + H + 2c: the at-SYN order saves min(H, 2c). An early request
+// the Splice carries (DispatchCarrying) leaves the shim when it has both,
+// at D + max(c, H - c): a trip sooner again when H >= 2c, as
+// splice/shim_carry.go has it. When both reach
 // the front-end at the same instant the SYN-ACK is taken first, as the
 // daemon's pass hands the engine the link's frames before it reads the
 // control socket (frontend/shard.go); the stand-in takes either order.

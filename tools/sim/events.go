@@ -17,6 +17,7 @@ const (
 	keepalive                    // a shim's keepalive is due
 	sample                       // record the controller's state (Config.SampleEvery)
 	stallEnd                     // a stall ends (Config.Stalls)
+	carriedSent                  // a shim sends the request its Splice carried
 )
 
 // event is something that happens at a virtual instant; events at the

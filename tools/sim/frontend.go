@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 )
 
@@ -39,6 +40,7 @@ type simFlow struct {
 	synAckAt   int64 // when the back-end's SYN-ACK crosses the shim
 	goWhenUp   bool  // SpliceAcked came while connecting: the request goes when C2 is up
 	holdWhenUp bool  // HoldSplice came while connecting: it waits ready once C2 is up
+	carried    bool  // its Splice carries the request (DispatchCarrying)
 }
 
 func (r *run) flow(id splice.FlowID) *simFlow { return &r.flows[id-1] }
@@ -81,12 +83,18 @@ func (e *frontEnd) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time,
 	return nil
 }
 
-// DispatchCarrying is Dispatch: the stand-in's Splices do not carry the
-// request (the engine's may, splice/shim_carry.go), so an early request
-// here leaves when the SYN-ACK reaches the front-end, one ControlDelay
-// later than a carried one would reach the back-end.
+// DispatchCarrying is Dispatch whose Splice, when it goes with the SYN,
+// carries the request, as the engine's does (atsyn.go).
 func (e *frontEnd) DispatchCarrying(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
-	return e.Dispatch(id, b, now, out)
+	if err := e.Dispatch(id, b, now, out); err != nil {
+		return err
+	}
+	if f := e.run().flow(id); f.atSYN {
+		f.carried = true
+		ev := &out.Events[len(out.Events)-1]
+		ev.Splice.Flags |= proto.SpliceRequest
+	}
+	return nil
 }
 
 // Rewrite is the engine's call to serve a request from a content tree
@@ -158,6 +166,13 @@ func (e *frontEnd) HoldSplice(id splice.FlowID, now splice.Time) error {
 
 func (e *frontEnd) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error {
 	if f, err := e.lookup(id, flowConnecting); err == nil && f.atSYN {
+		if f.carried {
+			// The shim sends it once it has both the Splice and the
+			// back-end's SYN-ACK (atsyn.go).
+			r := e.run()
+			r.schedule(event{at: max(int64(now)+r.cfg.ControlDelay.Nanoseconds(), f.synAckAt), kind: carriedSent, flow: id})
+			return nil
+		}
 		f.goWhenUp, f.holdWhenUp = true, false // sent once C2 is up
 		return nil
 	}

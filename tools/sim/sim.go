@@ -241,6 +241,10 @@ func (r *run) handle(e event) {
 		r.schedule(event{at: r.now + r.keepaliveInterval().Nanoseconds(), kind: keepalive, backend: e.backend})
 	case stallEnd:
 		r.endStall()
+	case carriedSent:
+		if f := r.flow(e.flow); f.state == flowConnecting || f.state == flowSpliceWait {
+			r.sendRequest(e.flow, f, r.now)
+		}
 	case sample:
 		r.takeSample()
 		r.schedule(event{at: r.now + r.cfg.SampleEvery.Nanoseconds(), kind: sample})
