@@ -49,6 +49,8 @@ func (e *FrontEnd) spliceWithSYN(f *flow, carry bool, now Time, out *Output) {
 		m.Flags |= proto.SpliceRequest
 		m.Request, m.RequestWindow, m.RequestTSVal = f.buf, f.cliWin, f.tsRecent
 		f.carried = true
+		f.tl.Carried = true
+		f.tl.requestSent(now, len(f.buf)) // it leaves the front-end now
 		e.stats.RequestsCarried++
 	}
 	e.stats.SplicesAtSYN++

@@ -35,7 +35,9 @@ const (
 	StepC2SYN
 	// StepC2SYNACK: the back-end's SYN-ACK arrived (EvSplice).
 	StepC2SYNACK
-	// StepRequestSent: the request went out on C2 (SpliceAcked).
+	// StepRequestSent: the request went out on C2 (SpliceAcked); a request
+	// its Splice carries (FlowTimeline.Carried): with the Splice, at
+	// dispatch, before C2's SYN-ACK.
 	StepRequestSent
 	// StepClose: the first FIN or RST in either direction, or the flow's
 	// end when it ended without one (a timeout, an abort).
@@ -68,6 +70,9 @@ type FlowTimeline struct {
 	// RequestBytes is what the front-end handed over on C2 itself: the
 	// request head and the body bytes it buffered.
 	RequestBytes uint32
+	// Carried: the request went in its Splice, and the shim sent it on
+	// C2 (fe_atsyn.go).
+	Carried bool
 	// Retx are the first MaxRetxMarks retransmissions the engine saw on
 	// the connection, in order; NumRetx counts them all.
 	Retx    [MaxRetxMarks]RetxMark

@@ -136,6 +136,10 @@ type Record struct {
 	// messages sent (more than 1: resent for want of a SpliceAck), the
 	// request's retransmissions on C2.
 	C2SYNs, SpliceSends, RequestResends int
+	// Carried: the request went in its Splice (issue 7): request_sent is
+	// when the Splice left, before C2's SYN-ACK, and the shim sent the
+	// request as that SYN-ACK passed it.
+	Carried bool
 
 	HeadBytes      int    // the first request's head
 	RequestBytes   uint64 // what the front-end handed over on C2 itself
@@ -242,7 +246,11 @@ func (r *Record) Steps() []Step {
 // the response, even after the Feedback when a datagram was lost. The
 // Splice goes after C2's SYN and before the request, and before or after
 // the SYN-ACK: it may go with the SYN (issue 7, splice.FrontEndConfig.SpliceAtSYN).
+// A request its Splice carries (Carried) leaves with the Splice, before
+// C2's SYN-ACK, which then comes before the first byte only.
 var chain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, C2SYNACK, RequestSent, FirstByte, LastByte, Feedback}
+
+var carriedChain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, RequestSent, FirstByte, LastByte, Feedback}
 
 // CheckOrder returns an error naming the first pair of steps out of
 // order. A placed step (first_byte, last_byte) may precede a front-end
@@ -250,7 +258,14 @@ var chain = [...]Step{SYN, CookieACK, HeadComplete, Queued, Admitted, C2SYN, C2S
 // the steps before it, which its placement starts from.
 func (r *Record) CheckOrder() error {
 	prev, prevOK := Step(0), false
-	for _, s := range chain {
+	steps := chain[:]
+	if r.Carried {
+		steps = carriedChain[:]
+		if err := r.inOrder(C2SYN, C2SYNACK); err != nil {
+			return err
+		}
+	}
+	for _, s := range steps {
 		t, ok := r.Get(s)
 		if !ok {
 			continue
@@ -269,10 +284,8 @@ func (r *Record) CheckOrder() error {
 	}
 	// The Splice between C2's SYN and the request, its ack after it.
 	for _, p := range [...][2]Step{{C2SYN, SpliceSent}, {SpliceSent, RequestSent}, {SpliceSent, SpliceAck}} {
-		a, aok := r.Get(p[0])
-		b, bok := r.Get(p[1])
-		if aok && bok && b < a {
-			return fmt.Errorf("flow %d: %v at %v is before %v at %v", r.Flow, p[1], time.Duration(b-r.Start()), p[0], time.Duration(a-r.Start()))
+		if err := r.inOrder(p[0], p[1]); err != nil {
+			return err
 		}
 	}
 	if c, ok := r.Get(Close); ok {
@@ -281,6 +294,16 @@ func (r *Record) CheckOrder() error {
 				return fmt.Errorf("flow %d: close at %v is before %v at %v", r.Flow, time.Duration(c-r.Start()), s, time.Duration(t-r.Start()))
 			}
 		}
+	}
+	return nil
+}
+
+// inOrder returns an error when both steps happened and b before a.
+func (r *Record) inOrder(a, b Step) error {
+	ta, aok := r.Get(a)
+	tb, bok := r.Get(b)
+	if aok && bok && tb < ta {
+		return fmt.Errorf("flow %d: %v at %v is before %v at %v", r.Flow, b, time.Duration(tb-r.Start()), a, time.Duration(ta-r.Start()))
 	}
 	return nil
 }
@@ -312,6 +335,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendInt(b, "c2_syns", int64(r.C2SYNs))
 	b = appendInt(b, "splice_sends", int64(r.SpliceSends))
 	b = appendInt(b, "request_resends", int64(r.RequestResends))
+	if r.Carried {
+		b = append(b, `,"carried":true`...)
+	}
 	b = appendInt(b, "head_bytes", int64(r.HeadBytes))
 	b = appendInt(b, "request_bytes", int64(r.RequestBytes))
 	b = appendInt(b, "response_bytes", int64(r.ResponseBytes))
@@ -411,6 +437,7 @@ type jsonRecord struct {
 	C2SYNs          int              `json:"c2_syns"`
 	SpliceSends     int              `json:"splice_sends"`
 	RequestResends  int              `json:"request_resends"`
+	Carried         bool             `json:"carried"`
 	HeadBytes       int              `json:"head_bytes"`
 	RequestBytes    uint64           `json:"request_bytes"`
 	ResponseBytes   uint64           `json:"response_bytes"`
@@ -435,7 +462,7 @@ func ParseJSON(line []byte) (Record, error) {
 	r := Record{
 		Flow: j.Flow, Port: j.Port, Backend: j.Backend, Customer: j.Customer, Method: j.Method, Path: j.Path,
 		Reason: j.Reason, AtStop: j.AtStop, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
-		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
+		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, Carried: j.Carried, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
 		ResponseBytes: j.ResponseBytes, ForwardedBytes: j.ForwardedBytes, ShimUncertainty: time.Duration(j.ShimUncertainty),
 	}
 	if j.Client != "" {
