@@ -18,7 +18,8 @@
 //	               first time; resends do not move it): after c2_synack,
 //	               or with c2_syn when the Splice goes with the SYN
 //	splice_ack     controller: the shim's SpliceAck came
-//	request_sent   engine: the request went out on C2 (SpliceAcked)
+//	request_sent   engine: the request went out on C2 (SpliceAcked), or left
+//	               in its Splice ("carried": true; the shim sent it)
 //	first_byte     shim, placed: the response's first byte at the shim
 //	last_byte      shim, placed: the response's last byte at the shim
 //	feedback       controller: the shim's Feedback came
