@@ -135,7 +135,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 				return
 			}
 			f.ck.c2Resets++
-			e.stats.HandoffTimeWaitResets++
+			e.timeWaitRefused(f, now)
 			e.sendRST(p, out)
 			e.sendC2SYN(f, now, out)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN|wire.TCPFlagACK && ackOK:

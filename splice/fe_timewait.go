@@ -21,8 +21,13 @@ package splice
 // and the first byte 478 against 388 us.
 //
 // Everything the back-end received on C2 went through the front-end, so
-// it knows what a TIME-WAIT there holds. When a flow whose C2 was
-// established gives its port back, the port's record (portLedger) keeps
+// it knows what a TIME-WAIT there holds. Records are kept for a
+// back-end once its ports come round fast enough to meet its TIME-WAITs
+// (handoffs at a rate that walks this shard's ports in less than the
+// TIME-WAIT, or a first SYN refused from one): the ports of a back-end
+// served slowly never come back within 61 s and cost no memory. Then
+// each flow whose C2 was established gives its port back to a record
+// (portLedger); the port's record keeps
 // the highest TSval the client sent and the sequence number past the last
 // byte and FIN C2 can have carried. allocPortFor then takes, of the free
 // ports in turn, the first whose record says the back-end will take this
@@ -67,9 +72,13 @@ const (
 )
 
 // portLedger keeps the records of one back-end's handoff ports, indexed
-// from HandoffPortFirst, in chunks allocated on first use.
+// from HandoffPortFirst, in chunks allocated on first use, once active.
 type portLedger struct {
 	chunks []*[portChunk]portRecord
+	active bool
+	// The rate check: ports taken since checkAt.
+	taken   int
+	checkAt Time
 }
 
 // record is port i's record, or nil if it never had one.
@@ -116,11 +125,9 @@ func (e *FrontEnd) notePortReleased(f *flow, now Time) {
 	if !f.c2Up {
 		return
 	}
-	dest := c2Dest{f.bIP, f.backend.Port}
-	l := e.ledgers[dest]
-	if l == nil {
-		l = new(portLedger)
-		e.ledgers[dest] = l
+	l := e.ledgers[c2Dest{f.bIP, f.backend.Port}]
+	if l == nil || !l.active {
+		return // its ports do not come round within the TIME-WAIT
 	}
 	r := l.slot(int(f.hport - e.cfg.HandoffPortFirst))
 	end := f.rw.toB(f.cliNxt).Max(f.reqNxt).Max(f.reqEnd)
@@ -128,6 +135,41 @@ func (e *FrontEnd) notePortReleased(f *flow, now Time) {
 	if f.tsB {
 		r.flags |= portTS
 	}
+}
+
+// ledgerOf is dest's ledger, made on first use (inactive: no records).
+func (e *FrontEnd) ledgerOf(dest c2Dest, now Time) *portLedger {
+	l := e.ledgers[dest]
+	if l == nil {
+		l = &portLedger{checkAt: now}
+		e.ledgers[dest] = l
+	}
+	return l
+}
+
+// notePortTaken counts a port taken towards l's back-end and starts the
+// records when, at the rate of the last few, this shard's ports would
+// come round within the TIME-WAIT.
+func (e *FrontEnd) notePortTaken(l *portLedger, now Time) {
+	if l.active {
+		return
+	}
+	owned := (int(e.cfg.HandoffPortLast) - int(e.cfg.HandoffPortFirst) + 1) / e.shards()
+	every := max(1, min(1024, owned/8))
+	if l.taken++; l.taken < every {
+		return
+	}
+	if now.Sub(l.checkAt)*time.Duration(owned) < timeWaitSpan*time.Duration(every) {
+		l.active = true
+	}
+	l.taken, l.checkAt = 0, now
+}
+
+// timeWaitRefused notes that f's back-end answered its SYN from a
+// TIME-WAIT: from now on its ports' records are kept whatever the rate.
+func (e *FrontEnd) timeWaitRefused(f *flow, now Time) {
+	e.stats.HandoffTimeWaitResets++
+	e.ledgerOf(c2Dest{f.bIP, f.backend.Port}, now).active = true
 }
 
 // noteClientTS takes the TSval v of a client segment: TS.Recent, and the

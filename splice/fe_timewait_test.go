@@ -112,14 +112,68 @@ func twSpliceAndClose(t *testing.T, p *rawPeer, c twConn, syn wire.Packet, cooki
 }
 
 // twPorts is a front-end with two handoff ports, so they come round at
-// once, and one client address.
+// once, and one client address; its back-end has refused a SYN from a
+// TIME-WAIT already, so records are kept
+// (TestHandoffPortRecordsStartWithTheFirstTimeWait).
 func twPorts(t *testing.T) (*feHarness, *rawPeer) {
 	h := newFE(t, func(c *FrontEndConfig) {
 		c.HandoffPortFirst, c.HandoffPortLast = 20000, 20001
 		c.MaxPortsPerSource = -1
 		c.SpliceAtSYN = false
 	})
+	h.fe.timeWaitRefused(&flow{bIP: wire.IP4From(testBackend.IP), backend: testBackend}, t0)
 	return h, newRawPeer(t, h.fe, clientIP)
+}
+
+// Records cost memory only where they help: a back-end whose ports come
+// back after its TIME-WAIT has none, and the first SYN it answers from
+// a TIME-WAIT (the old connection's ACK, which the front-end resets)
+// starts them.
+func TestHandoffPortRecordsStartWithTheFirstTimeWait(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN = false })
+	p := newRawPeer(t, h.fe, clientIP)
+	a := twConn{port: 41000, isn: 0x1000_0000, ts: 5_000_000}
+	syn, cookie, feTS := twHandoff(t, p, a, t0)
+	twSpliceAndClose(t, p, a, syn, cookie, feTS, t0)
+	dest := c2Dest{wire.IP4From(testBackend.IP), testBackend.Port}
+	if l := h.fe.ledgers[dest]; l != nil && (l.active || len(l.chunks) != 0) {
+		t.Fatal("records kept before any TIME-WAIT refused a SYN")
+	}
+	c := twConn{port: 41001, isn: 0x2000_0000, ts: 6_000_000}
+	synC, _, _ := twHandoff(t, p, c, t0+s1)
+	old := newServer(0x12345, wire.SynOptions{})
+	old.peerPort = synC.TCP.SrcPort()
+	h.input(old.frame(wire.TCPFlagACK, 0x12345, 0x99999999, nil, nil), t0+s1)
+	if l := h.fe.ledgers[dest]; h.fe.Stats().HandoffTimeWaitResets != 1 || l == nil || !l.active {
+		t.Fatalf("after the back-end answered from a TIME-WAIT: %d resets, ledger %+v", h.fe.Stats().HandoffTimeWaitResets, l)
+	}
+}
+
+// Records also start, before any SYN is refused, when handoffs to a
+// back-end come fast enough to walk the shard's ports within the
+// TIME-WAIT: with 64 ports, 8 taken in less than 61 s x 8/64 (7.6 s);
+// 8 taken more slowly start nothing.
+func TestHandoffPortRecordsStartAtARateThatMeetsTheTimeWait(t *testing.T) {
+	for _, c := range []struct {
+		gap    Time
+		active bool
+	}{{ms, true}, {2 * Time(time.Second), false}} {
+		h := newFE(t, func(cfg *FrontEndConfig) {
+			cfg.HandoffPortFirst, cfg.HandoffPortLast = 20000, 20063
+			cfg.MaxPortsPerSource = -1
+			cfg.SpliceAtSYN = false
+		})
+		p := newRawPeer(t, h.fe, clientIP)
+		now := t0
+		for i := range 9 {
+			twHandoff(t, p, twConn{port: 41000 + uint16(i), isn: wire.Seq(0x1000_0000 * (i + 1)), ts: 1000}, now)
+			now += c.gap
+		}
+		l := h.fe.ledgers[c2Dest{wire.IP4From(testBackend.IP), testBackend.Port}]
+		if l == nil || l.active != c.active {
+			t.Errorf("9 handoffs %v apart over 64 ports: records kept %v, want %v", time.Duration(c.gap), l != nil && l.active, c.active)
+		}
+	}
 }
 
 // A client's SYN goes on C2 unchanged, so whether a back-end still in

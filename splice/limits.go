@@ -414,7 +414,11 @@ func (e *FrontEnd) allocPortFor(dest c2Dest, f *flow, now Time) (uint16, bool) {
 	if !ok {
 		next = e.portStart(dest)
 	}
-	ledger := e.ledgers[dest]
+	ledger := e.ledgerOf(dest, now)
+	e.notePortTaken(ledger, now)
+	if !ledger.active {
+		ledger = nil
+	}
 	var fallback, fallbackNext uint16
 	passed := 0
 	for i := 0; i < span; i++ {
