@@ -77,19 +77,17 @@ func (e *fakeEngine) flow(id splice.FlowID, states ...string) (*fakeFlow, error)
 }
 
 func (e *fakeEngine) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
-	e.call("dispatch %d b%d", id, b.ID)
-	f, err := e.flow(id, "queued")
-	if err != nil {
-		return err
-	}
-	f.state, f.backend = "connecting", b.ID
-	return nil
+	return e.dispatch("dispatch", id, b)
 }
 
 // DispatchCarrying is Dispatch, noted as such; the fake's Splices carry
 // nothing.
 func (e *fakeEngine) DispatchCarrying(id splice.FlowID, b splice.Backend, now splice.Time, out *splice.Output) error {
-	e.call("dispatch-carrying %d b%d", id, b.ID)
+	return e.dispatch("dispatch-carrying", id, b)
+}
+
+func (e *fakeEngine) dispatch(call string, id splice.FlowID, b splice.Backend) error {
+	e.call(call+" %d b%d", id, b.ID)
 	f, err := e.flow(id, "queued")
 	if err != nil {
 		return err
