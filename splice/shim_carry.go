@@ -55,20 +55,11 @@ func (s *Shim) keepCarried(key fourTuple, m *proto.Splice, now Time) bool {
 	}
 	h := s.carriedSlot(key)
 	if h == nil {
-		p := &s.held
-		for i := range p.slots {
-			if sl := &p.slots[i]; sl.inUse && now.Sub(sl.at) > s.cfg.HandshakeWindow {
-				s.dropHeld(sl)
-			}
-			if !p.slots[i].inUse && h == nil {
-				h = &p.slots[i]
-			}
-		}
-		if h == nil {
+		if h, _ = s.scanHeld(key, now); h == nil {
 			s.stats.CarriedNoRoom++
 			return false
 		}
-		p.n++
+		s.held.n++
 	}
 	h.inUse, h.carried, h.key, h.vh, h.at = true, true, key, wire.VNetHdr{}, now
 	h.n = 0 // not a frame yet
@@ -89,8 +80,7 @@ func (s *Shim) sendCarried(key fourTuple, hs *handshake, r *proto.Splice) {
 		// Another Splice's, or not the whole request right after the
 		// SYN the kernel answered.
 		s.stats.CarriedRefused++
-		h.inUse, h.carried = false, false
-		s.held.n--
+		s.freeHeld(h)
 		return
 	}
 	var ob [wire.TSOptionLen]byte

@@ -175,36 +175,46 @@ func (s *Shim) holdEarlyRequest(key fourTuple, frame []byte, vh wire.VNetHdr, t 
 	if err != nil || !t.Has(wire.TCPFlagACK) || t.Ack() != hs.isnB+1 || uint32(t.Seq()-(hs.isnF+1)) >= s.cfg.MaxRequestAhead {
 		return false
 	}
-	p := &s.held
-	free, mine := -1, 0
-	for i := range p.slots {
-		h := &p.slots[i]
+	h, mine := s.scanHeld(key, now)
+	if h == nil || mine >= heldPerTuple {
+		s.stats.HeldFull++
+		return false
+	}
+	h.inUse, h.key, h.vh, h.at, h.n = true, key, vh, now, copy(h.buf, frame)
+	s.held.n++
+	s.stats.HeldRequests++
+	return true
+}
+
+// scanHeld drops the held slots whose Splice did not come within the
+// handshake window, and returns the first free slot (nil: none) and how
+// many key holds.
+func (s *Shim) scanHeld(key fourTuple, now Time) (free *heldSegment, mine int) {
+	for i := range s.held.slots {
+		h := &s.held.slots[i]
 		if h.inUse && now.Sub(h.at) > s.cfg.HandshakeWindow {
 			s.dropHeld(h) // its Splice never came
 		}
 		switch {
 		case !h.inUse:
-			if free < 0 {
-				free = i
+			if free == nil {
+				free = h
 			}
 		case h.key == key:
 			mine++
 		}
 	}
-	if free < 0 || mine >= heldPerTuple {
-		s.stats.HeldFull++
-		return false
-	}
-	h := &p.slots[free]
-	h.inUse, h.key, h.vh, h.at, h.n = true, key, vh, now, copy(h.buf, frame)
-	p.n++
-	s.stats.HeldRequests++
-	return true
+	return free, mine
+}
+
+// freeHeld gives slot h back to the pool.
+func (s *Shim) freeHeld(h *heldSegment) {
+	h.inUse, h.carried = false, false
+	s.held.n--
 }
 
 func (s *Shim) dropHeld(h *heldSegment) {
-	h.inUse, h.carried = false, false
-	s.held.n--
+	s.freeHeld(h)
 	s.stats.HeldExpired++
 }
 
