@@ -13,7 +13,7 @@ import (
 )
 
 func TestSynOptionsEncodeEveryCombination(t *testing.T) {
-	for mask := range 16 {
+	for mask := range 32 {
 		for _, ws := range []int{0, 7, 14} {
 			o := wire.SynOptions{WScale: -1, TSVal: 0xfffffffe, TSEcr: 0x01020304}
 			if mask&1 != 0 {
@@ -24,6 +24,7 @@ func TestSynOptionsEncodeEveryCombination(t *testing.T) {
 			}
 			o.SACKPermitted = mask&4 != 0
 			o.TS = mask&8 != 0
+			o.FastOpen = mask&16 != 0
 			buf := bytes.Repeat([]byte{0xaa}, 48)
 			n := o.Encode(buf)
 			if n != o.Len() || n%4 != 0 || n > 40 {
@@ -39,7 +40,8 @@ func TestSynOptionsEncodeEveryCombination(t *testing.T) {
 			}
 			if got.HasMSS != (o.MSS != 0) || got.MSS != o.MSS || got.HasWScale != (o.WScale >= 0) ||
 				got.HasWScale && int(got.WScale) != o.WScale || got.SACKPermitted != o.SACKPermitted ||
-				got.HasTS != o.TS || o.TS && (got.TSVal != o.TSVal || got.TSEcr != o.TSEcr) || got.NumSACK != 0 {
+				got.HasTS != o.TS || o.TS && (got.TSVal != o.TSVal || got.TSEcr != o.TSEcr) || got.NumSACK != 0 ||
+				(got.FastOpenOffset != 0) != o.FastOpen || got.CookieLen != 0 {
 				t.Fatalf("encoded %+v, parsed back %+v", o, got)
 			}
 			if o.TS && got.TSOffset%4 != 0 {

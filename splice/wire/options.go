@@ -14,6 +14,12 @@ const (
 	OptSACKPermitted = 4
 	OptSACK          = 5
 	OptTimestamps    = 8
+	OptFastOpen      = 34 // RFC 7413's cookie
+
+	// MinFastOpenCookie and MaxFastOpenCookie bound a cookie's length
+	// (RFC 7413 section 4.1.1).
+	MinFastOpenCookie = 4
+	MaxFastOpenCookie = 16
 
 	// MaxWScale is the largest shift RFC 7323 allows; larger values are
 	// treated as 14.
@@ -50,6 +56,19 @@ type TCPOptions struct {
 	TSOffset int
 	// SACKOffset is the offset of the first block's left edge.
 	SACKOffset int
+	// FastOpenOffset is the offset of the first Fast Open option's kind
+	// byte, CookieLen its cookie's length (0: a cookie request).
+	FastOpenOffset int
+	CookieLen      int
+}
+
+// Cookie is the Fast Open cookie of t, whose options o describe; nil when
+// there is none.
+func (o *TCPOptions) Cookie(t TCP) []byte {
+	if o.FastOpenOffset == 0 || o.CookieLen == 0 {
+		return nil
+	}
+	return t[o.FastOpenOffset+2 : o.FastOpenOffset+2+o.CookieLen]
 }
 
 // ParseOptions decodes the options of segment t into o. It tolerates any
@@ -134,6 +153,13 @@ func ParseOptions(t TCP, o *TCPOptions) error {
 					Right: Seq(binary.BigEndian.Uint32(t[p+4:])),
 				}
 			}
+		case OptFastOpen:
+			// Nothing is rewritten in it, so neither a second one nor a
+			// cookie of a length RFC 7413 does not allow makes the
+			// segment malformed: the first good one counts.
+			if n := l - 2; o.FastOpenOffset == 0 && (n == 0 || n >= MinFastOpenCookie && n <= MaxFastOpenCookie) {
+				o.FastOpenOffset, o.CookieLen = i, n
+			}
 		}
 		i += l
 	}
@@ -147,6 +173,9 @@ type SynOptions struct {
 	SACKPermitted bool
 	TS            bool
 	TSVal, TSEcr  uint32
+	// FastOpen asks the peer for a Fast Open cookie (an empty cookie
+	// option, RFC 7413 section 4.1.1).
+	FastOpen bool
 }
 
 // SynOptionsLen is the encoded length of o (a multiple of 4).
@@ -164,12 +193,16 @@ func (o *SynOptions) Len() int {
 	if o.WScale >= 0 {
 		n += 4
 	}
+	if o.FastOpen {
+		n += 4
+	}
 	return n
 }
 
 // Encode writes o into b (at least o.Len() bytes) in the order Linux uses,
 // each option aligned: MSS; SACK-permitted+timestamps (or NOPs in place of
-// SACK-permitted); NOP+window scale. It returns the length written.
+// SACK-permitted); NOP+window scale; NOP NOP+Fast Open cookie request. It
+// returns the length written.
 func (o *SynOptions) Encode(b []byte) int {
 	n := 0
 	if o.MSS != 0 {
@@ -193,6 +226,10 @@ func (o *SynOptions) Encode(b []byte) int {
 	}
 	if o.WScale >= 0 {
 		b[n], b[n+1], b[n+2], b[n+3] = OptNOP, OptWScale, 3, byte(o.WScale)
+		n += 4
+	}
+	if o.FastOpen {
+		b[n], b[n+1], b[n+2], b[n+3] = OptNOP, OptNOP, OptFastOpen, 2
 		n += 4
 	}
 	return n

@@ -63,6 +63,11 @@ func TestParseOptions(t *testing.T) {
 		{"wscale 15 clamped", []byte{1, 3, 3, 15}, wire.TCPOptions{HasWScale: true, WScale: 14}},
 		{"wscale 255 clamped", []byte{1, 3, 3, 255}, wire.TCPOptions{HasWScale: true, WScale: 14}},
 		{"sack-permitted twice", []byte{4, 2, 4, 2}, wire.TCPOptions{SACKPermitted: true}},
+		{"fast open cookie request", []byte{1, 1, 34, 2}, wire.TCPOptions{FastOpenOffset: 22}},
+		{"fast open cookie", []byte{34, 10, 1, 2, 3, 4, 5, 6, 7, 8, 1, 1}, wire.TCPOptions{FastOpenOffset: 20, CookieLen: 8}},
+		{"fast open twice: the first counts", []byte{34, 6, 1, 2, 3, 4, 34, 2}, wire.TCPOptions{FastOpenOffset: 20, CookieLen: 4}},
+		{"fast open cookie too short: ignored", []byte{34, 5, 1, 2, 3, 1, 1, 1}, wire.TCPOptions{}},
+		{"fast open cookie too long: ignored", cat([]byte{34, 19}, make([]byte, 17), []byte{1}), wire.TCPOptions{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +93,12 @@ func checkOptionOffsets(t *testing.T, seg wire.TCP, o *wire.TCPOptions) {
 		if seg[o.TSOffset-2] != wire.OptTimestamps || seg[o.TSOffset-1] != 10 ||
 			binary.BigEndian.Uint32(seg[o.TSOffset:]) != o.TSVal || binary.BigEndian.Uint32(seg[o.TSOffset+4:]) != o.TSEcr {
 			t.Errorf("timestamps not found at offset %d", o.TSOffset)
+		}
+	}
+	if o.FastOpenOffset != 0 {
+		if seg[o.FastOpenOffset] != wire.OptFastOpen || int(seg[o.FastOpenOffset+1]) != 2+o.CookieLen ||
+			len(o.Cookie(seg)) != o.CookieLen {
+			t.Errorf("Fast Open option not found at offset %d", o.FastOpenOffset)
 		}
 	}
 	for k := range o.NumSACK {
@@ -213,6 +224,7 @@ func compareWithGopacketOptions(t *testing.T, o *wire.TCPOptions, gopts []layers
 	t.Helper()
 	var want wire.TCPOptions
 	want.TSOffset, want.SACKOffset = o.TSOffset, o.SACKOffset // offsets are checked by checkOptionOffsets
+	want.FastOpenOffset = o.FastOpenOffset
 	for _, g := range gopts {
 		d := g.OptionData
 		switch g.OptionType {
@@ -224,6 +236,10 @@ func compareWithGopacketOptions(t *testing.T, o *wire.TCPOptions, gopts []layers
 			want.SACKPermitted = true
 		case layers.TCPOptionKindTimestamps:
 			want.HasTS, want.TSVal, want.TSEcr = true, binary.BigEndian.Uint32(d), binary.BigEndian.Uint32(d[4:])
+		case layers.TCPOptionKind(wire.OptFastOpen):
+			if n := len(d); want.CookieLen == 0 && (n == 0 || n >= wire.MinFastOpenCookie && n <= wire.MaxFastOpenCookie) {
+				want.CookieLen = n
+			}
 		case layers.TCPOptionKindSACK:
 			want.NumSACK = len(d) / 8
 			for k := range want.NumSACK {
