@@ -44,6 +44,8 @@ type Config struct {
 	// window between the front-end's Splice and the back-end's first
 	// reply (handoff step 6).
 	SpliceDelay time.Duration
+	// FastOpen: see splice.ShimConfig.
+	FastOpen bool
 	// ResponseQuiet: see splice.ShimConfig.
 	ResponseQuiet time.Duration
 	TAPMAC        wire.MAC

@@ -174,7 +174,8 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	scfg := splice.ShimConfig{HostIP: d.cfg.Addr, Linger: d.cfg.Linger,
 		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet, WebPorts: d.cfg.WebPorts,
 		// A held Splice must still find its handshake when it is installed.
-		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay}
+		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay,
+		FastOpen:        d.cfg.FastOpen}
 	if id == 0 {
 		// The agent's shard takes the control datagrams off the wire
 		// (wireControl); the fanout sends every UDP frame to member 0.

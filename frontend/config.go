@@ -69,6 +69,10 @@ type Config struct {
 	// SpliceAtSYN sends a request's Splice with C2's SYN, so the shim's
 	// SpliceAck comes with the SYN-ACK (splice.FrontEndConfig.SpliceAtSYN).
 	SpliceAtSYN bool
+	// FastOpen asks, in the SYN of a request its Splice carries, for the
+	// back-end kernel's TCP Fast Open cookie, so that the shim can put the
+	// request in the SYN (splice.FrontEndConfig.FastOpen).
+	FastOpen bool
 	// ControlSocketOnly runs the control protocol through the control
 	// socket only. By default, where it can, a Splice goes as a frame in
 	// the pass's batch on the link and the back-ends' datagrams are read

@@ -267,6 +267,7 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		Shard: i, Shards: n,
 		Timelines:   cfg.Timeline != "",
 		SpliceAtSYN: cfg.SpliceAtSYN,
+		FastOpen:    cfg.FastOpen,
 	}
 }
 

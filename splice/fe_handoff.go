@@ -61,9 +61,11 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 	f.retries = 0
 	f.tl.stamp(StepC2SYN, now)
 	e.stats.HandoffsStarted++
+	// The Splice first: whether it carries the request decides the SYN's
+	// options (sendC2SYN); the order of the two in out is the daemon's.
+	e.spliceWithSYN(f, carry, now, out)
 	e.sendC2SYN(f, now, out)
 	e.setDeadline(f, now.Add(e.cfg.HandoffTimeout))
-	e.spliceWithSYN(f, carry, now, out)
 	return nil
 }
 
@@ -71,7 +73,8 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 // negotiates nothing the client cannot honour (design trap 4).
 func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 	f.tl.c2SYNSent(now)
-	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack}
+	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack,
+		FastOpen: f.carried && e.cfg.FastOpen}
 	if f.syn.ts {
 		so.TS, so.TSVal = true, f.tsRecent
 	}
@@ -110,7 +113,9 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 	flags := t.Flags()
 	switch f.state {
 	case stConnecting:
-		ackOK := flags&wire.TCPFlagACK != 0 && t.Ack() == f.syn.clientISN+1
+		// A SYN-ACK may also acknowledge a carried request the shim put
+		// in the SYN (Fast Open, shim_fastopen.go).
+		ackOK := flags&wire.TCPFlagACK != 0 && (t.Ack() == f.syn.clientISN+1 || f.carried && t.Ack() == f.requestEnd())
 		switch {
 		case flags&wire.TCPFlagRST != 0:
 			// In SYN-SENT a RST counts only if it acknowledges our SYN.
@@ -146,7 +151,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 	case stSpliceWait:
 		switch {
 		case flags&wire.TCPFlagSYN != 0:
-			if flags&wire.TCPFlagACK == 0 || t.Seq() != f.isnB || t.Ack() != f.syn.clientISN+1 {
+			if flags&wire.TCPFlagACK == 0 || t.Seq() != f.isnB || t.Ack() != f.syn.clientISN+1 && !(f.tfo && t.Ack() == f.reqUna) {
 				e.drop(dropUnexpected)
 				return
 			}
@@ -236,6 +241,11 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 	f.reqEnd = f.requestEnd()
 	f.reqUna = f.syn.clientISN + 1
 	f.reqNxt = f.reqUna
+	if t.Ack() != f.reqUna { // the request came in the SYN (inputBackend checked it)
+		f.reqUna = t.Ack()
+		f.tfo = true
+		e.stats.RequestsInSYN++
+	}
 	f.cliNxt = f.rw.toC(f.reqEnd, true)
 	// The back-end may send up to the window of our SYN before it sees the
 	// client's: the bound the client's ACKs are checked against.

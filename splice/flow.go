@@ -52,7 +52,10 @@ type flow struct {
 	tsMax    uint32 // the highest TSval it sent (noteClientTS, fe_timewait.go)
 	// carried: the Splice carries the request, which the shim sends
 	// (fe_atsyn.go); sendRequest only counts it sent.
-	carried  bool
+	carried bool
+	// tfo: the back-end's SYN-ACK acknowledged the carried request,
+	// which the shim put in C2's SYN (Fast Open, shim_fastopen.go).
+	tfo      bool
 	started  Time
 	lastSeen Time
 	cliFin   bool // client sent FIN (and we have it in sequence)

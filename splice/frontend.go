@@ -102,6 +102,13 @@ type FrontEndConfig struct {
 	// with the SYN-ACK instead of a round trip later.
 	SpliceAtSYN bool
 
+	// FastOpen asks, in the C2 SYN of a request its Splice carries, for a
+	// TCP Fast Open cookie (RFC 7413): the sign for the shim to put the
+	// request in the SYN when the back-end's kernel gave it a cookie, and
+	// the way it gets one (shim_fastopen.go). A SYN-ACK that acknowledges
+	// the request is then taken as one that acknowledges the SYN.
+	FastOpen bool
+
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
 	// other steps are stamped whether it is set or not.

@@ -56,6 +56,10 @@ type ShimConfig struct {
 	// HostMAC is the host's MAC address on the wire: only a datagram
 	// sent to it is taken (the kernel drops the others). Zero: any.
 	HostMAC wire.MAC
+
+	// FastOpen puts a carried request in C2's SYN when the host's kernel
+	// takes TCP Fast Open (issue 7, shim_fastopen.go).
+	FastOpen bool
 }
 
 // DefaultHandshakeWindow is ShimConfig.HandshakeWindow's default.
@@ -81,6 +85,7 @@ type Shim struct {
 	stats  ShimStats
 	pkt    wire.Packet
 	opts   wire.TCPOptions
+	fo     fastOpen // cookies and held SYNs (shim_fastopen.go)
 	active int
 
 	// Allocation per request (issue 7): entries removed, kept for the
@@ -143,6 +148,14 @@ type ShimStats struct {
 	// for the front-end, not kept for want of a slot, not sent because
 	// they did not fit the handshake.
 	CarriedRequests, CarriedNoRoom, CarriedRefused uint64
+	// Carried requests in C2's SYN (TCP Fast Open, shim_fastopen.go):
+	// SYNs sent with their request; of them, those whose SYN-ACK took it
+	// and those whose SYN-ACK did not (the request went after it); cookies
+	// the kernel gave (new or changed); SYNs held for their Splice, of
+	// them those that passed without it, and those not held for want of
+	// room.
+	FastOpenSent, FastOpenAccepted, FastOpenRefused, FastOpenCookies uint64
+	FastOpenHeld, FastOpenHeldExpired, FastOpenHeldFull              uint64
 
 	// Ingress checks (ingress.go): frames from the wire for the host
 	// dropped for their headers, by reason.
@@ -382,7 +395,9 @@ func (s *Shim) Stats() ShimStats {
 }
 
 // NextDeadline is when Tick next has work.
-func (s *Shim) NextDeadline() Time { return min(s.timers.next(), s.heldDeadline()) }
+func (s *Shim) NextDeadline() Time {
+	return min(s.timers.next(), s.heldDeadline(), s.fo.deadline())
+}
 
 // due is the entry's next deadline: the end of a drained response's quiet
 // period, the end of the linger after both FINs or a RST, or the idle
@@ -412,6 +427,9 @@ func (s *Shim) arm(ent *spliceEntry, now Time) {
 // Tick ends quiet responses and expires splices whose linger or idle time
 // has passed.
 func (s *Shim) Tick(now Time, out *Output) {
+	if s.fo.nSYN > 0 {
+		s.releaseSYNs(now, out)
+	}
 	if s.held.n > 0 {
 		s.releaseHeld(now, out)
 	}
@@ -540,6 +558,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
 					return // passed, or written over its previous ACK (shim_ackcoalesce.go)
 				}
+			} else if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST|wire.TCPFlagFIN) == wire.TCPFlagSYN &&
+				s.fastOpenSYN(key, p, frame, now, out) {
+				return // sent with its request, or held for its Splice (shim_fastopen.go)
 			} else if s.holdEarlyRequest(key, frame, vh, t, now) {
 				return // until its Splice (shim_early.go)
 			} else {

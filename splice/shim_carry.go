@@ -62,7 +62,10 @@ func (s *Shim) keepCarried(key fourTuple, m *proto.Splice, now Time) bool {
 		s.held.n++
 	}
 	h.inUse, h.carried, h.key, h.vh, h.at = true, true, key, wire.VNetHdr{}, now
-	h.n = 0 // not a frame yet
+	h.n, h.inSYN = 0, false // not a frame yet, nor in a SYN
+	if s.fo.nSYN > 0 {
+		s.fo.release = true // its SYN may be waiting for it (shim_fastopen.go)
+	}
 	h.reqID, h.reqLen = m.RequestID, copy(h.buf[carriedHeaderRoom:], m.Request)
 	h.window, h.tsVal = m.RequestWindow, m.RequestTSVal
 	return true
@@ -88,14 +91,19 @@ func (s *Shim) sendCarried(key fourTuple, hs *handshake, r *proto.Splice) {
 	if r.Flags&proto.SpliceTimestamps != 0 {
 		opts = ob[:wire.EncodeTS(ob[:], h.tsVal, hs.tsVal)]
 	}
+	seq, flags, payload := hs.isnF+1, uint8(wire.TCPFlagACK|wire.TCPFlagPSH), h.buf[carriedHeaderRoom:carriedHeaderRoom+h.reqLen]
+	if hs.inSYN {
+		// The kernel took the request with the SYN (shim_fastopen.go):
+		// what is left to send is the handshake's last ACK.
+		seq, flags, payload = seq+wire.Seq(h.reqLen), wire.TCPFlagACK, nil
+	}
 	// Written in place: the headers end where the bytes start, or the
 	// bytes move forward over the unused option room (copy is a memmove).
 	tf := wire.TCPFrame{
 		SrcMAC: hs.peerMAC, DstMAC: hs.hostMAC,
 		Src: key.dstIP, Dst: key.srcIP, SrcPort: key.dstPort, DstPort: key.srcPort,
-		Seq: hs.isnF + 1, Ack: hs.isnB + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH,
-		Window: h.window, Options: opts,
-		Payload: h.buf[carriedHeaderRoom : carriedHeaderRoom+h.reqLen],
+		Seq: seq, Ack: hs.isnB + 1, Flags: flags,
+		Window: h.window, Options: opts, Payload: payload,
 	}
 	h.n = tf.Encode(h.buf)
 	h.carried = false // a frame now, released like a held one

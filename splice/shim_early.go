@@ -137,10 +137,14 @@ type heldSegment struct {
 	// (shim_carry.go): reqLen bytes at buf[carriedHeaderRoom:], and its
 	// segment's window and TSval.
 	carried bool
-	reqID   uint64 // the Splice's RequestID
-	reqLen  int
-	window  uint16
-	tsVal   uint32
+	// inSYN: the request went in C2's SYN, sequence number synSeq
+	// (shim_fastopen.go); its SYN-ACK is to say whether the kernel took it.
+	inSYN  bool
+	synSeq wire.Seq
+	reqID  uint64 // the Splice's RequestID
+	reqLen int
+	window uint16
+	tsVal  uint32
 }
 
 // heldPool is a shard's held segments; release: a Splice was installed
@@ -209,7 +213,7 @@ func (s *Shim) scanHeld(key fourTuple, now Time) (free *heldSegment, mine int) {
 
 // freeHeld gives slot h back to the pool.
 func (s *Shim) freeHeld(h *heldSegment) {
-	h.inUse, h.carried = false, false
+	h.inUse, h.carried, h.inSYN = false, false, false
 	s.held.n--
 }
 

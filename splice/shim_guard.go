@@ -65,6 +65,9 @@ type handshake struct {
 	hostMAC, peerMAC wire.MAC
 	// early is the request that crossed before the Splice (shim_early.go).
 	early earlyRequest
+	// inSYN: the kernel took the carried request in the SYN
+	// (shim_fastopen.go); isnF is then that SYN's ISN.
+	inSYN bool
 }
 
 // handshakeTable holds the C2 handshakes seen recently.
@@ -177,7 +180,8 @@ func (s *Shim) noteHandshake(key fourTuple, p *wire.Packet, now Time, out *Outpu
 	}
 	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal,
 		hostMAC: p.Eth.Src(), peerMAC: p.Eth.Dst()}
-	if old, err := s.handshakes.find(key, now); err == nil && old.isnB == hs.isnB && old.isnF == hs.isnF {
+	s.fastOpenAnswered(key, t, o, &hs)
+	if old, err := s.handshakes.find(key, now); err == nil && !hs.inSYN && old.isnB == hs.isnB && old.isnF == hs.isnF {
 		hs.early = old.early // the kernel sent its SYN-ACK again
 	}
 	if o.HasWScale {

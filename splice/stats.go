@@ -71,6 +71,9 @@ type FrontEndStats struct {
 	// RequestsCarried: of them, those that carried their request for the
 	// shim to send (DispatchCarrying).
 	RequestsCarried uint64
+	// RequestsInSYN: of those, the ones the shim put in C2's SYN and the
+	// back-end's kernel took with it (TCP Fast Open, shim_fastopen.go).
+	RequestsInSYN   uint64
 	Retransmits     uint64
 	ForwardedFrames uint64 // client frames translated onto C2
 	ForwardedBytes  uint64 // client payload bytes forwarded after splicing

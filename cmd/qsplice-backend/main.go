@@ -72,6 +72,7 @@ func main() {
 	tapMAC := flag.String("tap-mac", "", "MAC address for the TAP (the host's address on the wire); default: keep the kernel's")
 	flag.StringVar(&cfg.Admin, "admin", "", "HTTP address for /status, normally on -addr (empty: off)")
 	flag.DurationVar(&cfg.ResponseQuiet, "response-quiet", 20*time.Millisecond, "a response ends when the client has acknowledged everything and the server stayed silent this long")
+	flag.BoolVar(&cfg.FastOpen, "fast-open", true, "put a request the front-end's Splice carries in the handoff connection's SYN when this host's kernel gave a TCP Fast Open cookie for the front-end's address (RFC 7413; the kernel needs net.ipv4.tcp_fastopen=3 and the server a listener with TCP_FASTOPEN, e.g. nginx's listen ... fastopen=N); the SYN-ACK says whether the kernel took it, and if not the request follows as without")
 	flag.DurationVar(&cfg.SpliceDelay, "splice-delay", 0, "hold each Splice message this long before installing it (to study handoff ordering)")
 	flag.StringVar(&cfg.Capture, "capture", "", "write every frame on the wire side to this pcap file (a .pcapng file also gets the control datagrams)")
 	flag.BoolVar(&cfg.Offloads, "offloads", true, "move TCP super-frames with virtio-net headers (offload TAP, PACKET_VNET_HDR); off: water TAP and MTU-sized frames")

@@ -37,6 +37,9 @@ type tuning struct {
 	// earlyRequest: a safe request goes with its Splice; spliceAtSYN:
 	// the Splice goes with C2's SYN.
 	earlyRequest, spliceAtSYN bool
+	// fastOpen: C2's SYN asks for a Fast Open cookie when the Splice
+	// carries the request.
+	fastOpen bool
 	// controlSocketOnly: no Splice goes as a frame on the link.
 	controlSocketOnly bool
 	// timeline is an output, like a profile: it combines with -config.
@@ -67,6 +70,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
+	cfg.FastOpen = tune.fastOpen
 	cfg.ControlSocketOnly = tune.controlSocketOnly
 	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)

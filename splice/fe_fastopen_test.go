@@ -1,0 +1,154 @@
+package splice
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// fastOpenKernel answers a C2 SYN as a Linux server with Fast Open does:
+// with a cookie when the SYN asked for one, and, for a SYN carrying data
+// and the cookie it gave, acknowledging the data with the SYN.
+type fastOpenKernel struct{ srv *testServer }
+
+func (k *fastOpenKernel) answer(t *testing.T, synFrame []byte) []byte {
+	t.Helper()
+	syn := decodeTCP(t, synFrame)
+	sa := decodeTCP(t, k.srv.synAck(syn))
+	var cookie []byte
+	o, asked := syn.option(layers.TCPOptionKind(wire.OptFastOpen))
+	switch {
+	case asked && len(o.OptionData) == 0:
+		cookie = testCookie
+	case asked && string(o.OptionData) == string(testCookie) && len(syn.payload()) > 0:
+		k.srv.rcvNxt += wire.Seq(len(syn.payload()))
+	}
+	opts := append([]byte(nil), sa.tcp.Contents[wire.TCPMinHeaderLen:]...)
+	if cookie != nil {
+		opts = append(opts, wire.OptNOP, wire.OptNOP, wire.OptFastOpen, byte(2+len(cookie)))
+		opts = append(opts, cookie...)
+	}
+	return k.srv.frame(wire.TCPFlagSYN|wire.TCPFlagACK, k.srv.isn, k.srv.rcvNxt, opts, nil)
+}
+
+// TestRequestInTheSYNEndToEnd runs two handoffs of a carried request
+// through a front-end and a shim with Fast Open on, to a kernel that takes
+// it: the first SYN asks for a cookie and the request follows the SYN-ACK
+// as before; the second SYN carries the request, the SYN-ACK acknowledges
+// it, and the front-end takes that SYN-ACK as the end of the handshake
+// and of the request: it sends nothing, now or at its retransmission
+// timeout. A front-end without FastOpen asks for nothing.
+func TestRequestInTheSYNEndToEnd(t *testing.T) {
+	sh := fastOpenShim(t)
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen = true, true })
+	for i, wantInSYN := range []bool{false, true} {
+		now := t0 + Time(i)*10*ms
+		isnC := wire.Seq(0x30000000 + i*0x1000000)
+		c := newClient(40020+uint16(i), isnC, fullOffer(9))
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		synFrame := onlyFrame(t, out)
+		if o, ok := decodeTCP(t, synFrame).option(layers.TCPOptionKind(wire.OptFastOpen)); !ok || len(o.OptionData) != 0 {
+			t.Fatalf("handoff %d: the SYN of a carried request asks for no cookie", i)
+		}
+		m := onlyEvent(t, out, EvSplice).Splice
+		m.Request = append([]byte(nil), m.Request...)
+		h.call(func(out *Output) {
+			if err := h.fe.SpliceAcked(id, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if err := sh.sh.AddSplice(&m, now); !errors.Is(err, ErrSpliceAwaitsSynAck) {
+			t.Fatalf("handoff %d: AddSplice: %v", i, err)
+		}
+		toHost := onlyFrame(t, sh.input(PortWire, synFrame, now))
+		if got := len(decodeTCP(t, toHost).payload()) > 0; got != wantInSYN {
+			t.Fatalf("handoff %d: the request in the SYN %v, want %v", i, got, wantInSYN)
+		}
+		k := &fastOpenKernel{newServer(0x0badf00d, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+		crossed := copyFrames(sh.input(PortHost, k.answer(t, toHost), now+ms))
+		if len(crossed) != 1 {
+			t.Fatalf("handoff %d: %d frames for the SYN-ACK at the shim", i, len(crossed))
+		}
+		if out := h.input(crossed[0], now+ms); len(out.Frames) != 0 {
+			t.Fatalf("handoff %d: the front-end answered the SYN-ACK with %d frames", i, len(out.Frames))
+		}
+		last := expectTCP(t, onlyFrame(t, sh.tick(now+ms)), seqIs(isnC+1+wire.Seq(len(shortRequest))*b2s(wantInSYN)))
+		if wantInSYN && len(last.payload()) != 0 {
+			t.Fatalf("the shim sent the request again after the kernel took it with the SYN")
+		}
+		if !wantInSYN {
+			// The kernel acknowledges the request the shim sent.
+			h.input(k.srv.seg(wire.TCPFlagACK, k.srv.isn+1, isnC+1+wire.Seq(len(shortRequest)), nil), now+ms)
+		}
+		st := h.fe.Stats()
+		if st.HandoffsDone != uint64(i+1) || st.RequestsInSYN != uint64(i) {
+			t.Fatalf("handoff %d: done %d, in the SYN %d", i, st.HandoffsDone, st.RequestsInSYN)
+		}
+		if wantInSYN {
+			// Nothing to resend: the SYN-ACK acknowledged the request.
+			if out := h.tick(now + ms + Time(h.cfg.RTOMin) + ms); len(out.Frames) != 0 {
+				t.Fatalf("%d frames at the retransmission timeout", len(out.Frames))
+			}
+		}
+	}
+	if st := sh.sh.Stats(); st.FastOpenAccepted != 1 || st.FastOpenCookies != 1 {
+		t.Errorf("shim: accepted %d, cookies %d; want 1, 1", st.FastOpenAccepted, st.FastOpenCookies)
+	}
+
+	off := newFE(t, atSYNOn)
+	id := queuedRequest(t, off, newClient(40030, 0x30000000, fullOffer(9)), shortRequest)
+	out := off.call(func(out *Output) {
+		if err := off.fe.DispatchCarrying(id, testBackend, t0, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, ok := decodeTCP(t, onlyFrame(t, out)).option(layers.TCPOptionKind(wire.OptFastOpen)); ok {
+		t.Error("a front-end without FastOpen asked for a cookie")
+	}
+}
+
+// A SYN-ACK that acknowledges more than the SYN is taken only for a
+// request the front-end's Splice carried, and only up to its end: for a
+// request it sends itself the back-end cannot have it yet.
+func TestSynAckAcknowledgingTheRequestOnlyWhenCarried(t *testing.T) {
+	for _, carry := range []bool{false, true} {
+		h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen = true, true })
+		c := newClient(40040, 0x30000000, fullOffer(9))
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			dispatch := h.fe.Dispatch
+			if carry {
+				dispatch = h.fe.DispatchCarrying
+			}
+			if err := dispatch(id, testBackend, t0, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		syn := decodeTCP(t, onlyFrame(t, out))
+		srv := newServer(0x0badf00d, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})
+		srv.synAck(syn)
+		for _, extra := range []int{len(shortRequest) + 1, len(shortRequest)} {
+			ack := syn.seq() + 1 + wire.Seq(extra)
+			h.input(srv.frame(wire.TCPFlagSYN|wire.TCPFlagACK, srv.isn, ack, synOpts(wire.SynOptions{MSS: 1460, WScale: 7}), nil), t0+ms)
+			established := h.fe.Stats().RequestsInSYN == 1
+			if want := carry && extra == len(shortRequest); established != want {
+				t.Fatalf("carry %v, SYN-ACK acknowledging %d bytes past the SYN: taken %v, want %v", carry, extra, established, want)
+			}
+		}
+	}
+}
+
+func b2s(b bool) wire.Seq {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,290 @@
+package splice
+
+// The carried request in C2's SYN: TCP Fast Open (issue 7, RFC 7413).
+//
+// With the request carried in its Splice (shim_carry.go) the shim still
+// waited for the kernel's SYN-ACK before it wrote the request: on the
+// back-end's TAP 90-130 us passed from the SYN-ACK to the request (the
+// shim reading the SYN-ACK, forwarding it, writing the request), all of
+// it on the first byte's path. A kernel whose server takes Fast Open
+// takes the request in the SYN instead: the server accepts the connection
+// and reads the request while the SYN-ACK is on its way out, and the
+// SYN-ACK acknowledges the request with the SYN.
+//
+// The front-end asks for it in the SYN of a request whose Splice carries
+// it (an empty cookie option, FrontEndConfig.FastOpen). Such a SYN, at the
+// shim (ShimConfig.FastOpen):
+//   - when the shim knows no cookie for its source (the front-end's
+//     handoff address), passes as it came: the kernel answers a server
+//     that takes Fast Open with a cookie, which the shim keeps;
+//   - with a cookie and the Splice in this shard, goes to the host with
+//     the cookie and the request;
+//   - with a cookie but not the Splice yet (it is right behind the SYN on
+//     the wire, or in another worker's mailbox), waits for it, at most
+//     fastOpenHold: the Splice releases it at the next Tick with the
+//     request, the end of the hold without (the carried path then runs).
+//
+// The SYN-ACK says what the kernel did. If it acknowledges the request,
+// the handshake's ISN is the SYN's (noteHandshake), the request is in
+// service from the SYN's time (an early request, shim_early.go), and the
+// segment the shim sends in place of the request is the handshake's last
+// ACK (sendCarried). If it acknowledges only the SYN (a cookie the kernel
+// no longer takes, the server's Fast Open queue full), the request goes
+// after it as before. A cookie in the SYN-ACK replaces the one kept; none
+// in the answer to a SYN whose data the kernel did not take means its
+// server stopped taking Fast Open, and the cookie is forgotten.
+//
+// Against an attacker on the segment: only SYNs from an address the
+// kernel gave a cookie to are held, at most maxHeldSYNs per shard (others
+// pass at once) and never longer than fastOpenHold; the cookies are
+// learnt from the host's SYN-ACKs only. The worst a spoofer of the
+// front-end's address can do is make its SYNs go without their request,
+// the carried path.
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+const (
+	// maxFastOpenCookies bounds the handoff addresses a shard keeps a
+	// cookie for (a front-end has one or a few).
+	maxFastOpenCookies = 8
+	// maxHeldSYNs bounds the SYNs a shard holds for their Splice.
+	maxHeldSYNs = 16
+	// heldSYNSize holds a SYN with the longest TCP header and no IP
+	// options (which the wire's ingress refuses).
+	heldSYNSize = wire.EthernetHeaderLen + wire.IPv4MinHeaderLen + 60
+	// fastOpenHold bounds how long a SYN waits for its Splice: a worker's
+	// mail takes tens of microseconds; a Splice that takes longer is
+	// better served by the carried path than by a SYN held for it.
+	fastOpenHold = time.Millisecond
+)
+
+type fastOpenCookie struct {
+	addr wire.IP4 // the handoff address the kernel gave it to; zero: unused
+	n    int
+	b    [wire.MaxFastOpenCookie]byte
+}
+
+type heldSYN struct {
+	inUse bool
+	key   fourTuple
+	at    Time
+	n     int
+	buf   [heldSYNSize]byte
+}
+
+// fastOpen is a shard's Fast Open state: the cookies its host's kernel
+// gave, and the SYNs waiting for their Splice (release: a Splice came
+// since the last Tick).
+type fastOpen struct {
+	cookies [maxFastOpenCookies]fastOpenCookie
+	next    int // the slot the next new address takes when all are used
+	syns    [maxHeldSYNs]heldSYN
+	nSYN    int
+	release bool
+}
+
+// cookie is the cookie kept for addr, or nil.
+func (f *fastOpen) cookie(addr wire.IP4) []byte {
+	for i := range f.cookies {
+		if c := &f.cookies[i]; c.addr == addr && c.n > 0 {
+			return c.b[:c.n]
+		}
+	}
+	return nil
+}
+
+// learn keeps cookie b for addr; it reports whether that changed anything.
+func (f *fastOpen) learn(addr wire.IP4, b []byte) bool {
+	slot := -1
+	for i := range f.cookies {
+		c := &f.cookies[i]
+		if c.addr == addr {
+			if bytes.Equal(c.b[:c.n], b) {
+				return false
+			}
+			slot = i
+			break
+		}
+		if slot < 0 && c.n == 0 {
+			slot = i
+		}
+	}
+	if slot < 0 {
+		slot = f.next
+		f.next = (f.next + 1) % maxFastOpenCookies
+	}
+	c := &f.cookies[slot]
+	c.addr, c.n = addr, copy(c.b[:], b)
+	return true
+}
+
+func (f *fastOpen) forget(addr wire.IP4) {
+	for i := range f.cookies {
+		if c := &f.cookies[i]; c.addr == addr {
+			*c = fastOpenCookie{}
+		}
+	}
+}
+
+// deadline is when Tick has held SYNs to send.
+func (f *fastOpen) deadline() Time {
+	if f.nSYN == 0 {
+		return Never
+	}
+	if f.release {
+		return 0
+	}
+	next := Never
+	for i := range f.syns {
+		if h := &f.syns[i]; h.inUse {
+			next = min(next, h.at.Add(fastOpenHold))
+		}
+	}
+	return next
+}
+
+// fastOpenSYN takes a SYN p from the wire on key, a tuple with no entry,
+// that asks for a Fast Open cookie, when it can do better than pass it:
+// it sends it with its request, or holds it for its Splice.
+func (s *Shim) fastOpenSYN(key fourTuple, p *wire.Packet, frame []byte, now Time, out *Output) bool {
+	t := p.TCP
+	if !s.cfg.FastOpen || len(t.Payload()) != 0 || !s.isWebPort(key.srcPort) {
+		return false
+	}
+	o := &s.opts
+	if wire.ParseOptions(t, o) != nil || o.FastOpenOffset == 0 || o.CookieLen != 0 {
+		return false
+	}
+	c := s.fo.cookie(key.dstIP)
+	if c == nil {
+		return false // the kernel's SYN-ACK brings one
+	}
+	if h := s.carriedSlot(key); h != nil {
+		return s.sendInSYN(h, p, o.FastOpenOffset, c, now, out)
+	}
+	return s.holdSYN(key, frame, now)
+}
+
+// sendInSYN sends the host SYN p with cookie c in place of its cookie
+// request (at option offset foOff) and the request carried in h; false
+// when the options do not fit (the SYN then passes as it came).
+func (s *Shim) sendInSYN(h *heldSegment, p *wire.Packet, foOff int, c []byte, now Time, out *Output) bool {
+	t := p.TCP
+	var ob [40]byte
+	opts := append(ob[:0], t[wire.TCPMinHeaderLen:foOff]...)
+	opts = append(opts, t[foOff+2:t.HeaderLen()]...)
+	if len(opts)+2+len(c) > len(ob) {
+		return false
+	}
+	opts = append(opts, wire.OptFastOpen, byte(2+len(c)))
+	opts = append(opts, c...)
+	for len(opts)%4 != 0 {
+		opts = append(opts, wire.OptNOP)
+	}
+	tf := wire.TCPFrame{
+		SrcMAC: p.Eth.Src(), DstMAC: p.Eth.Dst(), Src: p.IP.Src(), Dst: p.IP.Dst(),
+		SrcPort: t.SrcPort(), DstPort: t.DstPort(), Seq: t.Seq(), Flags: t.Flags(), Window: t.Window(),
+		TTL: p.IP.TTL(), Options: opts,
+		Payload: h.buf[carriedHeaderRoom : carriedHeaderRoom+h.reqLen],
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortHost, b)
+	h.inSYN, h.synSeq, h.at = true, t.Seq(), now // the request reaches the kernel now
+	s.stats.WireToHost++
+	s.stats.FastOpenSent++
+	return true
+}
+
+// holdSYN keeps SYN frame of key until its Splice comes; false when no
+// room is left (the SYN then passes).
+func (s *Shim) holdSYN(key fourTuple, frame []byte, now Time) bool {
+	if len(frame) > heldSYNSize {
+		return false
+	}
+	f := &s.fo
+	for i := range f.syns {
+		h := &f.syns[i]
+		if h.inUse && h.key == key {
+			// The front-end's SYN again: the later copy waits instead.
+			h.n, h.at = copy(h.buf[:], frame), now
+			return true
+		}
+	}
+	for i := range f.syns {
+		if h := &f.syns[i]; !h.inUse {
+			h.inUse, h.key, h.at, h.n = true, key, now, copy(h.buf[:], frame)
+			f.nSYN++
+			s.stats.FastOpenHeld++
+			return true
+		}
+	}
+	s.stats.FastOpenHeldFull++
+	return false
+}
+
+// releaseSYNs sends the held SYNs whose Splice came, with their request,
+// and passes those whose hold is over as they came.
+func (s *Shim) releaseSYNs(now Time, out *Output) {
+	f := &s.fo
+	f.release = false
+	for i := range f.syns {
+		h := &f.syns[i]
+		if !h.inUse {
+			continue
+		}
+		c, slot := s.fo.cookie(h.key.dstIP), s.carriedSlot(h.key)
+		if slot == nil && now.Sub(h.at) < fastOpenHold && c != nil {
+			continue
+		}
+		h.inUse = false
+		f.nSYN--
+		b := out.alloc(h.n)
+		copy(b, h.buf[:h.n])
+		p := &s.pkt
+		if slot != nil && c != nil && wire.Parse(b, p) == nil && wire.ParseOptions(p.TCP, &s.opts) == nil &&
+			s.opts.FastOpenOffset != 0 && s.sendInSYN(slot, p, s.opts.FastOpenOffset, c, now, out) {
+			continue
+		}
+		if slot == nil {
+			s.stats.FastOpenHeldExpired++
+		}
+		s.stats.WireToHost++
+		out.send(PortHost, b)
+	}
+}
+
+// fastOpenAnswered reads the kernel's SYN-ACK t on key (its options o)
+// for Fast Open: the cookie it gives, and whether it took the request the
+// shim sent in the SYN, in which case hs is the handshake of that SYN.
+func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, hs *handshake) {
+	h := s.carriedSlot(key)
+	sent := h != nil && h.inSYN
+	if !s.cfg.FastOpen {
+		return
+	}
+	if c := o.Cookie(t); c != nil {
+		if s.fo.learn(key.dstIP, c) {
+			s.stats.FastOpenCookies++
+		}
+	} else if sent && t.Ack() == h.synSeq+1 {
+		s.fo.forget(key.dstIP)
+	}
+	if !sent {
+		return
+	}
+	h.inSYN = false
+	if t.Ack() != h.synSeq+1+wire.Seq(h.reqLen) {
+		s.stats.FastOpenRefused++
+		return
+	}
+	req := h.buf[carriedHeaderRoom : carriedHeaderRoom+h.reqLen]
+	hs.isnF, hs.inSYN = h.synSeq, true
+	hs.early = earlyRequest{seen: true, at: h.at, end: t.Ack(), head: bytes.HasPrefix(req, []byte("HEAD "))}
+	s.stats.FastOpenAccepted++
+}

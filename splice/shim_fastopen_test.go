@@ -1,0 +1,248 @@
+package splice
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+var testCookie = []byte{0xc0, 0x0c, 0x1e, 0x01, 0x02, 0x03, 0x04, 0x05}
+
+// foSYN is the front-end's C2 SYN for sp's tuple with ISN isnC, asking
+// for a Fast Open cookie when ask.
+func foSYN(sp *proto.Splice, isnC wire.Seq, ask bool) []byte {
+	return frame(wire.TCPFrame{
+		SrcMAC: feMAC, DstMAC: backendMAC,
+		Src: wire.IP4From(sp.HandoffIP), Dst: wire.IP4From(sp.BackendIP),
+		SrcPort: sp.HandoffPort, DstPort: sp.BackendPort,
+		Seq: isnC, Flags: wire.TCPFlagSYN, Window: 65535,
+		Options: synOpts(wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 0x01020300, FastOpen: ask}),
+	})
+}
+
+// foSynAck is the kernel's SYN-ACK on sp's tuple acknowledging ack, with
+// cookie (none when nil) after the options kernelSynAck gives.
+func foSynAck(sp *proto.Splice, isnB, ack wire.Seq, cookie []byte) []byte {
+	o := wire.SynOptions{MSS: 1460, WScale: int(sp.WScaleBackend), SACKPermitted: true, TS: true, TSVal: 0xffffff00, TSEcr: 0x01020300}
+	opts := synOpts(o)
+	if cookie != nil {
+		opts = append(opts, wire.OptFastOpen, byte(2+len(cookie)))
+		opts = append(opts, cookie...)
+		for len(opts)%4 != 0 {
+			opts = append(opts, wire.OptNOP)
+		}
+	}
+	return frame(wire.TCPFrame{
+		SrcMAC: hostMAC, DstMAC: feMAC,
+		Src: wire.IP4From(sp.BackendIP), Dst: wire.IP4From(sp.HandoffIP),
+		SrcPort: sp.BackendPort, DstPort: sp.HandoffPort,
+		Seq: isnB, Ack: ack, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 64240, Options: opts,
+	})
+}
+
+// foConn is one handoff on port with RequestID id: the Splice that
+// carries its request (as the agent decodes it) and the classic one it
+// stands for.
+func foConn(port uint16, id uint64, isnB, isnC wire.Seq) (classic, m proto.Splice) {
+	classic, m = carriedSplice(isnB, isnC)
+	classic.HandoffPort, m.HandoffPort = port, port
+	classic.RequestID, m.RequestID = id, id
+	m.Request = append([]byte(nil), m.Request...)
+	return classic, m
+}
+
+func fastOpenShim(t *testing.T) *shimHarness {
+	return newShim(t, ShimConfig{FastOpen: true})
+}
+
+// learnCookie runs a first handoff whose SYN asks for a cookie: the SYN
+// passes as it came (the shim has none yet), the kernel's SYN-ACK brings
+// one, and the request goes after it as any carried request.
+func learnCookie(t *testing.T, h *shimHarness, now Time) {
+	t.Helper()
+	const isnB, isnC = wire.Seq(0x50000000), wire.Seq(0x9000)
+	classic, m := foConn(shimHandoffPort+100, 100, isnB, isnC)
+	if err := h.sh.AddSplice(&m, now); !errors.Is(err, ErrSpliceAwaitsSynAck) {
+		t.Fatalf("AddSplice: %v", err)
+	}
+	syn := foSYN(&classic, isnC, true)
+	passedToHost(t, h.input(PortWire, syn, now), syn, "a SYN asking for a cookie the shim does not have")
+	h.input(PortHost, foSynAck(&classic, isnB, isnC+1, testCookie), now)
+	out := h.tick(now)
+	expectTCP(t, onlyFrame(t, out), seqIs(isnC+1), payloadIs([]byte(carriedReq)))
+	if st := h.sh.Stats(); st.FastOpenCookies != 1 || st.FastOpenSent != 0 {
+		t.Fatalf("after the first handoff: %d cookies learnt, %d SYNs sent with a request; want 1, 0", st.FastOpenCookies, st.FastOpenSent)
+	}
+}
+
+// TestShimPutsTheCarriedRequestInTheSYN: once the kernel gave a cookie for
+// the front-end's address, a SYN that asks for one and whose Splice is in
+// place goes to the host with the cookie and the request, its other
+// options as they came; the SYN-ACK that acknowledges the request
+// completes the Splice, the segment left to send is the handshake's last
+// ACK, and the request is in service from the SYN's time.
+func TestShimPutsTheCarriedRequestInTheSYN(t *testing.T) {
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	const isnB = wire.Seq(0x70000000)
+	isnC := wire.Seq(0xfffffff0) // the request wraps
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	if err := h.sh.AddSplice(&m, t0+ms); !errors.Is(err, ErrSpliceAwaitsSynAck) {
+		t.Fatalf("AddSplice: %v", err)
+	}
+	copy(m.Request, "XXXX") // the datagram's buffer, reused
+	s := expectTCP(t, onlyFrame(t, h.input(PortWire, foSYN(&classic, isnC, true), t0+2*ms)),
+		ethFrom(feMAC), ethTo(backendMAC), from(handoffIP, shimHandoffPort), to(backendIP, webPort),
+		seqIs(isnC), flagsAre(wire.TCPFlagSYN), windowIs(65535), tsIs(0x01020300, 0), payloadIs([]byte(carriedReq)))
+	if o, ok := s.option(layers.TCPOptionKind(wire.OptFastOpen)); !ok || !bytes.Equal(o.OptionData, testCookie) {
+		t.Fatalf("Fast Open option %v %x, want the cookie %x", ok, o.OptionData, testCookie)
+	}
+	for _, k := range []layers.TCPOptionKind{layers.TCPOptionKindMSS, layers.TCPOptionKindWindowScale, layers.TCPOptionKindSACKPermitted} {
+		if _, ok := s.option(k); !ok {
+			t.Errorf("the SYN lost its option %v", k)
+		}
+	}
+	out := h.input(PortHost, foSynAck(&classic, isnB, isnC+1+wire.Seq(len(carriedReq)), nil), t0+3*ms)
+	onlyEvent(t, out, EvSpliceInstalled)
+	if fs := copyFrames(out); len(fs) != 1 {
+		t.Fatalf("%d frames with the SYN-ACK, want it alone", len(fs))
+	}
+	out = h.tick(t0 + 3*ms)
+	expectTCP(t, onlyFrame(t, out), ethFrom(feMAC), ethTo(hostMAC),
+		seqIs(isnC+1+wire.Seq(len(carriedReq))), ackIs(isnB+1), flagsAre(wire.TCPFlagACK),
+		windowIs(502), tsIs(0x01020304, 0xffffff00), payloadIs(nil))
+	ent := h.sh.entries[shimKey(&classic)]
+	if ent == nil || !ent.inService || ent.reqStart != t0+2*ms || ent.reqNxt != isnC+1+wire.Seq(len(carriedReq)) {
+		t.Fatalf("entry %+v: want the request in service since the SYN", ent)
+	}
+	if st := h.sh.Stats(); st.FastOpenSent != 1 || st.FastOpenAccepted != 1 || st.FastOpenRefused != 0 || h.sh.Active() != 2 {
+		t.Errorf("sent %d, accepted %d, refused %d, active %d; want 1, 1, 0, 2", st.FastOpenSent, st.FastOpenAccepted, st.FastOpenRefused, h.sh.Active())
+	}
+	h.checkCounters()
+}
+
+// A SYN that comes before its Splice waits for it (at most fastOpenHold):
+// the Splice's arrival has the next Tick send it with the request; a SYN
+// whose Splice does not come in time passes as it came.
+func TestShimHoldsTheSYNForItsSplice(t *testing.T) {
+	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+	for _, spliceComes := range []bool{true, false} {
+		h := fastOpenShim(t)
+		learnCookie(t, h, t0)
+		classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+		syn := foSYN(&classic, isnC, true)
+		if out := h.input(PortWire, syn, t0+ms); len(out.Frames) != 0 {
+			t.Fatalf("%d frames for a SYN whose Splice has not come", len(out.Frames))
+		}
+		if got := h.sh.NextDeadline(); got != t0+ms+Time(fastOpenHold) {
+			t.Fatalf("next deadline %d, want the hold's end %d", got, t0+ms+Time(fastOpenHold))
+		}
+		if !spliceComes {
+			if out := h.tick(t0 + ms + Time(fastOpenHold) - 1); len(out.Frames) != 0 {
+				t.Fatal("the SYN left before its hold ended")
+			}
+			passedToHost(t, h.tick(t0+ms+Time(fastOpenHold)), syn, "a SYN whose Splice did not come")
+			if st := h.sh.Stats(); st.FastOpenHeld != 1 || st.FastOpenHeldExpired != 1 || st.FastOpenSent != 0 {
+				t.Errorf("held %d, expired %d, sent %d; want 1, 1, 0", st.FastOpenHeld, st.FastOpenHeldExpired, st.FastOpenSent)
+			}
+			h.checkCounters()
+			continue
+		}
+		h.sh.AddSplice(&m, t0+ms+ms/4)
+		if got := h.sh.NextDeadline(); got > t0+ms+ms/4 {
+			t.Fatalf("next deadline %d: the SYN waits beyond the Splice's pass", got)
+		}
+		expectTCP(t, onlyFrame(t, h.tick(t0+ms+ms/4)), seqIs(isnC), flagsAre(wire.TCPFlagSYN), payloadIs([]byte(carriedReq)))
+		if st := h.sh.Stats(); st.FastOpenHeld != 1 || st.FastOpenHeldExpired != 0 || st.FastOpenSent != 1 || h.sh.fo.nSYN != 0 {
+			t.Errorf("held %d, expired %d, sent %d, still held %d; want 1, 0, 1, 0", st.FastOpenHeld, st.FastOpenHeldExpired, st.FastOpenSent, h.sh.fo.nSYN)
+		}
+		h.checkCounters()
+	}
+}
+
+// When the kernel does not take the request with the SYN (its SYN-ACK
+// acknowledges the SYN only), the request goes after it as a carried
+// request does; a cookie in that SYN-ACK replaces the one kept, and none
+// at all means the server no longer takes Fast Open: the next SYN passes
+// as it came.
+func TestShimSendsTheRequestAfterASynAckThatDidNotTakeIt(t *testing.T) {
+	newCookie := []byte{9, 9, 9, 9}
+	for _, answer := range [][]byte{newCookie, nil} {
+		h := fastOpenShim(t)
+		learnCookie(t, h, t0)
+		const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+		classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+		h.sh.AddSplice(&m, t0+ms)
+		h.input(PortWire, foSYN(&classic, isnC, true), t0+ms)
+		h.input(PortHost, foSynAck(&classic, isnB, isnC+1, answer), t0+2*ms)
+		expectTCP(t, onlyFrame(t, h.tick(t0+2*ms)), seqIs(isnC+1), ackIs(isnB+1),
+			flagsAre(wire.TCPFlagACK|wire.TCPFlagPSH), payloadIs([]byte(carriedReq)))
+		if st := h.sh.Stats(); st.FastOpenRefused != 1 || st.FastOpenAccepted != 0 {
+			t.Errorf("refused %d, accepted %d; want 1, 0", st.FastOpenRefused, st.FastOpenAccepted)
+		}
+		// The next handoff.
+		classic2, m2 := foConn(shimHandoffPort+1, 43, isnB, isnC)
+		h.sh.AddSplice(&m2, t0+3*ms)
+		syn := foSYN(&classic2, isnC, true)
+		out := h.input(PortWire, syn, t0+3*ms)
+		if answer == nil {
+			passedToHost(t, out, syn, "a SYN after the server stopped taking Fast Open")
+			continue
+		}
+		s := expectTCP(t, onlyFrame(t, out), payloadIs([]byte(carriedReq)))
+		if o, _ := s.option(layers.TCPOptionKind(wire.OptFastOpen)); !bytes.Equal(o.OptionData, newCookie) {
+			t.Errorf("cookie %x, want the kernel's new one %x", o.OptionData, newCookie)
+		}
+		h.checkCounters()
+	}
+}
+
+// Only a SYN that asks for a cookie is concerned, and only with
+// ShimConfig.FastOpen; the table of held SYNs is bounded, the SYNs beyond
+// it pass at once.
+func TestShimFastOpenOnlyWhereAsked(t *testing.T) {
+	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	h.sh.AddSplice(&m, t0+ms)
+	syn := foSYN(&classic, isnC, false)
+	passedToHost(t, h.input(PortWire, syn, t0+ms), syn, "a SYN that does not ask for a cookie")
+
+	off := newShim(t, ShimConfig{})
+	classic0, m0 := foConn(shimHandoffPort+100, 100, isnB, isnC)
+	off.sh.AddSplice(&m0, t0)
+	off.input(PortWire, foSYN(&classic0, isnC, true), t0)
+	off.input(PortHost, foSynAck(&classic0, isnB, isnC+1, testCookie), t0)
+	off.tick(t0)
+	syn = foSYN(&classic, isnC, true)
+	off.sh.AddSplice(&m, t0+ms)
+	passedToHost(t, off.input(PortWire, syn, t0+ms), syn, "a SYN at a shim without FastOpen")
+	if st := off.sh.Stats(); st.FastOpenCookies != 0 {
+		t.Errorf("a shim without FastOpen learnt %d cookies", st.FastOpenCookies)
+	}
+
+	for i := range maxHeldSYNs + 1 {
+		c, _ := foConn(shimHandoffPort+200+uint16(i), uint64(200+i), isnB, isnC)
+		syn := foSYN(&c, isnC, true)
+		out := h.input(PortWire, syn, t0+2*ms)
+		if i < maxHeldSYNs && len(out.Frames) != 0 {
+			t.Fatalf("SYN %d not held", i)
+		}
+		if i == maxHeldSYNs {
+			passedToHost(t, out, syn, "a SYN beyond the held table")
+		}
+	}
+	if st := h.sh.Stats(); st.FastOpenHeld != maxHeldSYNs || st.FastOpenHeldFull != 1 {
+		t.Errorf("held %d, not held %d; want %d, 1", st.FastOpenHeld, st.FastOpenHeldFull, maxHeldSYNs)
+	}
+	if out := h.tick(t0 + 2*ms + Time(fastOpenHold)); len(out.Frames) != maxHeldSYNs {
+		t.Errorf("%d SYNs passed at the hold's end, want %d", len(out.Frames), maxHeldSYNs)
+	}
+	h.checkCounters()
+}
