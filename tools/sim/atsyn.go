@@ -29,7 +29,8 @@ import (
 // it at D + H + 2c: the at-SYN order saves min(H, 2c). An early request
 // the Splice carries (DispatchCarrying) leaves the shim when it has both,
 // at D + max(c, H - c): a trip sooner again when H >= 2c, as
-// splice/shim_carry.go has it. When both reach
+// splice/shim_carry.go has it; with Config.FastOpen it goes in the SYN,
+// at D + c, whatever H (splice/shim_fastopen.go). When both reach
 // the front-end at the same instant the SYN-ACK is taken first, as the
 // daemon's pass hands the engine the link's frames before it reads the
 // control socket (frontend/shard.go); the stand-in takes either order.

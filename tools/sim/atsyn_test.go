@@ -17,10 +17,15 @@ const atSYNService = 20 * time.Millisecond
 // arrival to it too), failing unless every request saw the same one.
 func unloadedHandoff(t *testing.T, handoff, control time.Duration, classic, early bool) time.Duration {
 	t.Helper()
+	return unloadedHandoffFO(t, handoff, control, classic, early, false)
+}
+
+func unloadedHandoffFO(t *testing.T, handoff, control time.Duration, classic, early, fastOpen bool) time.Duration {
+	t.Helper()
 	res := run(t, sim.Config{Seed: 7, Duration: 3 * time.Second, Warmup: 500 * time.Millisecond, Backends: 2, Capacity: 4,
 		Customers:    []sim.Customer{{Name: "a", Rate: 50, Arrivals: sim.Steady, Service: atSYNService, Distribution: sim.Constant}},
 		Scheduler:    controller.Config{QueueCapacity: 100, EarlyRequest: early},
-		HandoffDelay: handoff, ControlDelay: control, ClassicSplice: classic})
+		HandoffDelay: handoff, ControlDelay: control, ClassicSplice: classic, FastOpen: fastOpen})
 	c := res.Customers[0]
 	if c.Served < 120 || c.Rejected.Total() > 0 {
 		t.Fatalf("served %d, refused %+v: want about 125 served, none refused", c.Served, c.Rejected)
@@ -84,6 +89,19 @@ func TestEarlyRequestWithTheSpliceAtSYNGoesFromTheShim(t *testing.T) {
 		if got := unloadedHandoff(t, tc.handoff, tc.control, false, true); got != want {
 			t.Errorf("handoff %v, control %v: an early request went %v after dispatch, want max(control, handoff - control) = %v",
 				tc.handoff, tc.control, got, want)
+		}
+	}
+}
+
+// With Fast Open the carried request goes in the SYN: it reaches the
+// back-end as the Splice reaches the shim, one control trip after
+// dispatch, however long the handshake takes.
+func TestCarriedRequestInTheSYNGoesOneTripAfterDispatch(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct{ handoff, control time.Duration }{{4 * ms, ms}, {ms, 3 * ms}, {2 * ms, ms}} {
+		if got := unloadedHandoffFO(t, tc.handoff, tc.control, false, true, true); got != tc.control {
+			t.Errorf("handoff %v, control %v: a request in the SYN went %v after dispatch, want the control trip %v",
+				tc.handoff, tc.control, got, tc.control)
 		}
 	}
 }

@@ -141,6 +141,11 @@ type Config struct {
 	// smaller tree is rewritten, and its Splice goes the classic way in
 	// either mode, as the engine sends it.
 	ClassicSplice bool
+	// FastOpen: the back-ends take TCP Fast Open, so a request the
+	// Splice carries goes in C2's SYN as the Splice reaches the shim (D +
+	// ControlDelay) instead of after the back-end's SYN-ACK
+	// (splice/shim_fastopen.go).
+	FastOpen bool
 
 	// Feedback experiments (issue 10).
 	//

@@ -170,7 +170,11 @@ func (e *frontEnd) SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Ou
 			// The shim sends it once it has both the Splice and the
 			// back-end's SYN-ACK (atsyn.go).
 			r := e.run()
-			r.schedule(event{at: max(int64(now)+r.cfg.ControlDelay.Nanoseconds(), f.synAckAt), kind: carriedSent, flow: id})
+			at := max(int64(now)+r.cfg.ControlDelay.Nanoseconds(), f.synAckAt)
+			if r.cfg.FastOpen {
+				at = int64(now) + r.cfg.ControlDelay.Nanoseconds() // in the SYN
+			}
+			r.schedule(event{at: at, kind: carriedSent, flow: id})
 			return nil
 		}
 		f.goWhenUp, f.holdWhenUp = true, false // sent once C2 is up
