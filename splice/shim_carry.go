@@ -67,6 +67,7 @@ func (s *Shim) keepCarried(key fourTuple, m *proto.Splice, now Time) bool {
 		s.fo.release = true // its SYN may be waiting for it (shim_fastopen.go)
 	}
 	h.reqID, h.reqLen = m.RequestID, copy(h.buf[carriedHeaderRoom:], m.Request)
+	h.reqEnd = wire.Seq(m.RequestEnd)
 	h.window, h.tsVal = m.RequestWindow, m.RequestTSVal
 	return true
 }

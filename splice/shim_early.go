@@ -141,7 +141,8 @@ type heldSegment struct {
 	// (shim_fastopen.go); its SYN-ACK is to say whether the kernel took it.
 	inSYN  bool
 	synSeq wire.Seq
-	reqID  uint64 // the Splice's RequestID
+	reqEnd wire.Seq // the Splice's RequestEnd
+	reqID  uint64   // the Splice's RequestID
 	reqLen int
 	window uint16
 	tsVal  uint32

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
@@ -245,4 +246,71 @@ func TestShimFastOpenOnlyWhereAsked(t *testing.T) {
 		t.Errorf("%d SYNs passed at the hold's end, want %d", len(out.Frames), maxHeldSYNs)
 	}
 	h.checkCounters()
+}
+
+// TestAdversarialFastOpenHoldsAreBoundedAndLoseNothing: an attacker on the
+// segment who spoofs the front-end's address floods the shim with SYNs
+// asking for a cookie. The shim holds at most maxHeldSYNs of them, never
+// longer than fastOpenHold, and passes every one to its kernel (which
+// answers them as it would have); the front-end's own handoff in the
+// middle of the flood still gets through, its request in the SYN when a
+// hold is free, after the SYN-ACK when not.
+func TestAdversarialFastOpenHoldsAreBoundedAndLoseNothing(t *testing.T) {
+	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	toHost := 0
+	count := func(out *Output) {
+		for _, f := range out.Frames {
+			if f.Port == PortHost {
+				toHost++
+			}
+		}
+	}
+	const flood = 1000
+	for i := range flood {
+		c, _ := foConn(uint16(30000+i), uint64(1000+i), isnB, isnC)
+		count(h.input(PortWire, foSYN(&c, isnC+wire.Seq(i), true), t0+ms+Time(i)*Time(time.Microsecond)))
+		if h.sh.fo.nSYN > maxHeldSYNs {
+			t.Fatalf("%d SYNs held", h.sh.fo.nSYN)
+		}
+		if i%100 == 0 {
+			count(h.tick(t0 + ms + Time(i)*Time(time.Microsecond)))
+		}
+	}
+	// The front-end's handoff, its SYN ahead of its Splice and the table
+	// full of the attacker's SYNs.
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	syn := foSYN(&classic, isnC, true)
+	passedToHost(t, h.input(PortWire, syn, t0+2*ms), syn, "the front-end's SYN with the held table full")
+	h.sh.AddSplice(&m, t0+2*ms)
+	h.input(PortHost, foSynAck(&classic, isnB, isnC+1, nil), t0+2*ms)
+	out := h.tick(t0 + 2*ms)
+	count(out)
+	if d := h.sh.NextDeadline(); d > t0+2*ms+Time(fastOpenHold) {
+		t.Errorf("next deadline %d: a held SYN would wait past its hold", d)
+	}
+	count(h.tick(t0 + 3*ms + Time(fastOpenHold)))
+	if h.sh.fo.nSYN != 0 || toHost != flood+1 {
+		t.Fatalf("%d SYNs still held, %d of the flood's %d and the request reached the kernel", h.sh.fo.nSYN, toHost, flood)
+	}
+	if st := h.sh.Stats(); st.CarriedRequests != 2 || st.FastOpenSent != 0 {
+		t.Errorf("carried %d, sent in the SYN %d; want 2 (with the first handoff's), 0", st.CarriedRequests, st.FastOpenSent)
+	}
+}
+
+// A carried request goes only in the SYN it continues: a SYN on the same
+// tuple with another ISN (a new connection there while an older one's
+// Splice still waits) passes as it came.
+func TestShimPutsARequestOnlyInItsOwnSYN(t *testing.T) {
+	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	h.sh.AddSplice(&m, t0+ms)
+	other := foSYN(&classic, isnC+0x10000, true)
+	passedToHost(t, h.input(PortWire, other, t0+ms), other, "the SYN of another connection on the tuple")
+	if st := h.sh.Stats(); st.FastOpenSent != 0 {
+		t.Errorf("%d SYNs sent with a request", st.FastOpenSent)
+	}
 }
