@@ -152,3 +152,27 @@ func b2s(b bool) wire.Seq {
 	}
 	return 0
 }
+
+// A segment with data from the back-end before its SYN-ACK (a reply that
+// overtook it, passed untranslated by a shim that could not hold it) is
+// not the challenge ACK of a TIME-WAIT: the front-end drops it rather
+// than reset the connection the back-end just took the request on.
+func TestDataBeforeTheSynAckIsNotAChallengeAck(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen = true, true })
+	id := queuedRequest(t, h, newClient(40050, 0x30000000, fullOffer(9)), shortRequest)
+	out := h.call(func(out *Output) {
+		if err := h.fe.DispatchCarrying(id, testBackend, t0, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	syn := decodeTCP(t, onlyFrame(t, out))
+	srv := newServer(0x0badf00d, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})
+	srv.synAck(syn)
+	reqEnd := syn.seq() + 1 + wire.Seq(len(shortRequest))
+	if out := h.input(srv.frame(wire.TCPFlagACK|wire.TCPFlagPSH, srv.isn+1, reqEnd, nil, []byte("HTTP/1.1 200 OK\r\n")), t0+ms); len(out.Frames) != 0 {
+		t.Fatalf("the front-end answered a reply before the SYN-ACK with %d frames", len(out.Frames))
+	}
+	if st := h.fe.Stats(); st.HandoffTimeWaitResets != 0 {
+		t.Errorf("%d TIME-WAIT resets", st.HandoffTimeWaitResets)
+	}
+}

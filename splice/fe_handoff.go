@@ -124,7 +124,7 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 				return
 			}
 			e.handoffFailed(f, "back-end refused the connection", now, out)
-		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK:
+		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK && len(t.Payload()) == 0:
 			// A challenge ACK (RFC 5961 section 4): the back-end still
 			// holds an old connection on this tuple: its TIME_WAIT once
 			// the handoff ports wrap (at a few thousand connections a

@@ -156,6 +156,9 @@ type ShimStats struct {
 	// room.
 	FastOpenSent, FastOpenAccepted, FastOpenRefused, FastOpenCookies uint64
 	FastOpenHeld, FastOpenHeldExpired, FastOpenHeldFull              uint64
+	// Replies that came before their SYN-ACK (another worker's): held
+	// until it came, or dropped for want of room or time.
+	FastOpenRepliesHeld, FastOpenRepliesDropped uint64
 
 	// Ingress checks (ingress.go): frames from the wire for the host
 	// dropped for their headers, by reason.
@@ -370,6 +373,9 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	if s.held.n > 0 {
 		s.held.release = true // Tick passes what waited for this Splice
 	}
+	if s.fo.nReply > 0 {
+		s.fo.releaseReplies = true // and the replies that waited for its SYN-ACK
+	}
 	s.entries[key] = ent
 	s.byReq[m.RequestID] = ent
 	s.stats.Splices++
@@ -429,6 +435,9 @@ func (s *Shim) arm(ent *spliceEntry, now Time) {
 func (s *Shim) Tick(now Time, out *Output) {
 	if s.fo.nSYN > 0 {
 		s.releaseSYNs(now, out)
+	}
+	if s.fo.nReply > 0 {
+		s.releaseHeldReplies(now, out)
 	}
 	if s.held.n > 0 {
 		s.releaseHeld(now, out)
@@ -531,6 +540,8 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			}
 			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
 				s.noteHandshake(key, p, now, out)
+			} else if s.holdEarlyReply(key, frame, vh, t, now) {
+				return // before its SYN-ACK, which another worker has (shim_fastopen.go)
 			} else if s.replyBeforeSplice(key, t, now) {
 				return // before its Splice (shim_early.go)
 			}

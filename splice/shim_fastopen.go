@@ -34,6 +34,18 @@ package splice
 // in the answer to a SYN whose data the kernel did not take means its
 // server stopped taking Fast Open, and the cookie is forgotten.
 //
+// With several workers the kernel's SYN-ACK may reach the shim after the
+// server's first reply: the tun driver picks the queue of a flow's
+// frames by the queue it last wrote them on, and it learns that only
+// after the SYN it is writing has been through the kernel, SYN-ACK and
+// all, so the SYN-ACK takes the queue of the flow's hash and the reply,
+// sent later, the writer's. A SYN-ACK on another worker's queue comes
+// over by mail (backend/worker.go) and may be read after the reply; the
+// reply would then pass untranslated, to the front-end. So a reply on a
+// tuple whose request went in its SYN and whose SYN-ACK has not crossed
+// yet is held (holdEarlyReply, a few frames of up to 64 KiB) until the
+// SYN-ACK installs the Splice, and translated then.
+//
 // Against an attacker on the segment: only SYNs from an address the
 // kernel gave a cookie to are held, at most maxHeldSYNs per shard (others
 // pass at once) and never longer than fastOpenHold; the cookies are
@@ -61,7 +73,23 @@ const (
 	// mail takes tens of microseconds; a Splice that takes longer is
 	// better served by the carried path than by a SYN held for it.
 	fastOpenHold = time.Millisecond
+	// maxHeldReplies bounds the replies a shard holds for their SYN-ACK,
+	// each in a buffer of heldReplySize (a super-frame and its headers),
+	// made when the first is held; earlyReplyHold bounds the wait (the
+	// kernel sends a dropped reply again).
+	maxHeldReplies = 4
+	heldReplySize  = 65536 + wire.EthernetHeaderLen
+	earlyReplyHold = 100 * time.Millisecond
 )
+
+type heldReply struct {
+	inUse bool
+	key   fourTuple
+	at    Time
+	vh    wire.VNetHdr
+	n     int
+	buf   []byte // heldReplySize
+}
 
 type fastOpenCookie struct {
 	addr wire.IP4 // the handoff address the kernel gave it to; zero: unused
@@ -86,6 +114,11 @@ type fastOpen struct {
 	syns    [maxHeldSYNs]heldSYN
 	nSYN    int
 	release bool
+	// replies waiting for their SYN-ACK; releaseReplies: a Splice was
+	// installed since the last Tick.
+	replies        [maxHeldReplies]heldReply
+	nReply         int
+	releaseReplies bool
 }
 
 // cookie is the cookie kept for addr, or nil.
@@ -131,18 +164,23 @@ func (f *fastOpen) forget(addr wire.IP4) {
 	}
 }
 
-// deadline is when Tick has held SYNs to send.
+// deadline is when Tick has held SYNs or replies to send.
 func (f *fastOpen) deadline() Time {
-	if f.nSYN == 0 {
+	if f.nSYN == 0 && f.nReply == 0 {
 		return Never
 	}
-	if f.release {
+	if f.release && f.nSYN > 0 || f.releaseReplies && f.nReply > 0 {
 		return 0
 	}
 	next := Never
 	for i := range f.syns {
 		if h := &f.syns[i]; h.inUse {
 			next = min(next, h.at.Add(fastOpenHold))
+		}
+	}
+	for i := range f.replies {
+		if r := &f.replies[i]; r.inUse {
+			next = min(next, r.at.Add(earlyReplyHold))
 		}
 	}
 	return next
@@ -292,4 +330,70 @@ func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, h
 	hs.isnF, hs.inSYN = h.synSeq, true
 	hs.early = earlyRequest{seen: true, at: h.at, end: t.Ack(), head: bytes.HasPrefix(req, []byte("HEAD "))}
 	s.stats.FastOpenAccepted++
+}
+
+// holdEarlyReply holds the kernel's reply t (frame, with header vh) on
+// key, a tuple with neither entry nor recorded handshake, when its
+// request went in the SYN and the SYN-ACK has yet to cross: the SYN-ACK
+// is in another worker's mailbox. With no room the reply is dropped
+// (counted), and the kernel sends it again; it must not pass
+// untranslated.
+func (s *Shim) holdEarlyReply(key fourTuple, frame []byte, vh wire.VNetHdr, t wire.TCP, now Time) bool {
+	if s.held.n == 0 || len(t.Payload()) == 0 && !t.Has(wire.TCPFlagFIN) || t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagRST) != 0 {
+		return false
+	}
+	if h := s.carriedSlot(key); h == nil || !h.inSYN {
+		return false
+	}
+	f := &s.fo
+	for i := range f.replies {
+		r := &f.replies[i]
+		if r.inUse || len(frame) > heldReplySize {
+			continue
+		}
+		if r.buf == nil {
+			r.buf = make([]byte, heldReplySize)
+		}
+		r.inUse, r.key, r.at, r.vh, r.n = true, key, now, vh, copy(r.buf, frame)
+		f.nReply++
+		s.stats.FastOpenRepliesHeld++
+		return true
+	}
+	s.stats.FastOpenRepliesDropped++
+	return true
+}
+
+// releaseHeldReplies passes the held replies whose Splice is now
+// installed to translation, in the order they came, and drops those
+// whose SYN-ACK did not come in time.
+func (s *Shim) releaseHeldReplies(now Time, out *Output) {
+	f := &s.fo
+	f.releaseReplies = false
+	for f.nReply > 0 {
+		first := -1
+		for i := range f.replies {
+			r := &f.replies[i]
+			if !r.inUse {
+				continue
+			}
+			if now.Sub(r.at) >= earlyReplyHold {
+				r.inUse = false
+				f.nReply--
+				s.stats.FastOpenRepliesDropped++
+				continue
+			}
+			if s.entries[r.key] != nil && (first < 0 || r.at < f.replies[first].at) {
+				first = i
+			}
+		}
+		if first < 0 {
+			return
+		}
+		r := &f.replies[first]
+		b := out.alloc(r.n)
+		copy(b, r.buf[:r.n])
+		r.inUse = false
+		f.nReply--
+		s.InputVNet(PortHost, b, r.vh, now, out)
+	}
 }

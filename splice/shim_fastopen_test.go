@@ -314,3 +314,56 @@ func TestShimPutsARequestOnlyInItsOwnSYN(t *testing.T) {
 		t.Errorf("%d SYNs sent with a request", st.FastOpenSent)
 	}
 }
+
+// With several workers the server's first reply can reach the shim
+// before the kernel's SYN-ACK (which the tun driver put on another
+// worker's queue): the reply waits for the SYN-ACK and leaves translated,
+// to the client, never to the front-end as it came.
+func TestShimHoldsAReplyThatBeatsItsSynAck(t *testing.T) {
+	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	h.sh.AddSplice(&m, t0+ms)
+	h.input(PortWire, foSYN(&classic, isnC, true), t0+ms)
+	reqEnd := isnC + 1 + wire.Seq(len(carriedReq))
+	reply := c2FromHost(&classic, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, reqEnd, []byte("HTTP/1.1 200 OK\r\n\r\n"))
+	if out := h.input(PortHost, reply, t0+ms+ms/10); len(out.Frames) != 0 {
+		t.Fatalf("a reply before its SYN-ACK left as %d frames", len(out.Frames))
+	}
+	if d := h.sh.NextDeadline(); d != t0+ms+ms/10+Time(earlyReplyHold) {
+		t.Fatalf("next deadline %d, want the reply's hold to end at %d", d, t0+ms+ms/10+Time(earlyReplyHold))
+	}
+	onlyEvent(t, h.input(PortHost, foSynAck(&classic, isnB, reqEnd, nil), t0+ms+ms/5), EvSpliceInstalled)
+	out := h.tick(t0 + ms + ms/5)
+	var toClient [][]byte
+	for _, f := range out.Frames {
+		switch {
+		case f.Port == PortHost:
+			expectTCP(t, f.Data, flagsAre(wire.TCPFlagACK), payloadIs(nil)) // the handshake's last ACK
+		case wire.IPv4(f.Data[14:]).Dst() == handoffIP:
+			// The header copy the front-end gets of what is sent while
+			// the request is unacknowledged.
+			expectTCP(t, f.Data, from(backendIP, webPort), payloadIs(nil))
+		default:
+			toClient = append(toClient, f.Data)
+		}
+	}
+	if len(toClient) != 1 {
+		t.Fatalf("Tick sent %d frames to the client, want the reply", len(toClient))
+	}
+	expectTCP(t, toClient[0], from(vipA, webPort), to(clientIP, testRequestPort), payloadIs([]byte("HTTP/1.1 200 OK\r\n\r\n")))
+	if st := h.sh.Stats(); st.FastOpenRepliesHeld != 1 || st.FastOpenRepliesDropped != 0 {
+		t.Errorf("replies held %d, dropped %d; want 1, 0", st.FastOpenRepliesHeld, st.FastOpenRepliesDropped)
+	}
+	h.checkCounters()
+
+	// A reply whose SYN-ACK never comes is dropped at the hold's end.
+	classic2, m2 := foConn(shimHandoffPort+1, 43, isnB, isnC)
+	h.sh.AddSplice(&m2, t0+2*ms)
+	h.input(PortWire, foSYN(&classic2, isnC, true), t0+2*ms)
+	h.input(PortHost, c2FromHost(&classic2, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, reqEnd, []byte("x")), t0+2*ms)
+	if out := h.tick(t0 + 2*ms + Time(earlyReplyHold)); len(out.Frames) != 0 || h.sh.Stats().FastOpenRepliesDropped != 1 {
+		t.Errorf("at the hold's end: %d frames, %d dropped; want 0, 1", len(out.Frames), h.sh.Stats().FastOpenRepliesDropped)
+	}
+}
