@@ -38,6 +38,7 @@ var (
 	shimHandshakes = fam("qsplice_shim_handshakes_total", "Kernel SYN-ACKs on web ports recorded, and those pushed out by newer ones.", isCounter, "outcome")
 	shimWireGuard  = fam("qsplice_shim_wire_guard_total", "Wire segments the shim judged as the kernel would: RSTs not at the exact sequence, segments outside the window, RSTs after which the kernel kept sending.", isCounter, "what")
 	shimEarly      = fam("qsplice_shim_early_total", "Requests that came with their Splice and reached the shim first: segments held until the Splice (held, released; expired when it never came; full: no room, passed), those passed and noted (request_before_splice), and server replies that came before the Splice (reply_dropped; the kernel sends them again).", isCounter, "what")
+	shimFastOpen   = fam("qsplice_shim_fast_open_total", "Carried requests in the handoff connection's SYN (TCP Fast Open): SYNs sent with their request (sent), whose SYN-ACK took it (accepted) or did not (refused: the request followed it); cookies the kernel gave (cookies); SYNs held for their Splice (held) and those that passed without it (held_expired) or were not held for want of room (held_full); replies that overtook their SYN-ACK, held (reply_held) or dropped (reply_dropped).", isCounter, "what")
 	shimLinkFrames = fam("qsplice_shim_link_frames_total", "Frames through the shim's devices, by device and direction.", isCounter, "link", "dir")
 	shimLinkBytes  = fam("qsplice_shim_link_bytes_total", "Bytes through the shim's devices, by device and direction.", isCounter, "link", "dir")
 	shimLinkErrors = fam("qsplice_shim_link_tx_errors_total", "Frame writes a device refused with an error.", isCounter, "link")
@@ -64,7 +65,7 @@ var (
 	shimFamilies = []*exposition.Family{
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
-		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
+		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
 		&shimLinkDrops, &shimLinkInWait, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
@@ -136,6 +137,16 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	shimEarly.Emit(ch, n(s.HeldReleased), "released")
 	shimEarly.Emit(ch, n(s.HeldExpired), "expired")
 	shimEarly.Emit(ch, n(s.HeldFull), "full")
+	for _, f := range []struct {
+		what string
+		v    uint64
+	}{
+		{"sent", s.FastOpenSent}, {"accepted", s.FastOpenAccepted}, {"refused", s.FastOpenRefused},
+		{"cookies", s.FastOpenCookies}, {"held", s.FastOpenHeld}, {"held_expired", s.FastOpenHeldExpired},
+		{"held_full", s.FastOpenHeldFull}, {"reply_held", s.FastOpenRepliesHeld}, {"reply_dropped", s.FastOpenRepliesDropped},
+	} {
+		shimFastOpen.Emit(ch, n(f.v), f.what)
+	}
 	shimWireGuard.Emit(ch, n(s.WireRSTRefused), "rst_refused")
 	shimWireGuard.Emit(ch, n(s.WireOutOfWindow), "out_of_window")
 	shimWireGuard.Emit(ch, n(s.ResetsCancelled), "reset_cancelled")
