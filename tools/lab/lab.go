@@ -92,6 +92,14 @@ type Config struct {
 	// super-frames and must handle them (virtio-net headers). Off, the
 	// wire carries MTU-sized frames with complete checksums only.
 	Offloads bool
+	// FastOpen makes every back-end's kernel accept TCP Fast Open (RFC
+	// 7413), as a deployment whose shim puts the handed-off request in
+	// C2's SYN configures it (docs/architecture.md, step 6):
+	// net.ipv4.tcp_fastopen=3 in the back-end's namespace (or VM), nginx
+	// listening with fastopen=256 and qsplice-testserver with -fast-open
+	// 256. Off, the sysctl keeps the kernel's default (1: client only)
+	// and the servers listen without TCP_FASTOPEN.
+	FastOpen bool
 	// FrontendConfig, when set, is a YAML file the front-end runs from
 	// (qsplice-frontend -config FILE) instead of the lab's flags; it must
 	// use the lab's addresses (see FrontendYAML).
@@ -140,6 +148,7 @@ func DefaultConfig(name string) Config {
 		TestServer:   true,
 		Daemons:      true,
 		Offloads:     true,
+		FastOpen:     true,
 		Capacity:     5,
 		Files:        []int64{0, 1 << 10, 1 << 20, 64 << 20},
 		ReadyTimeout: 15 * time.Second,

@@ -49,7 +49,7 @@ http {
     }
 {{end}}
     server {
-        listen 80;
+        listen 80{{if .FastOpen}} fastopen={{.FastOpen}}{{end}};
         root {{.Root}};
         add_header X-Backend-Id {{.ID}} always;
         location /data/ {}
@@ -67,6 +67,7 @@ type nginxParams struct {
 	Root     string // document root; files are under Root/data/
 	ErrorLog string
 	Trees    int // Config.Trees
+	FastOpen int // TCP_FASTOPEN queue of the listener (Config.FastOpen), 0 none
 }
 
 func (l *Lab) nginxParams(k int) nginxParams {
@@ -76,7 +77,17 @@ func (l *Lab) nginxParams(k int) nginxParams {
 		Root:     l.statePath(wwwDir, backendHost(k)),
 		ErrorLog: l.LogPath(nginxName(k)),
 		Trees:    l.cfg.Trees,
+		FastOpen: l.fastOpenQueue(),
 	}
+}
+
+// fastOpenQueue is the TCP_FASTOPEN queue of the back-ends' web servers,
+// 0 when the lab runs without TCP Fast Open.
+func (l *Lab) fastOpenQueue() int {
+	if l.cfg.FastOpen {
+		return fastOpenQueueLen
+	}
+	return 0
 }
 
 func (l *Lab) nginxConfPath(k int) string {

@@ -53,7 +53,8 @@ func (l *Lab) processes() []procSpec {
 			specs = append(specs, procSpec{
 				name: testserverName(k), host: backendHost(k),
 				argv: append([]string{bin("qsplice-testserver"), "-listen", ":8080", "-id", strconv.Itoa(k),
-					"-service-time", l.cfg.ServiceTime.String()}, l.cfg.TestServerArgs...),
+					"-service-time", l.cfg.ServiceTime.String(), "-fast-open", strconv.Itoa(l.fastOpenQueue())},
+					l.cfg.TestServerArgs...),
 				backend: k,
 				ready:   l.webCheck(k, 8080, testserverName(k)),
 			})

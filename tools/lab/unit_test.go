@@ -95,7 +95,7 @@ func TestNginxConf(t *testing.T) {
 	}
 	for _, want := range []string{
 		"daemon off;", "worker_processes 1;", "pid /st/nginx/b2/nginx.pid;",
-		"error_log /st/logs/nginx-b2.log", "access_log off;", "listen 80;",
+		"error_log /st/logs/nginx-b2.log", "access_log off;", "listen 80 fastopen=256;",
 		"root /st/www/b2;", "location /data/ {}", "add_header X-Backend-Id 2 always;",
 		"sendfile on;", "keepalive_timeout 75s;", "client_body_temp_path /st/nginx/b2/",
 		"proxy_temp_path /st/", "fastcgi_temp_path /st/", "uwsgi_temp_path /st/", "scgi_temp_path /st/",
@@ -127,6 +127,13 @@ func TestProcessesFollowConfig(t *testing.T) {
 	wantArgs := fmt.Sprintf("-id 2 -wire eth0 -tap tap0 -addr 198.18.0.22 -frontend 198.18.0.2:7400 -control-port 7401 -web-ports 80,8080 -capacity 5 -key %s/key-b2 -tap-mac 02:00:c6:12:00:16 -admin 198.18.0.22:7404 -offloads=true -workers %d -x 1", cfg.StateDir, runtime.NumCPU())
 	if got != wantArgs {
 		t.Fatalf("backend-b2 args:\n got %s\nwant %s", got, wantArgs)
+	}
+	ts, err := l.spec("testserver-b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(ts.argv[1:], " "), "-listen :8080 -id 2 -service-time 0s -fast-open 256"; got != want {
+		t.Fatalf("testserver-b2 args:\n got %s\nwant %s", got, want)
 	}
 	if _, err := l.spec("backend-b3"); err == nil {
 		t.Fatal("spec of a missing back-end succeeded")
@@ -249,6 +256,71 @@ func TestNginxConfTrees(t *testing.T) {
 		fi, err := os.Stat(l.TreeDataPath(1, 1<<20, tree))
 		if err != nil || fi.Size() != want {
 			t.Errorf("tree %d file: %v, want %d bytes", tree, err, want)
+		}
+	}
+}
+
+// TCP Fast Open (Config.FastOpen, on by default): nginx listens with
+// fastopen=256, the test server gets -fast-open 256, a VM back-end's init
+// sets the sysctl; off, none of it, and the setting is in lab.json. nginx
+// -t accepts both configurations.
+func TestFastOpenConfig(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		cfg := DefaultConfig("abc")
+		if !cfg.FastOpen {
+			t.Fatal("DefaultConfig: TCP Fast Open off")
+		}
+		cfg.StateDir = t.TempDir()
+		cfg.Files = []int64{1 << 10}
+		cfg.FastOpen = on
+		l := newLab(cfg)
+		conf, err := l.renderNginxConf(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantListen, queue := "listen 80;", "0"
+		if on {
+			wantListen, queue = "listen 80 fastopen=256;", "256"
+		}
+		if !strings.Contains(string(conf), "\n        "+wantListen+"\n") {
+			t.Errorf("FastOpen %v: config lacks %q:\n%s", on, wantListen, conf)
+		}
+		if !on && strings.Contains(string(conf), "fastopen") {
+			t.Errorf("FastOpen off: config mentions fastopen:\n%s", conf)
+		}
+		ts, err := l.spec("testserver-b1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.Index(ts.argv, "-fast-open"); i < 0 || i+1 >= len(ts.argv) || ts.argv[i+1] != queue {
+			t.Errorf("FastOpen %v: test server runs as %q, want -fast-open %s", on, ts.argv, queue)
+		}
+		init := l.vmInit(1)
+		if got := strings.Contains(init, "\necho 3 > /proc/sys/net/ipv4/tcp_fastopen\n"); got != on {
+			t.Errorf("FastOpen %v: VM init sets tcp_fastopen=3: %v\n%s", on, got, init)
+		}
+		if !strings.Contains(init, "'-fast-open' '"+queue+"'") {
+			t.Errorf("FastOpen %v: VM init's test server lacks -fast-open %s:\n%s", on, queue, init)
+		}
+
+		if err := l.initState(); err != nil {
+			t.Fatal(err)
+		}
+		recorded, err := readConfig(cfg.StateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recorded.FastOpen != on {
+			t.Errorf("lab.json records FastOpen %v, want %v", recorded.FastOpen, on)
+		}
+
+		if err := l.prepareNginx(1); err != nil {
+			t.Fatal(err)
+		}
+		p := l.nginxParams(1)
+		out, err := exec.Command(nginxPath(), "-t", "-c", l.nginxConfPath(1), "-p", p.Dir, "-e", p.ErrorLog).CombinedOutput()
+		if err != nil {
+			t.Fatalf("FastOpen %v: nginx -t: %v\n%s", on, err, out)
 		}
 	}
 }

@@ -20,7 +20,10 @@ package lab
 // offloads) under the shim, which is what a VM lab is for.
 //
 // What the guest runs: qsplice-testserver on :8080 and the shim. nginx is
-// not in the guest (port 80 is not served by a VM back-end).
+// not in the guest (port 80 is not served by a VM back-end). With
+// Config.FastOpen its init sets net.ipv4.tcp_fastopen=3 and the test
+// server listens with -fast-open 256, as in a namespace back-end; the
+// console says the guest's value (vmFastOpenMark).
 //
 // The guest boots Debian's kernel from /boot with an initramfs the lab
 // builds (initramfs.go): busybox-static, the modules the guest needs, the
@@ -51,6 +54,10 @@ const (
 	vmTestServer = "qsplice-testserver"
 	vmShim       = "qsplice-backend"
 )
+
+// vmFastOpenMark is followed on the guest's console by its
+// net.ipv4.tcp_fastopen.
+const vmFastOpenMark = "qsplice-vm: tcp_fastopen="
 
 // vmModules are the modules the guest needs; those built into the
 // kernel are skipped (guestModules).
@@ -345,7 +352,7 @@ ip link set lo up
 func (l *Lab) vmInit(k int) string {
 	q := shQuote
 	server := append([]string{"/bin/" + vmTestServer, "-listen", ":8080", "-id", strconv.Itoa(k),
-		"-service-time", l.cfg.ServiceTime.String()}, l.cfg.TestServerArgs...)
+		"-service-time", l.cfg.ServiceTime.String(), "-fast-open", strconv.Itoa(l.fastOpenQueue())}, l.cfg.TestServerArgs...)
 	shim := append([]string{"/bin/" + vmShim, "-allow-root", "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
 		"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
 		"-web-ports", "8080", "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", "/etc/qsplice/key",
@@ -358,6 +365,12 @@ func (l *Lab) vmInit(k int) string {
 ip link set %s arp off promisc on up
 echo 1 > /proc/sys/net/ipv4/conf/%s/rp_filter
 `, hostDev, hostDev)
+	fastOpenPath := "/proc/sys/" + strings.ReplaceAll(fastOpenSysctl, ".", "/")
+	if l.cfg.FastOpen {
+		fmt.Fprintf(&b, "# TCP Fast Open for the shim's requests in C2's SYN (Config.FastOpen).\necho %s > %s\n",
+			fastOpenServer, fastOpenPath)
+	}
+	fmt.Fprintf(&b, "echo \"%s$(cat %s)\"\n", vmFastOpenMark, fastOpenPath)
 	if l.cfg.TestServer {
 		fmt.Fprintf(&b, "%s &\n", q(server))
 	}

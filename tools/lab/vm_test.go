@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,10 @@ func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 	}
 	if qemuPID == 0 {
 		t.Fatalf("no live %s among %+v", vmName(1), l.Processes())
+	}
+	// The guest's kernel takes TCP Fast Open, as a namespace back-end's.
+	if console, _ := os.ReadFile(l.VMConsolePath(1)); !strings.Contains(string(console), vmFastOpenMark+fastOpenServer) {
+		t.Errorf("the guest's console does not say %s%s", vmFastOpenMark, fastOpenServer)
 	}
 
 	capFile := filepath.Join(t.TempDir(), "fe.pcap")
