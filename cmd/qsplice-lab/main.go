@@ -38,7 +38,9 @@ const picture = `qsplice-lab builds a test network out of network namespaces (ne
                        +------------------+   +-----------------------------------+
 
 Offloads (tx csum, TSO, GSO, GRO) stay on, as on real links (up -offloads=false
-turns them off on every lab link); IPv6 is off.
+turns them off on every lab link); IPv6 is off. The back-ends accept TCP Fast
+Open (net.ipv4.tcp_fastopen=3, listeners with TCP_FASTOPEN 256; up
+-fast-open=false leaves it off).
 State (key, pidfiles, logs, nginx config and files, lab.json) is kept in
 -state-dir, so down, status, capture and exec need only -name.
 
@@ -132,6 +134,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 	testServer := fs.Bool("testserver", d.TestServer, "run qsplice-testserver on port 8080 of each back-end")
 	daemons := fs.Bool("daemons", d.Daemons, "run qsplice-backend on each back-end and qsplice-frontend")
 	offloads := fs.Bool("offloads", d.Offloads, "keep checksum offload, TSO, GSO and GRO on on the lab's links (as in real deployments); off: MTU-sized frames with complete checksums only")
+	fastOpen := fs.Bool("fast-open", d.FastOpen, "make the back-ends accept TCP Fast Open (RFC 7413), so the shims can put a handed-off request in the handoff connection's SYN: net.ipv4.tcp_fastopen=3 in each back-end, nginx listening with fastopen=256, qsplice-testserver with -fast-open 256; false: the kernel's default (1, client only) and listeners without it, for comparison")
 	feTAP := fs.Bool("frontend-tap", false, "run the front-end as a userspace host on a TAP (vip0) bridged to its wire, as a VM sees it")
 	vm := fs.String("vm", "", "hosts that are QEMU guests on a TAP of the lab's bridge: back-ends (b1,b2: the guest runs the test server on :8080 and the shim, no nginx) and fe, the front-end (KVM if usable, else TCG)")
 	topologyOnly := fs.Bool("topology-only", false, "build the network only, start no process")
@@ -183,6 +186,7 @@ func upFlags() (*flag.FlagSet, func() (lab.Config, error)) {
 		}
 		cfg.VMBackends, cfg.VMFrontend = vms, vmFE
 		cfg.Offloads = *offloads
+		cfg.FastOpen = *fastOpen
 		if *topologyOnly {
 			cfg.Nginx, cfg.TestServer, cfg.Daemons = false, false, false
 		}

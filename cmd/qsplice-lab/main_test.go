@@ -63,6 +63,17 @@ func TestUpFlagsBuildConfig(t *testing.T) {
 	if !slices.Equal(cfg.BackendArgs, []string{"-log-level", "debug"}) {
 		t.Errorf("backend args = %q", cfg.BackendArgs)
 	}
+	if !cfg.FastOpen {
+		t.Error("TCP Fast Open is off by default")
+	}
+
+	fs, config = upFlags()
+	if _, _, err := parse(fs, []string{"-fast-open=false"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := config(); err != nil || cfg.FastOpen {
+		t.Errorf("-fast-open=false: FastOpen %v, %v", cfg.FastOpen, err)
+	}
 
 	fs, config = upFlags()
 	if _, _, err := parse(fs, []string{"-files", "1Q"}); err != nil {
