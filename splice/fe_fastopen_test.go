@@ -176,3 +176,38 @@ func TestDataBeforeTheSynAckIsNotAChallengeAck(t *testing.T) {
 		t.Errorf("%d TIME-WAIT resets", st.HandoffTimeWaitResets)
 	}
 }
+
+// TestNoFastOpenForAClientWindowBelowTwoSegments: a carried request goes
+// in C2's SYN (the SYN asks for a cookie) only when the client's window
+// holds two of its full segments; below, a kernel making its socket from
+// the SYN would size its segments for a window 128 times larger and the
+// download would crawl (fastOpenFits).
+func TestNoFastOpenForAClientWindowBelowTwoSegments(t *testing.T) {
+	cases := []struct {
+		window uint16 // raw, client scale 7, MSS 1460
+		want   bool
+	}{
+		{10, false}, // 1280 bytes: a 4 KiB receive buffer
+		{22, false}, // 2816 < 2920
+		{23, true},  // 2944
+		{502, true},
+	}
+	for i, tc := range cases {
+		h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen = true, true })
+		c := newClient(40200+uint16(i), wire.Seq(0x31000000+i), fullOffer(9))
+		c.window = tc.window
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			if err := h.fe.DispatchCarrying(id, testBackend, t0+2*ms, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		syn := decodeTCP(t, onlyFrame(t, out))
+		if _, asked := syn.option(layers.TCPOptionKind(wire.OptFastOpen)); asked != tc.want {
+			t.Errorf("client window %d<<7: the SYN asks for Fast Open %v, want %v", tc.window, asked, tc.want)
+		}
+		if want := min(uint32(tc.window)<<7, 65535); uint32(syn.tcp.Window) != want {
+			t.Errorf("client window %d<<7: SYN window %d, want %d", tc.window, syn.tcp.Window, want)
+		}
+	}
+}

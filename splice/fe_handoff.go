@@ -70,11 +70,15 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 }
 
 // sendC2SYN offers the back-end exactly what the client offered us, so it
-// negotiates nothing the client cannot honour (design trap 4).
+// negotiates nothing the client cannot honour (design trap 4), and the
+// window the client last offered, so a kernel taking the request in this
+// SYN starts with the client's window, not more. It asks for Fast Open
+// only for a carried request to a client whose window holds two full
+// segments (fastOpenFits).
 func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 	f.tl.c2SYNSent(now)
 	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack,
-		FastOpen: f.carried && e.cfg.FastOpen}
+		FastOpen: f.carried && e.cfg.FastOpen && f.fastOpenFits()}
 	if f.syn.ts {
 		so.TS, so.TSVal = true, f.tsRecent
 	}
@@ -83,7 +87,7 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
 		Src: e.handoff, Dst: f.bIP, SrcPort: f.hport, DstPort: f.backend.Port,
 		Seq: f.syn.clientISN, Flags: wire.TCPFlagSYN,
-		Window:  65535,
+		Window:  f.synWindow(),
 		Options: ob[:so.Encode(ob[:])],
 	}
 	b := out.alloc(tf.Len())

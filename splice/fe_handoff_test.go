@@ -432,3 +432,40 @@ func heldConnection(t *testing.T, h *feHarness, c *testClient, backendISN wire.S
 	}
 	return id
 }
+
+// TestC2SYNOffersTheClientsWindow: the SYN to the back-end offers the
+// window the client last offered, in bytes, as a SYN carries it (never
+// scaled, at most 65535). A kernel taking a request in the SYN keeps that
+// window as the largest it has seen; 65535 there starved a client with a
+// 4 KiB receive buffer (one small segment per persist timeout).
+func TestC2SYNOffersTheClientsWindow(t *testing.T) {
+	cases := []struct {
+		name   string
+		wscale int
+		window uint16 // the client's raw window in its last segment
+		want   uint16
+	}{
+		{"tiny-buffer", 7, 10, 1280},
+		{"scaled-below-max", 7, 502, 64256},
+		{"scaled-above-max", 7, 1000, 65535},
+		{"unscaled", -1, 4096, 4096},
+		{"scale-0", 0, 1400, 1400},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFE(t, nil)
+			offer := fullOffer(3)
+			offer.WScale = tc.wscale
+			c := newClient(40100+uint16(i), wire.Seq(0x7000000+i), offer)
+			c.window = tc.window
+			id := queuedRequest(t, h, c, shortRequest)
+			syn := dispatch(t, h, id, t0+2*ms)
+			if syn.flags() != wire.TCPFlagSYN {
+				t.Fatalf("dispatch sent flags %#x, want a SYN", syn.flags())
+			}
+			if got := syn.tcp.Window; got != tc.want {
+				t.Errorf("C2 SYN window %d, want %d (client window %d, scale %d)", got, tc.want, tc.window, tc.wscale)
+			}
+		})
+	}
+}

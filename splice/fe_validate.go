@@ -108,6 +108,31 @@ func (f *flow) forwarded() bool {
 // the front-end always accepts (and C2 offers on).
 func (f *flow) clientShift() uint { return uint(max(f.syn.wscale, 0)) }
 
+// synWindow is the client's last window in bytes as a SYN carries it:
+// unscaled (RFC 7323 section 2.2), so at most 65535.
+func (f *flow) synWindow() uint16 {
+	return uint16(min(f.clientWindow(), 65535))
+}
+
+// clientWindow is the client's last window in bytes.
+func (f *flow) clientWindow() uint32 { return uint32(f.cliWin) << f.clientShift() }
+
+// fastOpenFits reports whether the client's window holds two full
+// segments, below which the request does not go in C2's SYN. Linux sizes
+// a socket's largest segment once, when the socket is made, to at most
+// half the largest window it has seen, so that a peer with a window below
+// two segments still gets segments that fit. A socket made from a Fast
+// Open SYN does that sizing with the SYN's window scaled (it corrects the
+// window only afterwards, tcp_fastopen_create_child), which for a client
+// with a 4 KiB receive buffer is 128 times too large: the back-end then
+// sends only full segments, which never fit, and the download crawls at
+// one small segment per 200 ms persist timeout. From the handshake's
+// ACK, as without Fast Open, the sizing is right. Above two segments the
+// bound does not bite either way.
+func (f *flow) fastOpenFits() bool {
+	return f.clientWindow() >= 2*uint32(f.syn.mss)
+}
+
 // backendWindow bounds the back-end's receive window: the largest a
 // kernel announcing its scale can offer, and never less than ours.
 func (e *FrontEnd) backendWindow(f *flow) uint32 {
