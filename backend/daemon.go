@@ -46,6 +46,8 @@ type Config struct {
 	SpliceDelay time.Duration
 	// FastOpen: see splice.ShimConfig.
 	FastOpen bool
+	// HandoffAddrs: see splice.ShimConfig (empty: learnt from Splices).
+	HandoffAddrs []netip.Addr
 	// ResponseQuiet: see splice.ShimConfig.
 	ResponseQuiet time.Duration
 	TAPMAC        wire.MAC

@@ -175,7 +175,7 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet, WebPorts: d.cfg.WebPorts,
 		// A held Splice must still find its handshake when it is installed.
 		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay,
-		FastOpen:        d.cfg.FastOpen}
+		FastOpen:        d.cfg.FastOpen, HandoffAddrs: d.cfg.HandoffAddrs}
 	if id == 0 {
 		// The agent's shard takes the control datagrams off the wire
 		// (wireControl); the fanout sends every UDP frame to member 0.

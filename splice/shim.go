@@ -46,6 +46,14 @@ type ShimConfig struct {
 	// the front-end's ISN on C2: at least the front-end's RecvBuffer
 	// (1 MiB).
 	MaxRequestAhead uint32
+	// HandoffAddrs are the front-ends' handoff addresses: only the
+	// kernel's SYN-ACKs to them are recorded as C2 handshakes, so a
+	// client that connects to the host's own address is not taken for a
+	// handoff (its request held and its reply dropped until the handshake
+	// window ends, as if a Splice were on its way). Empty: learnt from
+	// the Splices the front-ends send (shim_guard.go); until the first,
+	// every SYN-ACK from a web port is recorded.
+	HandoffAddrs []netip.Addr
 
 	// Control datagrams off the wire (issue 7, shim_control.go).
 	//
@@ -86,7 +94,9 @@ type Shim struct {
 	pkt    wire.Packet
 	opts   wire.TCPOptions
 	fo     fastOpen // cookies and held SYNs (shim_fastopen.go)
-	active int
+	// handoffs are the addresses whose SYN-ACKs are C2 handshakes.
+	handoffs handoffAddrs
+	active   int
 
 	// Allocation per request (issue 7): entries removed, kept for the
 	// next Splices instead of a new one each (see remove).
@@ -121,20 +131,21 @@ type ShimStats struct {
 
 	// Against an attacker on the LAN (issue 9, shim_guard.go). Every
 	// refused Splice counts in SplicesRefused and under one reason.
-	SplicesRefused      uint64
-	RefusedNotWebPort   uint64 // names a port the web server does not listen on
-	RefusedNoHandshake  uint64 // no handshake seen on its tuple, or too long ago
-	RefusedInconsistent uint64 // numbers that contradict the handshake seen
-	RefusedRequestInUse uint64 // RequestID of a live entry for another tuple
-	RefusedFull         uint64 // MaxEntries reached
-	SplicesReplaced     uint64 // entries replaced by a Splice for a new handshake on their tuple
-	EntriesSuperseded   uint64 // lingering entries forgotten for a new SYN on their tuple
-	Handshakes          uint64 // kernel SYN-ACKs on web ports recorded
-	HandshakesEvicted   uint64 // of them, pushed out within HandshakeWindow by newer ones
-	WireRSTRefused      uint64 // wire RSTs not at the exact sequence: passed, splice kept
-	WireOutOfWindow     uint64 // other wire segments the kernel would not accept: passed, ignored
-	ResetsCancelled     uint64 // wire RSTs after which the kernel kept sending
-	ExpiredLifetime     uint64 // entries ended by MaxLifetime (also in Expired)
+	SplicesRefused       uint64
+	RefusedNotWebPort    uint64 // names a port the web server does not listen on
+	RefusedNoHandshake   uint64 // no handshake seen on its tuple, or too long ago
+	RefusedInconsistent  uint64 // numbers that contradict the handshake seen
+	RefusedRequestInUse  uint64 // RequestID of a live entry for another tuple
+	RefusedFull          uint64 // MaxEntries reached
+	SplicesReplaced      uint64 // entries replaced by a Splice for a new handshake on their tuple
+	EntriesSuperseded    uint64 // lingering entries forgotten for a new SYN on their tuple
+	Handshakes           uint64 // kernel SYN-ACKs on web ports recorded
+	HandshakesNotHandoff uint64 // SYN-ACKs on web ports to an address not a handoff one, not recorded
+	HandshakesEvicted    uint64 // of them, pushed out within HandshakeWindow by newer ones
+	WireRSTRefused       uint64 // wire RSTs not at the exact sequence: passed, splice kept
+	WireOutOfWindow      uint64 // other wire segments the kernel would not accept: passed, ignored
+	ResetsCancelled      uint64 // wire RSTs after which the kernel kept sending
+	ExpiredLifetime      uint64 // entries ended by MaxLifetime (also in Expired)
 
 	// Early requests (issue 7, shim_early.go): request segments that
 	// crossed before their Splice (noted), and server replies that came
@@ -288,9 +299,14 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 		cfg.MaxRequestAhead = 1 << 20
 	}
 	cfg.WebPorts = append([]uint16(nil), cfg.WebPorts...)
+	h, err := newHandoffAddrs(cfg.HandoffAddrs)
+	if err != nil {
+		return nil, err
+	}
 	return &Shim{
 		cfg:        cfg,
 		hostIP:     cfg.HostIP.As4(),
+		handoffs:   h,
 		entries:    make(map[fourTuple]*spliceEntry),
 		byReq:      make(map[uint64]*spliceEntry),
 		handshakes: newTupleTable[handshake](cfg.MaxHandshakes, cfg.HandshakeWindow),
@@ -328,6 +344,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		return fmt.Errorf("splice: Splice %d has a non-IPv4 address", m.RequestID)
 	}
 	key := fourTuple{srcIP: s.hostIP, dstIP: m.HandoffIP.As4(), srcPort: m.BackendPort, dstPort: m.HandoffPort}
+	s.handoffs.learn(key.dstIP) // the daemon took m only with the front-end's key
 	if m.Flags&proto.SpliceAtSYN != 0 {
 		return s.addSpliceAtSYN(m, key, now)
 	}

@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -288,4 +289,112 @@ func TestShimPassesRepliesOfTuplesWithoutARecentHandshake(t *testing.T) {
 		t.Fatalf("RepliesBeforeSplice = %d", got)
 	}
 	h.checkCounters()
+}
+
+// directClient is a client of the host's own address at ip: its SYN-ACK,
+// request and reply cross the shim like a handoff's, but no Splice ever
+// comes for them.
+func directClient(t *testing.T, h *shimHarness, ip wire.IP4, now Time) (req, reply []byte) {
+	t.Helper()
+	const isnB, isnC = 0x5000, 0x6000
+	synAck := frame(wire.TCPFrame{
+		SrcMAC: hostMAC, DstMAC: routerMAC, Src: backendIP, Dst: ip, SrcPort: webPort, DstPort: 50000,
+		Seq: isnB, Ack: isnC + 1, Flags: wire.TCPFlagSYN | wire.TCPFlagACK, Window: 64240,
+		Options: synOpts(wire.SynOptions{MSS: 1460, WScale: -1}),
+	})
+	if f := onlyFrame(t, h.input(PortHost, synAck, now)); string(f) != string(synAck) {
+		t.Fatal("the direct client's SYN-ACK did not pass unchanged")
+	}
+	req = frame(wire.TCPFrame{
+		SrcMAC: routerMAC, DstMAC: backendMAC, Src: ip, Dst: backendIP, SrcPort: 50000, DstPort: webPort,
+		Seq: isnC + 1, Ack: isnB + 1, Flags: wire.TCPFlagACK | wire.TCPFlagPSH, Window: 500, Payload: []byte(shortRequest),
+	})
+	reply = frame(wire.TCPFrame{
+		SrcMAC: hostMAC, DstMAC: routerMAC, Src: backendIP, Dst: ip, SrcPort: webPort, DstPort: 50000,
+		Seq: isnB + 1, Ack: isnC + 1 + wire.Seq(len(shortRequest)), Flags: wire.TCPFlagACK | wire.TCPFlagPSH,
+		Window: 500, Payload: make([]byte, 100),
+	})
+	return req, reply
+}
+
+// A client that connects to the host's own address is not a handoff:
+// once the shim knows the front-end's handoff address, from its
+// configuration or from a Splice, the client's SYN-ACK is no handshake,
+// so its request passes at once instead of waiting for a Splice that
+// never comes (the handshake window, 5 s), and its reply passes instead of
+// being dropped as one before its Splice. Before the shim knows any
+// handoff address it records every SYN-ACK, as it did.
+func TestShimTakesNoHandshakeOfAClientOfTheHostsOwnAddress(t *testing.T) {
+	direct := wire.IP4{198, 18, 0, 10}
+	for _, c := range []struct {
+		name     string
+		cfg      ShimConfig
+		splice   bool // a Splice from the front-end came first
+		recorded bool
+	}{
+		{"configured", ShimConfig{HandoffAddrs: []netip.Addr{handoffIP.Addr()}}, false, false},
+		{"learnt", ShimConfig{}, true, false},
+		{"nothing known yet", ShimConfig{}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := earlyConn(t, c.cfg, 100)
+			h := sc.h
+			if c.splice {
+				sc.install(t, t0+ms)
+			}
+			req, reply := directClient(t, h, direct, t0+2*ms)
+			st := h.sh.Stats()
+			if c.recorded {
+				if st.HandshakesNotHandoff != 0 {
+					t.Fatalf("%d SYN-ACKs taken for a client's own, want none before a handoff address is known", st.HandshakesNotHandoff)
+				}
+				return
+			}
+			if st.HandshakesNotHandoff != 1 || st.Handshakes != 1 {
+				t.Fatalf("handshakes recorded %d, not a handoff's %d; want 1 (the handoff's) and 1", st.Handshakes, st.HandshakesNotHandoff)
+			}
+			if f := onlyFrame(t, h.input(PortWire, req, t0+3*ms)); string(f) != string(req) {
+				t.Fatal("the direct client's request did not pass at once")
+			}
+			if f := onlyFrame(t, h.input(PortHost, reply, t0+4*ms)); string(f) != string(reply) {
+				t.Fatal("the reply to the direct client did not pass unchanged")
+			}
+			if st := h.sh.Stats(); st.HeldRequests != 0 || st.RepliesBeforeSplice != 0 || st.EarlyRequests != 0 {
+				t.Errorf("held %d, replies before a Splice %d, early requests %d: the direct client was taken for a handoff",
+					st.HeldRequests, st.RepliesBeforeSplice, st.EarlyRequests)
+			}
+			h.checkCounters()
+		})
+	}
+}
+
+// The learnt handoff addresses are bounded: past maxLearntHandoffs the
+// shim takes every address for a handoff again rather than refuse the
+// Splices of a front-end it has no room for; configured ones learn none.
+func TestShimLearnsABoundedSetOfHandoffAddresses(t *testing.T) {
+	var h handoffAddrs
+	h.learning = true
+	other := wire.IP4{198, 19, 1, 1}
+	for i := range maxLearntHandoffs {
+		h.learn(wire.IP4{198, 19, 0, byte(i)})
+		h.learn(wire.IP4{198, 19, 0, byte(i)})
+	}
+	if len(h.addrs) != maxLearntHandoffs || h.has(other) {
+		t.Fatalf("%d learnt, other address a handoff %v; want %d and false", len(h.addrs), h.has(other), maxLearntHandoffs)
+	}
+	h.learn(wire.IP4{198, 19, 0, 200})
+	if !h.overflow || !h.has(other) {
+		t.Fatal("past the bound, not every address counts")
+	}
+	cfg, err := newHandoffAddrs([]netip.Addr{handoffIP.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.learn(other)
+	if cfg.has(other) || !cfg.has(handoffIP) {
+		t.Fatal("configured addresses learnt another or lost their own")
+	}
+	if _, err := newHandoffAddrs([]netip.Addr{netip.MustParseAddr("2001:db8::1")}); err == nil {
+		t.Fatal("an IPv6 handoff address was taken")
+	}
 }

@@ -11,7 +11,9 @@ package splice
 // Splice then finds no handshake (the tuple has not been reused), an old
 // one, or a new one whose numbers it does not match, and a Splice for a
 // connection that is not a handoff (ssh on port 22) has no handshake the
-// shim recorded at all.
+// shim recorded at all. Nor has a connection of a client to the host's
+// own address: only a SYN-ACK to a handoff address is a handshake
+// (handoffAddrs).
 //
 // Which side is authoritative. The back-end's kernel is the TCP endpoint;
 // the shim only watches. So the shim learns a handshake from the kernel's
@@ -31,6 +33,7 @@ package splice
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/qsplice/qsplice/proto"
@@ -168,11 +171,16 @@ func (h *tupleTable[V]) update(key fourTuple, v V) {
 func (h *tupleTable[V]) consume(key fourTuple) { delete(h.byTuple, key) }
 
 // noteHandshake records the kernel's SYN-ACK t on the C2 tuple key (server
-// -> handoff address), if it comes from a port the web server listens on.
+// -> handoff address), if it comes from a port the web server listens on
+// and goes to a handoff address.
 func (s *Shim) noteHandshake(key fourTuple, p *wire.Packet, now Time, out *Output) {
 	t := p.TCP
 	if !s.isWebPort(key.srcPort) {
 		return
+	}
+	if !s.handoffs.has(key.dstIP) {
+		s.stats.HandshakesNotHandoff++
+		return // a client of the host's own address
 	}
 	o := &s.opts
 	if wire.ParseOptions(t, o) != nil {
@@ -331,4 +339,63 @@ func (s *Shim) noteHostSegment(ent *spliceEntry, t wire.TCP, flags uint8, n int)
 		ent.reset, ent.resetByWire = false, false
 		s.stats.ResetsCancelled++
 	}
+}
+
+// handoffAddrs are the front-ends' handoff addresses, configured or
+// learnt. A SYN-ACK is a C2 handshake only towards one of them: the shim
+// holds a request on a recorded handshake until its Splice and drops a
+// reply that comes before it, which for a client of the host's own
+// address (no Splice ever comes) held its request for the whole
+// handshake window. Learning takes the address of every Splice the
+// daemon accepted (so only a holder of a front-end's key adds one);
+// until the first, or once more than maxLearntHandoffs were seen, every
+// address counts, as the shim did before it knew any.
+type handoffAddrs struct {
+	addrs    []wire.IP4
+	learning bool // none configured: learn from Splices
+	overflow bool // learnt too many: every address counts
+}
+
+// maxLearntHandoffs bounds the learnt addresses: a front-end has one
+// handoff address, a cluster a few front-ends.
+const maxLearntHandoffs = 16
+
+func newHandoffAddrs(cfg []netip.Addr) (handoffAddrs, error) {
+	h := handoffAddrs{learning: len(cfg) == 0}
+	for _, a := range cfg {
+		if !a.Is4() {
+			return h, fmt.Errorf("splice: ShimConfig.HandoffAddrs: %v is not IPv4", a)
+		}
+		h.addrs = append(h.addrs, a.As4())
+	}
+	return h, nil
+}
+
+func (h *handoffAddrs) has(ip wire.IP4) bool {
+	if h.overflow || len(h.addrs) == 0 {
+		return true
+	}
+	for _, a := range h.addrs {
+		if a == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// learn adds ip, a Splice's handoff address, when none were configured.
+func (h *handoffAddrs) learn(ip wire.IP4) {
+	if !h.learning || h.overflow {
+		return
+	}
+	for _, a := range h.addrs {
+		if a == ip {
+			return
+		}
+	}
+	if len(h.addrs) == maxLearntHandoffs {
+		h.overflow = true
+		return
+	}
+	h.addrs = append(h.addrs, ip)
 }

@@ -57,6 +57,7 @@ func main() {
 		addr      = flag.String("addr", "", "the kernel's IPv4 address on the TAP (web servers listen there)")
 		fe        = flag.String("frontend", "", "front-end control address:port")
 		ports     = flag.String("web-ports", "80", "TCP ports served by this host's web server(s), comma separated")
+		handoffs  = flag.String("handoff", "", "the front-ends' handoff addresses (their -handoff), comma separated: only the kernel's SYN-ACKs to them are taken for handoff connections, so a client connecting to -addr itself is served at once (empty: learnt from the front-ends' Splices; until the first, every connection on a web port is taken for one, and with several front-ends the first handoff of each is refused)")
 		keyFile   = flag.String("key", "", "file with this back-end's control key (hex, mode 0600): qsplice-frontend derivekey -master M -backend ID -o FILE")
 		ctlPort   = flag.Uint("control-port", 7401, "UDP port this shim listens on for Splice messages")
 		logLevel  = flag.String("log-level", "info", "debug, info, warn or error")
@@ -163,6 +164,16 @@ func main() {
 			fail("-web-ports: bad port %q", f)
 		}
 		cfg.WebPorts = append(cfg.WebPorts, uint16(n))
+	}
+	for _, f := range strings.Split(*handoffs, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil || !a.Is4() {
+			fail("-handoff: %q is not an IPv4 address", f)
+		}
+		cfg.HandoffAddrs = append(cfg.HandoffAddrs, a)
 	}
 	if *tapMAC != "" {
 		m, err := wire.ParseMAC(*tapMAC)

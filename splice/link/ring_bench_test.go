@@ -74,12 +74,28 @@ func BenchmarkRingBump(b *testing.B) {
 	}
 }
 
+// mountTracefs mounts tracefs where the tracepoints' ids are read, for
+// the length of the test, when nothing has (a fresh machine may boot
+// without it); as root only, and quietly when it cannot.
+func mountTracefs(tb testing.TB) {
+	const dir = "/sys/kernel/tracing"
+	if _, err := os.Stat(dir + "/events"); err == nil || os.Geteuid() != 0 {
+		return
+	}
+	if err := unix.Mount("tracefs", dir, "tracefs", 0, ""); err != nil {
+		tb.Logf("mount tracefs on %s: %v", dir, err)
+		return
+	}
+	tb.Cleanup(func() { unix.Unmount(dir, 0) })
+}
+
 // syscallCounter counts one thread's system calls with perf_event_open(2)
 // on the raw_syscalls:sys_enter tracepoint, as perf stat does.
 type syscallCounter struct{ fd int }
 
 func openSyscallCounter(tb testing.TB, tid int) syscallCounter {
 	tb.Helper()
+	mountTracefs(tb)
 	id := -1
 	for _, dir := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
 		raw, err := os.ReadFile(dir + "/events/raw_syscalls/sys_enter/id")

@@ -79,7 +79,7 @@ func (l *Lab) processes() []procSpec {
 		}
 		argv := []string{bin("qsplice-backend"), "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
 			"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
-			"-web-ports", webPorts, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", l.BackendKeyPath(k),
+			"-web-ports", webPorts, "-handoff", HandoffAddr, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", l.BackendKeyPath(k),
 			"-tap-mac", l.BackendMAC(k).String(), "-admin", netip.AddrPortFrom(l.BackendAddr(k), BackendAdminPort).String(),
 			"-offloads=" + strconv.FormatBool(l.cfg.Offloads), // vnet headers only where the links make super-frames
 			"-workers", strconv.Itoa(l.shimWorkers())}

@@ -355,7 +355,7 @@ func (l *Lab) vmInit(k int) string {
 		"-service-time", l.cfg.ServiceTime.String(), "-fast-open", strconv.Itoa(l.fastOpenQueue())}, l.cfg.TestServerArgs...)
 	shim := append([]string{"/bin/" + vmShim, "-allow-root", "-id", strconv.Itoa(k), "-wire", hostDev, "-tap", tapDev,
 		"-addr", l.BackendAddr(k).String(), "-frontend", controlAddr, "-control-port", controlPort,
-		"-web-ports", "8080", "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", "/etc/qsplice/key",
+		"-web-ports", "8080", "-handoff", HandoffAddr, "-capacity", strconv.Itoa(l.cfg.Capacity), "-key", "/etc/qsplice/key",
 		"-tap-mac", l.BackendMAC(k).String(), "-admin", fmt.Sprintf("%s:%d", l.BackendAddr(k), BackendAdminPort),
 		"-offloads=" + strconv.FormatBool(l.cfg.Offloads), "-workers", "1"}, l.cfg.BackendArgs...)
 	var b strings.Builder
