@@ -96,6 +96,12 @@ type EngineStatus struct {
 	HandoffsStarted uint64 `json:"handoffs_started"`
 	HandoffsDone    uint64 `json:"handoffs_done"`
 	HandoffsFailed  uint64 `json:"handoffs_failed"`
+	// The handoff's short cuts (issue 7): Splices sent with C2's SYN, of
+	// them requests the Splice carried, and of those requests the
+	// back-end's kernel took in the SYN (TCP Fast Open).
+	SplicesAtSYN    uint64 `json:"splices_at_syn"`
+	RequestsCarried uint64 `json:"requests_carried"`
+	RequestsInSYN   uint64 `json:"requests_in_syn"`
 	Retransmits     uint64 `json:"retransmits"`
 	ForwardedFrames uint64 `json:"forwarded_frames"`
 	ForwardedBytes  uint64 `json:"forwarded_bytes"`
@@ -188,6 +194,7 @@ func (d *Daemon) status() Status {
 			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
+			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes,
 			ControlFromLink: es.ControlTaken, ControlFromLinkDropped: es.ControlBadLength + es.ControlBadChecksum, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			FollowUps: es.FollowUps, AckStorms: es.AckStorms,

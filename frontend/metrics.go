@@ -87,6 +87,7 @@ var (
 	feQueue         = fam("qsplice_frontend_queue_length", "Requests waiting for a back-end.", isGauge)
 	feRequests      = fam("qsplice_frontend_requests_total", "Request heads parsed.", isCounter)
 	feHandoffs      = fam("qsplice_frontend_handoffs_total", "Handoffs by outcome.", isCounter, "outcome")
+	feShortCuts     = fam("qsplice_frontend_handoff_short_cuts_total", "Handoffs that took a short cut (issue 7): the Splice sent with C2's SYN (splice_at_syn), the request carried in it (request_carried), the request taken by the back-end's kernel in C2's SYN (request_in_syn, TCP Fast Open).", isCounter, "what")
 	feFollowUps     = fam("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", isCounter, "outcome")
 	feChunked       = fam("qsplice_frontend_chunked_bodies_total", "Chunked request bodies followed to their end.", isCounter)
 	feTimeWait      = fam("qsplice_frontend_handoff_time_wait_total", "Handoff SYNs towards a back-end's TIME-WAIT: sent on a port whose record says it refuses them (in_time_wait), and old connections reset after a back-end answered a SYN with one's ACK (reset).", isCounter, "outcome")
@@ -150,7 +151,7 @@ var (
 
 	frontendFamilies = []*exposition.Family{
 		&feFrames, &feDrops, &feRSTsSup, &feCtlRefused, &feFlows, &feRefunds, &feQueue, &feRequests,
-		&feHandoffs, &feFollowUps, &feChunked, &feChallenge, &feTimeWait, &feReplyBytes, &feFwdBytes, &feKernelDrops,
+		&feHandoffs, &feShortCuts, &feFollowUps, &feChunked, &feChallenge, &feTimeWait, &feReplyBytes, &feFwdBytes, &feKernelDrops,
 		&feLimit, &feSources, &feHandoffPorts, &feLimitRefusals, &feLimitCloses, &feRebuilt,
 		&custOffered, &custAdmitted, &custServed, &custOutside, &custRefunded, &custAbandoned, &custRejected,
 		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
@@ -194,6 +195,9 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feRequests.Emit(ch, n(e.Requests))
 	feHandoffs.Emit(ch, n(e.HandoffsDone), "done")
 	feHandoffs.Emit(ch, n(e.HandoffsFailed), "failed")
+	feShortCuts.Emit(ch, n(e.SplicesAtSYN), "splice_at_syn")
+	feShortCuts.Emit(ch, n(e.RequestsCarried), "request_carried")
+	feShortCuts.Emit(ch, n(e.RequestsInSYN), "request_in_syn")
 	feFollowUps.Emit(ch, n(e.FollowUps), "seen")
 	feFollowUps.Emit(ch, n(e.FollowUpsUnfollowable), "unfollowable")
 	feFollowUps.Emit(ch, n(e.FollowUpsRefused), "refused_in_stream")

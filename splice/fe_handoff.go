@@ -416,7 +416,13 @@ func (e *FrontEnd) armSplicedTimer(f *flow, now Time) {
 	// onTimer finds lastSeen moved on and re-arms (see deadlines).
 	if f.deadline == Never || want < f.deadline {
 		e.setDeadline(f, want)
+		return
 	}
+	// The FINs change what f holds without a new deadline: a closed
+	// connection's port stops counting against its source now, not when
+	// the pending timer fires (the dispatch's, a second away, after a
+	// handoff whose request went in the SYN).
+	e.recount(f)
 }
 
 // handoffFailed gives the client a 503: the request never reached a
