@@ -166,3 +166,31 @@ func TestKeepAlive(t *testing.T) {
 		t.Errorf("Go client dialled %d connections for 10 keep-alive requests, want 1", *c.dials)
 	}
 }
+
+// TestWrkNewConnectionPerRequest runs wrk with Connection: close from one
+// client, 16 at a time, so that thousands of handoffs a second start and
+// end: every request must succeed, and no dispatch may be refused for
+// the client's handoff ports (a closed handoff's port must stop counting
+// as its FINs pass, not when its timer next fires).
+func TestWrkNewConnectionPerRequest(t *testing.T) {
+	l := needLab(t)
+	before := frontendStatus(t, l)
+	url := vipURL(80, 1<<10)
+	out, err := l.Command("c1", "wrk", "-t2", "-c16", "-d4s", "--timeout", "20s", "-H", "Connection: close", url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wrk %s: %v\n%s", url, err, out)
+	}
+	s := string(out)
+	if m := regexp.MustCompile(`(\d+) requests in`).FindStringSubmatch(s); m == nil {
+		t.Fatalf("wrk output without a request count:\n%s", s)
+	}
+	if strings.Contains(s, "Socket errors") || strings.Contains(s, "Non-2xx") {
+		t.Errorf("%s: wrk saw errors:\n%s", url, s)
+	}
+	after := frontendStatus(t, l)
+	if n := after.Limits.RefusedPortsSource - before.Limits.RefusedPortsSource; n != 0 {
+		t.Errorf("%d dispatches refused for the client's handoff ports", n)
+	}
+	t.Logf("%d handoffs, %d of them with the request in C2's SYN", after.Engine.HandoffsDone-before.Engine.HandoffsDone,
+		after.Engine.RequestsInSYN-before.Engine.RequestsInSYN)
+}
