@@ -140,6 +140,12 @@ func (s *Shim) completeAtSYN(key fourTuple, hs *handshake, now Time, out *Output
 		// Also when a resend without the request replaced the Splice
 		// that brought it: the slot is the same RequestID's.
 		s.sendCarried(key, hs, &r)
+		if ent := s.entries[key]; ent != nil && hs.inSYN {
+			// The SYN-ACK acknowledged the request, and the front-end
+			// took it so (fe_handoff.go): it needs no copy of the first
+			// reply to learn it, one frame fewer for it per request.
+			ent.reqAcked = true
+		}
 	}
 	out.event(ev)
 }

@@ -124,6 +124,19 @@ func TestShimPutsTheCarriedRequestInTheSYN(t *testing.T) {
 	if st := h.sh.Stats(); st.FastOpenSent != 1 || st.FastOpenAccepted != 1 || st.FastOpenRefused != 0 || h.sh.Active() != 2 {
 		t.Errorf("sent %d, accepted %d, refused %d, active %d; want 1, 1, 0, 2", st.FastOpenSent, st.FastOpenAccepted, st.FastOpenRefused, h.sh.Active())
 	}
+	// The SYN-ACK told the front-end the request arrived: the first reply
+	// goes to the client alone, with no header-only copy to the front-end;
+	// the server's FIN still gets one.
+	srv := newServer(isnB, wire.SynOptions{})
+	srv.peerPort, srv.ts, srv.tsVal, srv.peerTS = shimHandoffPort, true, 0xffffff01, 0x01020304
+	srv.rcvNxt = isnC + 1 + wire.Seq(len(carriedReq))
+	toClient, toFE := framesOn(t, h.input(PortHost, srv.reply(make([]byte, 500)), t0+4*ms))
+	if len(toClient) != 1 || len(toFE) != 0 {
+		t.Errorf("the first reply: %d frames to the client, %d to the front-end; want 1 and 0", len(toClient), len(toFE))
+	}
+	if _, toFE := framesOn(t, h.input(PortHost, srv.seg(wire.TCPFlagFIN|wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil), t0+5*ms)); len(toFE) != 1 {
+		t.Errorf("the server's FIN: %d copies to the front-end, want 1", len(toFE))
+	}
 	h.checkCounters()
 }
 
