@@ -124,7 +124,7 @@ func TestProcessesFollowConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(be.argv[1:], " ")
-	wantArgs := fmt.Sprintf("-id 2 -wire eth0 -tap tap0 -addr 198.18.0.22 -frontend 198.18.0.2:7400 -control-port 7401 -web-ports 80,8080 -capacity 5 -key %s/key-b2 -tap-mac 02:00:c6:12:00:16 -admin 198.18.0.22:7404 -offloads=true -workers %d -x 1", cfg.StateDir, runtime.NumCPU())
+	wantArgs := fmt.Sprintf("-id 2 -wire eth0 -tap tap0 -addr 198.18.0.22 -frontend 198.18.0.2:7400 -control-port 7401 -web-ports 80,8080 -handoff 198.18.0.101 -capacity 5 -key %s/key-b2 -tap-mac 02:00:c6:12:00:16 -admin 198.18.0.22:7404 -offloads=true -workers %d -x 1", cfg.StateDir, runtime.NumCPU())
 	if got != wantArgs {
 		t.Fatalf("backend-b2 args:\n got %s\nwant %s", got, wantArgs)
 	}
