@@ -140,8 +140,8 @@ type ShimStats struct {
 	SplicesReplaced      uint64 // entries replaced by a Splice for a new handshake on their tuple
 	EntriesSuperseded    uint64 // lingering entries forgotten for a new SYN on their tuple
 	Handshakes           uint64 // kernel SYN-ACKs on web ports recorded
-	HandshakesNotHandoff uint64 // SYN-ACKs on web ports to an address not a handoff one, not recorded
 	HandshakesEvicted    uint64 // of them, pushed out within HandshakeWindow by newer ones
+	HandshakesNotHandoff uint64 // SYN-ACKs on web ports to an address not a handoff one, not recorded
 	WireRSTRefused       uint64 // wire RSTs not at the exact sequence: passed, splice kept
 	WireOutOfWindow      uint64 // other wire segments the kernel would not accept: passed, ignored
 	ResetsCancelled      uint64 // wire RSTs after which the kernel kept sending
