@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/qsplice/qsplice/proto"
@@ -372,26 +373,13 @@ func newHandoffAddrs(cfg []netip.Addr) (handoffAddrs, error) {
 }
 
 func (h *handoffAddrs) has(ip wire.IP4) bool {
-	if h.overflow || len(h.addrs) == 0 {
-		return true
-	}
-	for _, a := range h.addrs {
-		if a == ip {
-			return true
-		}
-	}
-	return false
+	return h.overflow || len(h.addrs) == 0 || slices.Contains(h.addrs, ip)
 }
 
 // learn adds ip, a Splice's handoff address, when none were configured.
 func (h *handoffAddrs) learn(ip wire.IP4) {
-	if !h.learning || h.overflow {
+	if !h.learning || h.overflow || slices.Contains(h.addrs, ip) {
 		return
-	}
-	for _, a := range h.addrs {
-		if a == ip {
-			return
-		}
 	}
 	if len(h.addrs) == maxLearntHandoffs {
 		h.overflow = true

@@ -13,12 +13,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/qsplice/qsplice/backend"
+	"github.com/qsplice/qsplice/internal/flagcheck"
 	"github.com/qsplice/qsplice/internal/privilege"
 	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
@@ -155,25 +154,16 @@ func main() {
 			fail("-frontend: %v", err)
 		}
 	}
-	for _, f := range strings.Split(*ports, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(f, 10, 16)
-		if err != nil || n == 0 {
-			fail("-web-ports: bad port %q", f)
-		}
-		cfg.WebPorts = append(cfg.WebPorts, uint16(n))
+	if cfg.WebPorts, err = flagcheck.Ports(*ports); err != nil {
+		fail("-web-ports: %v", err)
 	}
-	for _, f := range strings.Split(*handoffs, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
+	if cfg.HandoffAddrs, err = flagcheck.Addrs(*handoffs); err != nil {
+		fail("-handoff: %v", err)
+	}
+	for _, a := range cfg.HandoffAddrs {
+		if !a.Is4() {
+			fail("-handoff: %v is not an IPv4 address", a)
 		}
-		a, err := netip.ParseAddr(f)
-		if err != nil || !a.Is4() {
-			fail("-handoff: %q is not an IPv4 address", f)
-		}
-		cfg.HandoffAddrs = append(cfg.HandoffAddrs, a)
 	}
 	if *tapMAC != "" {
 		m, err := wire.ParseMAC(*tapMAC)

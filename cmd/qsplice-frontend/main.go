@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend"
+	"github.com/qsplice/qsplice/internal/flagcheck"
 	"github.com/qsplice/qsplice/internal/privilege"
 	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
@@ -138,7 +139,7 @@ func main() {
 		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, fastOpen: cfg.FastOpen, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
 		return
 	}
-	if cfg.VIPs, err = parseAddrs(*vips); err != nil {
+	if cfg.VIPs, err = flagcheck.Addrs(*vips); err != nil {
 		fail("-vip: %v", err)
 	}
 	if *handoff != "" {
@@ -146,7 +147,7 @@ func main() {
 			fail("-handoff: %v", err)
 		}
 	}
-	if cfg.Ports, err = parsePorts(*ports); err != nil {
+	if cfg.Ports, err = flagcheck.Ports(*ports); err != nil {
 		fail("-ports: %v", err)
 	}
 	if cfg.HandoffPortFirst, cfg.HandoffPortLast, err = parsePortRange(*hports); err != nil {
@@ -214,36 +215,6 @@ func newLogger(level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
-func parseAddrs(s string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		a, err := netip.ParseAddr(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-func parsePorts(s string) ([]uint16, error) {
-	var out []uint16
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(f, 10, 16)
-		if err != nil || n == 0 {
-			return nil, fmt.Errorf("bad port %q", f)
-		}
-		out = append(out, uint16(n))
-	}
-	return out, nil
 }
 
 // parsePortRange reads FIRST-LAST, 1 <= FIRST <= LAST <= 65535.

@@ -48,3 +48,37 @@ func Positive(ds ...Duration) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Addrs reads a comma-separated list of IP addresses; empty items are
+// skipped.
+func Addrs(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Ports reads a comma-separated list of port numbers, 1..65535; empty
+// items are skipped.
+func Ports(s string) ([]uint16, error) {
+	var out []uint16
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(f, 10, 16)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("bad port %q", f)
+		}
+		out = append(out, uint16(n))
+	}
+	return out, nil
+}

@@ -27,3 +27,22 @@ func TestPositive(t *testing.T) {
 		t.Errorf("got %v, want the two refusals in order", err)
 	}
 }
+
+func TestAddrsAndPorts(t *testing.T) {
+	a, err := Addrs(" 198.18.0.100, ,198.18.0.101")
+	if err != nil || len(a) != 2 || a[1].String() != "198.18.0.101" {
+		t.Errorf("Addrs: %v %v", a, err)
+	}
+	if _, err := Addrs("198.18.0.300"); err == nil {
+		t.Error("Addrs took a bad address")
+	}
+	p, err := Ports("80, 8080,")
+	if err != nil || len(p) != 2 || p[1] != 8080 {
+		t.Errorf("Ports: %v %v", p, err)
+	}
+	for _, bad := range []string{"0", "65536", "http"} {
+		if _, err := Ports(bad); err == nil || err.Error() != `bad port "`+bad+`"` {
+			t.Errorf("Ports(%q): %v", bad, err)
+		}
+	}
+}
