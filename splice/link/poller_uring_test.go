@@ -114,9 +114,32 @@ func TestPollerRingHoldReportsLateDescriptorsAtItsEnd(t *testing.T) {
 // The point of the ring's hold: io_uring reads this thread submitted,
 // which complete as task work of the thread, do not interrupt the hold
 // (in epoll_pwait2 each would: EINTR, and one more system call).
+//
+// Anything else that interrupts the thread's system call costs one enter
+// more too: a signal (the Go runtime's preemption SIGURG, say), or task
+// work of a ring an earlier test submitted on this OS thread. One run of
+// the whole module's tests met a hold with two enters. Task work of the
+// hold's own reads would interrupt every hold, so the test makes up to
+// three and asks for one with a single enter.
 func TestPollerRingHoldIsNotInterruptedByTaskWork(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	var enters []uint64
+	for range 3 {
+		n := ringHoldWithTaskWork(t)
+		if n == 1 {
+			return
+		}
+		enters = append(enters, n)
+	}
+	t.Fatalf("the holds made %v io_uring_enter calls, want 1: the read's task work interrupted them", enters)
+}
+
+// ringHoldWithTaskWork holds on a fresh ring-hold Poller while an io_uring
+// read this (locked) thread submitted completes, and returns the enters
+// the hold made.
+func ringHoldWithTaskWork(t *testing.T) uint64 {
+	t.Helper()
 	tid := unix.Gettid()
 	p := newRingHoldPoller(t)
 	r, w := pipe(t)
@@ -150,9 +173,7 @@ func TestPollerRingHoldIsNotInterruptedByTaskWork(t *testing.T) {
 	if c == nil || c.userData != 7 || c.res != 5 {
 		t.Fatalf("the read's completion: %+v, want 5 bytes read during the hold", c)
 	}
-	if enters := p.HoldEnters() - before; enters != 1 {
-		t.Fatalf("the hold made %d io_uring_enter calls, want 1: the read's task work interrupted it", enters)
-	}
+	return p.HoldEnters() - before
 }
 
 func TestPollerRingHoldDoesNotAllocate(t *testing.T) {
