@@ -23,7 +23,8 @@ import (
 // own, as the kernel would have sent it from the control socket (the
 // link's MAC, the socket's address and port, both checksums, don't
 // fragment), and sends it in the pass's batch, at its place: a classic
-// Splice ahead of the pass's frames, one sent with its SYN behind them.
+// Splice ahead of the pass's frames, one sent with its SYN behind them
+// (unless the SYN asks for Fast Open: Daemon.sendDatagrams says why).
 // The shim sees the same datagram from the same address; nothing else
 // changes for it. Only Splices: the others (RegisterAck, keepalive
 // echoes) are a few a second and go through the socket.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,6 +268,60 @@ func TestPassBatchPutsEachSpliceFrameInItsPlace(t *testing.T) {
 	// No MAC: the socket.
 	if framed, _ := s.lctl.queueSplice(r.d.linkCtl, codec, &controller.Datagram{To: shimCtl, Msg: testSplice(100)}, false); framed {
 		t.Fatal("a Splice to a back-end of unknown MAC was framed")
+	}
+}
+
+// A Splice sent with a SYN that asks for Fast Open goes ahead of the
+// pass's frames, as a classic one does: the shim holds that SYN until
+// its Splice has come. One sent with any other SYN goes behind them.
+func TestFastOpenSpliceGoesAheadOfItsSYN(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "frontend.yaml")
+	writeConfig(t, cfgPath, "100")
+	onLink(t)
+	r := newRig(t, cfgPath)
+	s := r.d.shards[0]
+	shimCtl := netip.AddrPortFrom(loopback, 7401)
+	atSYN := func(id uint64) *proto.Splice {
+		m := testSplice(id)
+		m.Flags |= proto.SpliceAtSYN
+		return m
+	}
+	s.out.Reset()
+	s.out.Datagrams = append(s.out.Datagrams,
+		controller.Datagram{To: shimCtl, Msg: atSYN(1), MAC: serverMAC},
+		controller.Datagram{To: shimCtl, Msg: testSplice(2), MAC: serverMAC},
+		controller.Datagram{To: shimCtl, Msg: atSYN(3), MAC: serverMAC, AheadOfSYN: true})
+	engine := []byte("engine frame: the C2 SYN")
+	s.out.Engine.Frames = append(s.out.Engine.Frames, splice.OutFrame{Data: engine})
+	r.d.ctrlMu.Lock()
+	s.splicesAfter = r.d.sendDatagrams(s, false)
+	r.d.ctrlMu.Unlock()
+	s.flushFrames()
+	want := []string{"Splice 2", "Splice 3", "engine", "Splice 1"}
+	var got []string
+	for range want {
+		buf := make([]byte, 2048)
+		n, err := r.wire.ReadFrame(buf) // written already: flushFrames returned
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		f := buf[:n]
+		if string(f) == string(engine) {
+			got = append(got, "engine")
+			continue
+		}
+		var p wire.Packet
+		if err := wire.Parse(f, &p); err != nil || p.Kind != wire.KindIPv4 || p.IP.Protocol() != wire.ProtoUDP {
+			t.Fatalf("after %v: %v, kind %v", got, err, p.Kind)
+		}
+		m, err := r.codec.Decode(f[p.L4+wire.UDPHeaderLen : p.End])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("Splice %d", m.(*proto.Splice).RequestID))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("batch order %v, want %v", got, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -203,13 +204,52 @@ func TestNoFastOpenForAClientWindowBelowTwoSegments(t *testing.T) {
 			}
 		})
 		syn := decodeTCP(t, onlyFrame(t, out))
-		if _, asked := syn.option(layers.TCPOptionKind(wire.OptFastOpen)); asked != tc.want {
+		_, asked := syn.option(layers.TCPOptionKind(wire.OptFastOpen))
+		if asked != tc.want {
 			t.Errorf("client window %d<<7: the SYN asks for Fast Open %v, want %v", tc.window, asked, tc.want)
+		}
+		if ev := spliceEvent(t, out); !ev.FastOpen != !asked {
+			t.Errorf("client window %d<<7: EvSplice.FastOpen %v for a SYN that asks %v", tc.window, ev.FastOpen, asked)
 		}
 		if want := min(uint32(tc.window)<<7, 65535); uint32(syn.tcp.Window) != want {
 			t.Errorf("client window %d<<7: SYN window %d, want %d", tc.window, syn.tcp.Window, want)
 		}
 	}
+}
+
+// The Splice of a request not carried says the SYN does not ask for Fast
+// Open, so the daemon sends it behind the SYN as before.
+func TestSpliceOfAnUncarriedRequestIsNotMarkedFastOpen(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen = true, true })
+	c := newClient(40250, 0x31800000, fullOffer(9))
+	id := queuedRequest(t, h, c, shortRequest)
+	out := h.call(func(out *Output) {
+		if err := h.fe.Dispatch(id, testBackend, t0+2*ms, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	syn := decodeTCP(t, onlyFrame(t, out))
+	if _, asked := syn.option(layers.TCPOptionKind(wire.OptFastOpen)); asked {
+		t.Fatal("the SYN of a request its Splice does not carry asks for Fast Open")
+	}
+	if ev := spliceEvent(t, out); ev.FastOpen || ev.Splice.Flags&proto.SpliceRequest != 0 {
+		t.Fatalf("EvSplice FastOpen %v, flags %#x; want false, no SpliceRequest", ev.FastOpen, ev.Splice.Flags)
+	}
+}
+
+// spliceEvent is out's one EvSplice.
+func spliceEvent(t *testing.T, out *Output) Event {
+	t.Helper()
+	var found []Event
+	for _, ev := range out.Events {
+		if ev.Kind == EvSplice {
+			found = append(found, ev)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d EvSplice events, want 1", len(found))
+	}
+	return found[0]
 }
 
 // TestAClosedFastOpenHandoffNoLongerCountsAgainstItsSource: once both

@@ -69,6 +69,13 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 	return nil
 }
 
+// asksFastOpen reports whether f's C2 SYN asks for Fast Open: only for a
+// carried request, to a client whose window holds two full segments
+// (fastOpenFits).
+func (e *FrontEnd) asksFastOpen(f *flow) bool {
+	return f.carried && e.cfg.FastOpen && f.fastOpenFits()
+}
+
 // sendC2SYN offers the back-end exactly what the client offered us, so it
 // negotiates nothing the client cannot honour (design trap 4), and the
 // window the client last offered, so a kernel taking the request in this
@@ -78,7 +85,7 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 	f.tl.c2SYNSent(now)
 	so := wire.SynOptions{MSS: f.syn.mss, WScale: f.syn.wscale, SACKPermitted: f.syn.sack,
-		FastOpen: f.carried && e.cfg.FastOpen && f.fastOpenFits()}
+		FastOpen: e.asksFastOpen(f)}
 	if f.syn.ts {
 		so.TS, so.TSVal = true, f.tsRecent
 	}

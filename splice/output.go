@@ -146,6 +146,12 @@ type Event struct {
 	// response's first byte there (at least 1 ns).
 	Timeline  FlowTimeline
 	FirstByte time.Duration
+
+	// FastOpen (EvSplice sent with the SYN): the SYN asks for Fast Open,
+	// and a shim that knows the back-end's cookie holds it until this
+	// Splice, whose request it puts in the SYN, has come
+	// (shim_fastopen.go): the daemon sends the Splice ahead of the SYN.
+	FastOpen bool
 }
 
 // FlowID names a client connection for the lifetime of the engine.

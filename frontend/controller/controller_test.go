@@ -56,6 +56,38 @@ func TestRequestDispatchedSplicedServed(t *testing.T) {
 	}
 }
 
+// The Splice of a SYN that asks for Fast Open is marked to go ahead of
+// the SYN (the shim holds that SYN for it); a resend, long after the SYN,
+// and any other Splice are not.
+func TestFastOpenSpliceIsMarkedAheadOfItsSYN(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.KeepaliveInterval = time.Hour
+	h := newHarness(t, cfg)
+	h.method = "POST"
+	h.register(1, 5, 1, t0)
+	ahead := func(out *Output) []bool {
+		var got []bool
+		for _, d := range out.Datagrams {
+			if d.Msg.Type() == proto.TypeSplice {
+				got = append(got, d.AheadOfSYN)
+			}
+		}
+		return got
+	}
+	for flow, fastOpen := range map[splice.FlowID]bool{1: true, 2: false} {
+		h.request(flow, "A.example", t0)
+		h.eng.flows[flow].state = "splice-wait"
+		out := h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: 1, FastOpen: fastOpen,
+			Splice: proto.Splice{RequestID: uint64(flow), Flags: proto.SpliceAtSYN}}, t0)
+		if got := ahead(out); !slices.Equal(got, []bool{fastOpen}) {
+			t.Fatalf("flow %d (Fast Open %v): Splices ahead of the SYN %v", flow, fastOpen, got)
+		}
+	}
+	if got := ahead(h.tick(t0 + 250*ms)); !slices.Equal(got, []bool{false, false}) {
+		t.Fatalf("resent Splices ahead of the SYN %v, want two, neither", got)
+	}
+}
+
 // A lost Splice is sent again every SpliceRetry, SpliceTries times in
 // all; a late ack is still taken, a duplicate one ignored.
 func TestSpliceResentUntilAcknowledged(t *testing.T) {

@@ -214,7 +214,7 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	p.msg.RequestID, p.msg.BackendID = c.requestID(rec.id), rec.be.id
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
-	out.sendSplice(rec.be, &p.msg)
+	out.sendSplice(rec.be, &p.msg, ev.FastOpen)
 	c.tlSpliceSent(rec, now)
 	// A request its Splice carries is on its way once the shim has the
 	// Splice: it takes its slot now, whatever changed since Dispatch.
@@ -259,7 +259,7 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		p.msg.Flags &^= proto.SpliceRequest
 		p.msg.Request = nil
 		c.splices.push(rec.id, p.due)
-		out.sendSplice(rec.be, &p.msg)
+		out.sendSplice(rec.be, &p.msg, false)
 		c.tlSpliceSent(rec, now)
 	}
 }
