@@ -87,8 +87,12 @@ type AgentStats struct {
 	// SplicesAtSYN: Splices sent with C2's SYN that waited for the
 	// kernel's SYN-ACK, acknowledged when it completed them (issue 7).
 	SplicesAtSYN uint64 `json:"splices_at_syn"`
-	Feedbacks    uint64 `json:"feedbacks"`    // Feedback messages sent
-	BadMessages  uint64 `json:"bad_messages"` // datagrams that failed to decode or were refused
+	// SpliceAcksImplied: of those, completed by a SYN-ACK that took the
+	// request in the SYN, for a Splice that asked for no SpliceAck then
+	// (proto.SpliceImplicitAck): none was sent.
+	SpliceAcksImplied uint64 `json:"splice_acks_implied"`
+	Feedbacks         uint64 `json:"feedbacks"`    // Feedback messages sent
+	BadMessages       uint64 `json:"bad_messages"` // datagrams that failed to decode or were refused
 	// Refused counts them by reason (proto.RefusalReason: auth, replay,
 	// stale, direction, peer, ...): forged, replayed or reflected
 	// datagrams show here.
@@ -370,6 +374,12 @@ func (a *Agent) acknowledge(id uint64, reason string, out *AgentOutput) {
 // Call SetConcurrency first, so the Feedback carries the load after it.
 func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
 	if ev.Kind == splice.EvSpliceInstalled {
+		if ev.Detail == "" && ev.FastOpen {
+			// The SYN-ACK that acknowledged the request in the SYN
+			// acknowledges the Splice (proto.SpliceImplicitAck).
+			a.stats.SpliceAcksImplied++
+			return
+		}
 		a.acknowledge(ev.RequestID, ev.Detail, out)
 		return
 	}

@@ -462,3 +462,24 @@ func TestAgentAcknowledgesASpliceSentWithTheSYNWhenInstalled(t *testing.T) {
 		t.Errorf("SplicesRefused %d", st.SplicesRefused)
 	}
 }
+
+// A Splice the kernel's SYN-ACK completed by taking its request in the
+// SYN, and which asked for no SpliceAck then (proto.SpliceImplicitAck,
+// reported as Event.FastOpen), is not acknowledged: that SYN-ACK is the
+// front-end's acknowledgement. A refusal is sent all the same.
+func TestAgentSendsNoSpliceAckTheSYNACKImplies(t *testing.T) {
+	r := newAgentRig(t, 0)
+	r.out.Reset()
+	r.a.Event(splice.Event{Kind: splice.EvSpliceInstalled, RequestID: 31, FastOpen: true}, 0, &r.out)
+	if len(r.out.Send) != 0 || r.a.Stats().SpliceAcksImplied != 1 {
+		t.Fatalf("sent %d messages, SpliceAcksImplied %d; want 0, 1", len(r.out.Send), r.a.Stats().SpliceAcksImplied)
+	}
+	r.out.Reset()
+	r.a.Event(splice.Event{Kind: splice.EvSpliceInstalled, RequestID: 32, FastOpen: true, Detail: "table full"}, 0, &r.out)
+	if got := sent[*proto.SpliceAck](t, &r.out); got.OK || got.RequestID != 32 || got.Reason != "table full" {
+		t.Fatalf("ack %+v, want the refusal sent", got)
+	}
+	if st := r.a.Stats(); st.SpliceAcksImplied != 1 || st.SplicesRefused != 1 {
+		t.Errorf("SpliceAcksImplied %d, SplicesRefused %d; want 1, 1", st.SpliceAcksImplied, st.SplicesRefused)
+	}
+}

@@ -47,6 +47,7 @@ var (
 	shimKernDrops  = fam("qsplice_shim_kernel_drops_total", "Frames the kernel dropped because a wire socket's buffer was full.", isCounter)
 
 	shimCtlSent     = fam("qsplice_shim_control_sent_total", "Control messages sent to the front-end, by type.", isCounter, "message")
+	shimAcksImplied = fam("qsplice_shim_splice_acks_implied_total", "Splices sent with a Fast Open SYN whose kernel SYN-ACK took the request in the SYN: that SYN-ACK acknowledges the Splice to the front-end, and no SpliceAck was sent.", isCounter)
 	shimCtlReceived = fam("qsplice_shim_control_received_total", "Control messages received and handled, by type.", isCounter, "message")
 	shimCtlWire     = fam("qsplice_shim_control_wire_total", "Control datagrams from the wire: taken off it for the agent (taken), dropped for a UDP length that does not fit the packet (bad_length) or a wrong UDP checksum (bad_checksum), passed to the kernel's socket as IP fragments (fragment, first fragments) or GSO frames (offloaded).", isCounter, "what")
 	shimCtlSentPath = fam("qsplice_shim_control_sent_path_total", "Control datagrams sent to the front-end, by the way they left: built and sent straight on the wire, or through the kernel's socket (Register, before the front-end's MAC is known, or when a pass's frame buffers ran out).", isCounter, "path")
@@ -66,7 +67,7 @@ var (
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimLinkInWait, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimLinkInWait, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -171,6 +172,7 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	shimCtlSent.Emit(ch, n(c.Feedbacks), "feedback")
 	shimCtlReceived.Emit(ch, n(c.Echoes), "keepalive")
 	shimCtlReceived.Emit(ch, n(c.Splices), "splice")
+	shimAcksImplied.Emit(ch, n(c.SpliceAcksImplied))
 	shimCtlSentPath.Emit(ch, n(st.ControlSent.Wire), "wire")
 	shimCtlSentPath.Emit(ch, n(st.ControlSent.Socket), "socket")
 	shimCtlWire.Emit(ch, n(s.ControlTaken), "taken")

@@ -88,3 +88,32 @@ func TestSpliceCarriedRequestRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSpliceImplicitAckOnlyWithACarriedRequest: bit 6 (the SYN-ACK that
+// takes the request in the SYN acknowledges the Splice) round-trips with
+// a carried request and is refused without one, encoding and decoding.
+func TestSpliceImplicitAckOnlyWithACarriedRequest(t *testing.T) {
+	m := carriedSplice()
+	m.Flags |= SpliceImplicitAck
+	got, err := unmarshal(testKey, mustMarshal(t, testKey, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+	bare := goldenSplice()
+	bare.Flags |= SpliceAtSYN | SpliceImplicitAck
+	bare.WScaleBackend = 0
+	if _, err := Marshal(testKey, testHeader(bare), bare); err == nil || !strings.Contains(err.Error(), "bit 6") {
+		t.Fatalf("encoding bit 6 without a carried request gave %v, want an error naming bit 6", err)
+	}
+	// On the wire: a Splice with the SYN's bit and bit 6 but no request.
+	bare.Flags &^= SpliceImplicitAck
+	b := mustMarshal(t, testKey, bare)
+	body := append([]byte(nil), b[:len(b)-tagLen]...)
+	body[headerLen+44] |= SpliceImplicitAck
+	if _, err := unmarshal(testKey, reseal(testKey, body)); err == nil || !strings.Contains(err.Error(), "bit 6") {
+		t.Fatalf("decoding bit 6 without a carried request gave %v, want an error naming bit 6", err)
+	}
+}

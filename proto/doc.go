@@ -147,7 +147,10 @@
 //	                      bit 3 rewritten request target, bit 4 sent with
 //	                      C2's SYN (the shim completes it from the SYN-ACK;
 //	                      WScaleBackend is then 0), bit 5 (with bit 4
-//	                      only) the request carried for the shim to send;
+//	                      only) the request carried for the shim to send,
+//	                      bit 6 (with bit 5 only) a SYN-ACK acknowledging
+//	                      the request in the SYN acknowledges the Splice
+//	                      (the shim sends no SpliceAck then);
 //	                      other bits must be 0
 //	45 u8    WScaleBackend   0..14
 //	46 u8    WScaleFrontend  0..14

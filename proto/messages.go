@@ -63,8 +63,15 @@ const (
 	// SYN-ACK to reach the front-end and come back. RequestEnd is the
 	// segment's end.
 	SpliceRequest uint8 = 1 << 5
+	// SpliceImplicitAck, with SpliceRequest only: C2's SYN asks for Fast
+	// Open, and the front-end takes a SYN-ACK that acknowledges the
+	// request the shim put in that SYN as this Splice's acknowledgement
+	// (the shim puts it there only with the Splice in hand, and installs
+	// the Splice as the SYN-ACK crosses). So the shim sends no SpliceAck
+	// for a Splice such a SYN-ACK completes; a refusal it still sends.
+	SpliceImplicitAck uint8 = 1 << 6
 
-	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN | SpliceRequest
+	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN | SpliceRequest | SpliceImplicitAck
 )
 
 // MaxSpliceRequest bounds Splice.Request: with the rest of the Splice it
@@ -286,6 +293,9 @@ func (m *Splice) encode(e *encoder) {
 		e.u32(m.RewriteEnd)
 		e.u32(m.RequestOffset)
 	}
+	if m.Flags&SpliceImplicitAck != 0 && m.Flags&SpliceRequest == 0 {
+		e.fail("Flags", "an implicit acknowledgement (bit 6) without a carried request (bit 5)")
+	}
 	if m.Flags&SpliceRequest != 0 {
 		if m.Flags&SpliceAtSYN == 0 {
 			e.fail("Flags", "a carried request (bit 5) without the SYN (bit 4)")
@@ -332,6 +342,9 @@ func (m *Splice) decode(d *decoder) {
 		m.RequestOffset = d.u32("RequestOffset")
 	}
 	m.RequestWindow, m.RequestTSVal, m.Request = 0, 0, nil
+	if m.Flags&SpliceImplicitAck != 0 && m.Flags&SpliceRequest == 0 {
+		d.fail("Flags", "an implicit acknowledgement (bit 6) without a carried request (bit 5)")
+	}
 	if m.Flags&SpliceRequest != 0 {
 		if m.Flags&SpliceAtSYN == 0 {
 			d.fail("Flags", "a carried request (bit 5) without the SYN (bit 4)")

@@ -49,6 +49,12 @@ func (e *FrontEnd) spliceWithSYN(f *flow, carry bool, now Time, out *Output) {
 		m.Flags |= proto.SpliceRequest
 		m.Request, m.RequestWindow, m.RequestTSVal = f.buf, f.cliWin, f.tsRecent
 		f.carried = true
+		if e.asksFastOpen(f) {
+			// A SYN-ACK that acknowledges the request in the SYN will
+			// tell us the shim has this Splice (proto.SpliceImplicitAck).
+			m.Flags |= proto.SpliceImplicitAck
+			f.implicitAck = true
+		}
 		f.tl.Carried = true
 		f.tl.requestSent(now, len(f.buf)) // it leaves the front-end now
 		e.stats.RequestsCarried++

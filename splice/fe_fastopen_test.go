@@ -208,8 +208,12 @@ func TestNoFastOpenForAClientWindowBelowTwoSegments(t *testing.T) {
 		if asked != tc.want {
 			t.Errorf("client window %d<<7: the SYN asks for Fast Open %v, want %v", tc.window, asked, tc.want)
 		}
-		if ev := spliceEvent(t, out); !ev.FastOpen != !asked {
+		ev := spliceEvent(t, out)
+		if !ev.FastOpen != !asked {
 			t.Errorf("client window %d<<7: EvSplice.FastOpen %v for a SYN that asks %v", tc.window, ev.FastOpen, asked)
+		}
+		if implicit := ev.Splice.Flags&proto.SpliceImplicitAck != 0; implicit != asked {
+			t.Errorf("client window %d<<7: Splice asks for an implicit ack %v for a SYN that asks for Fast Open %v", tc.window, implicit, asked)
 		}
 		if want := min(uint32(tc.window)<<7, 65535); uint32(syn.tcp.Window) != want {
 			t.Errorf("client window %d<<7: SYN window %d, want %d", tc.window, syn.tcp.Window, want)
@@ -232,8 +236,49 @@ func TestSpliceOfAnUncarriedRequestIsNotMarkedFastOpen(t *testing.T) {
 	if _, asked := syn.option(layers.TCPOptionKind(wire.OptFastOpen)); asked {
 		t.Fatal("the SYN of a request its Splice does not carry asks for Fast Open")
 	}
-	if ev := spliceEvent(t, out); ev.FastOpen || ev.Splice.Flags&proto.SpliceRequest != 0 {
-		t.Fatalf("EvSplice FastOpen %v, flags %#x; want false, no SpliceRequest", ev.FastOpen, ev.Splice.Flags)
+	if ev := spliceEvent(t, out); ev.FastOpen || ev.Splice.Flags&(proto.SpliceRequest|proto.SpliceImplicitAck) != 0 {
+		t.Fatalf("EvSplice FastOpen %v, flags %#x; want false, no SpliceRequest or SpliceImplicitAck", ev.FastOpen, ev.Splice.Flags)
+	}
+}
+
+// The Splice of a SYN that asks for Fast Open asks the shim for no
+// SpliceAck when the kernel takes the request in the SYN
+// (proto.SpliceImplicitAck), and such a SYN-ACK is reported as the
+// acknowledgement (EvSpliceTaken); a SYN-ACK that acknowledges only the
+// SYN (a cookie the kernel no longer takes) is not, the shim's SpliceAck
+// then comes as before.
+func TestASYNACKThatTakesTheRequestInTheSYNAcknowledgesTheSplice(t *testing.T) {
+	for i, inSYN := range []bool{true, false} {
+		h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen = true, true })
+		c := newClient(40260+uint16(i), wire.Seq(0x31900000+i), fullOffer(9))
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			if err := h.fe.DispatchCarrying(id, testBackend, t0+2*ms, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if ev := spliceEvent(t, out); ev.Splice.Flags&proto.SpliceImplicitAck == 0 {
+			t.Fatalf("the Splice of a Fast Open SYN has flags %#x, want SpliceImplicitAck", ev.Splice.Flags)
+		}
+		syn := decodeTCP(t, onlyFrame(t, out))
+		srv := newServer(0x0badf00d, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})
+		sa := decodeTCP(t, srv.synAck(syn))
+		if inSYN {
+			srv.rcvNxt += wire.Seq(len(shortRequest))
+		}
+		out = h.input(srv.frame(wire.TCPFlagSYN|wire.TCPFlagACK, srv.isn, srv.rcvNxt, sa.tcp.Contents[wire.TCPMinHeaderLen:], nil), t0+3*ms)
+		var taken []Event
+		for _, ev := range out.Events {
+			if ev.Kind == EvSpliceTaken {
+				taken = append(taken, ev)
+			}
+		}
+		switch {
+		case inSYN && (len(taken) != 1 || taken[0].Flow != id || taken[0].Backend != testBackend.ID):
+			t.Fatalf("SYN-ACK taking the request in the SYN: EvSpliceTaken %+v, want one for flow %d, back-end %d", taken, id, testBackend.ID)
+		case !inSYN && len(taken) != 0:
+			t.Fatalf("SYN-ACK of the SYN alone: EvSpliceTaken %+v, want none", taken)
+		}
 	}
 }
 

@@ -256,6 +256,9 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		f.reqUna = t.Ack()
 		f.tfo = true
 		e.stats.RequestsInSYN++
+		if f.implicitAck {
+			out.event(Event{Kind: EvSpliceTaken, Flow: f.id, Backend: f.backend.ID})
+		}
 	}
 	f.cliNxt = f.rw.toC(f.reqEnd, true)
 	// The back-end may send up to the window of our SYN before it sees the

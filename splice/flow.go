@@ -55,7 +55,12 @@ type flow struct {
 	carried bool
 	// tfo: the back-end's SYN-ACK acknowledged the carried request,
 	// which the shim put in C2's SYN (Fast Open, shim_fastopen.go).
-	tfo      bool
+	tfo bool
+	// implicitAck: the Splice asked the shim to take such a SYN-ACK for
+	// its acknowledgement (proto.SpliceImplicitAck): its coming is an
+	// EvSpliceTaken.
+	implicitAck bool
+
 	started  Time
 	lastSeen Time
 	cliFin   bool // client sent FIN (and we have it in sequence)

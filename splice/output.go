@@ -84,6 +84,11 @@ const (
 	// SYN-ACK: installed when Detail is empty, refused otherwise (Detail
 	// says why). RequestID names it; the daemon acknowledges it now.
 	EvSpliceInstalled
+	// EvSpliceTaken: the back-end's SYN-ACK acknowledged the request its
+	// shim put in C2's SYN, for a Splice sent with proto.SpliceImplicitAck:
+	// the shim has the Splice and sends no SpliceAck for it, so the daemon
+	// takes this for one (an OK). A refusal still comes as a SpliceAck.
+	EvSpliceTaken
 )
 
 // CloseReason says why a flow ended.
@@ -147,10 +152,13 @@ type Event struct {
 	Timeline  FlowTimeline
 	FirstByte time.Duration
 
-	// FastOpen (EvSplice sent with the SYN): the SYN asks for Fast Open,
-	// and a shim that knows the back-end's cookie holds it until this
-	// Splice, whose request it puts in the SYN, has come
+	// FastOpen, on an EvSplice sent with the SYN: the SYN asks for Fast
+	// Open, and a shim that knows the back-end's cookie holds it until
+	// this Splice, whose request it puts in the SYN, has come
 	// (shim_fastopen.go): the daemon sends the Splice ahead of the SYN.
+	// On an EvSpliceInstalled (shim): the kernel took the request in the
+	// SYN and the Splice asked for no SpliceAck then
+	// (proto.SpliceImplicitAck): the daemon sends none.
 	FastOpen bool
 }
 

@@ -145,6 +145,8 @@ func (s *Shim) completeAtSYN(key fourTuple, hs *handshake, now Time, out *Output
 			// took it so (fe_handoff.go): it needs no copy of the first
 			// reply to learn it, one frame fewer for it per request.
 			ent.reqAcked = true
+			// Nor a SpliceAck, if it said so: the SYN-ACK is one.
+			ev.FastOpen = r.Flags&proto.SpliceImplicitAck != 0
 		}
 	}
 	out.event(ev)

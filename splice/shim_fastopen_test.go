@@ -68,12 +68,17 @@ func learnCookie(t *testing.T, h *shimHarness, now Time) {
 	t.Helper()
 	const isnB, isnC = wire.Seq(0x50000000), wire.Seq(0x9000)
 	classic, m := foConn(shimHandoffPort+100, 100, isnB, isnC)
+	m.Flags |= proto.SpliceImplicitAck
 	if err := h.sh.AddSplice(&m, now); !errors.Is(err, ErrSpliceAwaitsSynAck) {
 		t.Fatalf("AddSplice: %v", err)
 	}
 	syn := foSYN(&classic, isnC, true)
 	passedToHost(t, h.input(PortWire, syn, now), syn, "a SYN asking for a cookie the shim does not have")
-	h.input(PortHost, foSynAck(&classic, isnB, isnC+1, testCookie), now)
+	// The kernel took no request in this SYN: the Splice is acknowledged
+	// as any, though it asked for an implicit acknowledgement.
+	if ev := onlyEvent(t, h.input(PortHost, foSynAck(&classic, isnB, isnC+1, testCookie), now), EvSpliceInstalled); ev.FastOpen {
+		t.Fatal("a SYN-ACK of the SYN alone reported as taking the request in the SYN")
+	}
 	out := h.tick(now)
 	expectTCP(t, onlyFrame(t, out), seqIs(isnC+1), payloadIs([]byte(carriedReq)))
 	if st := h.sh.Stats(); st.FastOpenCookies != 1 || st.FastOpenSent != 0 {
@@ -93,6 +98,7 @@ func TestShimPutsTheCarriedRequestInTheSYN(t *testing.T) {
 	const isnB = wire.Seq(0x70000000)
 	isnC := wire.Seq(0xfffffff0) // the request wraps
 	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	m.Flags |= proto.SpliceImplicitAck
 	if err := h.sh.AddSplice(&m, t0+ms); !errors.Is(err, ErrSpliceAwaitsSynAck) {
 		t.Fatalf("AddSplice: %v", err)
 	}
@@ -109,7 +115,9 @@ func TestShimPutsTheCarriedRequestInTheSYN(t *testing.T) {
 		}
 	}
 	out := h.input(PortHost, foSynAck(&classic, isnB, isnC+1+wire.Seq(len(carriedReq)), nil), t0+3*ms)
-	onlyEvent(t, out, EvSpliceInstalled)
+	if ev := onlyEvent(t, out, EvSpliceInstalled); !ev.FastOpen || ev.Detail != "" {
+		t.Fatalf("EvSpliceInstalled %+v: want it installed, the request taken in the SYN (no SpliceAck to send)", ev)
+	}
 	if fs := copyFrames(out); len(fs) != 1 {
 		t.Fatalf("%d frames with the SYN-ACK, want it alone", len(fs))
 	}
@@ -174,6 +182,12 @@ func TestShimHoldsTheSYNForItsSplice(t *testing.T) {
 		expectTCP(t, onlyFrame(t, h.tick(t0+ms+ms/4)), seqIs(isnC), flagsAre(wire.TCPFlagSYN), payloadIs([]byte(carriedReq)))
 		if st := h.sh.Stats(); st.FastOpenHeld != 1 || st.FastOpenHeldExpired != 0 || st.FastOpenSent != 1 || h.sh.fo.nSYN != 0 {
 			t.Errorf("held %d, expired %d, sent %d, still held %d; want 1, 0, 1, 0", st.FastOpenHeld, st.FastOpenHeldExpired, st.FastOpenSent, h.sh.fo.nSYN)
+		}
+		// Its Splice did not ask for an implicit acknowledgement: the
+		// daemon acknowledges it although the kernel took the request.
+		sa := foSynAck(&classic, isnB, isnC+1+wire.Seq(len(carriedReq)), nil)
+		if ev := onlyEvent(t, h.input(PortHost, sa, t0+2*ms), EvSpliceInstalled); ev.FastOpen {
+			t.Fatal("a Splice without SpliceImplicitAck reported as needing no SpliceAck")
 		}
 		h.checkCounters()
 	}

@@ -165,7 +165,8 @@ for mtype, layout in pairs(layouts) do
 			add_field(key .. ".rewrite", ProtoField.bool(abbr .. ".rewrite", "Rewritten target", 8, nil, 0x08))
 			add_field(key .. ".at_syn", ProtoField.bool(abbr .. ".at_syn", "Sent with the SYN", 8, nil, 0x10))
 			add_field(key .. ".request", ProtoField.bool(abbr .. ".request", "Carries the request", 8, nil, 0x20))
-			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0xc0))
+			add_field(key .. ".implicit_ack", ProtoField.bool(abbr .. ".implicit_ack", "Acknowledged by the SYN-ACK", 8, nil, 0x40))
+			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0x80))
 		elseif kind == "ports" then
 			add_field(key .. ".count", ProtoField.uint8(abbr .. "_count", go .. " count", base.DEC))
 			add_field(key, ProtoField.uint16(abbr, go, base.DEC))

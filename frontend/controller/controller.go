@@ -270,6 +270,8 @@ func (c *Controller) event(ev splice.Event, now splice.Time, out *Output) {
 		c.request(ev, now, out)
 	case splice.EvSplice:
 		c.sendSplice(ev, now, out)
+	case splice.EvSpliceTaken:
+		c.spliceTaken(ev, now, out)
 	case splice.EvClosed:
 		c.closed(ev, now, out)
 	case splice.EvAnswered:

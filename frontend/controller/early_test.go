@@ -185,3 +185,44 @@ func TestCarriedRequestTakesItsSlotAndResendsDoNotCarry(t *testing.T) {
 		t.Fatalf("resend %+v, want the Splice without its request", resent)
 	}
 }
+
+// A SYN-ACK that took the carried request in the SYN stands for the
+// SpliceAck of a Splice sent with proto.SpliceImplicitAck
+// (splice.EvSpliceTaken): the handoff is counted then, the Splice is not
+// sent again, and an OK SpliceAck after it (a shim that sends one anyway)
+// changes nothing; a refusal after it still aborts the request.
+func TestSYNACKTakingTheRequestStandsForTheSpliceAck(t *testing.T) {
+	cfg := earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.KeepaliveInterval = time.Hour
+	h := newHarness(t, cfg)
+	h.register(1, 5, 7, t0)
+	splicesIn := func(out *Output) (n int) {
+		for _, d := range out.Datagrams {
+			if d.Msg.Type() == proto.TypeSplice {
+				n++
+			}
+		}
+		return n
+	}
+	for flow := splice.FlowID(1); flow <= 2; flow++ {
+		h.request(flow, "A.example", t0+ms)
+		h.eng.flows[flow].state = "splice-wait"
+		h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: 1, FastOpen: true,
+			Splice: proto.Splice{RequestID: uint64(flow), Flags: proto.SpliceAtSYN | proto.SpliceRequest | proto.SpliceImplicitAck}}, t0+ms)
+		h.event(splice.Event{Kind: splice.EvSpliceTaken, Flow: flow, Backend: 1}, t0+3*ms)
+	}
+	h.wantCalls("dispatch-carrying 1 b1", "splice-acked 1", "dispatch-carrying 2 b1", "splice-acked 2")
+	if b := h.backend(1); b.Handoff.N != 2 || b.InService != 2 {
+		t.Fatalf("back-end after the SYN-ACKs: %d handoffs timed, %d in service; want 2, 2", b.Handoff.N, b.InService)
+	}
+	if n := splicesIn(h.tick(t0 + sec)); n != 0 {
+		t.Fatalf("%d Splices sent again after the SYN-ACKs acknowledged them", n)
+	}
+	h.spliceAck(1, t0+sec)
+	h.wantCalls()
+	h.control(&proto.SpliceAck{RequestID: h.c.requestID(2), BackendID: 1, Reason: "full"}, t0+sec)
+	h.wantCalls("abort 2")
+	if b := h.backend(1); b.InService != 1 {
+		t.Fatalf("back-end after the refusal: %+v, want one request in service", b)
+	}
+}

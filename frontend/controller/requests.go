@@ -28,6 +28,9 @@ type flowRec struct {
 	// nil when none.
 	splice  *pendingSplice
 	pending pendingSplice
+	// implicitAck: the back-end's SYN-ACK acknowledged its Splice
+	// (splice.EvSpliceTaken); a refusal may still come as a SpliceAck.
+	implicitAck bool
 	// ready: handed off ahead and confirmed, in be.ready waiting for a
 	// slot.
 	ready bool

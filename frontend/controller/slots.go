@@ -270,6 +270,34 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 	}
 	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
 	rec := c.flows[flow]
+	if rec != nil && rec.splice == nil && rec.implicitAck && !m.OK {
+		// The SYN-ACK acknowledged the Splice, then the shim refused to
+		// install it (proto.SpliceImplicitAck): the refusal stands.
+		rec.implicitAck = false
+		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)
+		c.abort(rec.id, now, out)
+		return
+	}
+	c.spliceAnswered(rec, m.OK, m.BackendID, m.Reason, now, out)
+}
+
+// spliceTaken takes the back-end's SYN-ACK that acknowledged the request
+// the shim put in C2's SYN for the SpliceAck of a Splice sent with
+// proto.SpliceImplicitAck, which the shim does not send.
+func (c *Controller) spliceTaken(ev splice.Event, now splice.Time, out *Output) {
+	rec := c.flows[ev.Flow]
+	if rec == nil || rec.be == nil || rec.be.id != ev.Backend {
+		return
+	}
+	if rec.splice != nil {
+		rec.implicitAck = true
+	}
+	c.spliceAnswered(rec, true, ev.Backend, "", now, out)
+}
+
+// spliceAnswered handles the shim's answer to rec's Splice: its
+// SpliceAck, or the SYN-ACK that stood for one (spliceTaken).
+func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reason string, now splice.Time, out *Output) {
 	if rec == nil || rec.splice == nil {
 		return // a duplicate ack of a resent Splice, or a flow gone
 	}
@@ -281,8 +309,8 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		rec.be.handoffTotal += handoff
 		rec.be.handoffTimes.Observe(handoff)
 	}
-	if !m.OK {
-		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)
+	if !ok {
+		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", backend, "reason", reason)
 		c.abort(rec.id, now, out)
 		return
 	}
