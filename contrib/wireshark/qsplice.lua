@@ -290,9 +290,10 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 				item:add(f[key .. ".rewrite"], r)
 				item:add(f[key .. ".at_syn"], r)
 				item:add(f[key .. ".request"], r)
+				item:add(f[key .. ".implicit_ack"], r)
 				item:add(f[key .. ".unknown"], r)
 				flags = r:uint()
-				if bit32.band(r:uint(), 0xc0) ~= 0 then
+				if bit32.band(r:uint(), 0x80) ~= 0 then
 					item:add_proto_expert_info(ef_malformed, "unknown flag bits must be 0")
 				end
 			elseif (go == "WScaleBackend" or go == "WScaleFrontend") and r:uint() > 14 then
