@@ -159,6 +159,15 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 	}
 	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
 	rec := c.flows[flow]
+	if rec != nil && rec.splice != nil && rec.splice.msg.Flags&proto.SpliceImplicitAck != 0 {
+		// The Feedback overtook the SYN-ACK that stands for this
+		// Splice's ack (splice.EvSpliceTaken): the two reach the
+		// front-end's shards by different ways (the SYN-ACK by its
+		// flow's, the datagram by shard 0's). The shim measured the
+		// response, so it had the Splice installed.
+		rec.implicitAck = true
+		c.spliceAnswered(rec, true, m.BackendID, "", now, out)
+	}
 	c.tlFeedback(rec, m, now, out)
 	c.noteSize(rec, m.ResponseBytes)
 	c.feedbackCompleted(m.ResponseBytes, now)

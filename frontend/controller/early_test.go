@@ -226,3 +226,32 @@ func TestSYNACKTakingTheRequestStandsForTheSpliceAck(t *testing.T) {
 		t.Fatalf("back-end after the refusal: %+v, want one request in service", b)
 	}
 }
+
+// The Feedback of a request whose Splice asked for an implicit ack may
+// overtake the SYN-ACK that stands for the ack (they reach different
+// shards): it acknowledges the Splice itself, which is not sent again,
+// and the SYN-ACK after it changes nothing.
+func TestFeedbackBeforeTheSYNACKAcknowledgesAnImplicitSplice(t *testing.T) {
+	cfg := earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	cfg.KeepaliveInterval = time.Hour
+	cfg.Timelines = true
+	h := newHarness(t, cfg)
+	h.register(1, 5, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.eng.flows[1].state = "splice-wait"
+	h.event(splice.Event{Kind: splice.EvSplice, Flow: 1, Backend: 1, FastOpen: true,
+		Splice: proto.Splice{RequestID: 1, Flags: proto.SpliceAtSYN | proto.SpliceRequest | proto.SpliceImplicitAck}}, t0+ms)
+	h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(1), ServiceTime: time.Millisecond, FirstByte: time.Millisecond / 2}, t0+3*ms)
+	if b := h.backend(1); b.Handoff.N != 1 || b.Served != 1 {
+		t.Fatalf("after the Feedback: %d handoffs timed, %d served; want 1, 1", b.Handoff.N, b.Served)
+	}
+	for _, d := range h.tick(t0 + sec).Datagrams {
+		if d.Msg.Type() == proto.TypeSplice {
+			t.Fatal("the Splice was sent again after its Feedback")
+		}
+	}
+	h.event(splice.Event{Kind: splice.EvSpliceTaken, Flow: 1, Backend: 1}, t0+sec)
+	if b := h.backend(1); b.Handoff.N != 1 {
+		t.Fatalf("the late SYN-ACK timed the handoff again: %d", b.Handoff.N)
+	}
+}
