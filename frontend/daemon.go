@@ -355,7 +355,8 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 // its tag, hand it to another worker) while the SYN waits. So those go
 // after the pass's frames (late): the first call leaves them and reports
 // whether it did, the second sends only them. Unless the SYN asks for
-// Fast Open (Datagram.AheadOfSYN): a shim that knows the cookie holds
+// Fast Open (its Splice says so: proto.SpliceImplicitAck, which the
+// engine sets exactly then): a shim that knows the cookie holds
 // such a SYN until its Splice has come, to put the request in it, so
 // the SYN waits for the Splice either way, and a Splice behind it only
 // starts that wait later (wire to TAP at the shim, p50 in the lab: 46-56
@@ -374,7 +375,7 @@ func (d *Daemon) sendDatagrams(s *shard, late bool) (left bool) {
 			continue // sent as a frame by the first call
 		}
 		m, ok := dg.Msg.(*proto.Splice)
-		withSYN := ok && m.Flags&proto.SpliceAtSYN != 0 && !dg.AheadOfSYN
+		withSYN := ok && m.Flags&(proto.SpliceAtSYN|proto.SpliceImplicitAck) == proto.SpliceAtSYN
 		if ok && !late {
 			framed, err := s.lctl.queueSplice(d.linkCtl, d.ctl.codec, dg, withSYN)
 			if err != nil {

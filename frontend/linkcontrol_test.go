@@ -232,29 +232,8 @@ func TestPassBatchPutsEachSpliceFrameInItsPlace(t *testing.T) {
 	engine := []byte("engine frame")
 	s.out.Engine.Frames = append(s.out.Engine.Frames, splice.OutFrame{Data: engine})
 	s.flushFrames()
-	want := []string{"Splice 2", "engine", "Splice 1"}
-	for i, w := range want {
-		buf := make([]byte, 2048)
-		n, err := r.wire.ReadFrame(buf) // written already: flushFrames returned
-		if err != nil {
-			t.Fatalf("frame %d (%s): %v", i, w, err)
-		}
-		f := buf[:n]
-		got := "engine"
-		if string(f) != string(engine) {
-			var p wire.Packet
-			if err := wire.Parse(f, &p); err != nil || p.Kind != wire.KindIPv4 || p.IP.Protocol() != wire.ProtoUDP {
-				t.Fatalf("frame %d: %v, kind %v", i, err, p.Kind)
-			}
-			m, err := r.codec.Decode(f[p.L4+wire.UDPHeaderLen : p.End])
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = fmt.Sprintf("Splice %d", m.(*proto.Splice).RequestID)
-		}
-		if got != w {
-			t.Fatalf("frame %d is %s, want %s (batch order %v)", i, got, w, want)
-		}
+	if got, want := r.batchOrder(t, engine, 3), []string{"Splice 2", "engine", "Splice 1"}; !slices.Equal(got, want) {
+		t.Fatalf("batch order %v, want %v", got, want)
 	}
 	// Out of buffers: the rest through the socket.
 	for i := range linkControlFrames {
@@ -286,26 +265,41 @@ func TestFastOpenSpliceGoesAheadOfItsSYN(t *testing.T) {
 		m.Flags |= proto.SpliceAtSYN
 		return m
 	}
+	fastOpen := func(id uint64) *proto.Splice {
+		m := atSYN(id)
+		m.Flags |= proto.SpliceRequest | proto.SpliceImplicitAck
+		m.Request = []byte("GET / HTTP/1.1\r\n\r\n")
+		return m
+	}
 	s.out.Reset()
 	s.out.Datagrams = append(s.out.Datagrams,
 		controller.Datagram{To: shimCtl, Msg: atSYN(1), MAC: serverMAC},
 		controller.Datagram{To: shimCtl, Msg: testSplice(2), MAC: serverMAC},
-		controller.Datagram{To: shimCtl, Msg: atSYN(3), MAC: serverMAC, AheadOfSYN: true})
+		controller.Datagram{To: shimCtl, Msg: fastOpen(3), MAC: serverMAC})
 	engine := []byte("engine frame: the C2 SYN")
 	s.out.Engine.Frames = append(s.out.Engine.Frames, splice.OutFrame{Data: engine})
 	r.d.ctrlMu.Lock()
 	s.splicesAfter = r.d.sendDatagrams(s, false)
 	r.d.ctrlMu.Unlock()
 	s.flushFrames()
-	want := []string{"Splice 2", "Splice 3", "engine", "Splice 1"}
+	if got, want := r.batchOrder(t, engine, 4), []string{"Splice 2", "Splice 3", "engine", "Splice 1"}; !slices.Equal(got, want) {
+		t.Fatalf("batch order %v, want %v", got, want)
+	}
+}
+
+// batchOrder reads the n frames a pass wrote on the rig's link (written
+// already: flushFrames returned) and names each: "engine" for the frame
+// engine, "Splice ID" for a Splice frame.
+func (r *rig) batchOrder(t *testing.T, engine []byte, n int) []string {
+	t.Helper()
 	var got []string
-	for range want {
+	for range n {
 		buf := make([]byte, 2048)
-		n, err := r.wire.ReadFrame(buf) // written already: flushFrames returned
+		k, err := r.wire.ReadFrame(buf)
 		if err != nil {
 			t.Fatalf("after %v: %v", got, err)
 		}
-		f := buf[:n]
+		f := buf[:k]
 		if string(f) == string(engine) {
 			got = append(got, "engine")
 			continue
@@ -320,9 +314,7 @@ func TestFastOpenSpliceGoesAheadOfItsSYN(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("Splice %d", m.(*proto.Splice).RequestID))
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("batch order %v, want %v", got, want)
-	}
+	return got
 }
 
 // testSplice is a Splice that encodes, numbered id.

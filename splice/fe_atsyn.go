@@ -60,7 +60,7 @@ func (e *FrontEnd) spliceWithSYN(f *flow, carry bool, now Time, out *Output) {
 		e.stats.RequestsCarried++
 	}
 	e.stats.SplicesAtSYN++
-	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: m, FastOpen: e.asksFastOpen(f)})
+	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: m})
 }
 
 // carriedRequestSent does for a request its Splice carried what sending

@@ -152,12 +152,8 @@ type Event struct {
 	Timeline  FlowTimeline
 	FirstByte time.Duration
 
-	// FastOpen, on an EvSplice sent with the SYN: the SYN asks for Fast
-	// Open, and a shim that knows the back-end's cookie holds it until
-	// this Splice, whose request it puts in the SYN, has come
-	// (shim_fastopen.go): the daemon sends the Splice ahead of the SYN.
-	// On an EvSpliceInstalled (shim): the kernel took the request in the
-	// SYN and the Splice asked for no SpliceAck then
+	// FastOpen, on an EvSpliceInstalled (shim): the kernel took the
+	// request in the SYN and the Splice asked for no SpliceAck then
 	// (proto.SpliceImplicitAck): the daemon sends none.
 	FastOpen bool
 }

@@ -161,10 +161,6 @@ type Datagram struct {
 	// datagram as a frame of its own on the link, with the pass's frames
 	// (frontend/linkcontrol.go); zero: through the control socket.
 	MAC wire.MAC
-	// AheadOfSYN marks a Splice sent with its SYN that the shim holds
-	// the SYN for (splice.Event.FastOpen): the daemon sends it ahead of
-	// the SYN, where other Splices sent with their SYN go behind it.
-	AheadOfSYN bool
 }
 
 // LogRecord is a log line for the caller's logger: Args are key-value
@@ -376,9 +372,9 @@ func (o *Output) send(to netip.AddrPort, m proto.Message) {
 
 // sendSplice sends a copy of m to be, kept in o until Reset (growing
 // the storage leaves the copies handed out before in the old array).
-func (o *Output) sendSplice(be *backend, m *proto.Splice, aheadOfSYN bool) {
+func (o *Output) sendSplice(be *backend, m *proto.Splice) {
 	o.splices = append(o.splices, *m)
-	dg := Datagram{To: be.ctl, Msg: &o.splices[len(o.splices)-1], AheadOfSYN: aheadOfSYN}
+	dg := Datagram{To: be.ctl, Msg: &o.splices[len(o.splices)-1]}
 	if be.ctl.Addr() == be.ip {
 		dg.MAC = be.mac
 	}

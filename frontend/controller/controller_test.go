@@ -56,10 +56,11 @@ func TestRequestDispatchedSplicedServed(t *testing.T) {
 	}
 }
 
-// The Splice of a SYN that asks for Fast Open is marked to go ahead of
-// the SYN (the shim holds that SYN for it); a resend, long after the SYN,
-// and any other Splice are not.
-func TestFastOpenSpliceIsMarkedAheadOfItsSYN(t *testing.T) {
+// The Splice of a SYN that asks for Fast Open says so
+// (proto.SpliceImplicitAck), which sends it ahead of the SYN
+// (Daemon.sendDatagrams); a resend, long after the SYN and without the
+// request, does not (bit 6 without bit 5 does not encode).
+func TestOnlyTheFirstSpliceOfAFastOpenSYNGoesAheadOfIt(t *testing.T) {
 	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
 	cfg.KeepaliveInterval = time.Hour
 	h := newHarness(t, cfg)
@@ -68,8 +69,8 @@ func TestFastOpenSpliceIsMarkedAheadOfItsSYN(t *testing.T) {
 	ahead := func(out *Output) []bool {
 		var got []bool
 		for _, d := range out.Datagrams {
-			if d.Msg.Type() == proto.TypeSplice {
-				got = append(got, d.AheadOfSYN)
+			if m, ok := d.Msg.(*proto.Splice); ok {
+				got = append(got, m.Flags&proto.SpliceImplicitAck != 0)
 			}
 		}
 		return got
@@ -77,8 +78,12 @@ func TestFastOpenSpliceIsMarkedAheadOfItsSYN(t *testing.T) {
 	for flow, fastOpen := range map[splice.FlowID]bool{1: true, 2: false} {
 		h.request(flow, "A.example", t0)
 		h.eng.flows[flow].state = "splice-wait"
-		out := h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: 1, FastOpen: fastOpen,
-			Splice: proto.Splice{RequestID: uint64(flow), Flags: proto.SpliceAtSYN}}, t0)
+		m := proto.Splice{RequestID: uint64(flow), Flags: proto.SpliceAtSYN}
+		if fastOpen {
+			m.Flags |= proto.SpliceRequest | proto.SpliceImplicitAck
+			m.Request = []byte("POST / HTTP/1.1\r\n\r\n")
+		}
+		out := h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: 1, Splice: m}, t0)
 		if got := ahead(out); !slices.Equal(got, []bool{fastOpen}) {
 			t.Fatalf("flow %d (Fast Open %v): Splices ahead of the SYN %v", flow, fastOpen, got)
 		}

@@ -207,7 +207,7 @@ func TestSYNACKTakingTheRequestStandsForTheSpliceAck(t *testing.T) {
 	for flow := splice.FlowID(1); flow <= 2; flow++ {
 		h.request(flow, "A.example", t0+ms)
 		h.eng.flows[flow].state = "splice-wait"
-		h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: 1, FastOpen: true,
+		h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: 1,
 			Splice: proto.Splice{RequestID: uint64(flow), Flags: proto.SpliceAtSYN | proto.SpliceRequest | proto.SpliceImplicitAck}}, t0+ms)
 		h.event(splice.Event{Kind: splice.EvSpliceTaken, Flow: flow, Backend: 1}, t0+3*ms)
 	}
@@ -239,7 +239,7 @@ func TestFeedbackBeforeTheSYNACKAcknowledgesAnImplicitSplice(t *testing.T) {
 	h.register(1, 5, 7, t0)
 	h.request(1, "A.example", t0+ms)
 	h.eng.flows[1].state = "splice-wait"
-	h.event(splice.Event{Kind: splice.EvSplice, Flow: 1, Backend: 1, FastOpen: true,
+	h.event(splice.Event{Kind: splice.EvSplice, Flow: 1, Backend: 1,
 		Splice: proto.Splice{RequestID: 1, Flags: proto.SpliceAtSYN | proto.SpliceRequest | proto.SpliceImplicitAck}}, t0+ms)
 	h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(1), ServiceTime: time.Millisecond, FirstByte: time.Millisecond / 2}, t0+3*ms)
 	if b := h.backend(1); b.Handoff.N != 1 || b.Served != 1 {

@@ -214,7 +214,7 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	p.msg.RequestID, p.msg.BackendID = c.requestID(rec.id), rec.be.id
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
-	out.sendSplice(rec.be, &p.msg, ev.FastOpen)
+	out.sendSplice(rec.be, &p.msg)
 	c.tlSpliceSent(rec, now)
 	// A request its Splice carries is on its way once the shim has the
 	// Splice: it takes its slot now, whatever changed since Dispatch.
@@ -256,10 +256,10 @@ func (c *Controller) resendSplices(now splice.Time, out *Output) {
 		// A resend does not carry the request again: the shim keeps it
 		// from the first by RequestID, and the flow's buffer it points
 		// to is the engine's.
-		p.msg.Flags &^= proto.SpliceRequest
+		p.msg.Flags &^= proto.SpliceRequest | proto.SpliceImplicitAck
 		p.msg.Request = nil
 		c.splices.push(rec.id, p.due)
-		out.sendSplice(rec.be, &p.msg, false)
+		out.sendSplice(rec.be, &p.msg)
 		c.tlSpliceSent(rec, now)
 	}
 }
@@ -274,8 +274,7 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		// The SYN-ACK acknowledged the Splice, then the shim refused to
 		// install it (proto.SpliceImplicitAck): the refusal stands.
 		rec.implicitAck = false
-		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", m.BackendID, "reason", m.Reason)
-		c.abort(rec.id, now, out)
+		c.spliceRefused(rec, m.BackendID, m.Reason, now, out)
 		return
 	}
 	c.spliceAnswered(rec, m.OK, m.BackendID, m.Reason, now, out)
@@ -295,6 +294,12 @@ func (c *Controller) spliceTaken(ev splice.Event, now splice.Time, out *Output) 
 	c.spliceAnswered(rec, true, ev.Backend, "", now, out)
 }
 
+// spliceRefused aborts rec, whose Splice the shim refused.
+func (c *Controller) spliceRefused(rec *flowRec, backend uint32, reason string, now splice.Time, out *Output) {
+	c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", backend, "reason", reason)
+	c.abort(rec.id, now, out)
+}
+
 // spliceAnswered handles the shim's answer to rec's Splice: its
 // SpliceAck, or the SYN-ACK that stood for one (spliceTaken).
 func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reason string, now splice.Time, out *Output) {
@@ -310,8 +315,7 @@ func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reaso
 		rec.be.handoffTimes.Observe(handoff)
 	}
 	if !ok {
-		c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", backend, "reason", reason)
-		c.abort(rec.id, now, out)
+		c.spliceRefused(rec, backend, reason, now, out)
 		return
 	}
 	if rec.early {
