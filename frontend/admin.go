@@ -30,6 +30,11 @@ type Status struct {
 	// Shards are each shard's own figures, to see how the fanout spread
 	// the load.
 	Shards []ShardStatus `json:"shards"`
+	// Gathering (-gather, gather.go): whether worker 0 serves every
+	// shard now, and how often the workers gathered and spread again.
+	Gathered bool   `json:"gathered"`
+	Gathers  uint64 `json:"gathers"`
+	Spreads  uint64 `json:"spreads"`
 	controller.Status
 	Reloads       uint64            `json:"reloads"`
 	ReloadsFailed uint64            `json:"reloads_failed"`
@@ -77,6 +82,10 @@ type ShardStatus struct {
 	// hold (issue 7, moderate.go).
 	Passes  uint64 `json:"passes"`
 	RxHolds uint64 `json:"rx_holds"`
+	// BusySeconds is the time the shard's own worker spent between the
+	// end of a wait and the end of its pass (gathered, worker 0's
+	// includes the other shards' passes).
+	BusySeconds float64 `json:"busy_seconds"`
 }
 
 // BackendStatus, CustomerStatus and LifoStatus are the controller's.
@@ -181,7 +190,8 @@ func (d *Daemon) status() Status {
 		ls.Add(s.link.Stats())
 		shards = append(shards, ShardStatus{Flows: one.Flows, RxFrames: one.RxFrames, TxFrames: one.TxFrames,
 			Requests: one.Requests, HandoffsDone: one.HandoffsDone, HandoffsFailed: one.HandoffsFailed,
-			ForwardedFrames: one.ForwardedFrames, Passes: s.passes.Load(), RxHolds: s.holds.Load()})
+			ForwardedFrames: one.ForwardedFrames, Passes: s.passes.Load(), RxHolds: s.holds.Load(),
+			BusySeconds: time.Duration(s.busy.Load()).Seconds()})
 	}
 	st := Status{
 		Link: d.cfg.Link, MAC: d.cfg.MAC.String(), Handoff: d.cfg.Handoff.String(), Ports: d.cfg.Ports,
@@ -211,6 +221,10 @@ func (d *Daemon) status() Status {
 		},
 	}
 	st.KernelDrops = kernelDrops
+	if g := d.gather; g != nil {
+		st.Gathered = g.want.Load()
+		st.Gathers, st.Spreads = g.gathers.Load(), g.spread.Load()
+	}
 	for r, n := range d.ctl.controlRefusals() { // the Codec's, next to the controller's (issue 9)
 		st.ControlRefused[r] += n
 	}

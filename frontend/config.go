@@ -44,6 +44,11 @@ type Config struct {
 	// goroutine of its own. 0: one per CPU (runtime.NumCPU); a TAP link
 	// takes one.
 	Workers int
+	// Gather lets shard 0's loop serve every shard while the loops are
+	// busy for less than a share of one core (gather.go): fewer
+	// wake-ups per frame. The zero value never gathers; the flag's
+	// default is DefaultGather.
+	Gather GatherConfig
 	// RxHold bounds a receive-moderation hold (issue 7, moderate.go):
 	// under a steady stream of pure ACKs a shard waits up to this long
 	// before a pass, so that one pass forwards many. 0: the default
@@ -185,6 +190,9 @@ const (
 
 func (c *Config) validate() error {
 	var errs []error
+	if err := c.Gather.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w (-gather)", err))
+	}
 	switch c.RingWait {
 	case "", RingWaitOff, RingWaitHolds, RingWaitAll:
 	default:

@@ -60,6 +60,8 @@ type Daemon struct {
 	requestIDPrefix uint32 // controller.Config.RequestIDPrefix
 
 	timelines *timeline.Writer // Config.Timeline's, under ctrlMu; nil: none
+
+	gather *gathering // nil: one loop per shard always (gather.go)
 }
 
 // New opens the link, the control socket and the admin listener; Run
@@ -331,15 +333,18 @@ func (d *Daemon) runController(s *shard, f func(now splice.Time)) {
 	touched := d.engines.touched
 	var wake [8]int
 	woken := wake[:0]
+	self := s.loopPoller()
 	for i, t := range touched {
-		if t && i != s.idx {
+		// Not the loop running this pass: it computes its sleep again
+		// before it waits, for every shard it serves.
+		if t && d.shards[i].loopPoller() != self {
 			woken = append(woken, i)
 		}
 		touched[i] = false
 	}
 	d.ctrlMu.Unlock()
 	for _, i := range woken {
-		d.shards[i].poller.Wake()
+		d.shards[i].loopPoller().Wake()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/rxmod"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/pump"
@@ -104,6 +105,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := d.startGathering(); err != nil {
+		return err
+	}
+	defer d.stopGathering()
 	spareProcessor(len(d.shards))
 	s0 := d.shards[0]
 	bl, batched := s0.link.(link.BatchLink)
@@ -153,6 +158,7 @@ func (s *shard) open() error {
 		s.scratch = make([]byte, scratchSize)
 	}
 	s.rb = link.NewBatch(maxDrain, size)
+	s.bl = bl
 	// The link is the one descriptor a receive-moderation hold does not
 	// watch (moderate.go).
 	s.mod = newRxModerator(s.d.cfg.moderation())
@@ -192,10 +198,13 @@ func (s *shard) ringWait(all bool) {
 // run is a shard's loop.
 func (s *shard) run(ctx context.Context) error {
 	d := s.d
-	bl, _ := s.link.(link.BatchLink)
+	bl := s.bl
 	var ready [4]uint32
 	var nextYield splice.Time
 	for {
+		if d.gather != nil && s.idx != 0 && d.gather.want.Load() && !s.park(ctx) {
+			return nil
+		}
 		n, held, err := s.wait(ready[:])
 		if err != nil {
 			return fmt.Errorf("frontend: %w", err)
@@ -209,28 +218,29 @@ func (s *shard) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if now := d.clock(); now >= nextYield {
+		awake := d.clock()
+		if awake >= nextYield {
 			// Let the scheduler see the loop run now and then:
 			// backend.yieldEvery says why.
 			runtime.Gosched()
-			nextYield = now.Add(yieldEvery)
+			nextYield = awake.Add(yieldEvery)
 		}
-		if held {
-			// A hold does not report the link: read it anyway, it is
-			// what the hold waited for.
-			if err := s.readBatch(bl); err != nil {
-				return err
-			}
-		}
-		control := false
+		// A hold does not report the links: read them anyway, they are
+		// what the hold waited for.
+		control, own, gathered := false, held, held
 		for _, tok := range ready[:n] {
 			switch tok {
 			case tokLink:
-				if err := s.readBatch(bl); err != nil {
-					return err
-				}
+				own = true
 			case tokControl:
 				control = true
+			case tokGather:
+				gathered = true
+			}
+		}
+		if own {
+			if err := s.readBatch(bl); err != nil {
+				return err
 			}
 		}
 		if s.frames != nil {
@@ -242,8 +252,28 @@ func (s *shard) run(ctx context.Context) error {
 		s.pass(control)
 		s.observeReceived()
 		s.releasePass()
+		for _, o := range s.adopted {
+			// A gathered shard's turn (gather.go): its link if it may
+			// have frames, its timers and the controller's always.
+			if gathered {
+				if err := o.readBatch(o.bl); err != nil {
+					return err
+				}
+			}
+			o.passes.Add(1)
+			o.pass(false)
+			o.observeReceived()
+			o.releasePass()
+		}
 		if s.idx == 0 {
 			d.mail()
+		}
+		done := d.clock()
+		s.busy.Add(int64(done - awake))
+		if d.gather != nil && s.idx == 0 {
+			if err := s.gatherStep(done); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -257,7 +287,7 @@ func (s *shard) wait(ready []uint32) (n int, held bool, err error) {
 	timeout := s.timeout()
 	// A pass that filled its batch left frames behind: no hold before
 	// the next, or a backlog could build up one batch per hold.
-	if hold := s.mod.Hold(s.d.clock()); hold > 0 && s.rb != nil && !s.batchFull {
+	if hold := s.holdFor(s.d.clock()); hold > 0 && s.rb != nil {
 		if timeout >= 0 {
 			hold = min(hold, timeout)
 		}
@@ -267,6 +297,26 @@ func (s *shard) wait(ready []uint32) (n int, held bool, err error) {
 	}
 	n, err = s.poller.Wait(timeout, ready)
 	return n, false, err
+}
+
+// holdFor is how long the loop may hold before its next pass: none if a
+// shard it serves filled its batch (frames are left), else what the
+// moderators of the shards it serves call for together (gather.go).
+func (s *shard) holdFor(now splice.Time) time.Duration {
+	if s.batchFull {
+		return 0
+	}
+	if len(s.adopted) == 0 {
+		return s.mod.Hold(now)
+	}
+	s.mods = append(s.mods[:0], &s.mod)
+	for _, o := range s.adopted {
+		if o.batchFull {
+			return 0
+		}
+		s.mods = append(s.mods, &o.mod)
+	}
+	return rxmod.Joint(now, s.mods)
 }
 
 // observeReceived tells the moderator what the pass received. A pure
@@ -282,6 +332,9 @@ func (s *shard) observeReceived() {
 // deadline or the controller's (shard.sleep), or for ever.
 func (s *shard) timeout() time.Duration {
 	next := s.sleep()
+	for _, o := range s.adopted {
+		next = min(next, o.sleep())
+	}
 	if next == splice.Never {
 		return -1
 	}

@@ -137,6 +137,9 @@ var (
 	feLinkBytes  = fam("qsplice_frontend_link_bytes_total", "Bytes through the front-end link by direction.", isCounter, "dir")
 	feLinkErrors = fam("qsplice_frontend_link_tx_errors_total", "Frame writes the link refused with an error.", isCounter)
 	feLinkInWait = fam("qsplice_frontend_link_tx_in_wait_total", "Frames sent inside a receive-moderation hold's io_uring_enter, with no system call of their own.", isCounter)
+	feGathered   = fam("qsplice_frontend_workers_gathered", "1 while worker 0 serves every shard (-gather): the load fits in one core.", isGauge)
+	feGathers    = fam("qsplice_frontend_gather_changes_total", "Times the workers gathered onto worker 0 or spread back to one per shard (-gather).", isCounter, "to")
+	feBusy       = fam("qsplice_frontend_worker_busy_seconds_total", "Time each worker spent between the end of a wait and the end of its pass; gathered, worker 0's includes every shard's.", isCounter, "worker")
 	custQueued   = fam("qsplice_customer_queued", "Requests of the customer waiting now.", isGauge, "customer")
 	beCapacity   = fam("qsplice_backend_capacity", "Requests the back-end registered it can serve at once.", isGauge, "backend")
 	beDeaths     = fam("qsplice_backend_deaths_total", "Times the back-end stopped answering keepalives and was declared dead.", isCounter, "backend")
@@ -157,7 +160,7 @@ var (
 		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
 		&beAlive, &beActive, &beServed, &beServiceSum, &beReported, &beRespBytes,
 		&feReloads, &feCtlBad, &feCtlFrames, &feCtlLink, &feCookies, &feAnswered, &feRetrans, &feAckStorms, &feVNet, &feLinkBytes,
-		&feLinkErrors, &feLinkInWait, &custQueued, &beCapacity, &beDeaths, &beDispatched, &beInService,
+		&feLinkErrors, &feLinkInWait, &feGathered, &feGathers, &feBusy, &custQueued, &beCapacity, &beDeaths, &beDispatched, &beInService,
 		&beHandoff, &beSlot, &beService, &feScrapeError,
 	}
 )
@@ -231,6 +234,16 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feLinkBytes.Emit(ch, n(st.LinkStat.TxBytes), "tx")
 	feLinkErrors.Emit(ch, n(st.LinkStat.TxErrors))
 	feLinkInWait.Emit(ch, n(st.LinkStat.TxInWait))
+	gathered := 0.0
+	if st.Gathered {
+		gathered = 1
+	}
+	feGathered.Emit(ch, gathered)
+	feGathers.Emit(ch, n(st.Gathers), "gathered")
+	feGathers.Emit(ch, n(st.Spreads), "spread")
+	for i, sh := range st.Shards {
+		feBusy.Emit(ch, sh.BusySeconds, strconv.Itoa(i))
+	}
 
 	for i := range st.Customers {
 		collectCustomer(ch, &st.Customers[i])

@@ -97,6 +97,22 @@ type shard struct {
 	// frames is the pump of a link that is not a BatchLink (shard 0 of a
 	// one-shard daemon only).
 	frames *pump.Pump
+	// bl is link as a BatchLink, nil if it is not one.
+	bl link.BatchLink
+
+	// Gathering (gather.go). adopted: the shards shard 0's loop serves
+	// besides its own; wakeP: the poller of the loop serving this shard
+	// now (nil: its own); resume: shard 0's loop hands the shard back;
+	// ownSend, ownRing: the shard's own sendInWait and ringLink while
+	// shard 0's stand in for them; busy: the nanoseconds the shard's own
+	// loop spent between the end of a wait and the end of its pass.
+	adopted []*shard
+	mods    []*rxModerator // holdFor's scratch
+	wakeP   atomic.Pointer[link.Poller]
+	resume  chan struct{}
+	ownSend bool
+	ownRing *link.AFPacket
+	busy    atomic.Int64
 }
 
 // stamp is the engine's time for an entry at clock time now: never

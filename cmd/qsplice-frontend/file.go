@@ -23,7 +23,7 @@ var configFlags = map[string]bool{
 }
 
 // tuning holds the flags that are not configuration but combine with
-// -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -rx-hold,
+// -config: a debugging switch (-pprof), tuning (-rx-ring, -workers, -gather, -rx-hold,
 // -ring-wait, -early-request, -splice-at-syn, -control-socket-only) and
 // the handoff timelines
 // (-timeline).
@@ -31,6 +31,7 @@ type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
+	gather  frontend.GatherConfig
 	rxHold  time.Duration
 	// ringWait: which waits send the pass's frames in io_uring.
 	ringWait string
@@ -66,6 +67,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.Pprof = tune.pprof
 	cfg.RxRing = tune.rxRing
 	cfg.Workers = tune.workers
+	cfg.Gather = tune.gather
 	cfg.RxHold = tune.rxHold
 	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest

@@ -109,11 +109,48 @@ func (m *Moderator) Quiet(now splice.Time) {
 // stalled for a few milliseconds on a shared machine) from being taken
 // for a thin one until the next window closes.
 func (m *Moderator) Hold(now splice.Time) time.Duration {
-	if m.cfg.MaxHold <= 0 || (m.cfg.NotAfterUrgent && m.lastUrgent) || now < m.quietUntil {
+	if !m.mayHold(now) {
 		return 0
 	}
+	steady, urgent := m.counts(now)
+	return m.holdFor(now, steady, urgent)
+}
+
+// Joint is Hold for a loop that serves the frames of several moderators
+// with the same Config (the front-end's shards, gathered on one loop):
+// no hold if any of them may not hold now, else the hold their counts
+// added up call for, as if one moderator had seen all the frames.
+func Joint(now splice.Time, ms []*Moderator) time.Duration {
+	if len(ms) == 0 {
+		return 0
+	}
+	steady, urgent := 0, 0
+	for _, m := range ms {
+		if !m.mayHold(now) {
+			return 0
+		}
+		s, u := m.counts(now)
+		steady, urgent = steady+s, urgent+u
+	}
+	return ms[0].holdFor(now, steady, urgent)
+}
+
+// mayHold: moderation is on, and neither the last pass's urgent frame
+// nor a Quiet call rules a hold out at now.
+func (m *Moderator) mayHold(now splice.Time) bool {
+	return m.cfg.MaxHold > 0 && !(m.cfg.NotAfterUrgent && m.lastUrgent) && now >= m.quietUntil
+}
+
+// counts are the frames of the last complete window and the open one.
+func (m *Moderator) counts(now splice.Time) (steady, urgent int) {
 	m.roll(now)
-	steady, urgent := m.prevSteady+m.steady, m.prevUrgent+m.urgent
+	return m.prevSteady + m.steady, m.prevUrgent + m.urgent
+}
+
+// holdFor is the hold at now for the counts of the last complete window
+// and the open one (whose start is m's: the moderators of one loop roll
+// their windows at its passes, together).
+func (m *Moderator) holdFor(now splice.Time, steady, urgent int) time.Duration {
 	if steady < max(m.cfg.MinSteady, 1) || urgent*max(m.cfg.UrgentShare, 1) > steady {
 		return 0
 	}

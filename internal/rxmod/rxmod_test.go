@@ -142,3 +142,57 @@ func TestModeratorDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per pass, %d holds; want 0 allocations and the holding path run", allocs, holds)
 	}
 }
+
+// Joint, for one loop serving several moderators' frames (the front-end's
+// gathered shards): a stream split between two moderators holds as one
+// moderator seeing all of it would, although neither half would hold on
+// its own; an idle moderator does not stand in the way; one that may not
+// hold (its last pass saw an urgent frame) rules the hold out; urgent
+// frames count across moderators.
+func TestJointHoldsForTheSumOfTheStreams(t *testing.T) {
+	cfg := Config{Window: time.Millisecond, MinSteady: 12, Batch: 8, MaxHold: 2 * time.Millisecond, UrgentShare: 4, NotAfterUrgent: true}
+	whole, a, b, idle := New(cfg), New(cfg), New(cfg), New(cfg)
+	for i := range 4 {
+		at := ms(0.25 * float64(i))
+		whole.Observe(at, 4, 0)
+		a.Observe(at, 2, 0)
+		b.Observe(at, 2, 0)
+		idle.Observe(at, 0, 0)
+	}
+	at := ms(1.1)
+	want := whole.Hold(at)
+	if want == 0 {
+		t.Fatal("the whole stream does not hold; the test needs it to")
+	}
+	if a.Hold(at) != 0 || b.Hold(at) != 0 {
+		t.Fatalf("each half holds on its own (%v, %v); the test needs them not to", a.Hold(at), b.Hold(at))
+	}
+	if got := Joint(at, []*Moderator{&a, &b}); got != want {
+		t.Errorf("Joint of the two halves = %v, want the whole stream's %v", got, want)
+	}
+	if got := Joint(at, []*Moderator{&a, &b, &idle}); got != want {
+		t.Errorf("Joint with an idle moderator = %v, want %v", got, want)
+	}
+	if got := Joint(at, nil); got != 0 {
+		t.Errorf("Joint of none = %v, want 0", got)
+	}
+	if got := Joint(at, []*Moderator{&idle}); got != 0 {
+		t.Errorf("Joint of an idle moderator = %v, want 0", got)
+	}
+	urgent := New(cfg)
+	urgent.Observe(at, 0, 1) // its last pass saw an urgent frame
+	if got := Joint(at, []*Moderator{&a, &b, &urgent}); got != 0 {
+		t.Errorf("Joint with a moderator just past an urgent frame = %v, want 0", got)
+	}
+	urgent.Observe(at, 0, 0)
+	// Its one urgent frame against 16 steady ones: within UrgentShare.
+	if got := Joint(at, []*Moderator{&a, &b, &urgent}); got == 0 {
+		t.Error("one urgent frame in seventeen ruled the hold out")
+	}
+	urgent.Observe(at, 0, 4)
+	urgent.Observe(at, 0, 0)
+	// Five urgent frames against 16 steady ones: over the share.
+	if got := Joint(at, []*Moderator{&a, &b, &urgent}); got != 0 {
+		t.Errorf("five urgent frames in twenty-one: Joint = %v, want 0", got)
+	}
+}

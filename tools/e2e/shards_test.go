@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/tools/content"
 	"github.com/qsplice/qsplice/tools/lab"
 )
@@ -24,13 +25,38 @@ import (
 // handoff port; and the race detector must stay silent while the
 // controller, run by whichever shard has events, calls into the other
 // shards' engines.
+//
+// Twice: with the workers trading their shards every 5 ms (-gather
+// 2,0,5ms: gather whenever spread, spread whenever gathered), so that
+// shards change loops hundreds of times mid-flow, frames queued on both
+// sides of each handover (frontend/gather.go); and with one worker per
+// shard always (-gather off). The front-end's default gathers or not by
+// load, between the two; the other lab tests run it.
 func TestShardedFrontEnd(t *testing.T) {
 	base := needLab(t)
 	bin := raceFrontend(t, base.Config().BinDir)
+	t.Run("trading", func(t *testing.T) {
+		st := shardedFrontEnd(t, bin, "2,0,5ms")
+		t.Logf("the workers gathered %d times and spread %d times", st.Gathers, st.Spreads)
+		if st.Gathers < 10 || st.Spreads < 10 {
+			t.Errorf("the workers gathered %d times and spread %d times, want at least 10 of each", st.Gathers, st.Spreads)
+		}
+	})
+	t.Run("spread", func(t *testing.T) {
+		st := shardedFrontEnd(t, bin, "off")
+		if st.Gathers != 0 || st.Gathered {
+			t.Errorf("-gather off: the workers gathered %d times (now %v)", st.Gathers, st.Gathered)
+		}
+	})
+}
+
+// shardedFrontEnd is TestShardedFrontEnd with -gather gather; it returns
+// the front-end's status after the load.
+func shardedFrontEnd(t *testing.T, bin, gather string) frontend.Status {
 	l := extraLab(t, "w", func(cfg *lab.Config) {
 		cfg.BinDir = bin
 		cfg.Backends = 2
-		cfg.FrontendArgs = []string{"-workers", "3", "-linger", "1s"}
+		cfg.FrontendArgs = []string{"-workers", "3", "-linger", "1s", "-gather", gather}
 	})
 	const conns, perConn, size = 200, 3, 64 << 10
 	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
@@ -95,6 +121,7 @@ func TestShardedFrontEnd(t *testing.T) {
 	if strings.Contains(string(log), "DATA RACE") {
 		t.Fatalf("the race detector found a race in the sharded front-end:\n%s", log)
 	}
+	return st
 }
 
 // raceFrontend returns a directory with the binaries of dir and

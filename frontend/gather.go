@@ -1,0 +1,310 @@
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/qsplice/qsplice/splice"
+	"github.com/qsplice/qsplice/splice/link"
+	"golang.org/x/sys/unix"
+)
+
+// Gathering: one loop serves every shard while one core is enough
+// (issue 7).
+//
+// Each shard has a loop of its own, so that a front-end with more
+// traffic than one core can take uses them all. While the traffic fits
+// in one core, the other loops only cost: each wakes for its own share
+// of the frames, every wake-up a context switch and a wait's system
+// call, and under bulk load each loop's moderation hold gathers half the
+// client ACKs one loop's would. Measured on the 2-core development
+// machine (docs/results.md): with one connection per request the
+// front-end spent 54 us of CPU per request with one loop against 71-76
+// with two, for the same 8.6 frames; under bulk load it made 0.1 system
+// calls per frame against 0.2-0.3.
+//
+// So shard 0's loop measures how busy the loops are (the wall time from
+// the end of a wait to the end of its pass, summed over the loops) and,
+// while that stays under Below of one core over a window, gathers: the
+// other loops hand their shards over and park, and shard 0's loop serves
+// them all, their links readable through one epoll instance it watches.
+// Once that loop is busy for more than Above of the window, it hands the
+// shards back. Nothing else changes: each shard keeps its engine, its
+// socket and its lock, the fanout still steers each flow to its shard,
+// and the controller still reaches an engine through its lock. A shard
+// is served by one loop at a time, handed over through a channel, so
+// the pass's buffers keep one owner.
+//
+// The handover keeps the order of each flow's frames: a loop that parks
+// sends the frames it queued for its next wait first, and shard 0's loop
+// sends those of the shards it gives back before they go. The
+// controller wakes the loop that serves a shard now (shard.wakeP).
+
+// tokGather is the poller token of the epoll instance watching the
+// links of the shards shard 0's loop has gathered.
+const tokGather = tokControl + 1
+
+// Default thresholds of the gathering policy, in shares of one core,
+// and its window.
+const (
+	defaultGatherBelow  = 0.5
+	defaultGatherAbove  = 0.8
+	defaultGatherWindow = 100 * time.Millisecond
+)
+
+// GatherConfig is the policy of gathering. The zero value gathers never.
+type GatherConfig struct {
+	// Below: the loops gather while their busy time sums to less than
+	// this share of one core over a window; Above: the gathering loop
+	// hands the shards back when it is busy for more than this share.
+	// Below should be well under Above (hysteresis); with Below at or
+	// over Above the loops trade the shards every window, which only
+	// tests want (tools/e2e).
+	Below, Above float64
+	// Window is how long each measurement lasts.
+	Window time.Duration
+}
+
+// DefaultGather is the front-end's default policy (-gather).
+var DefaultGather = GatherConfig{Below: defaultGatherBelow, Above: defaultGatherAbove, Window: defaultGatherWindow}
+
+// On reports whether the policy ever gathers.
+func (c GatherConfig) On() bool { return c.Below > 0 }
+
+// String is the -gather flag's form of c.
+func (c GatherConfig) String() string {
+	if !c.On() {
+		return "off"
+	}
+	s := strconv.FormatFloat(c.Below, 'g', -1, 64) + "," + strconv.FormatFloat(c.Above, 'g', -1, 64)
+	if c.Window != defaultGatherWindow {
+		s += "," + c.Window.String()
+	}
+	return s
+}
+
+// ParseGather parses the -gather flag: "off", or BELOW,ABOVE[,WINDOW].
+func ParseGather(s string) (GatherConfig, error) {
+	if s == "off" || s == "" {
+		return GatherConfig{}, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) < 2 || len(parts) > 3 {
+		return GatherConfig{}, fmt.Errorf("gather %q: want off or BELOW,ABOVE[,WINDOW], e.g. %s", s, DefaultGather)
+	}
+	c := GatherConfig{Window: defaultGatherWindow}
+	var err error
+	if c.Below, err = strconv.ParseFloat(parts[0], 64); err != nil {
+		return GatherConfig{}, fmt.Errorf("gather %q: BELOW: %w", s, err)
+	}
+	if c.Above, err = strconv.ParseFloat(parts[1], 64); err != nil {
+		return GatherConfig{}, fmt.Errorf("gather %q: ABOVE: %w", s, err)
+	}
+	if len(parts) == 3 {
+		if c.Window, err = time.ParseDuration(parts[2]); err != nil {
+			return GatherConfig{}, fmt.Errorf("gather %q: WINDOW: %w", s, err)
+		}
+	}
+	return c, c.validate()
+}
+
+func (c GatherConfig) validate() error {
+	if math.IsNaN(c.Below) || math.IsNaN(c.Above) {
+		return fmt.Errorf("gather %v,%v: shares of a core must be numbers", c.Below, c.Above)
+	}
+	if !c.On() {
+		return nil
+	}
+	switch {
+	case c.Above < 0:
+		return fmt.Errorf("gather %s: ABOVE must not be negative", c)
+	case c.Window <= 0:
+		return fmt.Errorf("gather %s: the window must be positive", c)
+	}
+	return nil
+}
+
+// gatherPolicy decides, from the loops' busy time, whether one loop
+// serves every shard: counts and times in, a decision out.
+type gatherPolicy struct {
+	cfg      GatherConfig
+	gathered bool
+	since    splice.Time   // the window's start
+	busyAt   time.Duration // the busy time at since
+}
+
+// observe is given the time and the busy time the loops have summed so
+// far; at the end of each window it reports whether one loop should
+// serve every shard from now on.
+func (p *gatherPolicy) observe(now splice.Time, busy time.Duration) bool {
+	span := now.Sub(p.since)
+	if span < p.cfg.Window {
+		return p.gathered
+	}
+	share := float64(busy-p.busyAt) / float64(span)
+	switch {
+	case !p.gathered && share < p.cfg.Below:
+		p.gathered = true
+	case p.gathered && share > p.cfg.Above:
+		p.gathered = false
+	}
+	p.since, p.busyAt = now, busy
+	return p.gathered
+}
+
+// gathering is the daemon's side of it, all but want and handed
+// touched by shard 0's loop only.
+type gathering struct {
+	policy gatherPolicy
+	// want: the other loops are to hand their shards over (shard 0's
+	// loop writes it, they read it before each wait).
+	want atomic.Bool
+	// handed carries the shards whose loop parked, to shard 0's loop.
+	handed chan *shard
+	// epfd watches the links of the shards gathered (tokGather).
+	epfd            int
+	gathers, spread atomic.Uint64
+}
+
+// startGathering sets gathering up for a daemon of more than one shard,
+// each on a link read in batches; otherwise the daemon runs without.
+func (d *Daemon) startGathering() error {
+	if !d.cfg.Gather.On() || len(d.shards) < 2 {
+		return nil
+	}
+	for _, s := range d.shards {
+		if s.rb == nil {
+			return nil
+		}
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("frontend: gathering: epoll_create1: %w", err)
+	}
+	if err := d.shards[0].poller.AddHeld(epfd, tokGather); err != nil {
+		unix.Close(epfd)
+		return fmt.Errorf("frontend: gathering: %w", err)
+	}
+	g := &gathering{handed: make(chan *shard, len(d.shards)), epfd: epfd}
+	g.policy = gatherPolicy{cfg: d.cfg.Gather, since: d.clock()}
+	for _, s := range d.shards[1:] {
+		s.resume = make(chan struct{}, 1)
+	}
+	d.gather = g
+	return nil
+}
+
+// stopGathering releases its epoll instance, once the loops have ended.
+func (d *Daemon) stopGathering() {
+	if d.gather != nil {
+		unix.Close(d.gather.epfd)
+	}
+}
+
+// loopPoller is the poller of the loop serving s now: the one to wake
+// for it.
+func (s *shard) loopPoller() *link.Poller {
+	if p := s.wakeP.Load(); p != nil {
+		return p
+	}
+	return s.poller
+}
+
+// park hands s over to shard 0's loop and waits until it comes back; it
+// reports false when the daemon stops meanwhile. Called by s's loop
+// before a wait, when the loops gather.
+func (s *shard) park(ctx context.Context) bool {
+	g, s0 := s.d.gather, s.d.shards[0]
+	if s.sendInWait {
+		// What the last pass queued for this loop's next wait leaves
+		// now, ahead of anything shard 0's loop sends for the shard.
+		if err := s.ringLink.FlushQueued(); err != nil {
+			s.writeFailed(1, err)
+		}
+	}
+	s.wakeP.Store(s0.poller)
+	g.handed <- s
+	s0.poller.Wake()
+	select {
+	case <-s.resume:
+	case <-ctx.Done():
+		return false
+	}
+	s.wakeP.Store(s.poller)
+	return true
+}
+
+// gatherStep runs at the end of each of shard 0's passes: it takes the
+// busy time of the pass, asks the policy, and gathers or spreads.
+func (s *shard) gatherStep(now splice.Time) error {
+	g := s.d.gather
+	var busy time.Duration
+	for _, o := range s.d.shards {
+		busy += time.Duration(o.busy.Load())
+	}
+	want := g.policy.observe(now, busy)
+	if want != g.want.Load() {
+		g.want.Store(want)
+		if want {
+			g.gathers.Add(1)
+			for _, o := range s.d.shards[1:] {
+				o.poller.Wake() // to see want before its next wait
+			}
+		} else {
+			g.spread.Add(1)
+		}
+	}
+	for {
+		select {
+		case o := <-g.handed:
+			if err := s.adopt(o); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if !want && len(s.adopted) > 0 {
+		return s.giveBack()
+	}
+	return nil
+}
+
+// adopt makes shard 0's loop serve o: o's link joins the gathering's
+// epoll instance and o's frames go out with shard 0's.
+func (s *shard) adopt(o *shard) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(o.idx)}
+	if err := unix.EpollCtl(s.d.gather.epfd, unix.EPOLL_CTL_ADD, o.bl.FD(), &ev); err != nil {
+		return fmt.Errorf("frontend: gathering shard %d: %w", o.idx, err)
+	}
+	o.ownSend, o.ownRing = o.sendInWait, o.ringLink
+	o.sendInWait, o.ringLink = s.sendInWait, s.ringLink
+	s.adopted = append(s.adopted, o)
+	return nil
+}
+
+// giveBack hands every gathered shard back to its own loop, after the
+// frames queued for shard 0's next wait (theirs among them) have left.
+func (s *shard) giveBack() error {
+	if s.sendInWait {
+		if err := s.ringLink.FlushQueued(); err != nil {
+			s.writeFailed(1, err)
+		}
+	}
+	for _, o := range s.adopted {
+		if err := unix.EpollCtl(s.d.gather.epfd, unix.EPOLL_CTL_DEL, o.bl.FD(), nil); err != nil {
+			return fmt.Errorf("frontend: spreading shard %d: %w", o.idx, err)
+		}
+		o.sendInWait, o.ringLink = o.ownSend, o.ownRing
+		o.resume <- struct{}{}
+	}
+	clear(s.adopted)
+	s.adopted = s.adopted[:0]
+	return nil
+}
