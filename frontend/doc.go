@@ -18,7 +18,9 @@
 // out: control datagrams first, then frames in one batch, then log
 // records. Between passes a loop sleeps until input arrives or its
 // engine's deadline (shard 0: or the controller's), never on a fixed
-// ticker.
+// ticker. While the loops together are busy for less than half a core,
+// shard 0's loop serves every shard and the others park (gather.go,
+// -gather): one wake-up per frame burst instead of one per shard.
 //
 // Time is monotonic time since the daemon started (splice.Time); each
 // engine and the controller take the later of the clock and the last
