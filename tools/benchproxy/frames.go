@@ -238,6 +238,26 @@ func frontendFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
 	return st.LinkStat.RxFrames + st.LinkStat.TxFrames, nil
 }
 
+// frontendLoops reads the front-end's gathering counters off its /status.
+func frontendLoops(ctx context.Context, l *lab.Lab) (*FrontendLoops, error) {
+	raw, err := l.FetchFrontendStatus(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("front-end /status: %w", err)
+	}
+	var st frontend.Status
+	if err := json.Unmarshal(raw.Raw, &st); err != nil {
+		return nil, fmt.Errorf("front-end /status: %w", err)
+	}
+	return &FrontendLoops{Shards: st.Workers, Gathers: st.Gathers, Spreads: st.Spreads, GatheredAtEnd: st.Gathered}, nil
+}
+
+// since is what changed from before to l: the changes during a load,
+// the state at its end.
+func (l *FrontendLoops) since(before *FrontendLoops) *FrontendLoops {
+	return &FrontendLoops{Shards: l.Shards, Gathers: l.Gathers - before.Gathers, Spreads: l.Spreads - before.Spreads,
+		GatheredAtEnd: l.GatheredAtEnd}
+}
+
 // shimFrames returns the frames the shim has read and written on the
 // wire and on its TAP.
 func shimFrames(ctx context.Context, l *lab.Lab) (uint64, error) {

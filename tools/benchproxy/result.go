@@ -2,6 +2,7 @@ package benchproxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -94,6 +95,44 @@ type Load struct {
 	RequestsPerSec  float64            `json:"requests_per_s"`
 	CPUSecondsPerGB map[string]float64 `json:"cpu_seconds_per_gb"` // 10^9 bytes
 	CPUUSPerRequest map[string]float64 `json:"cpu_us_per_request"`
+	// Loops is how qsplice's front-end ran its workers during the load
+	// (qsplice only; nil if its /status could not be read).
+	Loops *FrontendLoops `json:"frontend_loops,omitempty"`
+}
+
+// FrontendLoops is how the front-end's workers served its shards during
+// a load (qsplice-frontend -gather): how many shards, how often worker 0
+// took them all (gathered) or gave them back (spread), and whether it
+// served them all when the load ended.
+type FrontendLoops struct {
+	Shards        int    `json:"shards"`
+	Gathers       uint64 `json:"gathers"`
+	Spreads       uint64 `json:"spreads"`
+	GatheredAtEnd bool   `json:"gathered_at_end"`
+}
+
+// String says it in a few words for the notes.
+func (l *FrontendLoops) String() string {
+	switch {
+	case l.Shards < 2:
+		return "one worker"
+	case l.Gathers == 0 && l.Spreads == 0 && l.GatheredAtEnd:
+		return fmt.Sprintf("%d shards, all on worker 0 throughout", l.Shards)
+	case l.Gathers == 0 && l.Spreads == 0:
+		return fmt.Sprintf("%d shards, one worker each throughout", l.Shards)
+	}
+	end := "one worker each"
+	if l.GatheredAtEnd {
+		end = "all on worker 0"
+	}
+	return fmt.Sprintf("%d shards, gathered on worker 0 %s and spread %s; %s at the end", l.Shards, times(l.Gathers), times(l.Spreads), end)
+}
+
+func times(n uint64) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func newLoad(w WrkSummary, cpu map[string]time.Duration) *Load {

@@ -122,6 +122,8 @@ type target struct {
 	ns   string                           // the client's namespace
 	addr string                           // host:port the client connects to
 	cpu  map[string]func() ([]int, error) // processes whose CPU counts, by role
+	// loops reads the front-end's gathering counters (qsplice only).
+	loops func(context.Context) (*FrontendLoops, error)
 }
 
 func (t target) url(size int64) string {
@@ -263,7 +265,8 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 			cpu: map[string]func() ([]int, error){
 				RoleFrontend: func() ([]int, error) { return []int{fePid}, nil },
 				RoleShim:     func() ([]int, error) { return []int{shimPid}, nil },
-			}})
+			},
+			loops: func(ctx context.Context) (*FrontendLoops, error) { return frontendLoops(ctx, l) }})
 	}
 	for _, t := range targets {
 		res.Systems = append(res.Systems, &SystemResult{Name: t.name})
@@ -373,6 +376,13 @@ func (r *run) load(ctx context.Context, t target, w wrkRun) (*Load, error) {
 			return nil, err
 		}
 	}
+	var loopsBefore *FrontendLoops
+	if t.loops != nil {
+		var err error
+		if loopsBefore, err = t.loops(ctx); err != nil {
+			r.progress("  front-end workers not read: %v", err)
+		}
+	}
 	wait, err := w.start(ctx)
 	if err != nil {
 		return nil, err
@@ -389,7 +399,16 @@ func (r *run) load(ctx context.Context, t target, w wrkRun) (*Load, error) {
 		}
 		used[role] = after - before[role]
 	}
-	return newLoad(summary, used), nil
+	load := newLoad(summary, used)
+	if loopsBefore != nil {
+		if after, err := t.loops(ctx); err != nil {
+			r.progress("  front-end workers not read: %v", err)
+		} else {
+			load.Loops = after.since(loopsBefore)
+			r.progress("  front-end: %v", load.Loops)
+		}
+	}
+	return load, nil
 }
 
 // checkTools fails early when a program the selected systems need is

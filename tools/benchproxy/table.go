@@ -264,6 +264,9 @@ figures are noisy: compare ratios, rerun to be sure.
 			name string
 			load *Load
 		}{{"bulk", s.Bulk}, {"1K close", s.Small}} {
+			if l.load != nil && l.load.Loops != nil {
+				notes = append(notes, fmt.Sprintf("%s %s: front-end %v", s.Name, l.name, l.load.Loops))
+			}
 			if l.load != nil && l.load.Wrk.Errors() > 0 {
 				w := l.load.Wrk
 				notes = append(notes, fmt.Sprintf("%s %s: %d of %d requests failed (connect %d, read %d, write %d, status %d, timeout %d)",
