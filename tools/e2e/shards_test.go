@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/tools/content"
@@ -153,4 +154,66 @@ func errorsJoin(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// TestFrontEndGathersItsShardsWhileTheLoadIsLight: at the default
+// -gather, a front-end of two shards under a light load (sequential
+// requests, a connection each) soon serves both from worker 0; from then
+// on shard 1's flows are still served (the fanout still gives them to
+// shard 1's socket, and its request count grows) while its own worker
+// sleeps (its busy time does not move). It fails if gathering never
+// happens, if a gathered shard's frames are not read, or if its parked
+// worker still runs passes.
+func TestFrontEndGathersItsShardsWhileTheLoadIsLight(t *testing.T) {
+	needLab(t)
+	l := extraLab(t, "g", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.FrontendArgs = []string{"-workers", "2", "-linger", "1s"}
+	})
+	const size = 1 << 10
+	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
+	request := func() {
+		t.Helper()
+		c := oneConnClient(l)
+		defer c.CloseIdleConnections()
+		if err := getAndCheck(c.Client, url, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The policy decides at the end of a 100 ms window, on worker 0's
+	// passes; each request's Feedback reaches worker 0, so it passes.
+	deadline := time.Now().Add(10 * time.Second)
+	var st frontend.Status
+	for n := 0; ; n++ {
+		request()
+		if st = frontendStatus(t, l); st.Gathered {
+			t.Logf("gathered after %d requests", n+1)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not gathered after %d requests in 10 s: %+v", n+1, st.Shards)
+		}
+	}
+	if st.Gathers != 1 || st.Spreads != 0 {
+		t.Errorf("%d gathers, %d spreads under a light load, want 1 and 0", st.Gathers, st.Spreads)
+	}
+	before := st.Shards[1]
+	for range 60 {
+		request()
+	}
+	st = frontendStatus(t, l)
+	after := st.Shards[1]
+	t.Logf("shard 1 before %+v, after %+v", before, after)
+	if !st.Gathered || st.Spreads != 0 {
+		t.Fatalf("spread again under a light load: gathered %v, %d spreads", st.Gathered, st.Spreads)
+	}
+	if after.Requests <= before.Requests {
+		t.Errorf("shard 1 parsed no request of 60 while gathered (%d before, %d after): the fanout gives it about half", before.Requests, after.Requests)
+	}
+	if after.HandoffsFailed != 0 {
+		t.Errorf("shard 1: %d handoffs failed", after.HandoffsFailed)
+	}
+	if after.BusySeconds != before.BusySeconds {
+		t.Errorf("shard 1's own worker was busy for %.6f s more while its shard was gathered", after.BusySeconds-before.BusySeconds)
+	}
 }
