@@ -49,7 +49,10 @@ func newRxModerator(cfg moderation) rxModerator { return rxmod.New(cfg) }
 // stalls. A hold of at most 1 ms left the front-end at 0.2-0.3 system
 // calls per frame in the lab, 2 ms at 0.15-0.2 (bench-proxy: 0.3 with
 // two workers, 0.11 with one) with bulk throughput not lower; 4 ms
-// measured about 0.18, too noisy a machine to tell what it cost. The
+// measured about 0.18, too noisy a machine to tell what it cost. Since
+// the shards gather on one loop under such a load (gather.go), that
+// loop's hold counts all their ACKs together (rxmod.Joint): 0.11-0.13
+// with the default two workers, and 3 ms held no fewer. The
 // 5 ms window smooths the bursts. The loop holds only while other frames
 // are at most one in UrgentShare of the pure ACKs: under bulk load they
 // are about one in twenty (keep-alive requests and the shim's copies of
