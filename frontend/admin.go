@@ -223,7 +223,7 @@ func (d *Daemon) status() Status {
 	st.KernelDrops = kernelDrops
 	if g := d.gather; g != nil {
 		st.Gathered = g.want.Load()
-		st.Gathers, st.Spreads = g.gathers.Load(), g.spread.Load()
+		st.Gathers, st.Spreads = g.gathers.Load(), g.spreads.Load()
 	}
 	for r, n := range d.ctl.controlRefusals() { // the Codec's, next to the controller's (issue 9)
 		st.ControlRefused[r] += n

@@ -213,6 +213,7 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 			return fail(fmt.Errorf("frontend: %w", err))
 		}
 		sh := &shard{d: d, idx: i, link: l, rawLink: l, poller: poller, engine: eng}
+		sh.wakeP.Store(poller) // its own loop serves it (gather.go)
 		if d.linkCtl.on() {
 			sh.lctl = newLinkControl()
 		}

@@ -167,8 +167,8 @@ type gathering struct {
 	// handed carries the shards whose loop parked, to shard 0's loop.
 	handed chan *shard
 	// epfd watches the links of the shards gathered (tokGather).
-	epfd            int
-	gathers, spread atomic.Uint64
+	epfd             int
+	gathers, spreads atomic.Uint64
 }
 
 // startGathering sets gathering up for a daemon of more than one shard,
@@ -208,12 +208,7 @@ func (d *Daemon) stopGathering() {
 
 // loopPoller is the poller of the loop serving s now: the one to wake
 // for it.
-func (s *shard) loopPoller() *link.Poller {
-	if p := s.wakeP.Load(); p != nil {
-		return p
-	}
-	return s.poller
-}
+func (s *shard) loopPoller() *link.Poller { return s.wakeP.Load() }
 
 // park hands s over to shard 0's loop and waits until it comes back; it
 // reports false when the daemon stops meanwhile. Called by s's loop
@@ -256,7 +251,7 @@ func (s *shard) gatherStep(now splice.Time) error {
 				o.poller.Wake() // to see want before its next wait
 			}
 		} else {
-			g.spread.Add(1)
+			g.spreads.Add(1)
 		}
 	}
 	for {
@@ -285,7 +280,11 @@ func (s *shard) adopt(o *shard) error {
 	}
 	o.ownSend, o.ownRing = o.sendInWait, o.ringLink
 	o.sendInWait, o.ringLink = s.sendInWait, s.ringLink
+	if len(s.adopted) == 0 {
+		s.mods = append(s.mods[:0], &s.mod)
+	}
 	s.adopted = append(s.adopted, o)
+	s.mods = append(s.mods, &o.mod)
 	return nil
 }
 
@@ -306,5 +305,7 @@ func (s *shard) giveBack() error {
 	}
 	clear(s.adopted)
 	s.adopted = s.adopted[:0]
+	clear(s.mods)
+	s.mods = s.mods[:0]
 	return nil
 }

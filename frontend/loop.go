@@ -309,12 +309,10 @@ func (s *shard) holdFor(now splice.Time) time.Duration {
 	if len(s.adopted) == 0 {
 		return s.mod.Hold(now)
 	}
-	s.mods = append(s.mods[:0], &s.mod)
 	for _, o := range s.adopted {
 		if o.batchFull {
 			return 0
 		}
-		s.mods = append(s.mods, &o.mod)
 	}
 	return rxmod.Joint(now, s.mods)
 }

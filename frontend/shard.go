@@ -102,12 +102,12 @@ type shard struct {
 
 	// Gathering (gather.go). adopted: the shards shard 0's loop serves
 	// besides its own; wakeP: the poller of the loop serving this shard
-	// now (nil: its own); resume: shard 0's loop hands the shard back;
+	// now; resume: shard 0's loop hands the shard back;
 	// ownSend, ownRing: the shard's own sendInWait and ringLink while
 	// shard 0's stand in for them; busy: the nanoseconds the shard's own
 	// loop spent between the end of a wait and the end of its pass.
 	adopted []*shard
-	mods    []*rxModerator // holdFor's scratch
+	mods    []*rxModerator // own and adopted's moderators, while adopted is not empty
 	wakeP   atomic.Pointer[link.Poller]
 	resume  chan struct{}
 	ownSend bool

@@ -227,19 +227,15 @@ func scaleFrames(frames uint64, span, window time.Duration) uint64 {
 
 // frontendFrames returns the frames the front-end has read and written.
 func frontendFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
-	raw, err := l.FetchFrontendStatus(ctx)
+	st, err := frontendStatus(ctx, l)
 	if err != nil {
-		return 0, fmt.Errorf("front-end /status: %w", err)
-	}
-	var st frontend.Status
-	if err := json.Unmarshal(raw.Raw, &st); err != nil {
-		return 0, fmt.Errorf("front-end /status: %w", err)
+		return 0, err
 	}
 	return st.LinkStat.RxFrames + st.LinkStat.TxFrames, nil
 }
 
-// frontendLoops reads the front-end's gathering counters off its /status.
-func frontendLoops(ctx context.Context, l *lab.Lab) (*FrontendLoops, error) {
+// frontendStatus reads the front-end's /status.
+func frontendStatus(ctx context.Context, l *lab.Lab) (*frontend.Status, error) {
 	raw, err := l.FetchFrontendStatus(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("front-end /status: %w", err)
@@ -247,6 +243,15 @@ func frontendLoops(ctx context.Context, l *lab.Lab) (*FrontendLoops, error) {
 	var st frontend.Status
 	if err := json.Unmarshal(raw.Raw, &st); err != nil {
 		return nil, fmt.Errorf("front-end /status: %w", err)
+	}
+	return &st, nil
+}
+
+// frontendLoops reads the front-end's gathering counters off its /status.
+func frontendLoops(ctx context.Context, l *lab.Lab) (*FrontendLoops, error) {
+	st, err := frontendStatus(ctx, l)
+	if err != nil {
+		return nil, err
 	}
 	return &FrontendLoops{Shards: st.Workers, Gathers: st.Gathers, Spreads: st.Spreads, GatheredAtEnd: st.Gathered}, nil
 }
