@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qsplice/qsplice/frontend/controller"
+	"github.com/qsplice/qsplice/internal/gather"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/sched"
 	"github.com/qsplice/qsplice/splice/link"
@@ -47,8 +48,8 @@ type Config struct {
 	// Gather lets shard 0's loop serve every shard while the loops are
 	// busy for less than a share of one core (gather.go): fewer
 	// wake-ups per frame. The zero value never gathers; the flag's
-	// default is DefaultGather.
-	Gather GatherConfig
+	// default is gather.Default.
+	Gather gather.Config
 	// RxHold bounds a receive-moderation hold (issue 7, moderate.go):
 	// under a steady stream of pure ACKs a shard waits up to this long
 	// before a pass, so that one pass forwards many. 0: the default
@@ -190,7 +191,7 @@ const (
 
 func (c *Config) validate() error {
 	var errs []error
-	if err := c.Gather.validate(); err != nil {
+	if err := c.Gather.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w (-gather)", err))
 	}
 	switch c.RingWait {

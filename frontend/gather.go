@@ -3,19 +3,17 @@ package frontend
 import (
 	"context"
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/gather"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"golang.org/x/sys/unix"
 )
 
 // Gathering: one loop serves every shard while one core is enough
-// (issue 7).
+// (issue 7; the policy is internal/gather's).
 //
 // Each shard has a loop of its own, so that a front-end with more
 // traffic than one core can take uses them all. While the traffic fits
@@ -49,118 +47,10 @@ import (
 // links of the shards shard 0's loop has gathered.
 const tokGather = tokControl + 1
 
-// Default thresholds of the gathering policy, in shares of one core,
-// and its window.
-const (
-	defaultGatherBelow  = 0.5
-	defaultGatherAbove  = 0.8
-	defaultGatherWindow = 100 * time.Millisecond
-)
-
-// GatherConfig is the policy of gathering. The zero value gathers never.
-type GatherConfig struct {
-	// Below: the loops gather while their busy time sums to less than
-	// this share of one core over a window; Above: the gathering loop
-	// hands the shards back when it is busy for more than this share.
-	// Below should be well under Above (hysteresis); with Below at or
-	// over Above the loops trade the shards every window, which only
-	// tests want (tools/e2e).
-	Below, Above float64
-	// Window is how long each measurement lasts.
-	Window time.Duration
-}
-
-// DefaultGather is the front-end's default policy (-gather).
-var DefaultGather = GatherConfig{Below: defaultGatherBelow, Above: defaultGatherAbove, Window: defaultGatherWindow}
-
-// On reports whether the policy ever gathers.
-func (c GatherConfig) On() bool { return c.Below > 0 }
-
-// String is the -gather flag's form of c.
-func (c GatherConfig) String() string {
-	if !c.On() {
-		return "off"
-	}
-	s := strconv.FormatFloat(c.Below, 'g', -1, 64) + "," + strconv.FormatFloat(c.Above, 'g', -1, 64)
-	if c.Window != defaultGatherWindow {
-		s += "," + c.Window.String()
-	}
-	return s
-}
-
-// ParseGather parses the -gather flag: "off", or BELOW,ABOVE[,WINDOW].
-func ParseGather(s string) (GatherConfig, error) {
-	if s == "off" || s == "" {
-		return GatherConfig{}, nil
-	}
-	parts := strings.Split(s, ",")
-	if len(parts) < 2 || len(parts) > 3 {
-		return GatherConfig{}, fmt.Errorf("gather %q: want off or BELOW,ABOVE[,WINDOW], e.g. %s", s, DefaultGather)
-	}
-	c := GatherConfig{Window: defaultGatherWindow}
-	var err error
-	if c.Below, err = strconv.ParseFloat(parts[0], 64); err != nil {
-		return GatherConfig{}, fmt.Errorf("gather %q: BELOW: %w", s, err)
-	}
-	if c.Above, err = strconv.ParseFloat(parts[1], 64); err != nil {
-		return GatherConfig{}, fmt.Errorf("gather %q: ABOVE: %w", s, err)
-	}
-	if len(parts) == 3 {
-		if c.Window, err = time.ParseDuration(parts[2]); err != nil {
-			return GatherConfig{}, fmt.Errorf("gather %q: WINDOW: %w", s, err)
-		}
-	}
-	return c, c.validate()
-}
-
-func (c GatherConfig) validate() error {
-	if math.IsNaN(c.Below) || math.IsNaN(c.Above) {
-		return fmt.Errorf("gather %v,%v: shares of a core must be numbers", c.Below, c.Above)
-	}
-	if !c.On() {
-		return nil
-	}
-	switch {
-	case c.Above < 0:
-		return fmt.Errorf("gather %s: ABOVE must not be negative", c)
-	case c.Window <= 0:
-		return fmt.Errorf("gather %s: the window must be positive", c)
-	}
-	return nil
-}
-
-// gatherPolicy decides, from the loops' busy time, whether one loop
-// serves every shard: counts and times in, a decision out.
-type gatherPolicy struct {
-	cfg      GatherConfig
-	gathered bool
-	since    splice.Time   // the window's start
-	busyAt   time.Duration // the busy time at since
-}
-
-// observe is given the time and the busy time the loops have summed so
-// far; at the end of each window it reports whether one loop should
-// serve every shard from now on.
-func (p *gatherPolicy) observe(now splice.Time, busy time.Duration) bool {
-	span := now.Sub(p.since)
-	if span < p.cfg.Window {
-		return p.gathered
-	}
-	share := float64(busy-p.busyAt) / float64(span)
-	switch {
-	case !p.gathered && share < p.cfg.Below:
-		p.gathered = true
-	case p.gathered && share > p.cfg.Above:
-		p.gathered = false
-	}
-	p.since, p.busyAt = now, busy
-	return p.gathered
-}
-
 // gathering is the daemon's side of it, all but want and handed
 // touched by shard 0's loop only.
 type gathering struct {
-	policy gatherPolicy
+	policy gather.Policy
 	// want: the other loops are to hand their shards over (shard 0's
 	// loop writes it, they read it before each wait).
 	want atomic.Bool
@@ -191,7 +81,7 @@ func (d *Daemon) startGathering() error {
 		return fmt.Errorf("frontend: gathering: %w", err)
 	}
 	g := &gathering{handed: make(chan *shard, len(d.shards)), epfd: epfd}
-	g.policy = gatherPolicy{cfg: d.cfg.Gather, since: d.clock()}
+	g.policy = gather.NewPolicy(d.cfg.Gather, d.clock())
 	for _, s := range d.shards[1:] {
 		s.resume = make(chan struct{}, 1)
 	}
@@ -242,7 +132,7 @@ func (s *shard) gatherStep(now splice.Time) error {
 	for _, o := range s.d.shards {
 		busy += time.Duration(o.busy.Load())
 	}
-	want := g.policy.observe(now, busy)
+	want := g.policy.Observe(now, busy)
 	if want != g.want.Load() {
 		g.want.Store(want)
 		if want {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/frontend/conf"
+	"github.com/qsplice/qsplice/internal/gather"
 	"github.com/qsplice/qsplice/splice/link"
 )
 
@@ -31,7 +32,7 @@ type tuning struct {
 	pprof   bool
 	rxRing  *link.RingConfig
 	workers int
-	gather  frontend.GatherConfig
+	gather  gather.Config
 	rxHold  time.Duration
 	// ringWait: which waits send the pass's frames in io_uring.
 	ringWait string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/internal/flagcheck"
+	"github.com/qsplice/qsplice/internal/gather"
 	"github.com/qsplice/qsplice/internal/privilege"
 	"github.com/qsplice/qsplice/internal/version"
 	"github.com/qsplice/qsplice/proto"
@@ -89,7 +90,7 @@ func main() {
 	// -workers: shards, each an engine on its own AF_PACKET fanout member
 	// and goroutine (frontend/shard.go); the scheduler stays global.
 	flag.IntVar(&cfg.Workers, "workers", 0, "afpacket link: packet engines, each on its own core and socket of one fanout group (0: one per CPU)")
-	gather := flag.String("gather", frontend.DefaultGather.String(), "afpacket link with several workers: BELOW,ABOVE[,WINDOW]: while the workers are busy for less than BELOW of one core over WINDOW (default 100ms), worker 0 serves every shard and the others sleep (fewer wake-ups per frame); it hands the shards back once it is busy for more than ABOVE; off: each worker serves its own shard always")
+	gatherFlag := flag.String("gather", gather.Default.String(), "afpacket link: "+gather.Usage("workers"))
 	flag.DurationVar(&cfg.RxHold, "rx-hold", 0, "afpacket link: longest receive-moderation hold; under a steady stream of client ACKs a worker waits up to this long so that one pass forwards many (0: 2ms; negative: never hold)")
 	flag.StringVar(&cfg.RingWait, "ring-wait", frontend.RingWaitHolds, "afpacket link: which waits of a worker happen in io_uring, sending the frames of the pass just ended in the same io_uring_enter (one system call per pass where sendmmsg and epoll_wait make two): holds (the receive-moderation holds of a bulk load), all, or off")
 	flag.IntVar(&cfg.QueueCapacity, "queue", 1024, "requests that may wait for a back-end; beyond that clients get 503")
@@ -133,7 +134,7 @@ func main() {
 	}
 	profile = *cpuProfile
 	var err error
-	if cfg.Gather, err = frontend.ParseGather(*gather); err != nil {
+	if cfg.Gather, err = gather.Parse(*gatherFlag); err != nil {
 		fail("-gather: %v", err)
 	}
 	if cfg.RxRing, err = link.ParseRingFlag(*rxRing); err != nil {
