@@ -698,6 +698,53 @@ func (u *UringTAP) WriteFrame(frame []byte) error {
 	return err
 }
 
+// Disarm cancels the multishot read and waits, at most limit, until the
+// kernel reported its end; what it read before that stays for the next
+// ReadBatch, and the slots lent out stay lent. The next Submit,
+// ReadBatch or WriteBatch arms the read again from the thread that calls
+// it. A loop that hands the link to another thread calls Disarm first:
+// the read runs as task work of the thread that submitted it (see
+// UringTAP), which the kernel would otherwise wake for every frame while
+// the other thread drives the link. A read queued but not yet submitted
+// is left queued: the next enter submits it from its caller's thread.
+func (u *UringTAP) Disarm(limit time.Duration) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed.Load() {
+		return closedError(u.tap.name, "disarm")
+	}
+	if !u.armed || u.ring.pending > 0 {
+		return nil
+	}
+	if u.ring.room() == 0 {
+		return fmt.Errorf("tap %s: disarm: no room in the submission queue", u.tap.name)
+	}
+	e := u.ring.next(uringOpAsyncCancel, uringKindCancel)
+	e.flags, e.fd = 0, -1
+	e.addr = uringKindRead // the read's user data: the key a cancel matches
+	e.opFlags = uringCancelAll
+	if err := u.ring.enter(0); err != nil {
+		return fmt.Errorf("tap %s: disarm: %w", u.tap.name, err)
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		u.reap()
+		if !u.armed {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("tap %s: disarm: the kernel did not end the read within %v", u.tap.name, limit)
+		}
+		// The cancelled read completes in the task work of the thread
+		// that submitted it, which the kernel interrupts to run it.
+		pfd := [1]unix.PollFd{{Fd: int32(u.ring.fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd[:], int(max(left.Milliseconds(), 1))); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("tap %s: disarm: %w", u.tap.name, err)
+		}
+	}
+}
+
 // Close cancels the reads in flight, waits until the kernel reported each
 // one (so it no longer writes into their slots), closes the ring and the
 // TAP queue, and ends a waiting ReadFrame. It is idempotent.

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -481,4 +485,152 @@ func TestUringTAPReadsOnWhenBuffersRunOut(t *testing.T) {
 	if u.rearms == 0 {
 		t.Error("the multishot read never ended and was armed again: the test did not run out of buffers")
 	}
+}
+
+// lockedThread runs functions on a goroutine locked to an OS thread of
+// its own; between them the thread sleeps (the goroutine waits on a
+// channel). Its thread ends with the test.
+type lockedThread struct {
+	tid int
+	do  chan func()
+}
+
+func newLockedThread(t *testing.T) *lockedThread {
+	t.Helper()
+	l := &lockedThread{do: make(chan func())}
+	started := make(chan int)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		started <- unix.Gettid()
+		for f := range l.do {
+			f()
+		}
+	}()
+	l.tid = <-started
+	t.Cleanup(func() { close(l.do) })
+	return l
+}
+
+// run runs f on the thread and waits for it.
+func (l *lockedThread) run(f func()) {
+	done := make(chan struct{})
+	l.do <- func() { f(); close(done) }
+	<-done
+}
+
+// wakeUps is how often the thread has gone to sleep and woken since it
+// started (its voluntary context switches).
+func (l *lockedThread) wakeUps(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", l.tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no voluntary_ctxt_switches in %s", b)
+	return 0
+}
+
+// TestUringTAPDisarmMovesTheReadToAnotherThread: the multishot read runs
+// in the thread that armed it, which the kernel wakes for each frame
+// even while another thread reads the completions (the control); after
+// Disarm on the first thread and Submit on the second, the first sleeps
+// through the frames, and no frame is lost across the move, not even
+// one sent while no read was armed.
+func TestUringTAPDisarmMovesTheReadToAnotherThread(t *testing.T) {
+	ns, u := newUringTAP(t)
+	a, b := newLockedThread(t), newLockedThread(t)
+	batch := NewBatch(16, 64)
+	// exchange sends frames one at a time, each read on b before the
+	// next goes, and reports the payloads in order.
+	exchange := func(prefix string, frames int) []string {
+		var got []string
+		for i := range frames {
+			sendUDP(t, ns, []byte(fmt.Sprintf("%s %d", prefix, i)))
+			b.run(func() { got = append(got, readDatagramsQuiet(t, u, batch, 1)...) })
+		}
+		return got
+	}
+	want := func(prefix string, frames int) string {
+		var w []string
+		for i := range frames {
+			w = append(w, fmt.Sprintf("%s %d", prefix, i))
+		}
+		return fmt.Sprint(w)
+	}
+	var err error
+	a.run(func() {
+		if err = u.Disarm(time.Second); err == nil {
+			err = u.Submit()
+		}
+	})
+	if err != nil || !u.armed {
+		t.Fatalf("arming on the first thread: %v (armed %v)", err, u.armed)
+	}
+	const frames = 30
+	before := a.wakeUps(t)
+	if got := exchange("armed on a", frames); fmt.Sprint(got) != want("armed on a", frames) {
+		t.Fatalf("read %q", got)
+	}
+	woke := a.wakeUps(t) - before
+	t.Logf("armed on the first thread: it woke %d times for %d frames read on the second", woke, frames)
+	if woke < frames/2 {
+		t.Fatalf("control: the thread that armed the read woke %d times for %d frames read on another, want most", woke, frames)
+	}
+
+	a.run(func() { err = u.Disarm(time.Second) })
+	if err != nil || u.armed {
+		t.Fatalf("Disarm: %v (armed %v)", err, u.armed)
+	}
+	sendUDP(t, ns, []byte("while disarmed"))
+	b.run(func() { err = u.Submit() })
+	if err != nil || !u.armed {
+		t.Fatalf("arming on the second thread: %v (armed %v)", err, u.armed)
+	}
+	var first []string
+	b.run(func() { first = readDatagramsQuiet(t, u, batch, 1) })
+	if fmt.Sprint(first) != "[while disarmed]" {
+		t.Fatalf("the frame sent while no read was armed: read %q", first)
+	}
+	before = a.wakeUps(t)
+	if got := exchange("armed on b", frames); fmt.Sprint(got) != want("armed on b", frames) {
+		t.Fatalf("read %q", got)
+	}
+	woke = a.wakeUps(t) - before
+	t.Logf("after the move: %d", woke)
+	if woke > 2 {
+		t.Errorf("after Disarm the first thread still woke %d times for %d frames", woke, frames)
+	}
+}
+
+// readDatagramsQuiet is readDatagrams without the checks of the vnet
+// header, callable from another goroutine (it reports with Errorf).
+func readDatagramsQuiet(t *testing.T, u *UringTAP, batch *Batch, want int) []string {
+	var got []string
+	fds := []unix.PollFd{{Fd: int32(u.FD()), Events: unix.POLLIN}}
+	for len(got) < want {
+		if n, err := unix.Poll(fds, 20_000); err != nil && err != unix.EINTR || n == 0 && err == nil {
+			t.Errorf("never readable: %d %v", n, err)
+			return got
+		}
+		n, err := u.ReadBatch(batch)
+		if err != nil {
+			t.Errorf("ReadBatch: %v", err)
+			return got
+		}
+		for i := range n {
+			if p := udpPayload(batch.Frame(i)); p != nil {
+				got = append(got, string(p))
+			}
+		}
+	}
+	return got
 }
