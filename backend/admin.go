@@ -27,6 +27,11 @@ type Status struct {
 	Control     AgentStats       `json:"control"`
 	Offloads    bool             `json:"offloads"`
 	Workers     []WorkerStatus   `json:"workers"`
+	// Gathering (-gather, gather.go): whether worker 0 serves every
+	// shard now, and how often the workers gathered and spread again.
+	Gathered bool   `json:"gathered"`
+	Gathers  uint64 `json:"gathers"`
+	Spreads  uint64 `json:"spreads"`
 	// ControlSent counts the control datagrams sent to the front-end
 	// straight on the wire and through the socket (wirecontrol.go).
 	ControlSent ControlSent `json:"control_sent"`
@@ -56,6 +61,13 @@ type WorkerStatus struct {
 	// those that began with a hold.
 	Passes  uint64 `json:"passes"`
 	RxHolds uint64 `json:"rx_holds"`
+	// CPUSeconds is the CPU time the worker's thread used, as its loop
+	// last read it for gathering (gather.go; 0 without): gathered,
+	// worker 0's includes the other shards' passes.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// Thread is the Linux thread id of the worker's loop (to find it in
+	// /proc, perf or top -H).
+	Thread int `json:"thread"`
 }
 
 // shardStatus is a worker's answer to a status request.
@@ -74,6 +86,7 @@ func (w *worker) status() shardStatus {
 		KernelDrops: w.drops.Load(), TxErrors: w.txErrors.Load(),
 		HandedOver: w.handoffs.Load(), HandoffsLost: w.handoffLost.Load(),
 		Passes: w.passes.Load(), RxHolds: w.holds.Load(),
+		CPUSeconds: time.Duration(w.loopCPU.Load()).Seconds(), Thread: int(w.tid.Load()),
 	}}
 	if w.tap != nil {
 		st.ws.TAP = w.tap.Stats()
@@ -119,6 +132,10 @@ func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
 	}
 	if d.plainTAP != nil {
 		st.TAP = d.plainTAP.Stats()
+	}
+	if g := d.gather; g != nil {
+		st.Gathered = g.want.Load()
+		st.Gathers, st.Spreads = g.gathers.Load(), g.spreads.Load()
 	}
 	// A sum of per-shard peaks could exceed any moment's total.
 	st.Shim.PeakActive = uint64(d.peak.Load())

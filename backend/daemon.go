@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/gather"
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
@@ -62,6 +63,11 @@ type Config struct {
 	// shard, TAP queue and wire socket in one fanout group (0: one per
 	// CPU).
 	Workers int
+	// Gather lets worker 0's loop serve every shard while the loops are
+	// busy for less than a share of one core (gather.go): fewer
+	// wake-ups and system calls per frame. Offload path only. The zero
+	// value never gathers; the flag's default is gather.Default.
+	Gather gather.Config
 	// RxRing makes the wire sockets receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.
 	RxRing *link.RingConfig
@@ -106,6 +112,9 @@ func (c *Config) validate() error {
 	if c.Workers < 0 || c.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers: %d out of 0..256", c.Workers))
 	}
+	if err := c.Gather.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w (-gather)", err))
+	}
 	if err := proto.CheckKey(c.Key); err != nil {
 		errs = append(errs, fmt.Errorf("key: this back-end's control key: %w (-key)", err))
 	}
@@ -121,6 +130,7 @@ type Daemon struct {
 	mac     wire.MAC
 	agent   *Agent // owned by workers[0]
 	workers []*worker
+	gather  *gathering // nil: each worker serves its own shard always
 	// The devices: on the offload path one OffloadTAP queue per worker;
 	// on the plain path one water TAP, read by readPlainTAP.
 	taps     []*link.OffloadTAP
@@ -315,6 +325,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		defer srv.Close()
 	}
+	if err := d.startGathering(); err != nil {
+		return err
+	}
+	if d.gather != nil {
+		defer d.gather.close()
+	}
 	spareProcessor(len(d.workers))
 	errc := make(chan error, len(d.workers)+1)
 	var wg sync.WaitGroup
@@ -367,6 +383,9 @@ func (d *Daemon) stop() {
 	d.stopping.Store(true)
 	for _, w := range d.workers {
 		w.poller.Wake()
+	}
+	if g := d.gather; g != nil {
+		g.stopOnce.Do(func() { close(g.stop) })
 	}
 }
 

@@ -61,13 +61,17 @@ var (
 	shimWorkerEntries = fam("qsplice_shim_worker_entries", "Spliced connections on each worker's shard.", isGauge, "worker")
 	shimWorkerPassed  = fam("qsplice_shim_worker_tap_handovers_total", "TAP frames a worker read for a flow another worker owns: passed on, or lost.", isCounter, "worker", "outcome")
 
+	shimGathered = fam("qsplice_shim_workers_gathered", "1 while worker 0 serves every shard (-gather): the load fits in one core.", isGauge)
+	shimGathers  = fam("qsplice_shim_gather_changes_total", "Times the workers gathered onto worker 0 or spread back to one per shard (-gather).", isCounter, "to")
+	shimBusy     = fam("qsplice_shim_worker_cpu_seconds_total", "CPU time each worker's thread used, as last read for gathering (-gather); gathered, worker 0's includes every shard's passes.", isCounter, "worker")
+
 	shimScrapeError = fam("qsplice_shim_scrape_error", "A worker did not answer the status request.", isGauge)
 
 	shimFamilies = []*exposition.Family{
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimLinkInWait, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -196,5 +200,13 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 		shimWorkerEntries.Emit(ch, float64(w.Entries), id)
 		shimWorkerPassed.Emit(ch, n(w.HandedOver), id, "passed")
 		shimWorkerPassed.Emit(ch, n(w.HandoffsLost), id, "lost")
+		shimBusy.Emit(ch, w.CPUSeconds, id)
 	}
+	gathered := 0.0
+	if st.Gathered {
+		gathered = 1
+	}
+	shimGathered.Emit(ch, gathered)
+	shimGathers.Emit(ch, n(st.Gathers), "gathered")
+	shimGathers.Emit(ch, n(st.Spreads), "spread")
 }

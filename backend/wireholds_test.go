@@ -38,6 +38,7 @@ func TestWireFramesWaitForTheHoldButControlFramesDoNot(t *testing.T) {
 	d.cfg.Frontend = feControl
 	w := d.workers[0]
 	w.wire = open(be, "wire0")
+	w.txWire = w.wire
 	peer := open(fe, "eth0")
 	if err := w.poller.HoldInRing(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/qsplice/qsplice/splice"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Poller tokens of a worker's descriptors.
@@ -128,6 +129,28 @@ type worker struct {
 	passes    atomic.Uint64
 	holds     atomic.Uint64
 
+	// Gathering (gather.go). loop is the worker whose loop serves this
+	// shard now (itself, or worker 0's while gathered); loopCPU is the
+	// CPU time, in nanoseconds, this worker's thread has used since its
+	// loop began (cpuBase), as last read (nextCPURead: see readCPU);
+	// resume brings a parked shard back to its own loop. txWire is the
+	// socket the shard's wire frames leave by, worker 0's while
+	// adopted, when wireInHolds too is worker 0's (ownInHolds keeps
+	// the shard's own).
+	loop        atomic.Pointer[worker]
+	tid         atomic.Int32 // the loop's thread, for /status
+	loopCPU     atomic.Int64
+	cpuBase     int64
+	nextCPURead splice.Time
+	resume      chan struct{}
+	txWire      *link.AFPacket
+	ownInHolds  bool
+	// Worker 0 while gathered: the shards it serves besides its own,
+	// and the moderators of all of them, which decide its holds
+	// together (rxmod.Joint).
+	adopted []*worker
+	mods    []*rxmod.Moderator
+
 	// Worker 0 only: the agent, and the Codec and buffer of the control
 	// socket (Daemon.ctl).
 	agent   *Agent
@@ -191,6 +214,8 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	}
 	w := &worker{d: d, id: id, shim: shim, poller: p, wire: d.wires[id],
 		wb: link.NewBatch(batchFrames, wireBuf), free: make(chan *handoff, handoffBufs)}
+	w.loop.Store(w)
+	w.txWire = w.wire
 	w.out.Frames = make([]splice.OutFrame, 0, passFrames)
 	w.out.Control = make([]splice.ControlDatagram, 0, batchFrames)
 	w.wireFrames, w.tapFrames = make([][]byte, 0, passFrames), make([][]byte, 0, passFrames)
@@ -233,16 +258,18 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 	return w, nil
 }
 
-// post hands m to w's loop. The lock is held for an append; the Wake (a
-// write to an eventfd) only when w sleeps or is about to: run sets asleep
-// before it looks at the box for the last time, so either it sees m or
-// this sees asleep.
+// post hands m to the loop serving w. The lock is held for an append;
+// the Wake (a write to an eventfd) only when that loop sleeps or is about
+// to: run sets asleep before it looks at the boxes of the shards it
+// serves for the last time, so either it sees m or this sees asleep. A
+// shard changes loops only between the parking loop's store of loop and
+// the gathering loop's next wait, which it precedes by a wake-up.
 func (w *worker) post(m mail) {
 	w.mu.Lock()
 	w.box = append(w.box, m)
 	w.mu.Unlock()
-	if w.asleep.Load() {
-		w.poller.Wake()
+	if l := w.loop.Load(); l.asleep.Load() {
+		l.poller.Wake()
 	}
 }
 
@@ -258,7 +285,11 @@ func (w *worker) run() error {
 	// shard's data stays in that core's cache.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	w.tid.Store(int32(unix.Gettid()))
 	d := w.d
+	if d.gather != nil {
+		w.readCPU(d.now()) // the thread's CPU time so far is not the loop's
+	}
 	if w.tapRing != nil {
 		// The first reads, submitted from this thread: a read that
 		// waits for a frame runs later in its submitter's thread.
@@ -276,6 +307,12 @@ func (w *worker) run() error {
 		}
 	}
 	for !d.stopping.Load() {
+		if w.id != 0 && d.gather != nil && d.gather.want.Load() {
+			if err := w.park(); err != nil {
+				return err
+			}
+			continue
+		}
 		timeout := w.timeout()
 		w.asleep.Store(true)
 		if w.mailWaiting() {
@@ -292,34 +329,31 @@ func (w *worker) run() error {
 			runtime.Gosched()
 			w.nextYield = now.Add(yieldEvery)
 		}
-		w.out.Reset()
-		// Control datagrams and mail first, then the wire, whose control
-		// datagrams go to the agent as they are read (wireControl), then
-		// the TAP: a Splice must be in place before this pass reads the
-		// server's replies from the TAP (a request may come with its
-		// Splice, and the reply right after it: splice/shim_early.go).
-		w.passes.Add(1)
 		// A hold does not report the TAP (nor the wire read through a
 		// ring): read it anyway, it is what the hold waited for.
+		control := false
 		wireReady, tapReady := held && w.wireHeld, held
+		gatheredWire, gatheredTAP := false, held
 		for _, tok := range w.ready[:n] {
 			switch tok {
 			case tokControl:
-				w.readControl(now)
+				control = true
 			case tokWire:
 				wireReady = true
 			case tokTAP:
 				tapReady = true
+			case tokGatherWire:
+				gatheredWire = true
+			case tokGatherTAP:
+				gatheredTAP = true
 			}
 		}
-		w.readMail(now)
-		if wireReady {
-			err = w.readWire(now)
-		}
-		if err == nil && tapReady {
-			steady := w.rx.steady
-			err = w.readTAP(now)
-			w.holdOff = held && w.rx.steady == steady
+		err = w.pass(now, control, wireReady, tapReady, held)
+		for _, o := range w.adopted {
+			if err != nil {
+				break
+			}
+			err = o.pass(now, false, gatheredWire || held && o.wireHeld, gatheredTAP, held)
 		}
 		if err != nil {
 			if d.stopping.Load() {
@@ -327,37 +361,77 @@ func (w *worker) run() error {
 			}
 			return fmt.Errorf("backend: worker %d: %w", w.id, err)
 		}
-		if w.shim.NextDeadline() <= now {
-			w.shim.Tick(now, &w.out)
-		}
-		if w.agent != nil {
-			// A SpliceAck queued by this pass goes before its frames:
-			// the front-end waits on it to send the request, while a
-			// write on the TAP runs the kernel's TCP stack inside the
-			// call (the C2 handshake's ACK usually arrives with the
-			// Splice). What the frames' events queue goes at the end.
-			w.flushControl()
-		}
-		w.flush(now)
-		if w.agent != nil && w.agent.NextDeadline() <= now {
-			w.aout.Reset()
-			w.agent.SetConcurrency(d.concurrency())
-			w.agent.Tick(now, &w.aout)
-			w.carryOut(now)
-		}
-		if w.agent != nil {
-			w.flushControl()
-			if len(w.wireFrames) > 0 {
-				w.writeWire() // what the events and the agent's timers sent on the wire
+		if g := d.gather; g != nil {
+			if w.id == 0 {
+				if err := w.gatherStep(now); err != nil {
+					return err
+				}
+			} else if now >= w.nextCPURead {
+				w.readCPU(now)
 			}
 		}
-		w.checkDrops(now)
-		w.mod.Observe(now, w.rx.steady, w.rx.urgent)
-		if w.rx.narrow > 0 {
-			w.mod.Quiet(now)
-		}
-		w.rx = rxCounts{}
 	}
+	return nil
+}
+
+// pass serves the shard once, on the loop that serves it now: the
+// control socket (worker 0) and mail first, then the wire, whose control
+// datagrams go to the agent as they are read (wireControl), then the
+// TAP: a Splice must be in place before this pass reads the server's
+// replies from the TAP (a request may come with its Splice, and the
+// reply right after it: splice/shim_early.go). Then the shard's timers,
+// its output, the agent's timers. held: the wait before it was a hold
+// that ran its time.
+func (w *worker) pass(now splice.Time, control, wireReady, tapReady, held bool) error {
+	d := w.d
+	w.out.Reset()
+	w.passes.Add(1)
+	if control {
+		w.readControl(now)
+	}
+	w.readMail(now)
+	var err error
+	if wireReady {
+		err = w.readWire(now)
+	}
+	if err == nil && tapReady {
+		steady := w.rx.steady
+		err = w.readTAP(now)
+		w.holdOff = held && w.rx.steady == steady
+	}
+	if err != nil {
+		return err
+	}
+	if w.shim.NextDeadline() <= now {
+		w.shim.Tick(now, &w.out)
+	}
+	if w.agent != nil {
+		// A SpliceAck queued by this pass goes before its frames:
+		// the front-end waits on it to send the request, while a
+		// write on the TAP runs the kernel's TCP stack inside the
+		// call (the C2 handshake's ACK usually arrives with the
+		// Splice). What the frames' events queue goes at the end.
+		w.flushControl()
+	}
+	w.flush(now)
+	if w.agent != nil && w.agent.NextDeadline() <= now {
+		w.aout.Reset()
+		w.agent.SetConcurrency(d.concurrency())
+		w.agent.Tick(now, &w.aout)
+		w.carryOut(now)
+	}
+	if w.agent != nil {
+		w.flushControl()
+		if len(w.wireFrames) > 0 {
+			w.writeWire() // what the events and the agent's timers sent on the wire
+		}
+	}
+	w.checkDrops(now)
+	w.mod.Observe(now, w.rx.steady, w.rx.urgent)
+	if w.rx.narrow > 0 {
+		w.mod.Quiet(now)
+	}
+	w.rx = rxCounts{}
 	return nil
 }
 
@@ -378,10 +452,10 @@ func (w *worker) wait(timeout time.Duration) (n int, held bool, err error) {
 	// No hold when something is due now, when the last pass left frames
 	// in the TAP (a backlog would grow one batch per hold), or after a
 	// hold that gathered nothing.
-	if timeout != 0 && w.tap != nil && !w.tapFull && !w.holdOff {
+	if timeout != 0 && w.mayHold() {
 		now := w.d.now()
 		until := splice.Time(0)
-		if hold := w.mod.Hold(now); hold > 0 {
+		if hold := w.hold(now); hold > 0 {
 			until = now.Add(hold)
 			if resume > now {
 				until = resume
@@ -409,6 +483,19 @@ func (w *worker) wait(timeout time.Duration) (n int, held bool, err error) {
 // agent's next deadline, and after traffic until the next drop check. No
 // fixed ticker: an idle worker sleeps until something is due.
 func (w *worker) timeout() time.Duration {
+	next := w.deadline()
+	for _, o := range w.adopted {
+		next = min(next, o.deadline())
+	}
+	if next == splice.Never {
+		return -1
+	}
+	return max(next.Sub(w.d.now()), 0)
+}
+
+// deadline is the shard's next: its engine's, the agent's, the next drop
+// check after traffic.
+func (w *worker) deadline() splice.Time {
 	next := w.shim.NextDeadline()
 	if w.agent != nil {
 		next = min(next, w.agent.NextDeadline())
@@ -416,10 +503,7 @@ func (w *worker) timeout() time.Duration {
 	if w.busy {
 		next = min(next, w.nextDropChk)
 	}
-	if next == splice.Never {
-		return -1
-	}
-	return max(next.Sub(w.d.now()), 0)
+	return next
 }
 
 func (w *worker) readWire(now splice.Time) error {
@@ -542,7 +626,7 @@ func (w *worker) flush(now splice.Time) {
 			w.wireHdrs = append(w.wireHdrs, f.VNet)
 		}
 	}
-	w.wireToHold = w.wireInHolds && w.holdLikely(now)
+	w.wireToHold = w.wireInHolds && w.loop.Load().holdLikely(now)
 	w.writeWire()
 	if len(w.tapFrames) > 0 {
 		if w.tap != nil {
@@ -599,7 +683,30 @@ func (w *worker) sendWireInHolds() {
 // holdLikely says whether the loop will likely hold after this pass (the
 // conditions of wait, with what the passes before this one showed).
 func (w *worker) holdLikely(now splice.Time) bool {
-	return w.tap != nil && !w.tapFull && !w.holdOff && w.mod.Hold(now) > 0
+	return w.mayHold() && w.hold(now) > 0
+}
+
+// mayHold says whether the loop may hold before its next pass (see
+// wait): not on the plain path, nor when a shard it serves left frames in
+// its TAP, nor after a hold that gathered nothing on any of them.
+func (w *worker) mayHold() bool {
+	if w.tap == nil {
+		return false
+	}
+	full, off := w.tapFull, w.holdOff
+	for _, o := range w.adopted {
+		full, off = full || o.tapFull, off && o.holdOff
+	}
+	return !full && !off
+}
+
+// hold is the moderation's hold for the loop: its shard's, or while
+// gathered that of all the shards it serves together.
+func (w *worker) hold(now splice.Time) time.Duration {
+	if len(w.mods) > 0 {
+		return rxmod.Joint(now, w.mods)
+	}
+	return w.mod.Hold(now)
 }
 
 // writeWire writes the pass's wire frames in one batch, the control
@@ -614,9 +721,9 @@ func (w *worker) holdLikely(now splice.Time) bool {
 // handed over (it goes back to that worker at the end of this pass).
 func (w *worker) writeWire() {
 	if w.wireInHolds {
-		if err, failed := w.wire.TakeSendError(); failed > 0 {
+		if err, failed := w.txWire.TakeSendError(); failed > 0 {
 			for range failed {
-				w.writeFailed(w.wire, err)
+				w.writeFailed(w.txWire, err)
 			}
 		}
 	}
@@ -624,20 +731,20 @@ func (w *worker) writeWire() {
 		if w.wireToHold && len(w.held) == 0 && w.ctlOut.used == 0 {
 			// The wire's frames may alias the TAP ring's slots, which go
 			// back to the kernel at the next read, after the wait.
-			if n, err := w.wire.QueueBatch(w.wireFrames, w.wireHdrs); err != nil {
+			if n, err := w.txWire.QueueBatch(w.wireFrames, w.wireHdrs); err != nil {
 				// Written at once and refused: skip that frame, as writeAll.
-				w.writeFailed(w.wire, err)
+				w.writeFailed(w.txWire, err)
 				skip := min(n+1, len(w.wireFrames))
-				w.writeAll(w.wire, w.wireFrames[skip:], w.wireHdrs[skip:])
+				w.writeAll(w.txWire, w.wireFrames[skip:], w.wireHdrs[skip:])
 			}
 		} else {
 			if w.wireInHolds {
 				// What an earlier write of this pass queued goes first.
-				if err := w.wire.FlushQueued(); err != nil {
-					w.writeFailed(w.wire, err)
+				if err := w.txWire.FlushQueued(); err != nil {
+					w.writeFailed(w.txWire, err)
 				}
 			}
-			w.writeAll(w.wire, w.wireFrames, w.wireHdrs)
+			w.writeAll(w.txWire, w.wireFrames, w.wireHdrs)
 		}
 		if c := w.d.capture; c != nil {
 			for _, f := range w.wireFrames {

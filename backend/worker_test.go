@@ -33,6 +33,7 @@ func newTestWorkers(t *testing.T, n int) *Daemon {
 		}
 		t.Cleanup(func() { p.Close() })
 		w := &worker{d: d, id: i, shim: shim, poller: p, free: make(chan *handoff, handoffBufs)}
+		w.loop.Store(w)
 		for range handoffBufs {
 			w.free <- &handoff{buf: make([]byte, 2048), home: w.free}
 		}

@@ -126,6 +126,11 @@ func NewPolicy(cfg Config, now splice.Time) Policy {
 	return Policy{cfg: cfg, since: now}
 }
 
+// Due reports whether the window open at now is over, so that the
+// next Observe decides: a loop that pays for reading its busy time reads
+// it then.
+func (p *Policy) Due(now splice.Time) bool { return now.Sub(p.since) >= p.cfg.Window }
+
 // Observe is given the time and the busy time the loops have summed so
 // far; at the end of each window it reports whether one loop should
 // serve every shard from now on (before, what it reported last).

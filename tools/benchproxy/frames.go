@@ -248,30 +248,48 @@ func frontendStatus(ctx context.Context, l *lab.Lab) (*frontend.Status, error) {
 }
 
 // frontendLoops reads the front-end's gathering counters off its /status.
-func frontendLoops(ctx context.Context, l *lab.Lab) (*FrontendLoops, error) {
+func frontendLoops(ctx context.Context, l *lab.Lab) (*Loops, error) {
 	st, err := frontendStatus(ctx, l)
 	if err != nil {
 		return nil, err
 	}
-	return &FrontendLoops{Shards: st.Workers, Gathers: st.Gathers, Spreads: st.Spreads, GatheredAtEnd: st.Gathered}, nil
+	return &Loops{Shards: st.Workers, Gathers: st.Gathers, Spreads: st.Spreads, GatheredAtEnd: st.Gathered}, nil
+}
+
+// shimLoops reads the shim's gathering counters off its /status.
+func shimLoops(ctx context.Context, l *lab.Lab) (*Loops, error) {
+	st, err := shimStatus(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return &Loops{Shards: len(st.Workers), Gathers: st.Gathers, Spreads: st.Spreads, GatheredAtEnd: st.Gathered}, nil
 }
 
 // since is what changed from before to l: the changes during a load,
 // the state at its end.
-func (l *FrontendLoops) since(before *FrontendLoops) *FrontendLoops {
-	return &FrontendLoops{Shards: l.Shards, Gathers: l.Gathers - before.Gathers, Spreads: l.Spreads - before.Spreads,
+func (l *Loops) since(before *Loops) *Loops {
+	return &Loops{Shards: l.Shards, Gathers: l.Gathers - before.Gathers, Spreads: l.Spreads - before.Spreads,
 		GatheredAtEnd: l.GatheredAtEnd}
 }
 
 // shimFrames returns the frames the shim has read and written on the
 // wire and on its TAP.
 func shimFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
+	st, err := shimStatus(ctx, l)
+	if err != nil {
+		return 0, err
+	}
+	return st.Wire.RxFrames + st.Wire.TxFrames + st.TAP.RxFrames + st.TAP.TxFrames, nil
+}
+
+// shimStatus reads the shim's /status, from the client's namespace.
+func shimStatus(ctx context.Context, l *lab.Lab) (*backend.Status, error) {
 	client := l.HTTPClient("c1")
 	defer client.CloseIdleConnections()
 	url := fmt.Sprintf("http://%s:%d/status", l.BackendAddr(1), lab.BackendAdminPort)
 	var st backend.Status
 	if _, err := lab.GetJSON(ctx, client, url, &st); err != nil {
-		return 0, fmt.Errorf("shim: %w", err)
+		return nil, fmt.Errorf("shim: %w", err)
 	}
-	return st.Wire.RxFrames + st.Wire.TxFrames + st.TAP.RxFrames + st.TAP.TxFrames, nil
+	return &st, nil
 }

@@ -95,16 +95,18 @@ type Load struct {
 	RequestsPerSec  float64            `json:"requests_per_s"`
 	CPUSecondsPerGB map[string]float64 `json:"cpu_seconds_per_gb"` // 10^9 bytes
 	CPUUSPerRequest map[string]float64 `json:"cpu_us_per_request"`
-	// Loops is how qsplice's front-end ran its workers during the load
-	// (qsplice only; nil if its /status could not be read).
-	Loops *FrontendLoops `json:"frontend_loops,omitempty"`
+	// Loops and ShimLoops are how qsplice's front-end and shim ran their
+	// workers during the load (qsplice only; nil if a daemon's /status
+	// could not be read).
+	Loops     *Loops `json:"frontend_loops,omitempty"`
+	ShimLoops *Loops `json:"shim_loops,omitempty"`
 }
 
-// FrontendLoops is how the front-end's workers served its shards during
-// a load (qsplice-frontend -gather): how many shards, how often worker 0
-// took them all (gathered) or gave them back (spread), and whether it
-// served them all when the load ended.
-type FrontendLoops struct {
+// Loops is how a daemon's workers served its shards during a load (the
+// daemons' -gather): how many shards, how often worker 0 took them all
+// (gathered) or gave them back (spread), and whether it served them all
+// when the load ended.
+type Loops struct {
 	Shards        int    `json:"shards"`
 	Gathers       uint64 `json:"gathers"`
 	Spreads       uint64 `json:"spreads"`
@@ -112,7 +114,7 @@ type FrontendLoops struct {
 }
 
 // String says it in a few words for the notes.
-func (l *FrontendLoops) String() string {
+func (l *Loops) String() string {
 	switch {
 	case l.Shards < 2:
 		return "one worker"

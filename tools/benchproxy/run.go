@@ -122,8 +122,9 @@ type target struct {
 	ns   string                           // the client's namespace
 	addr string                           // host:port the client connects to
 	cpu  map[string]func() ([]int, error) // processes whose CPU counts, by role
-	// loops reads the front-end's gathering counters (qsplice only).
-	loops func(context.Context) (*FrontendLoops, error)
+	// loops read the daemons' gathering counters, by role (qsplice
+	// only).
+	loops map[string]func(context.Context) (*Loops, error)
 }
 
 func (t target) url(size int64) string {
@@ -266,7 +267,10 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 				RoleFrontend: func() ([]int, error) { return []int{fePid}, nil },
 				RoleShim:     func() ([]int, error) { return []int{shimPid}, nil },
 			},
-			loops: func(ctx context.Context) (*FrontendLoops, error) { return frontendLoops(ctx, l) }})
+			loops: map[string]func(context.Context) (*Loops, error){
+				RoleFrontend: func(ctx context.Context) (*Loops, error) { return frontendLoops(ctx, l) },
+				RoleShim:     func(ctx context.Context) (*Loops, error) { return shimLoops(ctx, l) },
+			}})
 	}
 	for _, t := range targets {
 		res.Systems = append(res.Systems, &SystemResult{Name: t.name})
@@ -376,11 +380,12 @@ func (r *run) load(ctx context.Context, t target, w wrkRun) (*Load, error) {
 			return nil, err
 		}
 	}
-	var loopsBefore *FrontendLoops
-	if t.loops != nil {
-		var err error
-		if loopsBefore, err = t.loops(ctx); err != nil {
-			r.progress("  front-end workers not read: %v", err)
+	loopsBefore := map[string]*Loops{}
+	for role, read := range t.loops {
+		if l, err := read(ctx); err != nil {
+			r.progress("  %s workers not read: %v", role, err)
+		} else {
+			loopsBefore[role] = l
 		}
 	}
 	wait, err := w.start(ctx)
@@ -400,13 +405,23 @@ func (r *run) load(ctx context.Context, t target, w wrkRun) (*Load, error) {
 		used[role] = after - before[role]
 	}
 	load := newLoad(summary, used)
-	if loopsBefore != nil {
-		if after, err := t.loops(ctx); err != nil {
-			r.progress("  front-end workers not read: %v", err)
-		} else {
-			load.Loops = after.since(loopsBefore)
-			r.progress("  front-end: %v", load.Loops)
+	for _, role := range []string{RoleFrontend, RoleShim} {
+		before, read := loopsBefore[role], t.loops[role]
+		if before == nil || read == nil {
+			continue
 		}
+		after, err := read(ctx)
+		if err != nil {
+			r.progress("  %s workers not read: %v", role, err)
+			continue
+		}
+		l := after.since(before)
+		if role == RoleFrontend {
+			load.Loops = l
+		} else {
+			load.ShimLoops = l
+		}
+		r.progress("  %s: %v", role, l)
 	}
 	return load, nil
 }

@@ -267,6 +267,9 @@ figures are noisy: compare ratios, rerun to be sure.
 			if l.load != nil && l.load.Loops != nil {
 				notes = append(notes, fmt.Sprintf("%s %s: front-end %v", s.Name, l.name, l.load.Loops))
 			}
+			if l.load != nil && l.load.ShimLoops != nil {
+				notes = append(notes, fmt.Sprintf("%s %s: shim %v", s.Name, l.name, l.load.ShimLoops))
+			}
 			if l.load != nil && l.load.Wrk.Errors() > 0 {
 				w := l.load.Wrk
 				notes = append(notes, fmt.Sprintf("%s %s: %d of %d requests failed (connect %d, read %d, write %d, status %d, timeout %d)",

@@ -124,8 +124,9 @@ func TestTableAndFiles(t *testing.T) {
 	r := sampleResult()
 	r.Systems[3].Small.Wrk.ErrRead = 7
 	r.Systems[2].Failures = map[string]string{"TTFB": "request 3 to x: connection reset\nmore detail"}
-	r.Systems[3].Bulk.Loops = &FrontendLoops{Shards: 2, GatheredAtEnd: true}
-	r.Systems[3].Small.Loops = &FrontendLoops{Shards: 2, Gathers: 3, Spreads: 2, GatheredAtEnd: true}
+	r.Systems[3].Bulk.Loops = &Loops{Shards: 2, GatheredAtEnd: true}
+	r.Systems[3].Bulk.ShimLoops = &Loops{Shards: 2, Gathers: 1, Spreads: 1}
+	r.Systems[3].Small.Loops = &Loops{Shards: 2, Gathers: 3, Spreads: 2, GatheredAtEnd: true}
 	table := r.Table()
 	for _, want := range []string{
 		"bulk: throughput, MB/s", "122", "924", "1670", "0.13x", "<=0.1x nginx", "NOT met",
@@ -133,6 +134,7 @@ func TestTableAndFiles(t *testing.T) {
 		"link offloads: tx off, tso off, gso off, gro off",
 		"haproxy TTFB FAILED: request 3 to x: connection reset\n",
 		"qsplice bulk: front-end 2 shards, all on worker 0 throughout\n",
+		"qsplice bulk: shim 2 shards, gathered on worker 0 once and spread once; one worker each at the end\n",
 		"qsplice 1K close: front-end 2 shards, gathered on worker 0 3 times and spread 2 times; all on worker 0 at the end\n",
 	} {
 		if !strings.Contains(table, want) {
@@ -159,25 +161,25 @@ func TestTableAndFiles(t *testing.T) {
 	}
 }
 
-// The note on the front-end's workers says what the counters of one load
+// The note on a daemon's workers says what the counters of one load
 // mean, for each way a load can go.
-func TestFrontendLoopsNote(t *testing.T) {
+func TestLoopsNote(t *testing.T) {
 	for _, c := range []struct {
-		l    FrontendLoops
+		l    Loops
 		want string
 	}{
-		{FrontendLoops{Shards: 1}, "one worker"},
-		{FrontendLoops{Shards: 2, GatheredAtEnd: true}, "2 shards, all on worker 0 throughout"},
-		{FrontendLoops{Shards: 3}, "3 shards, one worker each throughout"},
-		{FrontendLoops{Shards: 2, Gathers: 1}, "2 shards, gathered on worker 0 once and spread 0 times; one worker each at the end"},
+		{Loops{Shards: 1}, "one worker"},
+		{Loops{Shards: 2, GatheredAtEnd: true}, "2 shards, all on worker 0 throughout"},
+		{Loops{Shards: 3}, "3 shards, one worker each throughout"},
+		{Loops{Shards: 2, Gathers: 1}, "2 shards, gathered on worker 0 once and spread 0 times; one worker each at the end"},
 	} {
 		if got := c.l.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.l, got, c.want)
 		}
 	}
-	before := &FrontendLoops{Shards: 2, Gathers: 5, Spreads: 4}
-	after := &FrontendLoops{Shards: 2, Gathers: 7, Spreads: 4, GatheredAtEnd: true}
-	if got := *after.since(before); got != (FrontendLoops{Shards: 2, Gathers: 2, GatheredAtEnd: true}) {
+	before := &Loops{Shards: 2, Gathers: 5, Spreads: 4}
+	after := &Loops{Shards: 2, Gathers: 7, Spreads: 4, GatheredAtEnd: true}
+	if got := *after.since(before); got != (Loops{Shards: 2, Gathers: 2, GatheredAtEnd: true}) {
 		t.Errorf("since = %+v", got)
 	}
 }

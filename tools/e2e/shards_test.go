@@ -59,39 +59,8 @@ func shardedFrontEnd(t *testing.T, bin, gather string) frontend.Status {
 		cfg.Backends = 2
 		cfg.FrontendArgs = []string{"-workers", "3", "-linger", "1s", "-gather", gather}
 	})
-	const conns, perConn, size = 200, 3, 64 << 10
-	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
-	var wg sync.WaitGroup
-	errs := make(chan error, conns*perConn)
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range perConn {
-				c := oneConnClient(l)
-				err := getAndCheck(c.Client, url, size)
-				if i%2 == 0 {
-					c.CloseIdleConnections() // a connection per request
-				} else {
-					err = errorsJoin(err, getAndCheck(c.Client, url, size))
-					c.CloseIdleConnections()
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	failed := 0
-	for err := range errs {
-		if failed < 5 {
-			t.Error(err)
-		}
-		failed++
-	}
+	const conns, perConn = 200, 3
+	failed := concurrentLoad(t, l, conns, perConn)
 	st := frontendStatus(t, l)
 	t.Logf("shards: %+v", st.Shards)
 	if failed > 0 {
@@ -125,9 +94,59 @@ func shardedFrontEnd(t *testing.T, bin, gather string) frontend.Status {
 	return st
 }
 
+// concurrentLoad runs conns clients at once, each making perConn rounds
+// of 64 KiB GETs through the VIP: the even clients a connection per
+// request, the odd ones two requests per connection. Every body must be
+// exact; it reports the clients that failed (the first few as errors).
+func concurrentLoad(t *testing.T, l *lab.Lab, conns, perConn int) int {
+	t.Helper()
+	const size = 64 << 10
+	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
+	var wg sync.WaitGroup
+	errs := make(chan error, conns*perConn)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perConn {
+				c := oneConnClient(l)
+				err := getAndCheck(c.Client, url, size)
+				if i%2 == 0 {
+					c.CloseIdleConnections() // a connection per request
+				} else {
+					err = errorsJoin(err, getAndCheck(c.Client, url, size))
+					c.CloseIdleConnections()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if failed < 5 {
+			t.Error(err)
+		}
+		failed++
+	}
+	return failed
+}
+
 // raceFrontend returns a directory with the binaries of dir and
 // qsplice-frontend built with the race detector in its place.
 func raceFrontend(t *testing.T, dir string) string {
+	t.Helper()
+	return raceBinary(t, dir, "qsplice-frontend")
+}
+
+// raceBinary returns a directory with the binaries of dir and the
+// program name (a command of cmd/) built with the race detector in its
+// place.
+func raceBinary(t *testing.T, dir, name string) string {
 	t.Helper()
 	out := t.TempDir()
 	ents, err := os.ReadDir(dir)
@@ -135,16 +154,16 @@ func raceFrontend(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.Name() == "qsplice-frontend" {
+		if e.Name() == name {
 			continue
 		}
 		if err := os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(out, e.Name())); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(out, "qsplice-frontend"), "github.com/qsplice/qsplice/cmd/qsplice-frontend")
+	cmd := exec.Command("go", "build", "-race", "-o", filepath.Join(out, name), "github.com/qsplice/qsplice/cmd/"+name)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building a race-enabled front-end: %v\n%s", err, b)
+		t.Fatalf("building a race-enabled %s: %v\n%s", name, err, b)
 	}
 	return out
 }
