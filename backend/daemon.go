@@ -66,7 +66,7 @@ type Config struct {
 	// Gather lets worker 0's loop serve every shard while the loops are
 	// busy for less than a share of one core (gather.go): fewer
 	// wake-ups and system calls per frame. Offload path only. The zero
-	// value never gathers; the flag's default is gather.Default.
+	// value never gathers; the flag's default is DefaultGather.
 	Gather gather.Config
 	// RxRing makes the wire sockets receive through a memory-mapped ring
 	// (link.RingConfig); nil: recvmmsg.

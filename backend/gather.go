@@ -48,6 +48,17 @@ import (
 // go disarms the read (link.UringTAP.Disarm) and the loop that takes it
 // arms it again from its own thread.
 
+// DefaultGather is the shim's default policy (-gather): gather under
+// half a core, spread only once worker 0's thread uses 0.95 of one. The
+// front-end spreads at 0.8 of its loops' wall time; the shim's measure is
+// CPU time, and under the bench's bulk load (8 connections of 10 MiB
+// objects, 1.5 GB/s) the gathered worker's thread used 0.72 of a core on
+// average with 100 ms windows up to 0.9 while it still waited between
+// passes: at 0.8 it spread in half the runs, and spread it cost more CPU
+// per GB and twice the system calls per frame (docs/results.md). A loop
+// that cannot keep up runs all the time, near 1.
+var DefaultGather = gather.Config{Below: 0.5, Above: 0.95, Window: gather.Default.Window}
+
 // Poller tokens of the epoll instances watching the gathered shards'
 // wire sockets and TAP queues.
 const (

@@ -95,7 +95,7 @@ func main() {
 	// namespace, so the ring's own copy is extra; BenchmarkTxRingBump
 	// measured about 0.30 CPU-s/GB with sendmmsg against 0.42 with it.
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
-	gatherFlag := flag.String("gather", gather.Default.String(), "offload TAP: "+gather.Usage("workers"))
+	gatherFlag := flag.String("gather", backend.DefaultGather.String(), "offload TAP: "+gather.Usage("workers")+"; BELOW and ABOVE are shares of the CPU time the workers' threads use")
 	tapIO := flag.String("tap-io", string(backend.TAPIOAuto), backend.TAPIOUsage)
 	flag.DurationVar(&cfg.RxHold, "rx-hold", backend.DefaultRxHold, "offload TAP: longest receive-moderation hold; under a steady stream of bulk super-frames from the TAP a worker waits up to this long so that one pass translates and sends several (0: never hold)")
 	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)

@@ -29,6 +29,7 @@ type countedDaemon struct {
 	cost   *FrameCost
 	pid    int
 	frames func(context.Context, *lab.Lab) (uint64, error)
+	loops  func(context.Context, *lab.Lab) (*Loops, error)
 	events []string // nil: not counted (cost.Error says why)
 }
 
@@ -36,8 +37,8 @@ type countedDaemon struct {
 // ends. Without perf every cost carries the reason instead.
 func (r *run) newFrameCounter(l *lab.Lab, fePid, shimPid int) (*frameCounter, error) {
 	fc := &frameCounter{r: r, lab: l, daemons: []*countedDaemon{
-		{cost: &FrameCost{Process: RoleFrontend}, pid: fePid, frames: frontendFrames},
-		{cost: &FrameCost{Process: RoleShim}, pid: shimPid, frames: shimFrames},
+		{cost: &FrameCost{Process: RoleFrontend}, pid: fePid, frames: frontendFrames, loops: frontendLoops},
+		{cost: &FrameCost{Process: RoleShim}, pid: shimPid, frames: shimFrames, loops: shimLoops},
 	}}
 	if _, err := exec.LookPath("perf"); err != nil {
 		for _, d := range fc.daemons {
@@ -181,6 +182,7 @@ func (fc *frameCounter) underLoad(ctx context.Context, t target) error {
 		if err != nil {
 			return err
 		}
+		loops0, lerr := d.loops(ctx, fc.lab)
 		counts, began, ended, err := perfCount(ctx, fc.r.dir, "load", d.pid, d.events, o.FrameWindow)
 		if err != nil {
 			return err
@@ -190,6 +192,9 @@ func (fc *frameCounter) underLoad(ctx context.Context, t target) error {
 			return err
 		}
 		c := d.cost
+		if loops1, err := d.loops(ctx, fc.lab); err == nil && lerr == nil {
+			c.Loops = loops1.since(loops0)
+		}
 		c.Seconds = ended.Sub(began).Seconds()
 		c.FramesRead, c.SpanSeconds = f1-f0, t1.Sub(t0).Seconds()
 		c.Frames = scaleFrames(f1-f0, t1.Sub(t0), ended.Sub(began))

@@ -175,6 +175,9 @@ type FrameCost struct {
 	// The same counts at rest, with no load, per second.
 	IdleSyscallsPerSec float64 `json:"idle_syscalls_per_s"`
 	IdleMallocsPerSec  float64 `json:"idle_mallocs_per_s"`
+	// Loops is how the daemon's workers served its shards during the
+	// window (nil if its /status could not be read).
+	Loops *Loops `json:"loops,omitempty"`
 	// Derived.
 	SyscallsPerFrame float64 `json:"syscalls_per_frame"`
 	MallocsPerFrame  float64 `json:"mallocs_per_frame"`

@@ -287,6 +287,9 @@ figures are noisy: compare ratios, rerun to be sure.
 			notes = append(notes, fmt.Sprintf("%s %s under bulk load: %d frames, %d syscalls, %d allocations in %.1fs (%.0f syscalls/s, %.0f allocs/s; at rest %.0f/s and %.0f/s; counted once the earlier phases' connections were gone, %.1fs after they ended)",
 				s.Name, f.Process, f.Frames, f.Syscalls, f.Mallocs, f.Seconds,
 				perSec(f.Syscalls, f.Seconds), perSec(f.Mallocs, f.Seconds), f.IdleSyscallsPerSec, f.IdleMallocsPerSec, f.SettleSeconds))
+			if f.Loops != nil {
+				notes = append(notes, fmt.Sprintf("%s %s while counted: %v", s.Name, f.Process, f.Loops))
+			}
 		}
 	}
 	if len(notes) > 0 {

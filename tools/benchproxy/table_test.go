@@ -44,7 +44,7 @@ func sampleResult() *Result {
 					RoleFrontend: cpuPerReq(5900, 105), RoleShim: cpuPerReq(5900, 128)}),
 				TTFB: &TTFB{Samples: 2000, P50us: 829, P99us: 3000},
 				Frames: []*FrameCost{
-					{Process: RoleFrontend, Frames: 1000, Syscalls: 50, Mallocs: 0},
+					{Process: RoleFrontend, Frames: 1000, Syscalls: 50, Mallocs: 0, Loops: &Loops{Shards: 2, GatheredAtEnd: true}},
 					{Process: RoleShim, Error: "perf is not installed"},
 				}},
 		},
@@ -134,6 +134,7 @@ func TestTableAndFiles(t *testing.T) {
 		"link offloads: tx off, tso off, gso off, gro off",
 		"haproxy TTFB FAILED: request 3 to x: connection reset\n",
 		"qsplice bulk: front-end 2 shards, all on worker 0 throughout\n",
+		"qsplice frontend while counted: 2 shards, all on worker 0 throughout\n",
 		"qsplice bulk: shim 2 shards, gathered on worker 0 once and spread once; one worker each at the end\n",
 		"qsplice 1K close: front-end 2 shards, gathered on worker 0 3 times and spread 2 times; all on worker 0 at the end\n",
 	} {
