@@ -30,7 +30,10 @@
 // its C2 connection (shardOf), and the other shards' finished responses
 // come to worker 0 to become Feedback, with the requests in service
 // summed over the shards. TAP frames of a flow another worker owns, rare,
-// are handed over to it (readTAP says when and why).
+// are handed over to it (readTAP says when and why). While the workers'
+// threads use less than half a core, worker 0's loop serves every shard
+// and the others park (gather.go, -gather): one wake-up per burst of
+// frames instead of one per worker, half the system calls per frame.
 //
 // The control protocol does not cross the host's kernel (wirecontrol.go):
 //
