@@ -23,9 +23,9 @@ import (
 // futex calls), and each receive-moderation hold gathers half the
 // super-frames one loop's would. Measured on the 2-core development
 // machine (docs/results.md) with -workers 1 against 2: under bulk load
-// 0.28-0.30 CPU-s per GB against 0.42-0.45 and 0.06 system calls per
-// frame against 0.12; with one connection per request 45-53 us of CPU
-// per request against 84-90.
+// 0.06 system calls per frame against 0.12, with one connection per
+// request 45-56 us of the shim's CPU per request against 84-90 (CPU per
+// GB moved with the machine more than with the workers).
 //
 // So worker 0's loop measures how busy the loops are (the CPU time their
 // threads used, system time included: the kernel work a TAP write or a
@@ -54,9 +54,9 @@ import (
 // CPU time, and under the bench's bulk load (8 connections of 10 MiB
 // objects, 1.5 GB/s) the gathered worker's thread used 0.72 of a core on
 // average with 100 ms windows up to 0.9 while it still waited between
-// passes: at 0.8 it spread in half the runs, and spread it cost more CPU
-// per GB and twice the system calls per frame (docs/results.md). A loop
-// that cannot keep up runs all the time, near 1.
+// passes: at 0.8 it spread in one full run of two and stayed spread, at
+// twice the system calls per frame (docs/results.md). A loop that
+// cannot keep up runs all the time, near 1.
 var DefaultGather = gather.Config{Below: 0.5, Above: 0.95, Window: gather.Default.Window}
 
 // Poller tokens of the epoll instances watching the gathered shards'
@@ -148,9 +148,7 @@ func (w *worker) park() error {
 		}
 	}
 	if w.tapRing != nil {
-		if err := w.tapRing.Disarm(disarmLimit); err != nil {
-			return fmt.Errorf("backend: worker %d: handing the shard over: %w", w.id, err)
-		}
+		w.disarm(w, "handing the shard over")
 	}
 	w.loop.Store(w0)
 	g.handed <- w
@@ -168,6 +166,18 @@ func (w *worker) park() error {
 		}
 	}
 	return nil
+}
+
+// disarm ends o's TAP read, armed by this loop's thread, so that another
+// thread can arm it (gather.go's header). Should the kernel not report
+// its end in time, the read stays with this thread: the frames are still
+// read, at the cost of a wake-up of this thread for each, and the loop
+// goes on.
+func (w *worker) disarm(o *worker, why string) {
+	if err := o.tapRing.Disarm(disarmLimit); err != nil {
+		w.d.log.Warn("TAP read not moved to another thread: this one will be woken for its frames",
+			"worker", w.id, "shard", o.id, "while", why, "err", err)
+	}
 }
 
 // readCPU reads the CPU time the worker's thread has used (a system
@@ -280,9 +290,7 @@ func (w *worker) giveBack() error {
 			return fmt.Errorf("backend: spreading worker %d's TAP queue: %w", o.id, err)
 		}
 		if o.tapRing != nil {
-			if err := o.tapRing.Disarm(disarmLimit); err != nil {
-				return fmt.Errorf("backend: spreading worker %d: %w", o.id, err)
-			}
+			w.disarm(o, "spreading")
 		}
 		o.txWire, o.wireInHolds = o.wire, o.ownInHolds
 		o.resume <- struct{}{}
