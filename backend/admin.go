@@ -134,8 +134,8 @@ func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
 		st.TAP = d.plainTAP.Stats()
 	}
 	if g := d.gather; g != nil {
-		st.Gathered = g.want.Load()
-		st.Gathers, st.Spreads = g.gathers.Load(), g.spreads.Load()
+		st.Gathered = g.Want()
+		st.Gathers, st.Spreads = g.Counts()
 	}
 	// A sum of per-shard peaks could exceed any moment's total.
 	st.Shim.PeakActive = uint64(d.peak.Load())

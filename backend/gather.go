@@ -3,7 +3,6 @@ package backend
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/internal/gather"
@@ -73,19 +72,13 @@ const disarmLimit = time.Second
 // gathering is the daemon's side of it, all but want, handed and the
 // counters touched by worker 0's loop only.
 type gathering struct {
-	policy gather.Policy
-	// want: the other loops are to hand their shards over (worker 0's
-	// loop writes it, they read it before each wait).
-	want atomic.Bool
-	// handed carries the workers whose loop parked, to worker 0's loop.
-	handed chan *worker
+	*gather.Handover[*worker]
 	// stop ends every park when the daemon stops.
 	stop     chan struct{}
 	stopOnce sync.Once
 	// wireEp and tapEp watch the wire sockets and the TAP queues of the
 	// shards gathered (tokGatherWire, tokGatherTAP).
-	wireEp, tapEp    int
-	gathers, spreads atomic.Uint64
+	wireEp, tapEp int
 }
 
 // startGathering sets gathering up for a shim of more than one worker on
@@ -94,8 +87,8 @@ func (d *Daemon) startGathering() error {
 	if !d.cfg.Gather.On() || len(d.workers) < 2 || d.taps == nil {
 		return nil
 	}
-	g := &gathering{handed: make(chan *worker, len(d.workers)), stop: make(chan struct{}), wireEp: -1, tapEp: -1}
-	g.policy = gather.NewPolicy(d.cfg.Gather, d.now())
+	g := &gathering{Handover: gather.NewHandover[*worker](d.cfg.Gather, d.now(), len(d.workers)),
+		stop: make(chan struct{}), wireEp: -1, tapEp: -1}
 	var err error
 	if g.wireEp, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
 		g.tapEp, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -151,7 +144,7 @@ func (w *worker) park() error {
 		w.disarm(w, "handing the shard over")
 	}
 	w.loop.Store(w0)
-	g.handed <- w
+	g.Hand(w)
 	w0.poller.Wake()
 	select {
 	case <-w.resume:
@@ -208,36 +201,24 @@ func (w *worker) readCPU(now splice.Time) {
 // the policy spread.
 func (w *worker) gatherStep(now splice.Time) error {
 	g := w.d.gather
-	want := g.want.Load()
-	if g.policy.Due(now) {
+	want := g.Want()
+	if g.Due(now) {
 		w.readCPU(now)
 		var busy time.Duration
 		for _, o := range w.d.workers {
 			busy += time.Duration(o.loopCPU.Load())
 		}
-		want = g.policy.Observe(now, busy)
-	}
-	if want != g.want.Load() {
-		g.want.Store(want)
-		if want {
-			g.gathers.Add(1)
+		var gathering bool
+		if want, gathering = g.Decide(now, busy); gathering {
 			for _, o := range w.d.workers[1:] {
-				o.poller.Wake() // to see want before its next wait
+				o.poller.Wake() // to see it before its next wait
 			}
-		} else {
-			g.spreads.Add(1)
 		}
 	}
-	for {
-		select {
-		case o := <-g.handed:
-			if err := w.adopt(o); err != nil {
-				return err
-			}
-			continue
-		default:
+	for o, ok := g.Take(); ok; o, ok = g.Take() {
+		if err := w.adopt(o); err != nil {
+			return err
 		}
-		break
 	}
 	if !want && len(w.adopted) > 0 {
 		return w.giveBack()

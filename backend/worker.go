@@ -307,7 +307,7 @@ func (w *worker) run() error {
 		}
 	}
 	for !d.stopping.Load() {
-		if w.id != 0 && d.gather != nil && d.gather.want.Load() {
+		if w.id != 0 && d.gather != nil && d.gather.Want() {
 			if err := w.park(); err != nil {
 				return err
 			}

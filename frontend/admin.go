@@ -222,8 +222,8 @@ func (d *Daemon) status() Status {
 	}
 	st.KernelDrops = kernelDrops
 	if g := d.gather; g != nil {
-		st.Gathered = g.want.Load()
-		st.Gathers, st.Spreads = g.gathers.Load(), g.spreads.Load()
+		st.Gathered = g.Want()
+		st.Gathers, st.Spreads = g.Counts()
 	}
 	for r, n := range d.ctl.controlRefusals() { // the Codec's, next to the controller's (issue 9)
 		st.ControlRefused[r] += n

@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/internal/gather"
@@ -50,15 +49,9 @@ const tokGather = tokControl + 1
 // gathering is the daemon's side of it, all but want and handed
 // touched by shard 0's loop only.
 type gathering struct {
-	policy gather.Policy
-	// want: the other loops are to hand their shards over (shard 0's
-	// loop writes it, they read it before each wait).
-	want atomic.Bool
-	// handed carries the shards whose loop parked, to shard 0's loop.
-	handed chan *shard
+	*gather.Handover[*shard]
 	// epfd watches the links of the shards gathered (tokGather).
-	epfd             int
-	gathers, spreads atomic.Uint64
+	epfd int
 }
 
 // startGathering sets gathering up for a daemon of more than one shard,
@@ -80,8 +73,7 @@ func (d *Daemon) startGathering() error {
 		unix.Close(epfd)
 		return fmt.Errorf("frontend: gathering: %w", err)
 	}
-	g := &gathering{handed: make(chan *shard, len(d.shards)), epfd: epfd}
-	g.policy = gather.NewPolicy(d.cfg.Gather, d.clock())
+	g := &gathering{Handover: gather.NewHandover[*shard](d.cfg.Gather, d.clock(), len(d.shards)), epfd: epfd}
 	for _, s := range d.shards[1:] {
 		s.resume = make(chan struct{}, 1)
 	}
@@ -113,7 +105,7 @@ func (s *shard) park(ctx context.Context) bool {
 		}
 	}
 	s.wakeP.Store(s0.poller)
-	g.handed <- s
+	g.Hand(s)
 	s0.poller.Wake()
 	select {
 	case <-s.resume:
@@ -132,28 +124,16 @@ func (s *shard) gatherStep(now splice.Time) error {
 	for _, o := range s.d.shards {
 		busy += time.Duration(o.busy.Load())
 	}
-	want := g.policy.Observe(now, busy)
-	if want != g.want.Load() {
-		g.want.Store(want)
-		if want {
-			g.gathers.Add(1)
-			for _, o := range s.d.shards[1:] {
-				o.poller.Wake() // to see want before its next wait
-			}
-		} else {
-			g.spreads.Add(1)
+	want, gathering := g.Decide(now, busy)
+	if gathering {
+		for _, o := range s.d.shards[1:] {
+			o.poller.Wake() // to see it before its next wait
 		}
 	}
-	for {
-		select {
-		case o := <-g.handed:
-			if err := s.adopt(o); err != nil {
-				return err
-			}
-			continue
-		default:
+	for o, ok := g.Take(); ok; o, ok = g.Take() {
+		if err := s.adopt(o); err != nil {
+			return err
 		}
-		break
 	}
 	if !want && len(s.adopted) > 0 {
 		return s.giveBack()

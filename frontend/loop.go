@@ -202,7 +202,7 @@ func (s *shard) run(ctx context.Context) error {
 	var ready [4]uint32
 	var nextYield splice.Time
 	for {
-		if d.gather != nil && s.idx != 0 && d.gather.want.Load() && !s.park(ctx) {
+		if d.gather != nil && s.idx != 0 && d.gather.Want() && !s.park(ctx) {
 			return nil
 		}
 		n, held, err := s.wait(ready[:])

@@ -10,8 +10,10 @@
 // higher share it hands the shards back.
 //
 // Policy is the decision alone, pure: the time and the loops' summed
-// busy time in, gathered or not out. The handover is the daemon's
-// (frontend/gather.go, backend/gather.go).
+// busy time in, gathered or not out. Handover is what the loops share
+// around it (the decision, a channel for the shards, counts); moving a
+// shard from loop to loop is the daemon's (frontend/gather.go,
+// backend/gather.go).
 package gather
 
 import (
@@ -19,6 +21,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/qsplice/qsplice/splice"
@@ -148,4 +151,64 @@ func (p *Policy) Observe(now splice.Time, busy time.Duration) bool {
 	}
 	p.since, p.busyAt = now, busy
 	return p.gathered
+}
+
+// Handover is what a daemon's loops share to gather: the policy's
+// decision, which the other loops read before each wait; the channel on
+// which a loop that parks hands its shard to the first loop; and how
+// often the loops gathered and spread. The first loop alone calls Due,
+// Decide and Take; the others Want and Hand.
+type Handover[S any] struct {
+	policy           Policy
+	want             atomic.Bool
+	handed           chan S
+	gathers, spreads atomic.Uint64
+}
+
+// NewHandover starts the policy at now, spread, for a daemon of shards
+// shards.
+func NewHandover[S any](cfg Config, now splice.Time, shards int) *Handover[S] {
+	return &Handover[S]{policy: NewPolicy(cfg, now), handed: make(chan S, shards)}
+}
+
+// Want reports whether the loops are to gather now.
+func (h *Handover[S]) Want() bool { return h.want.Load() }
+
+// Due is the policy's Due.
+func (h *Handover[S]) Due(now splice.Time) bool { return h.policy.Due(now) }
+
+// Decide gives the policy the loops' busy time so far and publishes its
+// decision; gathering reports that the loops have just been asked to
+// gather, and the caller then wakes them, so that each sees it before
+// its next wait.
+func (h *Handover[S]) Decide(now splice.Time, busy time.Duration) (want, gathering bool) {
+	want = h.policy.Observe(now, busy)
+	if want == h.want.Load() {
+		return want, false
+	}
+	h.want.Store(want)
+	if want {
+		h.gathers.Add(1)
+	} else {
+		h.spreads.Add(1)
+	}
+	return want, want
+}
+
+// Hand gives the first loop a shard whose loop parks.
+func (h *Handover[S]) Hand(s S) { h.handed <- s }
+
+// Take returns a shard handed over and not yet taken, if any.
+func (h *Handover[S]) Take() (s S, ok bool) {
+	select {
+	case s = <-h.handed:
+		return s, true
+	default:
+		return s, false
+	}
+}
+
+// Counts is how often the loops gathered and spread.
+func (h *Handover[S]) Counts() (gathers, spreads uint64) {
+	return h.gathers.Load(), h.spreads.Load()
 }

@@ -84,3 +84,34 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// A Handover publishes the policy's decisions, says "gathering" only on
+// the change to gathered (when the other loops must be woken), counts
+// both changes, and hands shards over in order without blocking the
+// taker.
+func TestHandoverPublishesDecisionsAndHandsShardsOver(t *testing.T) {
+	h := NewHandover[int](Config{Below: 0.5, Above: 0.8, Window: time.Millisecond}, 0, 2)
+	ms := splice.Time(time.Millisecond)
+	if want, gathering := h.Decide(ms, 0); !want || !gathering || !h.Want() {
+		t.Fatalf("idle window: want %v, gathering %v, published %v; want all true", want, gathering, h.Want())
+	}
+	if want, gathering := h.Decide(2*ms, 0); !want || gathering {
+		t.Fatalf("still idle: want %v, gathering %v; want true, false (no new wake-up)", want, gathering)
+	}
+	if want, gathering := h.Decide(3*ms, time.Millisecond); want || gathering || h.Want() {
+		t.Fatalf("busy window: want %v, gathering %v, published %v; want all false", want, gathering, h.Want())
+	}
+	if g, s := h.Counts(); g != 1 || s != 1 {
+		t.Errorf("counts %d gathers, %d spreads; want 1 and 1", g, s)
+	}
+	if _, ok := h.Take(); ok {
+		t.Fatal("Take with nothing handed returned a shard")
+	}
+	h.Hand(1)
+	h.Hand(2)
+	for _, want := range []int{1, 2} {
+		if got, ok := h.Take(); !ok || got != want {
+			t.Fatalf("Take = %d, %v; want %d", got, ok, want)
+		}
+	}
+}

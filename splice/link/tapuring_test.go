@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/internal/procstat"
 	"github.com/qsplice/qsplice/splice/link/internal/nstest"
 	"github.com/qsplice/qsplice/splice/wire"
 	"golang.org/x/sys/unix"
@@ -522,21 +520,11 @@ func (l *lockedThread) run(f func()) {
 // started (its voluntary context switches).
 func (l *lockedThread) wakeUps(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", l.tid))
+	n, err := procstat.WakeUps(0, l.tid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no voluntary_ctxt_switches in %s", b)
-	return 0
+	return n
 }
 
 // TestUringTAPDisarmMovesTheReadToAnotherThread: the multishot read runs

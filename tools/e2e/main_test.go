@@ -122,36 +122,34 @@ func needLab(t testing.TB) *lab.Lab {
 // namespace.
 func frontendStatus(t testing.TB, l *lab.Lab) frontend.Status {
 	t.Helper()
-	c := l.HTTPClient("c1")
-	c.Timeout = 5 * time.Second
-	resp, err := c.Get(lab.AdminURL + "/status")
-	if err != nil {
-		t.Fatalf("front-end status: %v", err)
-	}
-	defer resp.Body.Close()
 	var st frontend.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("front-end status: %v", err)
-	}
+	adminJSON(t, l, "front-end status", lab.AdminURL+"/status", &st)
 	return st
 }
 
 // backendStatus fetches shim k's /status.
 func backendStatus(t testing.TB, l *lab.Lab, k int) map[string]any {
 	t.Helper()
+	var st map[string]any
+	adminJSON(t, l, fmt.Sprintf("back-end %d status", k), fmt.Sprintf("http://%s:%d/status", l.BackendAddr(k), lab.BackendAdminPort), &st)
+	return st
+}
+
+// adminJSON decodes the JSON a daemon's admin server answers at url
+// into v, from inside the client namespace; what names it in failures.
+func adminJSON(t testing.TB, l *lab.Lab, what, url string, v any) {
+	t.Helper()
 	c := l.HTTPClient("c1")
 	c.Timeout = 5 * time.Second
-	resp, err := c.Get(fmt.Sprintf("http://%s:%d/status", l.BackendAddr(k), lab.BackendAdminPort))
+	resp, err := c.Get(url)
 	if err != nil {
-		t.Fatalf("back-end %d status: %v", k, err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	defer resp.Body.Close()
-	var st map[string]any
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("back-end %d status: %s", k, resp.Status)
+		t.Fatalf("%s: %s", what, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("back-end %d status: %v", k, err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
-	return st
 }

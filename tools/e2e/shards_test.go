@@ -136,6 +136,38 @@ func concurrentLoad(t *testing.T, l *lab.Lab, conns, perConn int) int {
 	return failed
 }
 
+// smallRequests returns a function that makes one request for 1 KiB
+// through the VIP on a new connection and checks the body.
+func smallRequests(t *testing.T, l *lab.Lab) func() {
+	const size = 1 << 10
+	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
+	return func() {
+		t.Helper()
+		c := oneConnClient(l)
+		defer c.CloseIdleConnections()
+		if err := getAndCheck(c.Client, url, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// requestUntilGathered makes one request after another until gathered
+// says a daemon's workers gathered, for at most 10 s.
+func requestUntilGathered(t *testing.T, request func(), gathered func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n := 1; ; n++ {
+		request()
+		if gathered() {
+			t.Logf("gathered after %d requests", n)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not gathered after %d requests in 10 s", n)
+		}
+	}
+}
+
 // raceFrontend returns a directory with the binaries of dir and
 // qsplice-frontend built with the race detector in its place.
 func raceFrontend(t *testing.T, dir string) string {
@@ -189,30 +221,11 @@ func TestFrontEndGathersItsShardsWhileTheLoadIsLight(t *testing.T) {
 		cfg.Backends = 1
 		cfg.FrontendArgs = []string{"-workers", "2", "-linger", "1s"}
 	})
-	const size = 1 << 10
-	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
-	request := func() {
-		t.Helper()
-		c := oneConnClient(l)
-		defer c.CloseIdleConnections()
-		if err := getAndCheck(c.Client, url, size); err != nil {
-			t.Fatal(err)
-		}
-	}
+	request := smallRequests(t, l)
 	// The policy decides at the end of a 100 ms window, on worker 0's
 	// passes; each request's Feedback reaches worker 0, so it passes.
-	deadline := time.Now().Add(10 * time.Second)
 	var st frontend.Status
-	for n := 0; ; n++ {
-		request()
-		if st = frontendStatus(t, l); st.Gathered {
-			t.Logf("gathered after %d requests", n+1)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not gathered after %d requests in 10 s: %+v", n+1, st.Shards)
-		}
-	}
+	requestUntilGathered(t, request, func() bool { st = frontendStatus(t, l); return st.Gathered })
 	if st.Gathers != 1 || st.Spreads != 0 {
 		t.Errorf("%d gathers, %d spreads under a light load, want 1 and 0", st.Gathers, st.Spreads)
 	}

@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/qsplice/qsplice/backend"
-	"github.com/qsplice/qsplice/tools/content"
+	"github.com/qsplice/qsplice/internal/procstat"
 	"github.com/qsplice/qsplice/tools/lab"
 )
 
@@ -106,16 +102,7 @@ func TestShimGathersItsShardsWhileTheLoadIsLight(t *testing.T) {
 		cfg.Backends = 1
 		cfg.BackendArgs = []string{"-workers", "2", "-linger", "1s"}
 	})
-	const size = 1 << 10
-	url := fmt.Sprintf("http://%s:8080/data/%s", lab.VIP, content.FormatSize(size))
-	request := func() {
-		t.Helper()
-		c := oneConnClient(l)
-		defer c.CloseIdleConnections()
-		if err := getAndCheck(c.Client, url, size); err != nil {
-			t.Fatal(err)
-		}
-	}
+	request := smallRequests(t, l)
 	if st := shimStatus(t, l, 1); !st.Offloads {
 		for range 30 {
 			request()
@@ -125,18 +112,8 @@ func TestShimGathersItsShardsWhileTheLoadIsLight(t *testing.T) {
 		}
 		return
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	var st backend.Status
-	for n := 0; ; n++ {
-		request()
-		if st = shimStatus(t, l, 1); st.Gathered {
-			t.Logf("gathered after %d requests", n+1)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not gathered after %d requests in 10 s", n+1)
-		}
-	}
+	requestUntilGathered(t, request, func() bool { st = shimStatus(t, l, 1); return st.Gathered })
 	if st.Gathers != 1 || st.Spreads != 0 {
 		t.Errorf("%d gathers, %d spreads under a light load, want 1 and 0", st.Gathers, st.Spreads)
 	}
@@ -163,20 +140,8 @@ func TestShimGathersItsShardsWhileTheLoadIsLight(t *testing.T) {
 // shimStatus fetches shim k's /status.
 func shimStatus(t testing.TB, l *lab.Lab, k int) backend.Status {
 	t.Helper()
-	c := l.HTTPClient("c1")
-	c.Timeout = 5 * time.Second
-	resp, err := c.Get(fmt.Sprintf("http://%s:%d/status", l.BackendAddr(k), lab.BackendAdminPort))
-	if err != nil {
-		t.Fatalf("back-end %d status: %v", k, err)
-	}
-	defer resp.Body.Close()
 	var st backend.Status
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("back-end %d status: %s", k, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("back-end %d status: %v", k, err)
-	}
+	adminJSON(t, l, fmt.Sprintf("back-end %d status", k), fmt.Sprintf("http://%s:%d/status", l.BackendAddr(k), lab.BackendAdminPort), &st)
 	return st
 }
 
@@ -196,19 +161,9 @@ func shimPID(t *testing.T, l *lab.Lab) int {
 // and woken (its voluntary context switches).
 func threadWakeUps(t *testing.T, pid, tid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	n, err := procstat.WakeUps(pid, tid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no voluntary_ctxt_switches in /proc/%d/task/%d/status", pid, tid)
-	return 0
+	return n
 }
