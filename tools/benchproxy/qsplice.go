@@ -2,7 +2,6 @@ package benchproxy
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -45,19 +44,6 @@ func upLab(ctx context.Context, name, stateDir string, sizes []int64, daemons bo
 		return l, err
 	}
 	return l, nil
-}
-
-// labPid returns the pid of one of the lab's processes.
-func labPid(l *lab.Lab, name string) (int, error) {
-	for _, p := range l.Processes() {
-		if p.Name == name {
-			if !p.Alive {
-				return 0, fmt.Errorf("lab process %s is not running: %s", name, p.Detail)
-			}
-			return p.PID, nil
-		}
-	}
-	return 0, fmt.Errorf("lab has no process %s", name)
 }
 
 // Lab process names (tools/lab's).

@@ -249,11 +249,11 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	}
 	var frames *frameCounter
 	if withQsplice {
-		fePid, err := labPid(l, labFrontend)
+		fePid, err := l.PID(labFrontend)
 		if err != nil {
 			return nil, err
 		}
-		shimPid, err := labPid(l, labShim)
+		shimPid, err := l.PID(labShim)
 		if err != nil {
 			return nil, err
 		}

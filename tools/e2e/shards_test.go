@@ -36,17 +36,37 @@ import (
 func TestShardedFrontEnd(t *testing.T) {
 	base := needLab(t)
 	bin := raceFrontend(t, base.Config().BinDir)
+	tradeAndSpread(t, func(t *testing.T, gather string) loopCounts {
+		st := shardedFrontEnd(t, bin, gather)
+		return loopCounts{st.Gathers, st.Spreads, st.Gathered, true}
+	})
+}
+
+// loopCounts is what a daemon's /status says of its workers' gathering;
+// can: the daemon gathers at all on this lab.
+type loopCounts struct {
+	gathers, spreads uint64
+	gathered, can    bool
+}
+
+// tradeAndSpread runs a sharded daemon's load twice: with the workers
+// trading their shards every 5 ms (-gather 2,0,5ms), which must make at
+// least 10 handovers each way (none where the daemon cannot gather), and
+// with -gather off, which must make none.
+func tradeAndSpread(t *testing.T, run func(t *testing.T, gather string) loopCounts) {
 	t.Run("trading", func(t *testing.T) {
-		st := shardedFrontEnd(t, bin, "2,0,5ms")
-		t.Logf("the workers gathered %d times and spread %d times", st.Gathers, st.Spreads)
-		if st.Gathers < 10 || st.Spreads < 10 {
-			t.Errorf("the workers gathered %d times and spread %d times, want at least 10 of each", st.Gathers, st.Spreads)
+		c := run(t, "2,0,5ms")
+		t.Logf("the workers gathered %d times and spread %d times", c.gathers, c.spreads)
+		switch {
+		case !c.can && c.gathers != 0:
+			t.Errorf("the workers gathered %d times where they cannot", c.gathers)
+		case c.can && (c.gathers < 10 || c.spreads < 10):
+			t.Errorf("the workers gathered %d times and spread %d times, want at least 10 of each", c.gathers, c.spreads)
 		}
 	})
 	t.Run("spread", func(t *testing.T) {
-		st := shardedFrontEnd(t, bin, "off")
-		if st.Gathers != 0 || st.Gathered {
-			t.Errorf("-gather off: the workers gathered %d times (now %v)", st.Gathers, st.Gathered)
+		if c := run(t, "off"); c.gathers != 0 || c.gathered {
+			t.Errorf("-gather off: the workers gathered %d times (now %v)", c.gathers, c.gathered)
 		}
 	})
 }

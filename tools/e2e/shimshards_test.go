@@ -29,24 +29,9 @@ import (
 func TestShardedShim(t *testing.T) {
 	base := needLab(t)
 	bin := raceBinary(t, base.Config().BinDir, "qsplice-backend")
-	t.Run("trading", func(t *testing.T) {
-		st := shardedShim(t, bin, "2,0,5ms")
-		t.Logf("the workers gathered %d times and spread %d times", st.Gathers, st.Spreads)
-		if !st.Offloads {
-			if st.Gathers != 0 {
-				t.Errorf("the portable TAP's workers gathered %d times", st.Gathers)
-			}
-			return
-		}
-		if st.Gathers < 10 || st.Spreads < 10 {
-			t.Errorf("the workers gathered %d times and spread %d times, want at least 10 of each", st.Gathers, st.Spreads)
-		}
-	})
-	t.Run("spread", func(t *testing.T) {
-		st := shardedShim(t, bin, "off")
-		if st.Gathers != 0 || st.Gathered {
-			t.Errorf("-gather off: the workers gathered %d times (now %v)", st.Gathers, st.Gathered)
-		}
+	tradeAndSpread(t, func(t *testing.T, gather string) loopCounts {
+		st := shardedShim(t, bin, gather)
+		return loopCounts{st.Gathers, st.Spreads, st.Gathered, st.Offloads}
 	})
 }
 
@@ -148,13 +133,11 @@ func shimStatus(t testing.TB, l *lab.Lab, k int) backend.Status {
 // shimPID is the pid of the lab's first shim.
 func shimPID(t *testing.T, l *lab.Lab) int {
 	t.Helper()
-	for _, p := range l.Processes() {
-		if p.Name == "backend-b1" && p.Alive {
-			return p.PID
-		}
+	pid, err := l.PID("backend-b1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("the lab's shim is not running")
-	return 0
+	return pid
 }
 
 // threadWakeUps is how often a thread of process pid has gone to sleep

@@ -22,6 +22,20 @@ type ProcessState struct {
 	Detail string // why it is not alive
 }
 
+// PID is the pid of the lab's running process name ("frontend",
+// "backend-b1", ...), or why there is none.
+func (l *Lab) PID(name string) (int, error) {
+	for _, p := range l.Processes() {
+		if p.Name == name {
+			if !p.Alive {
+				return 0, fmt.Errorf("lab process %s is not running: %s", name, p.Detail)
+			}
+			return p.PID, nil
+		}
+	}
+	return 0, fmt.Errorf("lab has no process %s", name)
+}
+
 // Processes reports every process of the lab's configuration.
 func (l *Lab) Processes() []ProcessState {
 	var rows []ProcessState
