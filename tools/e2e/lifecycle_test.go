@@ -101,6 +101,15 @@ func backendByID(st frontend.Status, id uint32) frontend.BackendStatus {
 // be used again once it has registered again.
 func TestBackendDeathAndReturn(t *testing.T) {
 	l := creditLab(t, 3, []lab.Customer{{Name: "A", Domains: []string{"a.example"}, Reservation: 200}})
+	// curl's --limit-rate paces its reads, not the kernel's: with this
+	// machine's tcp_rmem (up to 32 MB) a slow download queued 14-32 MB
+	// in its socket, and Linux returns queued data before the error a
+	// RST left, so curl saw the reset up to half a minute after it came
+	// (the socket already gone from ss). 1 MB of queue is read within a
+	// second.
+	if err := l.Sysctl("c1", "net.ipv4.tcp_rmem", "4096 131072 1048576"); err != nil {
+		t.Fatal(err)
+	}
 	var downloads []*slowDownload
 	onB2 := 0
 	for i := 0; i < 6; i++ {
@@ -150,6 +159,8 @@ func TestBackendDeathAndReturn(t *testing.T) {
 	}
 	if reset != onB2 {
 		t.Errorf("%d downloads were reset, %d were on back-end 2", reset, onB2)
+		ss, _ := l.Command("c1", "ss", "-tnmi").CombinedOutput()
+		t.Logf("the client's sockets:\n%s", ss)
 	}
 	after := frontendStatus(t, l)
 	var refunded uint64
