@@ -114,16 +114,20 @@ bench: build
 	QSPLICE_BIN=$(BIN) QSPLICE_LAB_BENCH=1 $(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./tools/e2e/
 
 # qsplice against nginx and HAProxy as L7 proxies on this machine, in one
-# run (issue 7; needs root, about 2 minutes): the qsplice lab and a
+# run (issue 7; needs root, about 5 minutes): the qsplice lab and a
 # client -- proxy -- back-end chain of namespaces with the same nginx
 # back-end; wrk (10 MiB keep-alive, 1 KiB one connection per request) and
 # a time-to-first-byte client against each system, CPU from /proc/PID/stat,
-# qsplice's syscalls and allocations per frame counted with perf. One
-# table of ratios with the issue's targets on stdout; raw figures in
-# out/bench-proxy/result.json. BENCH_PROXY_ARGS passes flags (-h lists them).
+# qsplice's syscalls and allocations per frame counted with perf. Every
+# load runs BENCH_PROXY_ROUNDS times, the systems taking turns, and the
+# table shows each figure's median: one round on this shared 2-core
+# machine moves by a tenth. One table of ratios with the issue's targets
+# on stdout; raw figures in out/bench-proxy/result.json.
+# BENCH_PROXY_ARGS passes flags (-h lists them).
+BENCH_PROXY_ROUNDS ?= 3
 .PHONY: bench-proxy
 bench-proxy: build
-	$(BIN)/qsplice-bench-proxy -out out/bench-proxy $(BENCH_PROXY_ARGS)
+	$(BIN)/qsplice-bench-proxy -out out/bench-proxy -rounds $(BENCH_PROXY_ROUNDS) $(BENCH_PROXY_ARGS)
 
 demo: build
 	$(BIN)/qsplice-demo -bin $(BIN)

@@ -44,7 +44,9 @@ heap allocations (uprobe on runtime.mallocgc) per frame, counted with perf.
 
 The table goes to stdout with the issue's targets; the raw figures to
 OUT/result.json (and the table to OUT/table.txt). Progress lines go to
-stderr. Other work on the machine makes the figures noisy: read ratios.
+stderr. Other work on the machine makes the figures noisy: read ratios, and
+on a shared machine run -rounds 3 (every load three times, the systems taking
+turns; the table shows medians and how many rounds met each target).
 
 flags:
 `
@@ -56,6 +58,7 @@ func main() {
 	conns := flag.Int("conns", d.BulkConns, "keep-alive connections of the bulk load")
 	smallConns := flag.Int("small-conns", d.SmallConns, "concurrent connections of the 1K one-request-per-connection load")
 	ttfb := flag.Int("ttfb-requests", d.TTFBRequests, "sequential requests timed for the time to first byte, per system")
+	rounds := flag.Int("rounds", d.Rounds, "times every load runs for every system, in turns; the table shows each figure's median (3 or 5 on a busy machine)")
 	window := flag.Duration("frame-window", d.FrameWindow, "how long qsplice's syscalls and allocations are counted under bulk load")
 	only := flag.String("only", strings.Join(d.Only, ","), "systems to measure: "+strings.Join(benchproxy.Systems, ","))
 	out := flag.String("out", "out/bench-proxy", "directory for result.json and table.txt")
@@ -83,11 +86,13 @@ func main() {
 		fail(fmt.Errorf("-conns %d, -small-conns %d: each must be >= 1", *conns, *smallConns))
 	case *ttfb < 1:
 		fail(fmt.Errorf("-ttfb-requests %d: must be >= 1", *ttfb))
+	case *rounds < 1:
+		fail(fmt.Errorf("-rounds %d: must be >= 1", *rounds))
 	case *window <= 0:
 		fail(fmt.Errorf("-frame-window %v: must be > 0", *window))
 	}
 	o := benchproxy.Options{
-		Duration: *duration, BulkConns: *conns, SmallConns: *smallConns, TTFBRequests: *ttfb,
+		Duration: *duration, Rounds: *rounds, BulkConns: *conns, SmallConns: *smallConns, TTFBRequests: *ttfb,
 		FrameWindow: *window, BinDir: *bin, Progress: os.Stderr, Workers: *workers,
 		FrontendArgs: strings.Fields(*feArgs), BackendArgs: strings.Fields(*beArgs),
 	}

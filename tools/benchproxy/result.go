@@ -1,10 +1,12 @@
 package benchproxy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -56,6 +58,8 @@ type Settings struct {
 	LoadSeconds     float64 `json:"load_seconds"`
 	TTFBRequests    int     `json:"ttfb_requests"`
 	FrameWindowSecs float64 `json:"frame_window_seconds"`
+	// Rounds is how many times every load ran for every system.
+	Rounds int `json:"rounds"`
 	// Workers is the qsplice daemons' -workers (0: their default, one
 	// per CPU).
 	Workers int `json:"workers"`
@@ -66,15 +70,57 @@ type Settings struct {
 
 // SystemResult is one system's figures; a nil part was not measured.
 type SystemResult struct {
-	Name  string `json:"name"`
-	Bulk  *Load  `json:"bulk,omitempty"`  // large objects, keep-alive
-	Small *Load  `json:"small,omitempty"` // small objects, one connection per request
-	TTFB  *TTFB  `json:"ttfb,omitempty"`
+	Name string `json:"name"`
+	// Bulk, Small and TTFB are the loads' figures; with several rounds,
+	// each is that of the round with the median headline figure (MB/s,
+	// requests/s, p50), and the table takes every figure's median over
+	// Rounds instead.
+	Bulk  *Load `json:"bulk,omitempty"`  // large objects, keep-alive
+	Small *Load `json:"small,omitempty"` // small objects, one connection per request
+	TTFB  *TTFB `json:"ttfb,omitempty"`
+	// Rounds are every round's figures, in the order they ran (only
+	// when there were several).
+	Rounds []*Round `json:"rounds,omitempty"`
 	// Frames are qsplice's per-frame costs, one per daemon.
 	Frames []*FrameCost `json:"frame_costs,omitempty"`
 	// Failures are the measurements that failed, by phase ("bulk",
 	// "1K close", "TTFB", "frame costs"), with the error.
 	Failures map[string]string `json:"failures,omitempty"`
+}
+
+// Round is one round of a system's loads; a nil part was not measured.
+type Round struct {
+	Bulk  *Load `json:"bulk,omitempty"`
+	Small *Load `json:"small,omitempty"`
+	TTFB  *TTFB `json:"ttfb,omitempty"`
+}
+
+// setRounds keeps a system's rounds and picks, for each load, the round
+// whose headline figure is the median (the lower middle one of an even
+// count) as the system's own.
+func (s *SystemResult) setRounds(rounds []*Round) {
+	if len(rounds) == 1 {
+		s.Bulk, s.Small, s.TTFB = rounds[0].Bulk, rounds[0].Small, rounds[0].TTFB
+		return
+	}
+	s.Rounds = rounds
+	s.Bulk = medianOf(rounds, func(r *Round) *Load { return r.Bulk }, func(l *Load) float64 { return l.MBPerSec })
+	s.Small = medianOf(rounds, func(r *Round) *Load { return r.Small }, func(l *Load) float64 { return l.RequestsPerSec })
+	s.TTFB = medianOf(rounds, func(r *Round) *TTFB { return r.TTFB }, func(t *TTFB) float64 { return t.P50us })
+}
+
+func medianOf[T any](rounds []*Round, part func(*Round) *T, headline func(*T) float64) *T {
+	var have []*T
+	for _, r := range rounds {
+		if p := part(r); p != nil {
+			have = append(have, p)
+		}
+	}
+	if len(have) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(have, func(a, b *T) int { return cmp.Compare(headline(a), headline(b)) })
+	return have[(len(have)-1)/2]
 }
 
 func (s *SystemResult) frameCost(process string) *FrameCost {

@@ -29,6 +29,12 @@ type Options struct {
 	TTFBRequests int           // sequential requests timed per system
 	FrameWindow  time.Duration // how long syscalls and allocations are counted
 	Only         []string      // systems to measure (Systems' names)
+	// Rounds is how many times every load runs for every system, the
+	// systems taking turns within each round; the table shows each
+	// figure's median over the rounds and how many rounds met each
+	// target. On a shared machine one round can land in another
+	// program's burst; the median of three rarely does.
+	Rounds int
 	// Offloads, when set, turns the lab's link offloads (TSO, GSO, GRO,
 	// checksums) on or off; nil keeps the lab's default. The proxy chain
 	// gets what the lab's links have, so every system moves its bytes over
@@ -57,6 +63,7 @@ func DefaultOptions() Options {
 		SmallConns:   16,
 		TTFBRequests: 2000,
 		FrameWindow:  5 * time.Second,
+		Rounds:       1,
 		Only:         slices.Clone(Systems),
 	}
 }
@@ -80,6 +87,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FrameWindow <= 0 {
 		o.FrameWindow = d.FrameWindow
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = d.Rounds
 	}
 	if len(o.Only) == 0 {
 		o.Only = d.Only
@@ -138,8 +148,9 @@ type run struct {
 	id       string
 	dir      string
 	script   string
-	cleanups []func() error // run in reverse order when Run returns
-	failed   bool           // Run is returning an error
+	cleanups []func() error  // run in reverse order when Run returns
+	systems  []*SystemResult // the result's, by target
+	failed   bool            // Run is returning an error
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -193,7 +204,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	res := &Result{ID: r.id, Started: r.start, Host: hostInfo(), Settings: Settings{
 		BulkSize: o.BulkSize, BulkConns: o.BulkConns, SmallSize: SmallSize, SmallConns: o.SmallConns,
 		LoadSeconds: o.Duration.Round(time.Second).Seconds(), TTFBRequests: o.TTFBRequests,
-		FrameWindowSecs: o.FrameWindow.Seconds(), Workers: o.Workers,
+		FrameWindowSecs: o.FrameWindow.Seconds(), Rounds: o.Rounds, Workers: o.Workers,
 		FrontendArgs: o.FrontendArgs, BackendArgs: o.BackendArgs,
 	}}
 	selected := func(s string) bool { return slices.Contains(o.Only, s) }
@@ -275,13 +286,18 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	for _, t := range targets {
 		res.Systems = append(res.Systems, &SystemResult{Name: t.name})
 	}
+	r.systems = res.Systems
 
 	// Each load for every system in turn, so that a change in the
 	// machine's other work spreads over all of them. A system that fails
 	// a measurement does not stop the others: its failure goes into the
 	// result and the notes, and Run returns an error at the end.
+	rounds := make([][]*Round, len(targets)) // by target, then round
 	var failures []error
 	failed := func(s *SystemResult, phase string, err error) error {
+		if o.Rounds > 1 {
+			phase = fmt.Sprintf("%s (round %d)", phase, len(rounds[slices.Index(res.Systems, s)]))
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s %s: %w", s.Name, phase, err)
 		}
@@ -293,41 +309,13 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		r.progress("  FAILED: %v", err)
 		return nil
 	}
-	for i, t := range targets {
-		r.progress("bulk: %s, %s objects over %d keep-alive connections for %v", t.name, content.FormatSize(o.BulkSize), o.BulkConns, o.Duration)
-		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(o.BulkSize), conns: o.BulkConns, duration: o.Duration, script: r.script})
-		if err != nil {
-			if err := failed(res.Systems[i], "bulk", err); err != nil {
-				return nil, err
-			}
-			continue
+	for round := 1; round <= o.Rounds; round++ {
+		if err := r.round(ctx, round, targets, rounds, failed); err != nil {
+			return nil, err
 		}
-		res.Systems[i].Bulk = load
-		r.progress("  %.0f MB/s%s", load.MBPerSec, cpuSummary(load.CPUSecondsPerGB, "CPU-s/GB"))
 	}
-	for i, t := range targets {
-		r.progress("1K close: %s, one connection per request, %d concurrent, for %v", t.name, o.SmallConns, o.Duration)
-		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(SmallSize), conns: o.SmallConns, duration: o.Duration, close: true, script: r.script})
-		if err != nil {
-			if err := failed(res.Systems[i], "1K close", err); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		res.Systems[i].Small = load
-		r.progress("  %.0f requests/s%s", load.RequestsPerSec, cpuSummary(load.CPUUSPerRequest, "CPU-us/request"))
-	}
-	for i, t := range targets {
-		r.progress("TTFB: %s, %d sequential new connections", t.name, o.TTFBRequests)
-		tt, err := measureTTFB(ctx, t.ns, t.addr, "/data/"+content.FormatSize(SmallSize), o.TTFBRequests)
-		if err != nil {
-			if err := failed(res.Systems[i], "TTFB", err); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		res.Systems[i].TTFB = &tt
-		r.progress("  p50 %.0f us, p99 %.0f us", tt.P50us, tt.P99us)
+	for i := range targets {
+		res.Systems[i].setRounds(rounds[i])
 	}
 	if withQsplice {
 		q := res.system(SystemQsplice)
@@ -350,6 +338,59 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	}
 	r.progress("done; removing the lab and the chain")
 	return res, errors.Join(failures...)
+}
+
+// round runs each load for every target in turn and appends what it
+// measured to rounds[i] (target i). A failed measurement goes to failed,
+// which returns an error only when the run must stop.
+func (r *run) round(ctx context.Context, round int, targets []target, rounds [][]*Round,
+	failed func(*SystemResult, string, error) error) error {
+	o := r.o
+	of := ""
+	if o.Rounds > 1 {
+		of = fmt.Sprintf(" (round %d of %d)", round, o.Rounds)
+	}
+	for i := range targets {
+		rounds[i] = append(rounds[i], &Round{})
+	}
+	this := func(i int) *Round { return rounds[i][round-1] }
+	for i, t := range targets {
+		r.progress("bulk%s: %s, %s objects over %d keep-alive connections for %v", of, t.name, content.FormatSize(o.BulkSize), o.BulkConns, o.Duration)
+		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(o.BulkSize), conns: o.BulkConns, duration: o.Duration, script: r.script})
+		if err != nil {
+			if err := failed(r.systems[i], "bulk", err); err != nil {
+				return err
+			}
+			continue
+		}
+		this(i).Bulk = load
+		r.progress("  %.0f MB/s%s", load.MBPerSec, cpuSummary(load.CPUSecondsPerGB, "CPU-s/GB"))
+	}
+	for i, t := range targets {
+		r.progress("1K close%s: %s, one connection per request, %d concurrent, for %v", of, t.name, o.SmallConns, o.Duration)
+		load, err := r.load(ctx, t, wrkRun{ns: t.ns, url: t.url(SmallSize), conns: o.SmallConns, duration: o.Duration, close: true, script: r.script})
+		if err != nil {
+			if err := failed(r.systems[i], "1K close", err); err != nil {
+				return err
+			}
+			continue
+		}
+		this(i).Small = load
+		r.progress("  %.0f requests/s%s", load.RequestsPerSec, cpuSummary(load.CPUUSPerRequest, "CPU-us/request"))
+	}
+	for i, t := range targets {
+		r.progress("TTFB%s: %s, %d sequential new connections", of, t.name, o.TTFBRequests)
+		tt, err := measureTTFB(ctx, t.ns, t.addr, "/data/"+content.FormatSize(SmallSize), o.TTFBRequests)
+		if err != nil {
+			if err := failed(r.systems[i], "TTFB", err); err != nil {
+				return err
+			}
+			continue
+		}
+		this(i).TTFB = &tt
+		r.progress("  p50 %.0f us, p99 %.0f us", tt.P50us, tt.P99us)
+	}
+	return nil
 }
 
 func cpuSummary(m map[string]float64, unit string) string {

@@ -2,7 +2,9 @@ package benchproxy
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/qsplice/qsplice/tools/content"
@@ -18,6 +20,10 @@ type Row struct {
 	VsNginx, VsHAProxy, VsDirect float64
 	Target                       string
 	Verdict                      string // "met", "NOT met", "n/a", or "" (no target)
+	// With several rounds, Values are each figure's median over them,
+	// the verdict is the medians', and RoundsMet of RoundsDecided
+	// rounds met the target on their own figures.
+	RoundsMet, RoundsDecided int
 }
 
 // value picks a figure out of one system's result; ok is false when it
@@ -164,13 +170,29 @@ var rowSpecs = []struct {
 
 // Rows computes the table's rows.
 func (r *Result) Rows() []Row {
+	views := r.roundViews()
 	var rows []Row
 	for _, spec := range rowSpecs {
 		row := Row{Figure: spec.figure, Format: spec.format, Values: map[string]float64{},
 			VsNginx: math.NaN(), VsHAProxy: math.NaN(), VsDirect: math.NaN()}
+		perRound := make([]map[string]float64, len(views))
+		for k, systems := range views {
+			perRound[k] = map[string]float64{}
+			for _, s := range systems {
+				if v, ok := spec.v(s); ok {
+					perRound[k][s.Name] = v
+				}
+			}
+		}
 		for _, s := range r.Systems {
-			if v, ok := spec.v(s); ok {
-				row.Values[s.Name] = v
+			var vs []float64
+			for _, values := range perRound {
+				if v, ok := values[s.Name]; ok {
+					vs = append(vs, v)
+				}
+			}
+			if len(vs) > 0 {
+				row.Values[s.Name] = median(vs)
 			}
 		}
 		q, haveQ := row.Values[SystemQsplice]
@@ -190,10 +212,60 @@ func (r *Result) Rows() []Row {
 					row.Verdict = map[bool]string{true: "met", false: "NOT met"}[met]
 				}
 			}
+			if len(views) > 1 {
+				for _, values := range perRound {
+					q, ok := values[SystemQsplice]
+					if !ok {
+						continue
+					}
+					if met, ok := spec.target.met(q, values); ok {
+						row.RoundsDecided++
+						if met {
+							row.RoundsMet++
+						}
+					}
+				}
+			}
 		}
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// roundViews returns the systems as each round saw them: one view of
+// r.Systems when there was one round, else one per round, its loads
+// those of the round (the frame costs, counted once, in each).
+func (r *Result) roundViews() [][]*SystemResult {
+	n := 0
+	for _, s := range r.Systems {
+		n = max(n, len(s.Rounds))
+	}
+	if n == 0 {
+		return [][]*SystemResult{r.Systems}
+	}
+	views := make([][]*SystemResult, n)
+	for k := range views {
+		for _, s := range r.Systems {
+			v := &SystemResult{Name: s.Name, Frames: s.Frames}
+			if k < len(s.Rounds) {
+				v.Bulk, v.Small, v.TTFB = s.Rounds[k].Bulk, s.Rounds[k].Small, s.Rounds[k].TTFB
+			}
+			views[k] = append(views[k], v)
+		}
+	}
+	return views
+}
+
+// median of a non-empty list: the middle value, or the mean of the two
+// middle ones.
+func median(vs []float64) float64 {
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m]
+	}
+	return (vs[m-1] + vs[m]) / 2
 }
 
 // Table renders the result: a header with the settings, the rows, and
@@ -210,8 +282,12 @@ func (r *Result) Table() string {
 	if len(st.FrontendArgs)+len(st.BackendArgs) > 0 {
 		fmt.Fprintf(&b, "qsplice-frontend extra flags: %q  qsplice-backend extra flags: %q\n", st.FrontendArgs, st.BackendArgs)
 	}
-	fmt.Fprintf(&b, "bulk: %s objects, %d keep-alive connections, %gs; 1K close: %s objects, one connection per request, %d concurrent, %gs; TTFB: %d sequential requests\n\n",
+	fmt.Fprintf(&b, "bulk: %s objects, %d keep-alive connections, %gs; 1K close: %s objects, one connection per request, %d concurrent, %gs; TTFB: %d sequential requests\n",
 		content.FormatSize(st.BulkSize), st.BulkConns, st.LoadSeconds, content.FormatSize(st.SmallSize), st.SmallConns, st.LoadSeconds, st.TTFBRequests)
+	if st.Rounds > 1 {
+		fmt.Fprintf(&b, "%d rounds, the systems taking turns in each: every figure is its median over the rounds, ratios and verdicts are the medians'\n", st.Rounds)
+	}
+	b.WriteString("\n")
 
 	rows := r.Rows()
 	figW := len("figure")
@@ -236,7 +312,11 @@ func (r *Result) Table() string {
 		for _, x := range []float64{row.VsNginx, row.VsHAProxy, row.VsDirect} {
 			fmt.Fprintf(&b, " %*s", ratioW, formatRatio(x))
 		}
-		fmt.Fprintf(&b, "  %-26s %s\n", row.Target, row.Verdict)
+		verdict := row.Verdict
+		if row.RoundsDecided > 0 {
+			verdict += fmt.Sprintf(" (rounds: %d of %d met)", row.RoundsMet, row.RoundsDecided)
+		}
+		fmt.Fprintf(&b, "  %-26s %s\n", row.Target, verdict)
 	}
 	b.WriteString(`
 How to read it: columns are the systems, each measured in this run on this
@@ -255,15 +335,10 @@ figures are noisy: compare ratios, rerun to be sure.
 `)
 	var notes []string
 	for _, s := range r.Systems {
-		for _, phase := range []string{"bulk", "1K close", "TTFB", "frame costs"} {
-			if msg, ok := s.Failures[phase]; ok {
-				notes = append(notes, fmt.Sprintf("%s %s FAILED: %s", s.Name, phase, firstLine(msg)))
-			}
+		for _, phase := range slices.Sorted(maps.Keys(s.Failures)) {
+			notes = append(notes, fmt.Sprintf("%s %s FAILED: %s", s.Name, phase, firstLine(s.Failures[phase])))
 		}
-		for _, l := range []struct {
-			name string
-			load *Load
-		}{{"bulk", s.Bulk}, {"1K close", s.Small}} {
+		for _, l := range s.loads() {
 			if l.load != nil && l.load.Loops != nil {
 				notes = append(notes, fmt.Sprintf("%s %s: front-end %v", s.Name, l.name, l.load.Loops))
 			}
@@ -299,6 +374,25 @@ figures are noisy: compare ratios, rerun to be sure.
 		}
 	}
 	return b.String()
+}
+
+// namedLoad is a load with its name in the notes.
+type namedLoad struct {
+	name string
+	load *Load
+}
+
+// loads are the system's loads for the notes: every round's when there
+// were several.
+func (s *SystemResult) loads() []namedLoad {
+	if len(s.Rounds) == 0 {
+		return []namedLoad{{"bulk", s.Bulk}, {"1K close", s.Small}}
+	}
+	var out []namedLoad
+	for k, r := range s.Rounds {
+		out = append(out, namedLoad{fmt.Sprintf("bulk (round %d)", k+1), r.Bulk}, namedLoad{fmt.Sprintf("1K close (round %d)", k+1), r.Small})
+	}
+	return out
 }
 
 // firstLine keeps a note to one line; result.json has the whole error.

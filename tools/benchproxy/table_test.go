@@ -198,3 +198,65 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("one sample: %+v", one)
 	}
 }
+
+// With several rounds every figure is its median over the rounds, the
+// verdict the median's, and the rounds that met a target on their own
+// figures are counted: here the front-end's CPU per request meets
+// nginx's in two rounds of three, the median (26 against 28) meets it,
+// and the time to first byte misses direct + 200 in every round.
+func TestRoundsMediansAndRoundVerdicts(t *testing.T) {
+	feUS := []float64{26, 31, 20}    // nginx: 28 in every round
+	ttfb := []float64{700, 829, 650} // direct: 433
+	var rounds [][]*Round            // by system
+	for _, s := range sampleResult().Systems {
+		var rs []*Round
+		for k := range feUS {
+			one := sampleResult().system(s.Name)
+			if s.Name == SystemQsplice {
+				one.Small.CPUUSPerRequest[RoleFrontend] = feUS[k]
+				one.TTFB.P50us = ttfb[k]
+				one.Bulk.MBPerSec = float64(100 + k)
+			}
+			rs = append(rs, &Round{Bulk: one.Bulk, Small: one.Small, TTFB: one.TTFB})
+		}
+		rounds = append(rounds, rs)
+	}
+	r := sampleResult()
+	r.Settings.Rounds = 3
+	for i, s := range r.Systems {
+		s.setRounds(rounds[i])
+	}
+	q := r.system(SystemQsplice)
+	if len(q.Rounds) != 3 || q.TTFB.P50us != 700 || q.Bulk.MBPerSec != 101 {
+		t.Fatalf("setRounds: %d rounds, TTFB of the median round %v (want 700), bulk %v (want 101)", len(q.Rounds), q.TTFB.P50us, q.Bulk.MBPerSec)
+	}
+	byFigure := map[string]Row{}
+	for _, row := range r.Rows() {
+		byFigure[row.Figure] = row
+	}
+	for _, c := range []struct {
+		figure       string
+		q            float64
+		verdict      string
+		met, decided int
+	}{
+		{"1K close: CPU-us/req, proxy | front-end", 26, "met", 2, 3},
+		{"TTFB 1K new conn: p50 us", 700, "NOT met", 0, 3},
+		{"bulk: throughput, MB/s", 101, "NOT met", 0, 3},
+	} {
+		row := byFigure[c.figure]
+		if got := row.Values[SystemQsplice]; got != c.q || row.Verdict != c.verdict || row.RoundsMet != c.met || row.RoundsDecided != c.decided {
+			t.Errorf("%s: qsplice %v, %q, %d of %d rounds met; want %v, %q, %d of %d",
+				c.figure, got, row.Verdict, row.RoundsMet, row.RoundsDecided, c.q, c.verdict, c.met, c.decided)
+		}
+	}
+	table := r.Table()
+	for _, want := range []string{"3 rounds, the systems taking turns", "met (rounds: 2 of 3 met)", "NOT met (rounds: 0 of 3 met)"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of an even count = %v, want 2.5", got)
+	}
+}
