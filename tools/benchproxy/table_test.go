@@ -223,6 +223,9 @@ func TestRoundsMediansAndRoundVerdicts(t *testing.T) {
 	}
 	r := sampleResult()
 	r.Settings.Rounds = 3
+	for _, f := range r.system(SystemQsplice).Frames {
+		f.derive()
+	}
 	for i, s := range r.Systems {
 		s.setRounds(rounds[i])
 	}
@@ -243,6 +246,8 @@ func TestRoundsMediansAndRoundVerdicts(t *testing.T) {
 		{"1K close: CPU-us/req, proxy | front-end", 26, "met", 2, 3},
 		{"TTFB 1K new conn: p50 us", 700, "NOT met", 0, 3},
 		{"bulk: throughput, MB/s", 101, "NOT met", 0, 3},
+		// Counted once, in no round: no round verdicts.
+		{"bulk: syscalls/frame, front-end", 0.05, "met", 0, 0},
 	} {
 		row := byFigure[c.figure]
 		if got := row.Values[SystemQsplice]; got != c.q || row.Verdict != c.verdict || row.RoundsMet != c.met || row.RoundsDecided != c.decided {
