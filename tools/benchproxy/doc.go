@@ -38,6 +38,13 @@
 //     heap allocations (a uprobe on runtime.mallocgc), divided by the
 //     frames each moved, from their /status link counters.
 //
+// With Options.Rounds above 1 (-rounds; make bench-proxy runs 3) the
+// three loads run that many times in turn, and the table takes every
+// figure's median over the rounds, the ratios and verdicts of the
+// medians, and counts the rounds that met each target on their own
+// figures: one round on a shared machine can land in another program's
+// burst. The frame costs are counted once.
+//
 // The Result holds the raw figures (result.json); Rows and Table derive
 // the ratios and verdicts. The parsers of what the tools print (wrk's
 // summary line, /proc/PID/stat, perf stat -x, ethtool -k) are pure,
