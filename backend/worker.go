@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -779,11 +780,18 @@ func (w *worker) passEvents(now splice.Time) {
 }
 
 // writeAll writes frames on l; a frame the link refuses is counted and
-// skipped, and the rest still go.
+// skipped, and the rest still go. If the link's device is not
+// transmitting (link.ErrNoRoom, after the link's bounded wait) the rest
+// are dropped and counted too: waiting on for each would keep the loop
+// from its other links and its keepalives, and TCP resends them.
 func (w *worker) writeAll(l link.BatchLink, frames [][]byte, hdrs []wire.VNetHdr) {
 	for len(frames) > 0 {
 		n, err := l.WriteBatch(frames, hdrs)
 		if err == nil {
+			return
+		}
+		if errors.Is(err, link.ErrNoRoom) {
+			w.writesFailed(l, err, len(frames)-max(n, 0))
 			return
 		}
 		w.writeFailed(l, err)
@@ -792,10 +800,15 @@ func (w *worker) writeAll(l link.BatchLink, frames [][]byte, hdrs []wire.VNetHdr
 	}
 }
 
-func (w *worker) writeFailed(l link.Link, err error) {
-	n := w.txErrors.Add(1)
-	if n < 10 || n%1000 == 0 {
-		w.d.log.Warn("write failed", "worker", w.id, "link", l.Name(), "err", err, "count", n)
+func (w *worker) writeFailed(l link.Link, err error) { w.writesFailed(l, err, 1) }
+
+// writesFailed counts frames a link refused or dropped, and logs the
+// first few failures and then one in a thousand frames.
+func (w *worker) writesFailed(l link.Link, err error, frames int) {
+	after := w.txErrors.Add(uint64(frames))
+	before := after - uint64(frames)
+	if before < 10 || before/1000 != after/1000 {
+		w.d.log.Warn("write failed", "worker", w.id, "link", l.Name(), "err", err, "frames", frames, "count", after)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/qsplice/qsplice/splice/wire"
@@ -18,6 +19,12 @@ import (
 // AFPacketConfig.RecvBuffer is zero. The kernel default (about 200 KiB)
 // overflows under bulk TCP (docs/architecture.md §7).
 const DefaultRecvBuffer = 4 << 20
+
+// DefaultWriteWait is AFPacketConfig.WriteWait when it is zero: far
+// longer than a busy device takes to make room, short enough that a
+// daemon's keepalives (every second by default) still go out once the
+// device transmits again.
+const DefaultWriteWait = 100 * time.Millisecond
 
 // AFPacketConfig tunes OpenAFPacket. The zero value is the usual setting:
 // no filter, no promiscuous mode, a 4 MiB receive buffer, and outgoing
@@ -62,6 +69,13 @@ type AFPacketConfig struct {
 	// recvmmsg. RecvBuffer then bounds only the frames too long for a
 	// ring's slot, which are queued whole.
 	RxRing *RingConfig
+	// WriteWait bounds how long a write waits for room in a full socket:
+	// after it the frames not sent are dropped and the write returns
+	// ErrNoRoom. A daemon's loop waits in its own Poller, never for ever
+	// on one device: a guest NIC that stopped transmitting once held a
+	// shim's loop in poll(2) for good, keepalives and all. Zero means
+	// DefaultWriteWait; negative waits for ever.
+	WriteWait time.Duration
 	// TxRing sends through a memory-mapped transmit ring instead of
 	// sendmmsg (see TxRingConfig). Nil: sendmmsg. It cannot be combined
 	// with RxRing. If the kernel refuses the ring (TxRingError says why),
@@ -171,6 +185,14 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 			a.side.Close()
 		}
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
+	}
+	wait := cfg.WriteWait
+	if wait == 0 {
+		wait = DefaultWriteWait
+	}
+	raw.writeWait = max(wait, 0)
+	if a.side != nil {
+		a.side.writeWait = raw.writeWait
 	}
 	first := 1
 	if a.vnet {

@@ -1,10 +1,12 @@
 package link
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +42,15 @@ type pollFD struct {
 	// each can wait at once; callers serialise their reads and writes),
 	// kept here so that waiting does not allocate.
 	rdPoll, wrPoll [2]unix.PollFd
+	// writeWait bounds each wait of a Write for room: with no room after
+	// it, Write returns ErrNoRoom. Zero waits for ever.
+	writeWait time.Duration
 }
+
+// ErrNoRoom: a socket had no room for a write within the link's wait
+// (AFPacketConfig.WriteWait): its device is not transmitting. The frames
+// not sent are dropped; TCP retransmits them.
+var ErrNoRoom = errors.New("no room in the socket: the device is not transmitting")
 
 // newPollFD takes over fd, making it non-blocking. On error fd is left
 // open for the caller to close.
@@ -71,12 +81,21 @@ func (p *pollFD) Control(f func(fd uintptr)) error {
 
 // Read runs f until it returns true, waiting for readability between
 // calls. It returns net.ErrClosed once Close began.
-func (p *pollFD) Read(f func(fd uintptr) (done bool)) error { return p.run(f, &p.rdPoll) }
+func (p *pollFD) Read(f func(fd uintptr) (done bool)) error { return p.run(f, &p.rdPoll, -1) }
 
-// Write runs f until it returns true, waiting for room between calls.
-func (p *pollFD) Write(f func(fd uintptr) (done bool)) error { return p.run(f, &p.wrPoll) }
+// Write runs f until it returns true, waiting for room between calls,
+// each time for at most writeWait (ErrNoRoom).
+func (p *pollFD) Write(f func(fd uintptr) (done bool)) error {
+	wait := -1
+	if p.writeWait > 0 {
+		wait = max(1, int(p.writeWait.Milliseconds()))
+	}
+	return p.run(f, &p.wrPoll, wait)
+}
 
-func (p *pollFD) run(f func(uintptr) bool, fds *[2]unix.PollFd) error {
+// run calls f until it returns true, polling fds between calls for at
+// most waitMS milliseconds each (-1: no limit).
+func (p *pollFD) run(f func(uintptr) bool, fds *[2]unix.PollFd, waitMS int) error {
 	p.ops.RLock()
 	defer p.ops.RUnlock()
 	for {
@@ -88,8 +107,13 @@ func (p *pollFD) run(f func(uintptr) bool, fds *[2]unix.PollFd) error {
 		}
 		// Level-triggered: a descriptor that became ready between f's
 		// EAGAIN and this call is reported at once.
-		if _, err := unix.Poll(fds[:], -1); err != nil && err != unix.EINTR {
+		n, err := unix.Poll(fds[:], waitMS)
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
 			return fmt.Errorf("poll: %w", err)
+		case n == 0:
+			return fmt.Errorf("%w (%v)", ErrNoRoom, time.Duration(waitMS)*time.Millisecond)
 		}
 	}
 }

@@ -137,3 +137,67 @@ func TestPollFDCloseEndsAWaitingRead(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// A write to a socket with no room waits at most writeWait and then
+// returns ErrNoRoom: a daemon's loop is not held by a device that stopped
+// transmitting (a TCG guest's NIC once held a shim's loop in poll(2) for
+// good). The peer of a datagram socketpair that nobody reads stands for
+// that device. Once the peer reads, the same pollFD writes again.
+func TestWriteGivesUpWhenNoRoomComes(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	p, err := newPollFD(fds[0])
+	if err != nil {
+		unix.Close(fds[0])
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.writeWait = 50 * time.Millisecond
+	msg := make([]byte, 1024)
+	sent := 0
+	send := func(fd uintptr) bool {
+		for {
+			switch _, err := unix.Write(int(fd), msg); err {
+			case nil:
+				sent++
+			case unix.EAGAIN:
+				return false
+			default:
+				t.Errorf("write: %v", err)
+				return true
+			}
+		}
+	}
+	start := time.Now()
+	err = p.Write(send)
+	if !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("Write to a full socket: %v, want ErrNoRoom", err)
+	}
+	if waited := time.Since(start); waited < p.writeWait {
+		t.Errorf("gave up after %v, before the %v wait", waited, p.writeWait)
+	}
+	if sent == 0 {
+		t.Fatal("nothing was sent before the socket filled")
+	}
+	// Room again: one read on the peer, and one more datagram goes.
+	if _, err := unix.Read(fds[1], make([]byte, len(msg))); err != nil {
+		t.Fatal(err)
+	}
+	before := sent
+	once := func(fd uintptr) bool {
+		_, err := unix.Write(int(fd), msg)
+		if err == unix.EAGAIN {
+			return false
+		}
+		if err == nil {
+			sent++
+		}
+		return true
+	}
+	if err := p.Write(once); err != nil || sent != before+1 {
+		t.Errorf("Write after the peer read: %v, %d sent, want nil and 1", err, sent-before)
+	}
+}
