@@ -324,3 +324,44 @@ func TestFastOpenConfig(t *testing.T) {
 		}
 	}
 }
+
+// The guests' /init loads virtio_net with napi_tx=0 (guestInitHead says
+// why) and every other module as it is: its module loop, run in sh with
+// an insmod that records its arguments.
+func TestGuestInitLoadsVirtioNetWithoutTxNAPI(t *testing.T) {
+	dir := t.TempDir()
+	start := strings.Index(guestInitHead, "for m in")
+	end := strings.Index(guestInitHead, "\ndone\n")
+	if start < 0 || end < start {
+		t.Fatalf("no module loop in guestInitHead:\n%s", guestInitHead)
+	}
+	loop := guestInitHead[start : end+len("\ndone\n")]
+	loop = strings.ReplaceAll(loop, "/etc/qsplice/modules", dir+"/modules")
+	loop = strings.ReplaceAll(loop, "/lib/modules/", dir+"/lib/")
+	mods := "kernel/drivers/virtio/virtio.ko\nkernel/drivers/net/virtio_net.ko\nkernel/net/packet/af_packet.ko.xz\n"
+	if err := os.WriteFile(filepath.Join(dir, "modules"), []byte(mods), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := "#!/bin/sh\necho \"$@\" >> " + dir + "/log\n"
+	if err := os.WriteFile(filepath.Join(dir, "bin", "insmod"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", loop)
+	cmd.Env = []string{"PATH=" + filepath.Join(dir, "bin") + ":/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("module loop: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dir + "/lib/kernel/drivers/virtio/virtio.ko\n" +
+		dir + "/lib/kernel/drivers/net/virtio_net.ko napi_tx=0\n" +
+		dir + "/lib/kernel/net/packet/af_packet.ko.xz\n"
+	if string(got) != want {
+		t.Errorf("insmod ran as\n%s\nwant\n%s", got, want)
+	}
+}

@@ -336,14 +336,30 @@ func shQuote(args []string) string {
 }
 
 // guestInitHead is the start of every guest's /init: busybox, the
-// filesystems, the modules, lo.
+// filesystems, the modules, loopback.
+//
+// virtio_net is loaded with napi_tx=0: the guest's daemons send on its
+// NIC through AF_PACKET, and with transmit NAPI (the default) the
+// kernel frees a sent frame, and the room it holds in the sending
+// socket, only when the device's completion interrupt runs. Under the
+// emulated (TCG) guests of the lab that interrupt stopped coming in
+// about one 64 MB download in three with offloads off (45,000 frames):
+// the guest's eth0 sent nothing more, the shim's socket stayed full,
+// and the front-end rightly declared the back-end dead. With
+// napi_tx=0 the driver releases a frame's room as it queues it and
+// reclaims finished frames on every send: 0 of 9 such downloads
+// stalled (docs/results.md, eighteenth session).
 const guestInitHead = `/bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
-for m in $(cat /etc/qsplice/modules); do insmod /lib/modules/$m || echo "qsplice-vm: insmod $m failed"; done
+for m in $(cat /etc/qsplice/modules); do
+	args=
+	case $m in *virtio_net.ko*) args=napi_tx=0 ;; esac
+	insmod /lib/modules/$m $args || echo "qsplice-vm: insmod $m failed"
+done
 ip link set lo up
 `
 
