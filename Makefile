@@ -65,8 +65,7 @@ unit:
 
 # The lab's QEMU guests (a VM back-end, a VM front-end) run on their own
 # too: without KVM the guest is emulated, and beside the unit tests'
-# race-enabled packages on two cores a guest was seen to stall whole for
-# over 5 s, which its front-end rightly took for a dead back-end.
+# race-enabled packages on two cores it runs slow and late.
 VM_TESTS = ^TestVM(Backend|Frontend)$$
 vm: build
 	QSPLICE_BIN=$(BIN) $(GO) test -race -count=1 -timeout 20m -run '$(VM_TESTS)' ./tools/lab
