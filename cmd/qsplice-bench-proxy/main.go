@@ -23,7 +23,9 @@ one table of ratios (needs root: network namespaces, AF_PACKET, TAP, perf).
 
 It builds, on addresses in 198.18.0.0/15 only, and removes afterwards:
   - the qsplice lab (qsplice-lab: client, front-end, one back-end running
-    nginx and the shim), loaded through the VIP;
+    nginx and the shim), loaded through the VIP ("qsplice") and at the
+    back-end's own address ("shim": every frame crosses the shim
+    untranslated, no front-end, no splice: the floor of the shim's I/O);
   - a proxy chain of three namespaces, client -- proxy -- back-end, on
     198.18.7.0/24: the same nginx back-end and the same files, nginx
     (proxy_pass, upstream keepalive, HTTP/1.1) and HAProxy (mode http,
@@ -33,8 +35,8 @@ The chain's links get the offloads the lab's links have (-offloads).
 
 For every system, in turn:
   bulk      wrk, SIZE objects over CONNS keep-alive connections: MB/s, and
-            CPU-s per GB of the proxy, or of qsplice's front-end and shim
-            (user+system time from /proc/PID/stat)
+            CPU-s per GB of the proxy, or of qsplice's front-end and shim,
+            or of the shim alone (user+system time from /proc/PID/stat)
   1K close  wrk with Connection: close, SMALL-CONNS concurrent: requests/s
             and CPU-us per request
   TTFB      a Go client, sequential new connections for 1K: p50/p99 from

@@ -17,10 +17,15 @@
 //
 // The chain's back-end serves the same files with the same nginx settings
 // as the lab's back-end, and its links get the lab's offloads, so the
-// four systems (direct, nginx, HAProxy, qsplice through the VIP) move the
-// same bytes over the same kind of link. "Direct" is the client talking
-// to the back-end's kernel through plain IP forwarding: the baseline for
-// throughput and time to first byte.
+// five systems (direct, nginx, HAProxy, the shim alone, qsplice through
+// the VIP) move the same bytes over the same kind of link. "Direct" is the
+// client talking to the back-end's kernel through plain IP forwarding: the
+// baseline for throughput and time to first byte. "Shim" is the lab's
+// client talking to the lab's back-end at its own address: every frame
+// crosses the shim (TAP and AF_PACKET) untranslated, and the front-end
+// takes no part. It is the baseline of the shim's rows: what the shim
+// costs only to move frames between its two devices, which splicing
+// cannot go below.
 //
 // For every system in turn (each load runs for all systems before the
 // next load starts, so a change in the machine's other work spreads over

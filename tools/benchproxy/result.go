@@ -15,11 +15,16 @@ const (
 	SystemDirect  = "direct"  // the back-end's kernel, no proxy, no shim
 	SystemNginx   = "nginx"   // nginx as an L7 reverse proxy
 	SystemHAProxy = "haproxy" // HAProxy in HTTP mode
+	// SystemShim is the lab's back-end reached at its own address: every
+	// frame crosses the shim, untranslated, and no front-end takes part.
+	// What the shim costs there is the floor of its I/O (a TAP read and
+	// an AF_PACKET write per super-frame), the baseline of its CPU rows.
+	SystemShim    = "shim"
 	SystemQsplice = "qsplice" // the VIP: front-end + 1 back-end with the shim
 )
 
 // Systems lists every system in display order.
-var Systems = []string{SystemDirect, SystemNginx, SystemHAProxy, SystemQsplice}
+var Systems = []string{SystemDirect, SystemNginx, SystemHAProxy, SystemShim, SystemQsplice}
 
 // The processes whose CPU is measured, by role.
 const (

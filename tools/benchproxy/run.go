@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,8 +213,9 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 
 	// The qsplice lab first: its links decide the chain's offloads.
 	withQsplice := selected(SystemQsplice)
-	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withQsplice])
-	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), sizes, withQsplice, o)
+	withDaemons := withQsplice || selected(SystemShim)
+	r.progress("building the qsplice lab (lab bp%s%s)", r.id, map[bool]string{true: "", false: ", network only"}[withDaemons])
+	l, err := upLab(ctx, "bp"+r.id, filepath.Join(r.dir, "lab"), sizes, withDaemons, o)
 	if l != nil {
 		r.cleanups = append(r.cleanups, func() error {
 			// Down removes the lab's state directory; a failed run keeps
@@ -258,13 +260,20 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 				cpu: map[string]func() ([]int, error){RoleProxy: func() ([]int, error) { return c.proxyPids(haproxyName) }}})
 		}
 	}
+	var shimPid int
+	if withDaemons {
+		if shimPid, err = l.PID(labShim); err != nil {
+			return nil, err
+		}
+	}
+	if selected(SystemShim) {
+		targets = append(targets, target{name: SystemShim, ns: l.NS("c1"), addr: netip.AddrPortFrom(l.BackendAddr(1), backendPort).String(),
+			cpu:   map[string]func() ([]int, error){RoleShim: func() ([]int, error) { return []int{shimPid}, nil }},
+			loops: map[string]func(context.Context) (*Loops, error){RoleShim: func(ctx context.Context) (*Loops, error) { return shimLoops(ctx, l) }}})
+	}
 	var frames *frameCounter
 	if withQsplice {
 		fePid, err := l.PID(labFrontend)
-		if err != nil {
-			return nil, err
-		}
-		shimPid, err := l.PID(labShim)
 		if err != nil {
 			return nil, err
 		}
@@ -319,7 +328,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 	}
 	if withQsplice {
 		q := res.system(SystemQsplice)
-		t := targets[len(targets)-1]
+		t := targets[slices.Index(res.Systems, q)]
 		r.progress("syscalls and allocations per frame: qsplice under bulk load, counted for %v", o.FrameWindow)
 		err := frames.underLoad(ctx, t)
 		q.Frames = frames.costs()

@@ -112,7 +112,7 @@ func TestRunMeasuresEverySystem(t *testing.T) {
 				t.Errorf("%s %s: %d of %d requests failed", s.Name, name, errs, l.Wrk.Requests)
 			}
 			roles := map[string][]string{SystemNginx: {RoleProxy}, SystemHAProxy: {RoleProxy},
-				SystemQsplice: {RoleFrontend, RoleShim}}[s.Name]
+				SystemShim: {RoleShim}, SystemQsplice: {RoleFrontend, RoleShim}}[s.Name]
 			for _, role := range roles {
 				if l.CPUSeconds[role] <= 0 {
 					t.Errorf("%s %s: %s used no CPU", s.Name, name, role)
@@ -141,6 +141,8 @@ func TestRunMeasuresEverySystem(t *testing.T) {
 		switch {
 		case strings.HasPrefix(row.Figure, "bulk: throughput"), strings.HasSuffix(row.Figure, "requests/s"), strings.HasPrefix(row.Figure, "TTFB"):
 			want = Systems
+		case strings.HasSuffix(row.Figure, "| shim"):
+			want = []string{SystemNginx, SystemHAProxy, SystemShim, SystemQsplice}
 		case strings.Contains(row.Figure, "CPU"):
 			want = []string{SystemNginx, SystemHAProxy, SystemQsplice}
 		}
@@ -154,7 +156,7 @@ func TestRunMeasuresEverySystem(t *testing.T) {
 		}
 	}
 	table := res.Table()
-	for _, s := range []string{"direct", "nginx", "HAProxy", "qsplice", "q/nginx"} {
+	for _, s := range []string{"direct", "nginx", "HAProxy", "shim", "qsplice", "q/nginx", "q/shim"} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)
 		}

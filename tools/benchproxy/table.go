@@ -16,10 +16,11 @@ type Row struct {
 	Figure string
 	Format string             // of the values, e.g. "%.0f"
 	Values map[string]float64 // by system; absent: does not apply or not measured
-	// Ratios of qsplice's value to the proxies' and to direct's (NaN: none).
-	VsNginx, VsHAProxy, VsDirect float64
-	Target                       string
-	Verdict                      string // "met", "NOT met", "n/a", or "" (no target)
+	// Ratios of qsplice's value to the proxies', to direct's and to the
+	// shim's alone (NaN: none).
+	VsNginx, VsHAProxy, VsDirect, VsShim float64
+	Target                               string
+	Verdict                              string // "met", "NOT met", "n/a", or "" (no target)
 	// With several rounds, Values are each figure's median over them,
 	// the verdict is the medians', and RoundsMet of RoundsDecided
 	// rounds met the target on their own figures.
@@ -45,7 +46,8 @@ func smallRate(s *SystemResult) (float64, bool) {
 }
 
 // cpuFigure returns a per-role figure of a load: the proxies' own for
-// nginx and HAProxy, the given qsplice roles (summed) for qsplice.
+// nginx and HAProxy, the given qsplice roles (summed) for qsplice, and
+// for the shim alone its own in the rows of the shim alone.
 func cpuFigure(load func(*SystemResult) *Load, perUnit func(*Load) map[string]float64, qspliceRoles ...string) value {
 	return func(s *SystemResult) (float64, bool) {
 		l := load(s)
@@ -53,7 +55,13 @@ func cpuFigure(load func(*SystemResult) *Load, perUnit func(*Load) map[string]fl
 			return 0, false
 		}
 		roles := []string{RoleProxy}
-		if s.Name == SystemQsplice {
+		switch s.Name {
+		case SystemQsplice:
+			roles = qspliceRoles
+		case SystemShim:
+			if !slices.Equal(qspliceRoles, []string{RoleShim}) {
+				return 0, false
+			}
 			roles = qspliceRoles
 		}
 		var sum float64
@@ -175,7 +183,7 @@ func (r *Result) Rows() []Row {
 	var rows []Row
 	for _, spec := range rowSpecs {
 		row := Row{Figure: spec.figure, Format: spec.format, Values: map[string]float64{},
-			VsNginx: math.NaN(), VsHAProxy: math.NaN(), VsDirect: math.NaN()}
+			VsNginx: math.NaN(), VsHAProxy: math.NaN(), VsDirect: math.NaN(), VsShim: math.NaN()}
 		perRound := make([]map[string]float64, len(views))
 		for k, systems := range views {
 			perRound[k] = map[string]float64{}
@@ -204,7 +212,7 @@ func (r *Result) Rows() []Row {
 			}
 			return q / o
 		}
-		row.VsNginx, row.VsHAProxy, row.VsDirect = ratio(SystemNginx), ratio(SystemHAProxy), ratio(SystemDirect)
+		row.VsNginx, row.VsHAProxy, row.VsDirect, row.VsShim = ratio(SystemNginx), ratio(SystemHAProxy), ratio(SystemDirect), ratio(SystemShim)
 		if spec.target != nil {
 			row.Target = spec.target.text
 			row.Verdict = "n/a"
@@ -297,10 +305,10 @@ func (r *Result) Table() string {
 	}
 	const numW, ratioW = 9, 10
 	fmt.Fprintf(&b, "%-*s", figW, "figure")
-	for _, name := range []string{"direct", "nginx", "HAProxy", "qsplice"} {
+	for _, name := range []string{"direct", "nginx", "HAProxy", "shim", "qsplice"} {
 		fmt.Fprintf(&b, " %*s", numW, name)
 	}
-	fmt.Fprintf(&b, " %*s %*s %*s  %-26s %s\n", ratioW, "q/nginx", ratioW, "q/HAProxy", ratioW, "q/direct", "target", "verdict")
+	fmt.Fprintf(&b, " %*s %*s %*s %*s  %-26s %s\n", ratioW, "q/nginx", ratioW, "q/HAProxy", ratioW, "q/direct", ratioW, "q/shim", "target", "verdict")
 	for _, row := range rows {
 		fmt.Fprintf(&b, "%-*s", figW, row.Figure)
 		for _, name := range Systems {
@@ -310,7 +318,7 @@ func (r *Result) Table() string {
 			}
 			fmt.Fprintf(&b, " %*s", numW, cell)
 		}
-		for _, x := range []float64{row.VsNginx, row.VsHAProxy, row.VsDirect} {
+		for _, x := range []float64{row.VsNginx, row.VsHAProxy, row.VsDirect, row.VsShim} {
 			fmt.Fprintf(&b, " %*s", ratioW, formatRatio(x))
 		}
 		verdict := row.Verdict
@@ -321,18 +329,21 @@ func (r *Result) Table() string {
 	}
 	b.WriteString(`
 How to read it: columns are the systems, each measured in this run on this
-machine; q/X is qsplice's figure divided by X's. "proxy | front-end" rows put
-qsplice's front-end next to the whole proxy (nginx: master and workers,
-HAProxy: all threads); "proxy | shim" puts the back-end shim there. CPU is
-user+system time from /proc/PID/stat over the wrk run (kernel work done in a
-process's syscalls and softirqs counts for it); MB and GB are 10^6 and 10^9
-bytes read by wrk. TTFB runs from before connect() to the first response byte.
-Syscalls and allocations are counted with perf (tracepoint
-raw_syscalls:sys_enter, uprobe on runtime.mallocgc) in a separate window of
-bulk load, per frame read or written on any of the daemon's links (its /status
-counters); they are the whole process's, and the notes give them per second,
-under load and at rest. Other programs on the machine share its CPUs, so the
-figures are noisy: compare ratios, rerun to be sure.
+machine; q/X is qsplice's figure divided by X's. "shim" is the lab's back-end
+reached at its own address: every frame crosses the shim untranslated, with no
+front-end and no splice, so its CPU is the floor of the shim's I/O (a TAP read
+and an AF_PACKET write per frame) and q/shim in a shim row is what splicing
+adds to it. "proxy | front-end" rows put qsplice's front-end next to the whole
+proxy (nginx: master and workers, HAProxy: all threads); "proxy | shim" puts
+the back-end shim there. CPU is user+system time from /proc/PID/stat over the
+wrk run (kernel work done in a process's syscalls and softirqs counts for it);
+MB and GB are 10^6 and 10^9 bytes read by wrk. TTFB runs from before connect()
+to the first response byte. Syscalls and allocations are counted with perf
+(tracepoint raw_syscalls:sys_enter, uprobe on runtime.mallocgc) in a separate
+window of bulk load, per frame read or written on any of the daemon's links
+(its /status counters); they are the whole process's, and the notes give them
+per second, under load and at rest. Other programs on the machine share its
+CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 `)
 	var notes []string
 	for _, s := range r.Systems {
