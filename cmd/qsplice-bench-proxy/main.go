@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -45,8 +46,10 @@ and for qsplice, under bulk load: system calls (raw_syscalls tracepoint) and
 heap allocations (uprobe on runtime.mallocgc) per frame, counted with perf.
 
 The table goes to stdout with the issue's targets; the raw figures to
-OUT/result.json (and the table to OUT/table.txt). Progress lines go to
-stderr. Other work on the machine makes the figures noisy: read ratios, and
+OUT/result.json, the table to OUT/table.txt, and a plot of the three targeted
+figures (CPU per GB, CPU per request, first byte: a bar per system, a dot per
+round, the target as a dashed line) to OUT/bench-proxy.png and .svg. Progress
+lines go to stderr. Other work on the machine makes the figures noisy: read ratios, and
 on a shared machine run -rounds 3 (every load three times, the systems taking
 turns; the table shows medians and how many rounds met each target).
 
@@ -63,7 +66,7 @@ func main() {
 	rounds := flag.Int("rounds", d.Rounds, "times every load runs for every system, in turns; the table shows each figure's median (3 or 5 on a busy machine)")
 	window := flag.Duration("frame-window", d.FrameWindow, "how long qsplice's syscalls and allocations are counted under bulk load")
 	only := flag.String("only", strings.Join(d.Only, ","), "systems to measure: "+strings.Join(benchproxy.Systems, ","))
-	out := flag.String("out", "out/bench-proxy", "directory for result.json and table.txt")
+	out := flag.String("out", "out/bench-proxy", "directory for result.json, table.txt and bench-proxy.png/.svg")
 	offloads := flag.String("offloads", "lab", "link offloads (tx csum, TSO, GSO, GRO) of the lab and the chain: lab (the lab's default), on, off")
 	workers := flag.Int("workers", 0, "-workers of both qsplice daemons (0: their default, one per CPU)")
 	feArgs := flag.String("frontend-args", "", "extra flags of qsplice-frontend, space-separated (an A/B of one setting: -frontend-args '-rx-hold -1ms')")
@@ -127,7 +130,7 @@ func main() {
 		if werr := res.WriteFiles(*out); werr != nil {
 			fail(werr)
 		}
-		fmt.Fprintf(os.Stderr, "raw figures in %s/result.json\n", *out)
+		fmt.Fprintf(os.Stderr, "raw figures in %s/result.json, the plot in %s\n", *out, filepath.Join(*out, benchproxy.PlotFile))
 	}
 	if err != nil {
 		fail(err)

@@ -252,7 +252,8 @@ func (r *Result) system(name string) *SystemResult {
 	return nil
 }
 
-// WriteFiles writes result.json and table.txt into dir.
+// WriteFiles writes result.json, table.txt and the plot (PlotFile, PNG
+// and SVG) into dir.
 func (r *Result) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -264,5 +265,8 @@ func (r *Result) WriteFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "result.json"), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "table.txt"), []byte(r.Table()), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "table.txt"), []byte(r.Table()), 0o644); err != nil {
+		return err
+	}
+	return r.WritePlot(filepath.Join(dir, PlotFile))
 }
