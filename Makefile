@@ -121,7 +121,8 @@ bench: build
 	QSPLICE_BIN=$(BIN) QSPLICE_LAB_BENCH=1 $(GO) test -run='^$$' -bench=. -benchtime=1x -count=1 ./tools/e2e/
 
 # qsplice against nginx and HAProxy as L7 proxies on this machine, in one
-# run (issue 7; needs root, about 5 minutes): the qsplice lab and a
+# run (issue 7; needs root, about 6 minutes): the qsplice lab (through
+# the VIP, and at the back-end's own address: the shim alone) and a
 # client -- proxy -- back-end chain of namespaces with the same nginx
 # back-end; wrk (10 MiB keep-alive, 1 KiB one connection per request) and
 # a time-to-first-byte client against each system, CPU from /proc/PID/stat,
@@ -129,7 +130,8 @@ bench: build
 # load runs BENCH_PROXY_ROUNDS times, the systems taking turns, and the
 # table shows each figure's median: one round on this shared 2-core
 # machine moves by a tenth. One table of ratios with the issue's targets
-# on stdout; raw figures in out/bench-proxy/result.json.
+# on stdout; raw figures in out/bench-proxy/result.json, a plot of the
+# targeted figures (a dot per round) in out/bench-proxy/bench-proxy.png.
 # BENCH_PROXY_ARGS passes flags (-h lists them).
 BENCH_PROXY_ROUNDS ?= 3
 .PHONY: bench-proxy
