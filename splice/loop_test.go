@@ -20,6 +20,20 @@ type loopNet struct {
 	toServer [][]byte
 	feEvents []Event
 	shEvents []Event
+	// holdFE keeps the shim's frames for the front-end in heldFE until
+	// releaseFE, so that the client's answer to a reply can reach the
+	// front-end before the shim's copy of it.
+	holdFE bool
+	heldFE [][]byte
+}
+
+// releaseFE hands the front-end the shim's frames held for it.
+func (n *loopNet) releaseFE() {
+	held := n.heldFE
+	n.heldFE = nil
+	for _, f := range held {
+		n.routeFE(n.fe.input(f, n.now))
+	}
 }
 
 func (n *loopNet) routeFE(out *Output) {
@@ -43,6 +57,8 @@ func (n *loopNet) routeShim(out *Output) {
 		switch {
 		case f.Port == PortHost:
 			n.toServer = append(n.toServer, b)
+		case wire.Ethernet(b).Dst() == feMAC && n.holdFE:
+			n.heldFE = append(n.heldFE, b)
 		case wire.Ethernet(b).Dst() == feMAC:
 			n.routeFE(n.fe.input(b, n.now))
 		case wire.Ethernet(b).Dst() == routerMAC:
@@ -69,43 +85,60 @@ func one(t *testing.T, fs [][]byte) []byte {
 	return fs[0]
 }
 
-func TestWholeLoopInMemory(t *testing.T) {
-	n := &loopNet{t: t, fe: newFE(t, nil), shim: newShim(t, ShimConfig{}), now: t0}
-	c := newClient(41000, 0xfffffe00, fullOffer(123456))
-	srv := newServer(0x00000100, wire.SynOptions{MSS: 1460, WScale: 9, SACKPermitted: true, TS: true, TSVal: 0xfffffff0})
-	var feTSvals []uint32 // every TSval the front-end itself sent the client
-	clientGets := func(fs [][]byte) []*seen {
-		var ss []*seen
-		for _, f := range fs {
-			s := expectTCP(t, f, ethTo(routerMAC), from(vipA, webPort), to(clientIP, c.port))
-			c.receive(s)
-			ss = append(ss, s)
-		}
-		return ss
+// splicedLoop is a loopNet with one client connection spliced: the
+// front-end answered the handshake, read the request, opened C2 and
+// handed over; the server has the request.
+type splicedLoop struct {
+	*loopNet
+	c        *testClient
+	srv      *testServer
+	id       FlowID
+	req      []byte
+	feTSvals []uint32 // every TSval the front-end itself sent the client
+}
+
+// clientGets checks that fs come from the VIP to the client and lets
+// the client take them.
+func (l *splicedLoop) clientGets(fs [][]byte) []*seen {
+	l.t.Helper()
+	var ss []*seen
+	for _, f := range fs {
+		s := expectTCP(l.t, f, ethTo(routerMAC), from(vipA, webPort), to(clientIP, l.c.port))
+		l.c.receive(s)
+		ss = append(ss, s)
 	}
+	return ss
+}
+
+func newSplicedLoop(t *testing.T) *splicedLoop {
+	t.Helper()
+	n := &loopNet{t: t, fe: newFE(t, nil), shim: newShim(t, ShimConfig{}), now: t0}
+	l := &splicedLoop{loopNet: n, c: newClient(41000, 0xfffffe00, fullOffer(123456)),
+		srv: newServer(0x00000100, wire.SynOptions{MSS: 1460, WScale: 9, SACKPermitted: true, TS: true, TSVal: 0xfffffff0})}
+	c, srv := l.c, l.srv
 
 	// Handshake and request, answered by the front-end itself.
 	n.fromClient(c.syn())
-	sa := clientGets(n.takeClient())[0]
+	sa := l.clientGets(n.takeClient())[0]
 	c.isnF, c.rcvNxt, c.ts = sa.seq(), sa.seq()+1, true
 	v, _, _ := sa.ts()
-	feTSvals = append(feTSvals, v)
+	l.feTSvals = append(l.feTSvals, v)
 	n.now += ms
 	c.tsVal++
 	n.fromClient(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil))
-	req := []byte("GET /loop HTTP/1.1\r\nHost: loop.test\r\n\r\n")
+	l.req = []byte("GET /loop HTTP/1.1\r\nHost: loop.test\r\n\r\n")
 	n.now += ms
-	n.fromClient(c.data(req))
-	for _, s := range clientGets(n.takeClient()) {
+	n.fromClient(c.data(l.req))
+	for _, s := range l.clientGets(n.takeClient()) {
 		v, _, _ := s.ts()
-		feTSvals = append(feTSvals, v)
+		l.feTSvals = append(l.feTSvals, v)
 	}
-	id := onlyEvent(t, &Output{Events: n.feEvents}, EvRequest).Flow
+	l.id = onlyEvent(t, &Output{Events: n.feEvents}, EvRequest).Flow
 	n.feEvents = nil
 
 	// Dispatch: the C2 SYN crosses the shim untouched.
 	n.now += ms
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id, testBackend, n.now, out) }))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(l.id, testBackend, n.now, out) }))
 	syn := expectTCP(t, one(t, n.takeServer()), seqIs(c.isn))
 	n.now += ms
 	n.fromServer(srv.synAck(syn))
@@ -128,16 +161,22 @@ func TestWholeLoopInMemory(t *testing.T) {
 	if err := n.shim.sh.AddSplice(&ev.Splice, n.now); err != nil {
 		t.Fatal(err)
 	}
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id, n.now, out) }))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(l.id, n.now, out) }))
 	var got []byte
 	for _, f := range n.takeServer() {
 		s := decodeTCP(t, f)
 		srv.receive(s)
 		got = append(got, s.payload()...)
 	}
-	if !bytes.Equal(got, req) {
-		t.Fatalf("server received %q, want %q", got, req)
+	if !bytes.Equal(got, l.req) {
+		t.Fatalf("server received %q, want %q", got, l.req)
 	}
+	return l
+}
+
+func TestWholeLoopInMemory(t *testing.T) {
+	l := newSplicedLoop(t)
+	n, c, srv, id, feTSvals, clientGets := l.loopNet, l.c, l.srv, l.id, l.feTSvals, l.clientGets
 
 	// The server answers straight to the client through the shim; its
 	// clock wraps past 2^32 on the way.
@@ -205,6 +244,65 @@ func TestWholeLoopInMemory(t *testing.T) {
 	}
 	if len(n.toClient) != 0 || len(n.toServer) != 0 {
 		t.Errorf("stray frames: %d to the client, %d to the server", len(n.toClient), len(n.toServer))
+	}
+	n.fe.checkCounters()
+	n.shim.checkCounters()
+}
+
+// The shim sends the client its reply before the front-end its copy
+// (shim_translate.go), so the client's answer may reach the front-end
+// first: its ACK of the reply that acknowledges the request, its FIN after
+// the server's. The front-end takes both and the copies after them, and
+// the connection ends as when the copies come first: nothing resent,
+// nothing dropped, a clean close after the linger.
+func TestFrontEndTakesTheShimsCopiesAfterTheClientsAnswer(t *testing.T) {
+	l := newSplicedLoop(t)
+	n, c, srv := l.loopNet, l.c, l.srv
+	n.holdFE = true
+
+	// The first reply acknowledges the request; the client answers it
+	// before the front-end learns the request is acknowledged.
+	n.now += ms
+	n.fromServer(srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")))
+	l.clientGets(n.takeClient())
+	if len(n.heldFE) != 1 {
+		t.Fatalf("%d copies for the front-end, want the one of the request's ACK", len(n.heldFE))
+	}
+	n.now += ms
+	n.fromClient(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil))
+	expectTCP(t, one(t, n.takeServer()), ackIs(srv.nxt))
+	n.releaseFE()
+
+	// The server closes; the client's FIN, acknowledging the server's,
+	// comes before the copy of that FIN.
+	n.now += ms
+	n.fromServer(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, nil))
+	expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN))
+	if len(n.heldFE) != 1 {
+		t.Fatalf("%d copies for the front-end, want the one of the server's FIN", len(n.heldFE))
+	}
+	n.now += ms
+	n.fromClient(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.rcvNxt+1, nil))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), ackIs(srv.nxt+1))
+	n.releaseFE()
+	n.holdFE = false
+
+	for i := 0; i < 4; i++ {
+		n.now += 5 * s1
+		n.routeFE(n.fe.tick(n.now))
+		n.routeShim(n.shim.tick(n.now))
+	}
+	if n.fe.fe.Flows() != 0 || n.shim.sh.Entries() != 0 {
+		t.Errorf("after the linger: %d flows, %d shim entries", n.fe.fe.Flows(), n.shim.sh.Entries())
+	}
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
+		t.Errorf("front-end events %+v, want one EvClosed fin", n.feEvents)
+	}
+	if len(n.toClient) != 0 || len(n.toServer) != 0 {
+		t.Errorf("stray frames (a resent request, a challenge): %d to the client, %d to the server", len(n.toClient), len(n.toServer))
+	}
+	if st := n.fe.fe.Stats(); st.Retransmits != 0 {
+		t.Errorf("the front-end resent the request %d times", st.Retransmits)
 	}
 	n.fe.checkCounters()
 	n.shim.checkCounters()

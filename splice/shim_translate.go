@@ -75,8 +75,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	n := len(t.Payload())
 	s.noteHostSegment(ent, t, flags, n)
 	ent.lastSeen = now
+	var copyToFE []byte // sent after the client's frame, below
 	if !ent.reqAcked || !ent.rwAcked || flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
-		s.copyHeaderToFrontEnd(p, out)
+		copyToFE = s.headerCopyForFrontEnd(p, out)
 		if flags&wire.TCPFlagACK != 0 && ent.reqEnd.LessEq(t.Ack()) {
 			ent.reqAcked = true
 		}
@@ -152,18 +153,31 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	s.stats.Translated++
 	s.stats.TranslatedBytes += uint64(n)
 	out.sendVNet(PortWire, p.Eth[:p.End], vh)
+	if copyToFE != nil {
+		// The client's frame goes first in the pass's batch: on a veth
+		// each frame reaches its receiver inside the shim's sendmmsg, and
+		// the receiver it wakes may take the shim's CPU before the next
+		// frame leaves. The client is waiting for this reply; the
+		// front-end only keeps count, and it takes the copy and the
+		// client's answers in either order (its checks do not depend on
+		// having seen the reply first: fe_validate.go).
+		s.stats.CopiesToFrontEnd++
+		out.send(PortWire, copyToFE)
+	}
 	if done || ent.reset {
 		s.finishResponse(ent, out)
 	}
 	s.arm(ent, now)
 }
 
-// copyHeaderToFrontEnd sends the front-end the segment's headers only,
-// still addressed to the handoff address, with lengths and checksums made
-// right for the shortened packet. The checksums are computed in full, the
-// field not read, so a source whose checksum was partial or which was a
-// super-frame gives the same copy; it goes with the zero vnet header.
-func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
+// headerCopyForFrontEnd builds, in out's arena, the front-end's copy of
+// the segment: its headers only, still addressed to the handoff address,
+// with lengths and checksums made right for the shortened packet. The
+// checksums are computed in full, the field not read, so a source whose
+// checksum was partial or which was a super-frame gives the same copy; it
+// goes with the zero vnet header. It is built before the segment is
+// translated in place, and sent after it.
+func (s *Shim) headerCopyForFrontEnd(p *wire.Packet, out *Output) []byte {
 	hl := p.L4 + p.TCP.HeaderLen()
 	b := out.alloc(max(hl, 60))
 	copy(b, p.Eth[:hl])
@@ -176,8 +190,7 @@ func (s *Shim) copyHeaderToFrontEnd(p *wire.Packet, out *Output) {
 	t := wire.TCP(b[p.L4:hl])
 	t.SetChecksum(0)
 	t.SetChecksum(t.ComputeChecksum(ip.Src(), ip.Dst()))
-	s.stats.CopiesToFrontEnd++
-	out.send(PortWire, b)
+	return b
 }
 
 // observeRequest watches the client's (translated) segments going to the
