@@ -158,9 +158,10 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		// each frame reaches its receiver inside the shim's sendmmsg, and
 		// the receiver it wakes may take the shim's CPU before the next
 		// frame leaves. The client is waiting for this reply; the
-		// front-end only keeps count, and it takes the copy and the
-		// client's answers in either order (its checks do not depend on
-		// having seen the reply first: fe_validate.go).
+		// front-end learns from the copy only that the request arrived
+		// or the connection ended, and takes the copy and the client's
+		// answers to the reply in either order (its checks bound the
+		// client's ACKs by the client's own window: fe_validate.go).
 		s.stats.CopiesToFrontEnd++
 		out.send(PortWire, copyToFE)
 	}
