@@ -76,6 +76,28 @@ func (n *loopNet) fromServer(f []byte) { n.routeShim(n.shim.input(PortHost, f, n
 func (n *loopNet) takeClient() [][]byte { fs := n.toClient; n.toClient = nil; return fs }
 func (n *loopNet) takeServer() [][]byte { fs := n.toServer; n.toServer = nil; return fs }
 
+// closedAfterLinger runs both engines' timers past the linger of a
+// connection both sides closed with FIN, and checks that both forgot it,
+// the front-end reporting a FIN close, and that nothing else moved.
+func (n *loopNet) closedAfterLinger() {
+	t := n.t
+	t.Helper()
+	for i := 0; i < 4; i++ {
+		n.now += 5 * s1
+		n.routeFE(n.fe.tick(n.now))
+		n.routeShim(n.shim.tick(n.now))
+	}
+	if n.fe.fe.Flows() != 0 || n.shim.sh.Entries() != 0 {
+		t.Errorf("after the linger: %d flows, %d shim entries", n.fe.fe.Flows(), n.shim.sh.Entries())
+	}
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
+		t.Errorf("front-end events %+v, want one EvClosed fin", n.feEvents)
+	}
+	if len(n.toClient) != 0 || len(n.toServer) != 0 {
+		t.Errorf("stray frames (a resent request, a challenge): %d to the client, %d to the server", len(n.toClient), len(n.toServer))
+	}
+}
+
 // one asserts exactly one frame arrived.
 func one(t *testing.T, fs [][]byte) []byte {
 	t.Helper()
@@ -231,20 +253,7 @@ func TestWholeLoopInMemory(t *testing.T) {
 	expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(end))
 	n.fromClient(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, end+1, nil))
 	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), ackIs(srv.nxt+1))
-	for i := 0; i < 4; i++ {
-		n.now += 5 * s1
-		n.routeFE(n.fe.tick(n.now))
-		n.routeShim(n.shim.tick(n.now))
-	}
-	if n.fe.fe.Flows() != 0 || n.shim.sh.Entries() != 0 {
-		t.Errorf("after the linger: %d flows, %d shim entries", n.fe.fe.Flows(), n.shim.sh.Entries())
-	}
-	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
-		t.Errorf("front-end events %+v, want one EvClosed fin", n.feEvents)
-	}
-	if len(n.toClient) != 0 || len(n.toServer) != 0 {
-		t.Errorf("stray frames: %d to the client, %d to the server", len(n.toClient), len(n.toServer))
-	}
+	n.closedAfterLinger()
 	n.fe.checkCounters()
 	n.shim.checkCounters()
 }
@@ -287,20 +296,7 @@ func TestFrontEndTakesTheShimsCopiesAfterTheClientsAnswer(t *testing.T) {
 	n.releaseFE()
 	n.holdFE = false
 
-	for i := 0; i < 4; i++ {
-		n.now += 5 * s1
-		n.routeFE(n.fe.tick(n.now))
-		n.routeShim(n.shim.tick(n.now))
-	}
-	if n.fe.fe.Flows() != 0 || n.shim.sh.Entries() != 0 {
-		t.Errorf("after the linger: %d flows, %d shim entries", n.fe.fe.Flows(), n.shim.sh.Entries())
-	}
-	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
-		t.Errorf("front-end events %+v, want one EvClosed fin", n.feEvents)
-	}
-	if len(n.toClient) != 0 || len(n.toServer) != 0 {
-		t.Errorf("stray frames (a resent request, a challenge): %d to the client, %d to the server", len(n.toClient), len(n.toServer))
-	}
+	n.closedAfterLinger()
 	if st := n.fe.fe.Stats(); st.Retransmits != 0 {
 		t.Errorf("the front-end resent the request %d times", st.Retransmits)
 	}
