@@ -51,7 +51,8 @@
 // burst. The frame costs are counted once.
 //
 // The Result holds the raw figures (result.json); Rows and Table derive
-// the ratios and verdicts. The parsers of what the tools print (wrk's
+// the ratios and verdicts, WritePlot draws the targeted figures with
+// every round's (bench-proxy.png and .svg). The parsers of what the tools print (wrk's
 // summary line, /proc/PID/stat, perf stat -x, ethtool -k) are pure,
 // tested and fuzzed; the root test runs the whole benchmark with
 // one-second loads.

@@ -20,9 +20,10 @@ import (
 
 // The plot: the three figures the targets are about, one panel each,
 // every system a bar. A bar is a median over the rounds (stacked by
-// process for qsplice: shim below, front-end on top) and the dots on it
-// are the rounds' own totals, so a reader sees at once how far apart the
-// rounds were, which the table's medians hide. A dashed line marks the
+// process for qsplice, each part its process's median, so the top of a
+// stack need not be the median of the totals) and the dots on it are the
+// rounds' own totals, so a reader sees at once how far apart the rounds
+// were, which the table's medians hide. A dashed line marks the
 // target: 0.25x nginx's CPU per GB (the shim's), nginx's CPU per request
 // (the front-end's), direct + 200 us for the first byte.
 
