@@ -63,6 +63,21 @@ func tcpChecksum(src, dst []byte, seg []byte) uint16 {
 	return naiveFinish(naiveSum(s, naiveSum(pseudo, 0)))
 }
 
+// tcpChecksumVerifies is a receiver's check of a segment's checksum
+// (RFC 1071): the one's-complement sum of the pseudo-header and the whole
+// segment, checksum field included, is all ones. It differs from
+// comparing the field with tcpChecksum in one case: a segment whose
+// checksum computes to 0x0000 verifies with 0xffff in the field too, the
+// other zero of one's-complement arithmetic (RFC 1624 section 3), as the
+// kernel's own check has it.
+func tcpChecksumVerifies(src, dst []byte, seg []byte) bool {
+	pseudo := make([]byte, 0, 12)
+	pseudo = append(pseudo, src...)
+	pseudo = append(pseudo, dst...)
+	pseudo = append(pseudo, 0, wire.ProtoTCP, byte(len(seg)>>8), byte(len(seg)))
+	return naiveFinish(naiveSum(seg, naiveSum(pseudo, 0))) == 0
+}
+
 // decodeTCP decodes an Ethernet/IPv4/TCP frame and checks that both
 // checksums equal a full recompute.
 func decodeTCP(tb testing.TB, b []byte) *seen {

@@ -132,6 +132,42 @@ func TestAdversarialOddHeadersGetNoSynAck(t *testing.T) {
 	expectTCP(t, onlyFrame(t, h.input(withTTL(c.syn(), 1), t0)), flagsAre(wire.TCPFlagSYN|wire.TCPFlagACK))
 }
 
+// A segment whose checksum computes to 0x0000 verifies with 0xffff in
+// the field as well (the other one's-complement zero; the kernel takes
+// it): the front-end answers that SYN, as it answers the one with
+// 0x0000, and refuses the same SYN with any other checksum. FuzzIngress
+// found the case (its corpus keeps it): its check compared the field
+// with the computed value and called the segment bad.
+func TestIngressTakesEitherZeroChecksum(t *testing.T) {
+	c := newClient(41000, 0x31337, fullOffer(1))
+	syn := c.syn()
+	seg := syn[34:]
+	// Move the window until the checksum computes to 0x0000.
+	for w := 0; w < 1<<16; w++ {
+		wire.TCP(seg).SetWindow(uint16(w))
+		if tcpChecksum(syn[26:30], syn[30:34], seg) == 0 {
+			break
+		}
+	}
+	if tcpChecksum(syn[26:30], syn[30:34], seg) != 0 {
+		t.Fatal("no window gives a checksum of 0x0000")
+	}
+	for _, tc := range []struct {
+		field  uint16
+		answer bool
+	}{{0x0000, true}, {0xffff, true}, {0xfffe, false}, {0x0001, false}} {
+		wire.TCP(seg).SetChecksum(tc.field)
+		h := newFE(t, nil)
+		out := h.input(append([]byte(nil), syn...), t0)
+		if tc.answer {
+			expectTCP(t, onlyFrame(t, out), flagsAre(wire.TCPFlagSYN|wire.TCPFlagACK))
+		} else if len(out.Frames) != 0 || dropsNamed(h, "bad-tcp-checksum") != 1 {
+			t.Errorf("checksum %#04x: answered with %d frames, %d bad-checksum drops", tc.field, len(out.Frames), dropsNamed(h, "bad-tcp-checksum"))
+		}
+		h.checkCounters()
+	}
+}
+
 // A request with a bad TCP checksum is neither acknowledged nor reported
 // (scheduled); the same bytes with a good checksum are.
 func TestAdversarialBadChecksumRequestIsNotAcknowledged(t *testing.T) {
@@ -406,7 +442,7 @@ func FuzzIngress(f *testing.F) {
 		var p wire.Packet
 		err := wire.Parse(frame, &p)
 		parsed := err == nil
-		badTCP := parsed && p.Kind == wire.KindTCP && tcpChecksum(p.IP[12:16], p.IP[16:20], p.TCP) != p.TCP.Checksum()
+		badTCP := parsed && p.Kind == wire.KindTCP && !tcpChecksumVerifies(p.IP[12:16], p.IP[16:20], p.TCP)
 		odd := parsed && p.IP != nil && (martianSource(p.IP.Src()) || p.IP.TTL() == 0 || p.IP.HeaderLen() > 20) ||
 			len(frame) >= 14 && frame[6]&1 != 0
 
