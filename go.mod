@@ -3,6 +3,7 @@ module github.com/qsplice/qsplice
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/jsimonetti/rtnetlink/v2 v2.3.0
 	github.com/mdlayher/packet v1.2.0
