@@ -26,7 +26,11 @@ type Status struct {
 	KernelDrops uint64           `json:"kernel_drops"`
 	Control     AgentStats       `json:"control"`
 	Offloads    bool             `json:"offloads"`
-	Workers     []WorkerStatus   `json:"workers"`
+	// TAPSteering: how the kernel picks a frame's TAP queue, "ports"
+	// (every frame to the worker that owns its connection) or "flows"
+	// (the tun driver's flow table; see HandedOver); empty with one queue.
+	TAPSteering string         `json:"tap_steering,omitempty"`
+	Workers     []WorkerStatus `json:"workers"`
 	// Gathering (-gather, gather.go): whether worker 0 serves every
 	// shard now, and how often the workers gathered and spread again.
 	Gathered bool   `json:"gathered"`
@@ -105,7 +109,7 @@ func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
 	for _, w := range d.workers {
 		w.post(mail{kind: mailStatus, status: reply})
 	}
-	st := Status{ID: d.cfg.ID, Offloads: d.cfg.Offloads, Workers: make([]WorkerStatus, len(d.workers))}
+	st := Status{ID: d.cfg.ID, Offloads: d.cfg.Offloads, TAPSteering: d.tapSteering, Workers: make([]WorkerStatus, len(d.workers))}
 	expire := time.NewTimer(timeout)
 	defer expire.Stop()
 	for range d.workers {

@@ -135,6 +135,11 @@ type Daemon struct {
 	// on the plain path one water TAP, read by readPlainTAP.
 	taps     []*link.OffloadTAP
 	plainTAP *link.TAP
+	// tapSteering says how the kernel picks the TAP queue of a frame it
+	// sends: "ports" (our steering program, every frame to the worker
+	// that owns its connection), "flows" (the tun driver's flow table;
+	// the program could not be attached), or "" with one queue.
+	tapSteering string
 	// tapLinks are what the workers drive, one per queue: the queue's
 	// UringTAP (also in urings) or the queue itself (tapio.go).
 	tapLinks []link.BatchLink
@@ -266,6 +271,23 @@ func (d *Daemon) openTAP(n int) error {
 		return err
 	}
 	d.taps = taps
+	if len(taps) > 1 {
+		// Every frame to the worker whose wire fanout member owns its
+		// connection (link.OffloadTAP.SteerByPorts): without it, the
+		// kernel's flow table sends a SYN-ACK, and whatever it sends on
+		// a flow it forgot, to another worker half the time with two,
+		// which must hand it over.
+		d.tapSteering = "ports"
+		if err := taps[0].SteerByPorts(); err != nil {
+			d.tapSteering = "flows"
+			hint := ""
+			if errors.Is(err, unix.EPERM) {
+				hint = "grant CAP_BPF to steer them (contrib/systemd/qsplice-backend.service; README, \"Privileges\")"
+			}
+			d.log.Warn("TAP queues steered by the kernel's flow table: frames of another worker's connections are handed over",
+				"err", err, "hint", hint)
+		}
+	}
 	mode, _ := ParseTAPIO(string(d.cfg.TAPIO)) // validated
 	d.tapLinks, d.urings, err = tapLinks(taps, mode, openURing, d.log)
 	return err

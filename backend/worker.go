@@ -31,8 +31,16 @@ const (
 	// one pass holds (32 super-frames are 2 MiB per link).
 	batchFrames = 32
 	// handoffBufs is how many frames a worker can have in flight to the
-	// other workers at once (see handOver); more are dropped.
-	handoffBufs = 16
+	// other workers at once (see handOver); more are dropped. Two whole
+	// TAP batches: the owner returns the buffers only once it has
+	// written the pass's output, and while the shards are gathered that
+	// is after the loop has read this shard's batch. With 16, a batch
+	// of short connections' frames (half of them another worker's when
+	// the TAP is steered by the kernel's flow table) overran them, and
+	// each dropped SYN-ACK or reply cost its connection a retransmission
+	// timeout, 0.2 to 1.2 s (docs/results.md, twentieth session). Each
+	// buffer is made on its first use, so an idle pool costs nothing.
+	handoffBufs = 2 * batchFrames
 	// plainTAPBufs is how many frames the plain TAP's reader can have in
 	// flight to the workers before it waits for one to come back.
 	plainTAPBufs = 256
@@ -249,7 +257,7 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 		}
 		if len(d.taps) > 1 {
 			for range handoffBufs {
-				w.free <- &handoff{buf: make([]byte, link.MaxFrame), home: w.free}
+				w.free <- &handoff{home: w.free} // buf: on first use (handOver)
 			}
 		}
 	}
@@ -567,6 +575,9 @@ func (w *worker) handOver(k int, f []byte, vh wire.VNetHdr) {
 	default:
 		w.handoffLost.Add(1)
 		return
+	}
+	if h.buf == nil {
+		h.buf = make([]byte, link.MaxFrame) // once per buffer (handoffBufs)
 	}
 	if len(f) > len(h.buf) {
 		w.free <- h

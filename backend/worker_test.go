@@ -128,6 +128,28 @@ func TestHandOverReachesTheOwningShard(t *testing.T) {
 	}
 }
 
+// TestHandOverTakesTwoBatchesBeforeTheOwnerReads: while the shards are
+// gathered the loop reads a shard's whole TAP batch before it runs the
+// owner's pass, which gives the buffers back; with the kernel's flow
+// table full (short connections, drivers/net/tun.c keeps 4096 flows for
+// 3 s) every frame of a batch can be another worker's. Two batches in
+// flight lose nothing; the next frame is the first dropped.
+func TestHandOverTakesTwoBatchesBeforeTheOwnerReads(t *testing.T) {
+	d := newTestWorkers(t, 2)
+	w0 := d.workers[0]
+	f := tcpFrame(80, 40001)
+	for range 2 * batchFrames {
+		w0.handOver(1, f, wire.VNetHdr{})
+	}
+	if lost, done := w0.handoffLost.Load(), w0.handoffs.Load(); lost != 0 || done != 2*batchFrames {
+		t.Fatalf("two batches handed over: %d passed, %d dropped; want %d and 0", done, lost, 2*batchFrames)
+	}
+	w0.handOver(1, f, wire.VNetHdr{})
+	if lost := w0.handoffLost.Load(); lost != 1 {
+		t.Fatalf("one more frame: %d dropped, want 1", lost)
+	}
+}
+
 // TestSpliceInstalledInItsShardThenAcknowledged: worker 0's agent sends a
 // Splice to the shard that owns the connection, which installs it and
 // reports back; only then does worker 0 acknowledge it.
