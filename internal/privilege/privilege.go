@@ -9,6 +9,16 @@
 //     up, deleting it to recreate it multi-queue) and socket buffers
 //     beyond net.core.rmem_max (SO_RCVBUFFORCE).
 //
+// The shim may have a third, CAP_BPF, and works without it: with it, it
+// loads the eBPF program that steers each frame of its multi-queue TAP to
+// the worker that owns the frame's connection (link.OffloadTAP.SteerByPorts,
+// TUNSETSTEERINGEBPF). Without it, the tun driver's flow table picks the
+// queue, and at more than about 1,400 new connections a second (it keeps
+// 4096 flows for 3 s) half the TAP's frames reach another worker with
+// two, which must hand them over: a copy and a mailbox each, about a
+// tenth of the shim's CPU per short request (docs/results.md). The
+// front-end never needs it.
+//
 // The design: a daemon is started unprivileged with those two
 // capabilities already in its effective set (systemd's User= and
 // AmbientCapabilities=, contrib/systemd; the lab's exec.Cmd with
@@ -42,6 +52,14 @@ const Needed uint64 = 1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_RAW
 // Caps are the capabilities in Needed, in the form
 // syscall.SysProcAttr.AmbientCaps takes.
 var Caps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}
+
+// ShimOptional are the capabilities the shim uses when it has them
+// (CAP_BPF: see the package doc); Check does not require them.
+const ShimOptional uint64 = 1 << unix.CAP_BPF
+
+// ShimCaps are the capabilities the lab and the shim's unit give the
+// shim: Needed and ShimOptional, in the form AmbientCaps takes.
+var ShimCaps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_BPF}
 
 // AllowRootFlag is the name of the daemons' flag that lets them run as
 // root.
@@ -101,7 +119,7 @@ func Effective() (uint64, error) {
 }
 
 // capNames are the capabilities this package names in its messages.
-var capNames = map[uint]string{unix.CAP_NET_ADMIN: "CAP_NET_ADMIN", unix.CAP_NET_RAW: "CAP_NET_RAW"}
+var capNames = map[uint]string{unix.CAP_NET_ADMIN: "CAP_NET_ADMIN", unix.CAP_NET_RAW: "CAP_NET_RAW", unix.CAP_BPF: "CAP_BPF"}
 
 // Names lists the capabilities in a mask, e.g. "CAP_NET_ADMIN, CAP_NET_RAW".
 func Names(mask uint64) string {

@@ -18,8 +18,9 @@ import (
 
 // The lab runs the qsplice daemons the way contrib/systemd does: as an
 // unprivileged user (Config.DaemonUID, DaemonGID; nobody by default)
-// holding CAP_NET_ADMIN and CAP_NET_RAW as ambient capabilities, and
-// nothing else (README, "Privileges"). The lab itself stays root: it
+// holding CAP_NET_ADMIN and CAP_NET_RAW as ambient capabilities, the shim
+// also CAP_BPF (its TAP's steering program), and nothing else (README,
+// "Privileges"). The lab itself stays root: it
 // builds the topology and starts the web servers as before.
 //
 // A daemon is therefore not started through `ip netns exec`, which needs
@@ -43,8 +44,10 @@ func (l *Lab) daemonCredential() *syscall.Credential {
 	return &syscall.Credential{Uid: l.cfg.DaemonUID, Gid: l.cfg.DaemonGID, Groups: []uint32{}}
 }
 
-// daemonCommand returns the command for a daemon's argv, not started.
-func (l *Lab) daemonCommand(argv []string) *exec.Cmd {
+// daemonCommand returns the command for a daemon's argv, not started;
+// shim: it is qsplice-backend, which also gets CAP_BPF, as its unit
+// gives it (privilege.ShimOptional).
+func (l *Lab) daemonCommand(argv []string, shim bool) *exec.Cmd {
 	cred := l.daemonCredential()
 	if cred == nil {
 		argv = append(argv[:1:1], append([]string{"-" + privilege.AllowRootFlag}, argv[1:]...)...)
@@ -54,6 +57,9 @@ func (l *Lab) daemonCommand(argv []string) *exec.Cmd {
 	if cred != nil {
 		cmd.SysProcAttr.Credential = cred
 		cmd.SysProcAttr.AmbientCaps = privilege.Caps
+		if shim {
+			cmd.SysProcAttr.AmbientCaps = privilege.ShimCaps
+		}
 	}
 	return cmd
 }

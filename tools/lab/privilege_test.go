@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,7 +21,8 @@ import (
 // TestDaemonsRunUnprivileged (issue 12, "least privilege"): in a lab with
 // one back-end, the front-end and the shim run as the lab's daemon user,
 // not root, with exactly CAP_NET_ADMIN and CAP_NET_RAW effective and
-// permitted, and a request through the VIP is served. The binaries are
+// permitted (the shim also CAP_BPF, and its TAP is steered by its
+// program), and a request through the VIP is served. The binaries are
 // in a directory only root can search, as in a checkout under a private
 // directory: the lab runs copies of the daemons.
 func TestDaemonsRunUnprivileged(t *testing.T) {
@@ -57,10 +60,14 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 				t.Errorf("%s (pid %d): %s %q, want %s four times", name, s.pid, field, st[field], want)
 			}
 		}
+		want := privilege.Needed
+		if name != frontendName {
+			want |= privilege.ShimOptional // the TAP's steering program
+		}
 		for _, field := range []string{"CapEff", "CapPrm"} {
 			v, err := strconv.ParseUint(st[field], 16, 64)
-			if err != nil || v != privilege.Needed {
-				t.Errorf("%s (pid %d): %s %q, want %016x (CAP_NET_ADMIN, CAP_NET_RAW)", name, s.pid, field, st[field], privilege.Needed)
+			if err != nil || v != want {
+				t.Errorf("%s (pid %d): %s %q, want %016x (%s)", name, s.pid, field, st[field], want, privilege.Names(want))
 			}
 		}
 		if st["Groups"] != "" {
@@ -71,6 +78,19 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	defer client.CloseIdleConnections()
 	if id := getThroughVIP(t, client, 8080, 1<<10); id != 1 {
 		t.Errorf("served by back-end %d, want 1", id)
+	}
+	// CAP_BPF did what it is there for: with more than one TAP queue,
+	// the shim loaded its steering program.
+	var shim struct {
+		TAPSteering string            `json:"tap_steering"`
+		Workers     []json.RawMessage `json:"workers"`
+	}
+	url := fmt.Sprintf("http://%s:%d/status", l.BackendAddr(1), BackendAdminPort)
+	if _, err := GetJSON(context.Background(), client, url, &shim); err != nil {
+		t.Fatal(err)
+	}
+	if len(shim.Workers) > 1 && shim.TAPSteering != "ports" {
+		t.Errorf("shim with %d workers: TAP steering %q, want ports (its program loaded with CAP_BPF)", len(shim.Workers), shim.TAPSteering)
 	}
 
 	// The lab hands the shim a configured tap0; on a host of its own the
@@ -176,7 +196,8 @@ func TestCheckDaemonInputsNamesClosedDirectory(t *testing.T) {
 }
 
 // TestDaemonCommandCredentials: with a daemon user the command carries
-// its credentials, no groups and the two ambient capabilities, and no
+// its credentials, no groups and the ambient capabilities (two, the
+// shim's three), and no
 // -allow-root; with DaemonUID 0 (root, or a lab.json older than the
 // field) it runs as the lab's own user and says -allow-root, which the
 // daemons otherwise refuse to start without.
@@ -184,17 +205,20 @@ func TestDaemonCommandCredentials(t *testing.T) {
 	cfg := DefaultConfig("abc")
 	l := newLab(cfg)
 	argv := []string{"/bin/qsplice-backend", "-id", "1"}
-	cmd := l.daemonCommand(argv)
+	cmd := l.daemonCommand(argv, true)
 	a := cmd.SysProcAttr
 	if a.Credential == nil || a.Credential.Uid != DaemonNobody || a.Credential.Gid != DaemonNobody || a.Credential.Groups == nil || len(a.Credential.Groups) != 0 {
 		t.Errorf("credential %+v, want uid and gid %d and an empty group list", a.Credential, DaemonNobody)
 	}
-	if len(a.AmbientCaps) != 2 || !a.Setpgid || strings.Join(cmd.Args, " ") != strings.Join(argv, " ") {
-		t.Errorf("ambient %v, setpgid %v, args %q", a.AmbientCaps, a.Setpgid, cmd.Args)
+	if len(a.AmbientCaps) != 3 || !a.Setpgid || strings.Join(cmd.Args, " ") != strings.Join(argv, " ") {
+		t.Errorf("shim: ambient %v, setpgid %v, args %q; want CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF", a.AmbientCaps, a.Setpgid, cmd.Args)
+	}
+	if a := l.daemonCommand([]string{"/bin/qsplice-frontend"}, false).SysProcAttr; len(a.AmbientCaps) != 2 {
+		t.Errorf("front-end: ambient %v, want CAP_NET_ADMIN and CAP_NET_RAW", a.AmbientCaps)
 	}
 
 	cfg.DaemonUID, cfg.DaemonGID = 0, 0
-	cmd = newLab(cfg).daemonCommand(argv)
+	cmd = newLab(cfg).daemonCommand(argv, true)
 	if cmd.SysProcAttr.Credential != nil || cmd.SysProcAttr.AmbientCaps != nil {
 		t.Errorf("DaemonUID 0: credential %+v, ambient %v; want neither", cmd.SysProcAttr.Credential, cmd.SysProcAttr.AmbientCaps)
 	}

@@ -191,8 +191,8 @@ func (l *Lab) start(p procSpec) error {
 		time.Now().Format(time.RFC3339Nano), p.name, l.NS(p.host), strings.Join(p.argv, " "))
 	var cmd *exec.Cmd
 	start := func() error { return cmd.Start() }
-	if p.daemon { // unprivileged, with two capabilities (privilege.go)
-		cmd = l.daemonCommand(p.argv)
+	if p.daemon { // unprivileged, with two capabilities, the shim three (privilege.go)
+		cmd = l.daemonCommand(p.argv, p.backend > 0)
 		start = func() error { return l.startDaemon(p.host, cmd) }
 	} else {
 		cmd = netns.Command(l.NS(p.host), p.argv...)

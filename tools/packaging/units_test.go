@@ -109,15 +109,14 @@ func TestUnitsVerifyCatchesMistakes(t *testing.T) {
 }
 
 // TestUnitsSettings: the units say what the issue asks of them: a
-// dedicated user with CAP_NET_ADMIN and CAP_NET_RAW only, the front-end
+// dedicated user with CAP_NET_ADMIN and CAP_NET_RAW only (the shim also
+// CAP_BPF), the front-end
 // validated before it starts and reloaded with SIGHUP, and the
 // hardening options.
 func TestUnitsSettings(t *testing.T) {
 	common := map[string]string{
 		"User":                    "qsplice",
 		"Group":                   "qsplice",
-		"AmbientCapabilities":     "CAP_NET_ADMIN CAP_NET_RAW",
-		"CapabilityBoundingSet":   "CAP_NET_ADMIN CAP_NET_RAW",
 		"NoNewPrivileges":         "yes",
 		"ProtectSystem":           "strict",
 		"ProtectHome":             "yes",
@@ -125,17 +124,25 @@ func TestUnitsSettings(t *testing.T) {
 		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_PACKET AF_NETLINK",
 		"DevicePolicy":            "closed",
 		"DeviceAllow":             "/dev/net/tun rw",
-		"SystemCallFilter":        "@system-service",
 	}
 	for unit, extra := range map[string]map[string]string{
 		"qsplice-frontend.service": {
 			"ExecStartPre": "@BINDIR@/qsplice-frontend validate @SYSCONFDIR@/qsplice/frontend.yaml",
 			"ExecStart":    "@BINDIR@/qsplice-frontend -config @SYSCONFDIR@/qsplice/frontend.yaml",
 			"ExecReload":   "/bin/kill -HUP $MAINPID",
+
+			"AmbientCapabilities":   "CAP_NET_ADMIN CAP_NET_RAW",
+			"CapabilityBoundingSet": "CAP_NET_ADMIN CAP_NET_RAW",
+			"SystemCallFilter":      "@system-service",
 		},
 		"qsplice-backend.service": {
 			"EnvironmentFile": "@SYSCONFDIR@/qsplice/backend.env",
 			"ExecStart":       "@BINDIR@/qsplice-backend $QSPLICE_BACKEND_FLAGS",
+
+			// CAP_BPF and bpf(2): the TAP's steering program (internal/privilege).
+			"AmbientCapabilities":   "CAP_NET_ADMIN CAP_NET_RAW CAP_BPF",
+			"CapabilityBoundingSet": "CAP_NET_ADMIN CAP_NET_RAW CAP_BPF",
+			"SystemCallFilter":      "@system-service bpf",
 		},
 	} {
 		keys := readUnit(t, filepath.Join("../../contrib/systemd", unit))
