@@ -269,3 +269,25 @@ func (r *cycleRig) customer(name string) CustomerStatus {
 	r.t.Fatalf("no customer %q", name)
 	return CustomerStatus{}
 }
+
+// BenchmarkConnectionPerRequest is the cycle above: what the front-end's
+// pure cores (engine and controller, no system calls) cost per request
+// on a new connection.
+func BenchmarkConnectionPerRequest(b *testing.B) {
+	r := newCycleRig(b)
+	i := 0
+	for range 500 {
+		r.cycle(i)
+		i++
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !r.cycle(i) {
+			r.failed++
+		}
+		i++
+	}
+	if r.failed != 0 {
+		b.Fatalf("%d of %d cycles did not go through every step", r.failed, r.cycles)
+	}
+}
