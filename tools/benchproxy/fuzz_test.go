@@ -25,13 +25,13 @@ func FuzzParseProcStat(f *testing.F) {
 
 func FuzzParseWrk(f *testing.F) {
 	f.Add(wrkOutput)
-	f.Add("qsplice-bench-wrk requests=1 bytes=2 duration_us=3 connect=0 read=0 write=0 status=0 timeout=0")
+	f.Add("qsplice-bench-wrk requests=1 bytes=2 duration_us=3 connect=0 read=0 write=0 status=0 timeout=0 p50_us=1 p99_us=2")
 	f.Fuzz(func(t *testing.T, out string) {
 		w, err := ParseWrk(out)
 		if err != nil {
 			return
 		}
-		for _, n := range []int64{w.Requests, w.Bytes, w.ErrConnect, w.ErrRead, w.ErrWrite, w.ErrStatus, w.ErrTimeout} {
+		for _, n := range []int64{w.Requests, w.Bytes, w.ErrConnect, w.ErrRead, w.ErrWrite, w.ErrStatus, w.ErrTimeout, int64(w.LatencyP50), int64(w.LatencyP99)} {
 			if n < 0 {
 				t.Errorf("negative count in %+v from %q", w, out)
 			}

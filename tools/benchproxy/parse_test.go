@@ -87,7 +87,7 @@ const wrkOutput = `Running 10s test @ http://198.18.7.2:8081/data/10M
   901 requests in 10.01s, 8.81GB read
 Requests/sec:     90.01
 Transfer/sec:      0.88GB
-qsplice-bench-wrk requests=901 bytes=9447961201 duration_us=10010123 connect=0 read=2 write=0 status=1 timeout=3
+qsplice-bench-wrk requests=901 bytes=9447961201 duration_us=10010123 connect=0 read=2 write=0 status=1 timeout=3 p50_us=86012 p99_us=201377
 `
 
 func TestParseWrk(t *testing.T) {
@@ -96,17 +96,18 @@ func TestParseWrk(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := WrkSummary{Requests: 901, Bytes: 9447961201, Duration: 10010123 * time.Microsecond,
-		ErrRead: 2, ErrStatus: 1, ErrTimeout: 3}
+		ErrRead: 2, ErrStatus: 1, ErrTimeout: 3, LatencyP50: 86012 * time.Microsecond, LatencyP99: 201377 * time.Microsecond}
 	if w != want {
 		t.Fatalf("got %+v, want %+v", w, want)
 	}
 	if w.Errors() != 6 {
 		t.Errorf("Errors() = %d, want 6", w.Errors())
 	}
-	line := "qsplice-bench-wrk requests=1 bytes=2 duration_us=3 connect=0 read=0 write=0 status=0 timeout=0"
+	line := "qsplice-bench-wrk requests=1 bytes=2 duration_us=3 connect=0 read=0 write=0 status=0 timeout=0 p50_us=1 p99_us=2"
 	for name, bad := range map[string]string{
 		"no line":        "Running 10s test\n",
 		"missing field":  strings.Replace(line, " timeout=0", "", 1),
+		"no percentile":  strings.Replace(line, " p99_us=2", "", 1),
 		"unknown field":  line + " extra=1",
 		"negative":       strings.Replace(line, "bytes=2", "bytes=-2", 1),
 		"not a number":   strings.Replace(line, "bytes=2", "bytes=2.5e9", 1),

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/qsplice/qsplice/tools/content"
 )
@@ -43,6 +44,15 @@ func smallRate(s *SystemResult) (float64, bool) {
 		return 0, false
 	}
 	return s.Small.RequestsPerSec, true
+}
+
+// smallP99 is the 1K close load's latency p99 in milliseconds (none in
+// a result written before wrk's percentiles were recorded).
+func smallP99(s *SystemResult) (float64, bool) {
+	if s.Small == nil || s.Small.Wrk.LatencyP99 <= 0 {
+		return 0, false
+	}
+	return float64(s.Small.Wrk.LatencyP99) / float64(time.Millisecond), true
 }
 
 // cpuFigure returns a per-role figure of a load: the proxies' own for
@@ -160,6 +170,7 @@ var rowSpecs = []struct {
 		&check{text: "<=0.25x nginx", met: atMostTimesNginx(0.25)}},
 	{"bulk: CPU-s/GB, proxy | front-end+shim", "%.2f", cpuFigure(bulkLoad, perGB, RoleFrontend, RoleShim), nil},
 	{"1K close: requests/s", "%.0f", smallRate, nil},
+	{"1K close: latency p99 ms", "%.1f", smallP99, nil},
 	{"1K close: CPU-us/req, proxy | front-end", "%.1f", cpuFigure(smallLoad, perRequest, RoleFrontend),
 		&check{text: "<=1x nginx", met: atMostTimesNginx(1)}},
 	{"1K close: CPU-us/req, proxy | shim", "%.1f", cpuFigure(smallLoad, perRequest, RoleShim), nil},

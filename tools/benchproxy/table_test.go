@@ -274,3 +274,18 @@ func TestRoundsMediansAndRoundVerdicts(t *testing.T) {
 		t.Errorf("median of an even count = %v, want 2.5", got)
 	}
 }
+
+// TestSmallLatencyP99Row: the 1K close load's p99 is wrk's, in
+// milliseconds; a result written before wrk's percentiles were recorded
+// has no value in that row rather than a zero.
+func TestSmallLatencyP99Row(t *testing.T) {
+	withP99 := &SystemResult{Name: SystemQsplice, Small: &Load{Wrk: WrkSummary{LatencyP99: 1050 * time.Millisecond}}}
+	if v, ok := smallP99(withP99); !ok || v != 1050 {
+		t.Errorf("p99 of 1.05 s: %v %v, want 1050 ms", v, ok)
+	}
+	for _, s := range []*SystemResult{{Name: SystemNginx, Small: &Load{}}, {Name: SystemDirect}} {
+		if v, ok := smallP99(s); ok {
+			t.Errorf("%s without a p99: value %v", s.Name, v)
+		}
+	}
+}

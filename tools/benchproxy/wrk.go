@@ -12,10 +12,14 @@ import (
 // wrkScript makes wrk print its exact totals on one line at the end;
 // its human summary rounds them ("1.23GB"). Numbers go through %.0f:
 // LuaJIT's %d is not safe beyond 2^31 and a bulk run reads more bytes.
+// The latency percentiles are wrk's (microseconds, from a request's
+// write to its response's end): a tail that no mean shows, such as
+// connections that wait for a retransmission timeout, shows in p99.
 const wrkScript = `done = function(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format("` + wrkTag + ` requests=%.0f bytes=%.0f duration_us=%.0f connect=%.0f read=%.0f write=%.0f status=%.0f timeout=%.0f\n",
-    summary.requests, summary.bytes, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
+  io.write(string.format("` + wrkTag + ` requests=%.0f bytes=%.0f duration_us=%.0f connect=%.0f read=%.0f write=%.0f status=%.0f timeout=%.0f p50_us=%.0f p99_us=%.0f\n",
+    summary.requests, summary.bytes, summary.duration, e.connect, e.read, e.write, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(99)))
 end
 `
 
@@ -33,6 +37,10 @@ type WrkSummary struct {
 	ErrWrite   int64 `json:"err_write"`
 	ErrStatus  int64 `json:"err_status"`
 	ErrTimeout int64 `json:"err_timeout"`
+	// Latency percentiles of the requests (zero in results written
+	// before they were recorded).
+	LatencyP50 time.Duration `json:"latency_p50_ns"`
+	LatencyP99 time.Duration `json:"latency_p99_ns"`
 }
 
 // Errors is the sum of every kind of error.
@@ -53,8 +61,8 @@ func ParseWrk(out string) (WrkSummary, error) {
 			"connect": &w.ErrConnect, "read": &w.ErrRead, "write": &w.ErrWrite,
 			"status": &w.ErrStatus, "timeout": &w.ErrTimeout,
 		}
-		var durationUS int64
-		fields["duration_us"] = &durationUS
+		var durationUS, p50US, p99US int64
+		fields["duration_us"], fields["p50_us"], fields["p99_us"] = &durationUS, &p50US, &p99US
 		seen := 0
 		for _, kv := range strings.Fields(rest) {
 			k, v, ok := strings.Cut(kv, "=")
@@ -73,6 +81,7 @@ func ParseWrk(out string) (WrkSummary, error) {
 			return w, fmt.Errorf("wrk summary: %d of %d fields in %q", seen, len(fields), line)
 		}
 		w.Duration = time.Duration(durationUS) * time.Microsecond
+		w.LatencyP50, w.LatencyP99 = time.Duration(p50US)*time.Microsecond, time.Duration(p99US)*time.Microsecond
 		if w.Duration <= 0 {
 			return w, fmt.Errorf("wrk summary: zero duration in %q", line)
 		}
