@@ -38,8 +38,8 @@ For every system, in turn:
   bulk      wrk, SIZE objects over CONNS keep-alive connections: MB/s, and
             CPU-s per GB of the proxy, or of qsplice's front-end and shim,
             or of the shim alone (user+system time from /proc/PID/stat)
-  1K close  wrk with Connection: close, SMALL-CONNS concurrent: requests/s
-            and CPU-us per request
+  1K close  wrk with Connection: close, SMALL-CONNS concurrent: requests/s,
+            latency p99 and CPU-us per request
   TTFB      a Go client, sequential new connections for 1K: p50/p99 from
             before connect() to the first response byte
 and for qsplice, under bulk load: system calls (raw_syscalls tracepoint) and

@@ -35,7 +35,7 @@
 //     seconds per GB of the proxy (all its processes) or of qsplice's
 //     front-end and shim, from utime+stime in /proc/PID/stat;
 //   - 1K close: wrk with Connection: close, one connection per request;
-//     requests/s and CPU microseconds per request;
+//     requests/s, latency p99 and CPU microseconds per request;
 //   - TTFB: a Go client making sequential new connections; p50 and p99
 //     from before connect() to the first response byte;
 //   - frame costs (qsplice): during a separate bulk run, perf counts the
