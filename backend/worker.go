@@ -531,20 +531,22 @@ func (w *worker) readWire(now splice.Time) error {
 	return err
 }
 
-// readTAP feeds the shard the frames of its TAP queue. The kernel sends a
-// flow's frames to the queue its frames were last written on (the tun
-// driver's flow table), which is this worker's for every flow whose
-// packets came in through its wire socket: the replies of a C2
-// connection come back to the worker that owns it. Not always, though:
-// the table forgets a flow 3 s after the last frame written for it (a
-// server that thinks for longer before answering, a keep-alive
-// connection the server closes when idle), and then the queue follows
-// the kernel's own hash. Installing each Splice in every shard would keep
-// such replies translated, but a reply and its request would then be
-// seen by different shards, and the service time and the Active count
-// (the front-end's slot accounting) would be wrong; so a frame of a flow
-// another worker owns is handed over to it instead (handOver). That is a
-// copy and a wake-up, paid only on the rare misdirected frame.
+// readTAP feeds the shard the frames of its TAP queue. With the steering
+// program attached (Daemon.tapSteering "ports", link.OffloadTAP.SteerByPorts)
+// the kernel sends every frame to the queue of the worker that owns its
+// connection, the member of the wire's fanout group, and none lands
+// elsewhere. Without it the tun driver's flow table picks the queue: the
+// one a flow's frames were last written on, which is the owner's, but
+// only for a flow it has learnt (after the write that carried its first
+// frame returned, so not the SYN-ACK to that frame), still remembers (3 s
+// after the last frame written) and had room for (4096 flows): under
+// short connections most flows follow the kernel's own hash, and with
+// two workers half the frames land on the wrong one. Installing each
+// Splice in every shard would keep such replies translated, but a reply
+// and its request would then be seen by different shards, and the
+// service time and the Active count (the front-end's slot accounting)
+// would be wrong; so a frame of a flow another worker owns is handed over
+// to it instead (handOver), a copy and a wake-up each.
 func (w *worker) readTAP(now splice.Time) error {
 	n, err := w.tap.ReadBatch(w.tb)
 	if n > 0 {

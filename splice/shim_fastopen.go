@@ -44,7 +44,10 @@ package splice
 // reply would then pass untranslated, to the front-end. So a reply on a
 // tuple whose request went in its SYN and whose SYN-ACK has not crossed
 // yet is held (holdEarlyReply, a few frames of up to 64 KiB) until the
-// SYN-ACK installs the Splice, and translated then.
+// SYN-ACK installs the Splice, and translated then. A back-end whose TAP
+// is steered by ports (link.OffloadTAP.SteerByPorts) sends the SYN-ACK
+// and the reply to the same queue, in order, and holds none; the hold
+// serves the tun driver's flow table, which the daemon falls back to.
 //
 // Against an attacker on the segment: only SYNs from an address the
 // kernel gave a cookie to are held, at most maxHeldSYNs per shard (others
