@@ -309,34 +309,14 @@ func TestOffloadTAPQueuesShareTheTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := newPoller(t)
-	for i, tap := range taps {
-		if err := p.Add(tap.FD(), uint32(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	perQueue := make([]int, len(taps))
 	got := map[string]bool{}
-	batch := NewBatch(16, 2048)
-	ready := make([]uint32, len(taps))
-	for len(got) < flows {
-		n, err := p.Wait(20*time.Second, ready)
-		if err != nil || n == 0 {
-			t.Fatalf("Wait: %d %v with %d of %d flows seen", n, err, len(got), flows)
+	readQueues(t, taps, func() bool { return len(got) == flows }, func(q int, f []byte) {
+		if payload := udpPayload(f); payload != nil {
+			got[string(payload)] = true
+			perQueue[q]++
 		}
-		for _, q := range ready[:n] {
-			k, err := taps[q].ReadBatch(batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range k {
-				if payload := udpPayload(batch.Frame(i)); payload != nil {
-					got[string(payload)] = true
-					perQueue[q]++
-				}
-			}
-		}
-	}
+	})
 	busy := 0
 	for _, c := range perQueue {
 		if c > 0 {
@@ -345,5 +325,35 @@ func TestOffloadTAPQueuesShareTheTraffic(t *testing.T) {
 	}
 	if busy < 2 {
 		t.Errorf("datagrams per queue %v: the kernel used one queue for %d flows", perQueue, flows)
+	}
+}
+
+// readQueues reads every queue of taps as a loop watching all their
+// descriptors does, handing each frame to each with its queue's index,
+// until done says the test has what it waited for.
+func readQueues(t *testing.T, taps []*OffloadTAP, done func() bool, each func(q int, f []byte)) {
+	t.Helper()
+	p := newPoller(t)
+	for i, tap := range taps {
+		if err := p.Add(tap.FD(), uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := NewBatch(16, 2048)
+	ready := make([]uint32, len(taps))
+	for !done() {
+		n, err := p.Wait(20*time.Second, ready)
+		if err != nil || n == 0 {
+			t.Fatalf("Wait: %d %v before the test had what it waited for", n, err)
+		}
+		for _, q := range ready[:n] {
+			k, err := taps[q].ReadBatch(batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range k {
+				each(int(q), batch.Frame(i))
+			}
+		}
 	}
 }

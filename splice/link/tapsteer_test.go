@@ -3,7 +3,6 @@ package link
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/qsplice/qsplice/splice/link/internal/nstest"
 	"golang.org/x/sys/unix"
@@ -39,52 +38,31 @@ func TestSteerByPortsSendsEachFrameToItsFanoutMember(t *testing.T) {
 	}
 	sendUDP(t, ns, []byte("not tcp"))
 
-	p := newPoller(t)
-	for i, tap := range taps {
-		if err := p.Add(tap.FD(), uint32(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	perQueue := make([]int, len(taps))
 	seen := map[uint16]bool{}
 	udp := false
-	batch := NewBatch(16, 2048)
-	ready := make([]uint32, len(taps))
-	for len(seen) < syns || !udp {
-		n, err := p.Wait(20*time.Second, ready)
-		if err != nil || n == 0 {
-			t.Fatalf("Wait: %d %v with %d of %d SYNs seen", n, err, len(seen), syns)
-		}
-		for _, q := range ready[:n] {
-			k, err := taps[q].ReadBatch(batch)
-			if err != nil {
-				t.Fatal(err)
+	readQueues(t, taps, func() bool { return len(seen) == syns && udp }, func(q int, f []byte) {
+		if udpPayload(f) != nil {
+			udp = true
+			if q != 0 {
+				t.Errorf("a UDP datagram on queue %d, want 0", q)
 			}
-			for i := range k {
-				f := batch.Frame(i)
-				if udpPayload(f) != nil {
-					udp = true
-					if q != 0 {
-						t.Errorf("a UDP datagram on queue %d, want 0", q)
-					}
-					continue
-				}
-				if len(f) < 38 || f[23] != unix.IPPROTO_TCP {
-					continue
-				}
-				sport := uint16(f[34])<<8 | uint16(f[35])
-				w, ok := want[sport]
-				if !ok {
-					continue
-				}
-				seen[sport] = true
-				perQueue[q]++
-				if int(q) != w {
-					t.Errorf("SYN from port %d on queue %d, its fanout member is %d", sport, q, w)
-				}
-			}
+			return
 		}
-	}
+		if len(f) < 38 || f[23] != unix.IPPROTO_TCP {
+			return
+		}
+		sport := uint16(f[34])<<8 | uint16(f[35])
+		w, ok := want[sport]
+		if !ok {
+			return
+		}
+		seen[sport] = true
+		perQueue[q]++
+		if q != w {
+			t.Errorf("SYN from port %d on queue %d, its fanout member is %d", sport, q, w)
+		}
+	})
 	for q, c := range perQueue {
 		if c == 0 {
 			t.Errorf("SYNs per queue %v: queue %d got none, so the test did not show steering to it", perQueue, q)
