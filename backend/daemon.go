@@ -280,12 +280,11 @@ func (d *Daemon) openTAP(n int) error {
 		d.tapSteering = "ports"
 		if err := taps[0].SteerByPorts(); err != nil {
 			d.tapSteering = "flows"
-			hint := ""
+			args := []any{"err", err}
 			if errors.Is(err, unix.EPERM) {
-				hint = "grant CAP_BPF to steer them (contrib/systemd/qsplice-backend.service; README, \"Privileges\")"
+				args = append(args, "hint", "grant CAP_BPF to steer them (contrib/systemd/qsplice-backend.service; README, \"Privileges\")")
 			}
-			d.log.Warn("TAP queues steered by the kernel's flow table: frames of another worker's connections are handed over",
-				"err", err, "hint", hint)
+			d.log.Warn("TAP queues steered by the kernel's flow table: frames of another worker's connections are handed over", args...)
 		}
 	}
 	mode, _ := ParseTAPIO(string(d.cfg.TAPIO)) // validated

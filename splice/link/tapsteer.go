@@ -52,12 +52,12 @@ func steerPortsProgram() asm.Instructions {
 		asm.JNE.Imm(asm.R0, int32(binary.NativeEndian.Uint16(ipv4[:])), "other"),
 		asm.LoadAbs(netOffset(9), asm.Byte), // IPv4 protocol
 		asm.JNE.Imm(asm.R0, unix.IPPROTO_TCP, "other"),
-		asm.LoadAbs(netOffset(6), asm.Half),                 // flags and fragment offset
-		asm.JSet.Imm(asm.R0, 0x3fff, "other"),               // MF or an offset: no ports in every fragment
-		asm.LoadAbs(netOffset(0), asm.Byte),                 // version and header length
-		asm.And.Imm(asm.R0, 0x0f),                           //
-		asm.LSh.Imm(asm.R0, 2),                              // header length in bytes
-		asm.Mov.Reg(asm.R7, asm.R0),                         //
+		asm.LoadAbs(netOffset(6), asm.Half),   // flags and fragment offset
+		asm.JSet.Imm(asm.R0, 0x3fff, "other"), // MF or an offset: no ports in every fragment
+		asm.LoadAbs(netOffset(0), asm.Byte),   // version and header length:
+		asm.And.Imm(asm.R0, 0x0f),
+		asm.LSh.Imm(asm.R0, 2),                              // the header's length in bytes,
+		asm.Mov.Reg(asm.R7, asm.R0),                         // the index of the port loads
 		asm.LoadInd(asm.R0, asm.R7, netOffset(0), asm.Half), // source port
 		asm.Mov.Reg(asm.R8, asm.R0),
 		asm.LoadInd(asm.R0, asm.R7, netOffset(2), asm.Half), // destination port
