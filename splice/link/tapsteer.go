@@ -83,12 +83,7 @@ func netOffset(k int) int32 { return int32(skfNetOff + k) }
 // It needs CAP_NET_ADMIN and CAP_BPF (or CAP_SYS_ADMIN); on an error the
 // device keeps the tun driver's flow steering.
 func (t *OffloadTAP) SteerByPorts() error {
-	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Name:         "qsplice_steer",
-		Type:         ebpf.SocketFilter,
-		License:      "Dual MIT/GPL",
-		Instructions: steerPortsProgram(),
-	}, ebpf.ProgramOptions{})
+	prog, err := loadSteerProgram()
 	if err != nil {
 		return fmt.Errorf("tap %s: load the steering program: %w", t.name, err)
 	}
@@ -98,4 +93,14 @@ func (t *OffloadTAP) SteerByPorts() error {
 		return fmt.Errorf("tap %s: TUNSETSTEERINGEBPF: %w", t.name, err)
 	}
 	return nil
+}
+
+// loadSteerProgram loads steerPortsProgram into the kernel.
+func loadSteerProgram() (*ebpf.Program, error) {
+	return ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Name:         "qsplice_steer",
+		Type:         ebpf.SocketFilter,
+		License:      "Dual MIT/GPL",
+		Instructions: steerPortsProgram(),
+	}, ebpf.ProgramOptions{})
 }

@@ -1,9 +1,12 @@
 package link
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/qsplice/qsplice/splice/link/internal/nstest"
 	"golang.org/x/sys/unix"
 )
@@ -86,4 +89,67 @@ func sendSYN(sport, dport uint16) error {
 		return fmt.Errorf("connect from port %d: %w", sport, err)
 	}
 	return nil
+}
+
+// TestSteerProgramAgreesWithFanoutShard runs the steering program in the
+// kernel (BPF_PROG_TEST_RUN) on frames of every shape the wire's fanout
+// tells apart and checks that its queue, modulo n, is FanoutShard's
+// member: TCP with random ports and IPv4 headers of every length (so
+// the ports' offset moves), fragments, a segment cut after its source port,
+// UDP, ARP and IPv6. The SYN test above shows the kernel uses the value.
+func TestSteerProgramAgreesWithFanoutShard(t *testing.T) {
+	prog, err := loadSteerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	rng := rand.New(rand.NewPCG(7, 7))
+	frame := func(etherType uint16, proto byte, ihl int, frag uint16, sport, dport uint16, cut int) []byte {
+		f := make([]byte, 14+ihl*4+20)
+		binary.BigEndian.PutUint16(f[12:], etherType)
+		ip := f[14:]
+		ip[0] = 0x40 | byte(ihl)
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+		binary.BigEndian.PutUint16(ip[6:], frag)
+		ip[8], ip[9] = 64, proto
+		binary.BigEndian.PutUint16(ip[ihl*4:], sport)
+		binary.BigEndian.PutUint16(ip[ihl*4+2:], dport)
+		return f[:len(f)-cut]
+	}
+	type shape struct {
+		name  string
+		frame []byte
+	}
+	var shapes []shape
+	for i := range 200 {
+		ihl := 5 + i%11
+		shapes = append(shapes, shape{fmt.Sprintf("tcp ihl %d", ihl),
+			frame(etherTypeIP4, unix.IPPROTO_TCP, ihl, 0, uint16(rng.Uint32()), uint16(rng.Uint32()), 0)})
+	}
+	sp, dp := uint16(40001), uint16(80)
+	shapes = append(shapes,
+		shape{"tcp, don't fragment", frame(etherTypeIP4, unix.IPPROTO_TCP, 5, 0x4000, sp, dp, 0)},
+		shape{"first fragment", frame(etherTypeIP4, unix.IPPROTO_TCP, 5, 0x2000, sp, dp, 0)},
+		shape{"later fragment", frame(etherTypeIP4, unix.IPPROTO_TCP, 5, 0x0010, sp, dp, 0)},
+		shape{"cut after the source port", frame(etherTypeIP4, unix.IPPROTO_TCP, 5, 0, sp, dp, 20-2)},
+		shape{"udp", frame(etherTypeIP4, unix.IPPROTO_UDP, 5, 0, sp, dp, 0)},
+		shape{"arp", frame(0x0806, 0, 5, 0, sp, dp, 0)},
+		shape{"ipv6", frame(0x86dd, unix.IPPROTO_TCP, 5, 0, sp, dp, 0)},
+	)
+	spread := map[int]bool{}
+	for _, s := range shapes {
+		ret, err := prog.Run(&ebpf.RunOptions{Data: s.frame})
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		for _, n := range []int{2, 3, 4} {
+			if got, want := int(ret%uint32(n)), FanoutShard(s.frame, n); got != want {
+				t.Errorf("%s, %d queues: queue %d, FanoutShard says %d (program returned %d)", s.name, n, got, want, ret)
+			}
+		}
+		spread[int(ret%4)] = true
+	}
+	if len(spread) != 4 {
+		t.Errorf("the program's values modulo 4 cover %v: the frames did not reach every member", spread)
+	}
 }
