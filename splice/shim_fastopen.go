@@ -76,11 +76,19 @@ const (
 	// mail takes tens of microseconds; a Splice that takes longer is
 	// better served by the carried path than by a SYN held for it.
 	fastOpenHold = time.Millisecond
-	// maxHeldReplies bounds the replies a shard holds for their SYN-ACK,
-	// each in a buffer of heldReplySize (a super-frame and its headers),
-	// made when the first is held; earlyReplyHold bounds the wait (the
-	// kernel sends a dropped reply again).
-	maxHeldReplies = 4
+	// maxHeldReplies bounds the replies a shard holds for their SYN-ACK:
+	// one per connection whose SYN-ACK is in another worker's mailbox,
+	// so as many as the connections opened in one of the owner's passes
+	// (with 4, sixteen concurrent short connections overran them and
+	// each dropped reply waited for the server's retransmission:
+	// docs/results.md, twentieth session). A slot's buffer is made when
+	// it first holds a reply, of heldReplySmall bytes, or heldReplySize
+	// (a super-frame and its headers) once a larger reply needs it: at
+	// most 4 MiB per shard, and only on the tun driver's flow steering.
+	// earlyReplyHold bounds the wait (the kernel sends a dropped reply
+	// again).
+	maxHeldReplies = 64
+	heldReplySmall = 2048
 	heldReplySize  = 65536 + wire.EthernetHeaderLen
 	earlyReplyHold = 100 * time.Millisecond
 )
@@ -91,7 +99,7 @@ type heldReply struct {
 	at    Time
 	vh    wire.VNetHdr
 	n     int
-	buf   []byte // heldReplySize
+	buf   []byte // heldReplySmall or heldReplySize
 }
 
 type fastOpenCookie struct {
@@ -354,8 +362,12 @@ func (s *Shim) holdEarlyReply(key fourTuple, frame []byte, vh wire.VNetHdr, t wi
 		if r.inUse || len(frame) > heldReplySize {
 			continue
 		}
-		if r.buf == nil {
-			r.buf = make([]byte, heldReplySize)
+		if len(r.buf) < len(frame) {
+			n := heldReplySmall
+			if len(frame) > n {
+				n = heldReplySize
+			}
+			r.buf = make([]byte, n) // at most twice per slot
 		}
 		r.inUse, r.key, r.at, r.vh, r.n = true, key, now, vh, copy(r.buf, frame)
 		f.nReply++

@@ -394,3 +394,43 @@ func TestShimHoldsAReplyThatBeatsItsSynAck(t *testing.T) {
 		t.Errorf("at the hold's end: %d frames, %d dropped; want 0, 1", len(out.Frames), h.sh.Stats().FastOpenRepliesDropped)
 	}
 }
+
+// TestShimHoldsTheRepliesOfManyConnectionsAtOnce: sixteen connections
+// opened together, each reply ahead of its SYN-ACK (the tun driver's
+// flow table put the SYN-ACKs on another worker's queue): every reply is
+// held, none dropped, and each leaves translated, to its client, once
+// its SYN-ACK came. With four slots twelve of them were dropped.
+func TestShimHoldsTheRepliesOfManyConnectionsAtOnce(t *testing.T) {
+	const isnB, isnC, conns = wire.Seq(0x70000000), wire.Seq(0x1000), 16
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	reqEnd := isnC + 1 + wire.Seq(len(carriedReq))
+	body := []byte("HTTP/1.1 200 OK\r\n\r\n")
+	var splices [conns]proto.Splice
+	for i := range conns {
+		classic, m := foConn(shimHandoffPort+uint16(i), 42+uint64(i), isnB, isnC)
+		splices[i] = classic
+		h.sh.AddSplice(&m, t0+ms)
+		h.input(PortWire, foSYN(&classic, isnC, true), t0+ms)
+		if out := h.input(PortHost, c2FromHost(&classic, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, reqEnd, body), t0+ms); len(out.Frames) != 0 {
+			t.Fatalf("connection %d: a reply before its SYN-ACK left as %d frames", i, len(out.Frames))
+		}
+	}
+	if st := h.sh.Stats(); st.FastOpenRepliesHeld != conns || st.FastOpenRepliesDropped != 0 {
+		t.Fatalf("replies held %d, dropped %d; want %d, 0", st.FastOpenRepliesHeld, st.FastOpenRepliesDropped, conns)
+	}
+	toClients := 0
+	for i := range conns {
+		h.input(PortHost, foSynAck(&splices[i], isnB, reqEnd, nil), t0+2*ms)
+		for _, f := range h.tick(t0 + 2*ms).Frames {
+			if f.Port == PortWire && wire.IPv4(f.Data[14:]).Dst() == clientIP {
+				expectTCP(t, f.Data, from(vipA, webPort), payloadIs(body))
+				toClients++
+			}
+		}
+	}
+	if toClients != conns {
+		t.Errorf("%d replies reached their clients, want %d", toClients, conns)
+	}
+	h.checkCounters()
+}
