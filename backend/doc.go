@@ -17,8 +17,8 @@
 // offloads, TAP queue:
 //
 //	wire: N AF_PACKET sockets, one fanout group      TAP: N queues (IFF_MULTI_QUEUE)
-//	  member k gets the C2 connections whose           the kernel sends a flow's frames
-//	  ports hash to k (link.FanoutShard)               to the queue it last wrote them on
+//	  member k gets the C2 connections whose           queue k gets the same connections'
+//	  ports hash to k (link.FanoutShard)               frames (eBPF steering, SteerByPorts)
 //	            \                                         /
 //	             worker k: epoll on both, one ReadBatch per ready link,
 //	             every frame into shard k, one WriteBatch per link
@@ -29,8 +29,10 @@
 // socket and owns the Agent; a Splice is installed in the shard that owns
 // its C2 connection (shardOf), and the other shards' finished responses
 // come to worker 0 to become Feedback, with the requests in service
-// summed over the shards. TAP frames of a flow another worker owns, rare,
-// are handed over to it (readTAP says when and why). While the workers'
+// summed over the shards. Without CAP_BPF for the steering program the
+// tun driver's flow table picks the queue, and TAP frames of a flow
+// another worker owns, half of them under short connections, are handed
+// over to it (readTAP says when and why). While the workers'
 // threads use less than half a core, worker 0's loop serves every shard
 // and the others park (gather.go, -gather): one wake-up per burst of
 // frames instead of one per worker, half the system calls per frame.
