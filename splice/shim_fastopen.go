@@ -43,7 +43,7 @@ package splice
 // over by mail (backend/worker.go) and may be read after the reply; the
 // reply would then pass untranslated, to the front-end. So a reply on a
 // tuple whose request went in its SYN and whose SYN-ACK has not crossed
-// yet is held (holdEarlyReply, a few frames of up to 64 KiB) until the
+// yet is held (holdEarlyReply, one per connection, up to 64 per shard) until the
 // SYN-ACK installs the Splice, and translated then. A back-end whose TAP
 // is steered by ports (link.OffloadTAP.SteerByPorts) sends the SYN-ACK
 // and the reply to the same queue, in order, and holds none; the hold
