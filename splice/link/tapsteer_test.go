@@ -31,13 +31,9 @@ func TestSteerByPortsSendsEachFrameToItsFanoutMember(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The frame as the fanout would see it on the wire, answered:
-		// the queue of the reply's direction is the same.
-		f := make([]byte, 14+20+20)
-		f[12], f[13] = 0x08, 0x00
-		f[14], f[23] = 0x45, unix.IPPROTO_TCP
-		f[34], f[35], f[36], f[37] = byte(sport>>8), byte(sport), 0, 80
-		want[sport] = FanoutShard(f, len(taps))
+		// The member the wire's fanout gives the connection (the ports
+		// are XORed, so either direction's frame names it).
+		want[sport] = FanoutShard(tcpFrame(sport, 80, 0), len(taps))
 	}
 	sendUDP(t, ns, []byte("not tcp"))
 
