@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -59,7 +60,7 @@ const ShimOptional uint64 = 1 << unix.CAP_BPF
 
 // ShimCaps are the capabilities the lab and the shim's unit give the
 // shim: Needed and ShimOptional, in the form AmbientCaps takes.
-var ShimCaps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW, unix.CAP_BPF}
+var ShimCaps = append(slices.Clone(Caps), unix.CAP_BPF)
 
 // AllowRootFlag is the name of the daemons' flag that lets them run as
 // root.
