@@ -180,6 +180,10 @@ type Output struct {
 	// engine took off its link (shim_control.go, fe_control.go); their
 	// payloads alias the input frames, like frames rewritten in place.
 	Control []ControlDatagram
+
+	// FastPaths are the shim's commands for the kernel's reply fast
+	// path (Shim.TakeFastPaths), applied after the frames are sent.
+	FastPaths []FastPathUpdate
 }
 
 // arenaSize holds a burst of built frames (retransmitted request data,
@@ -195,6 +199,7 @@ func (o *Output) Reset() {
 	o.requests = o.requests[:0]
 	clear(o.Control) // drop the references to the input frames
 	o.Control = o.Control[:0]
+	o.FastPaths = o.FastPaths[:0]
 }
 
 // alloc returns n bytes of scratch space for a frame the engine builds.

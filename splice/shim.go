@@ -68,6 +68,11 @@ type ShimConfig struct {
 	// FastOpen puts a carried request in C2's SYN when the host's kernel
 	// takes TCP Fast Open (issue 7, shim_fastopen.go).
 	FastOpen bool
+
+	// KernelFastPath: the daemon runs the kernel's reply fast path, and
+	// the engine hands it the replies in the middle of responses
+	// (issue 7, shim_fastpath.go).
+	KernelFastPath bool
 }
 
 // DefaultHandshakeWindow is ShimConfig.HandshakeWindow's default.
@@ -104,6 +109,10 @@ type Shim struct {
 
 	// held are request segments waiting for their Splice (shim_early.go).
 	held heldPool
+
+	// fastQueue are the fast-path commands for the daemon, in order
+	// (shim_fastpath.go, TakeFastPaths).
+	fastQueue []FastPathUpdate
 }
 
 // maxSpareEntries bounds the removed entries a shim keeps for reuse: the
@@ -195,6 +204,11 @@ type ShimStats struct {
 	ControlTaken                         uint64
 	ControlBadLength, ControlBadChecksum uint64
 	ControlFragments, ControlOffloaded   uint64
+
+	// The kernel's reply fast path (shim_fastpath.go): responses handed
+	// to it (a Put each), and the reply bytes it sent that this engine
+	// then counted from the gap before the next reply it saw.
+	FastPathOffers, FastPathBytes uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -264,6 +278,11 @@ type spliceEntry struct {
 	rw       rewriteRec
 	rwSplice rewriteRec
 	rwAcked  bool
+
+	// The kernel's reply fast path (shim_fastpath.go): whether it holds
+	// a Put for this connection, and the response end that Put named.
+	fastOn  bool
+	fastEnd wire.Seq
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -486,6 +505,7 @@ func (s *Shim) Tick(now Time, out *Output) {
 }
 
 func (s *Shim) remove(ent *spliceEntry) {
+	s.closeFastPath(ent)
 	if ent.inService {
 		ent.inService = false
 		s.active--

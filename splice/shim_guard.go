@@ -314,7 +314,7 @@ func (s *Shim) acceptable(ent *spliceEntry, t wire.TCP, flags uint8) bool {
 		end++
 	}
 	if end.LessThan(ent.rcvAck) || (ent.rcvAck + wire.Seq(ent.rcvWnd)).LessThan(seq) ||
-		flags&wire.TCPFlagACK != 0 && uint32(ent.sndNxt-t.Ack()) > maxSendWindow {
+		flags&wire.TCPFlagACK != 0 && uint32(ent.sentEdge()-t.Ack()) > maxSendWindow {
 		s.stats.WireOutOfWindow++
 		return false
 	}

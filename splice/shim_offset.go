@@ -60,6 +60,7 @@ func (s *Shim) noteRewrite(ent *spliceEntry, r rewriteRec) {
 	}
 	ent.rw = r
 	ent.rwAcked = false
+	s.closeFastPath(ent) // the replies' ACK numbers need translating now
 	s.stats.Rewrites++
 }
 

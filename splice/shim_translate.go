@@ -86,6 +86,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		}
 	}
 	if n > 0 {
+		s.noteFastPathGap(ent, t.Seq())
 		if !ent.responding {
 			ent.responding = true
 			ent.srvNxt = t.Seq()
@@ -168,6 +169,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	if done || ent.reset {
 		s.finishResponse(ent, out)
 	}
+	s.offerFastPath(ent)
 	s.arm(ent, now)
 }
 

@@ -1,0 +1,552 @@
+package link
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	ebpflink "github.com/cilium/ebpf/link"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// The kernel's reply fast path (issue 7).
+//
+// Every byte a back-end serves crosses the shim twice in userspace: read
+// out of the TAP (a copy) and written into the wire's AF_PACKET socket
+// (another); on veth that is the floor of the shim's CPU per GB, about a
+// third of nginx-as-proxy's (docs/results.md). Yet in the middle of a
+// response the shim's translation is the same for every frame: addresses,
+// ports, sequence and timestamp offsets, a window shift, the client's MAC.
+// ReplyFastPath hands that part to the kernel: a TC program on the TAP's
+// egress (TCX) rewrites such a frame in place, a super-frame whole, and
+// redirects it to the wire device's egress, so its bytes are never
+// copied; everything else goes on to the TAP and the shim as before.
+//
+// The shim decides what the kernel may take: a connection's entry (the
+// config map, written only by the shim's daemon) says how to translate
+// and bounds the frames, and the program takes a frame only if all of
+// these hold: unfragmented IPv4 without options, TCP with ACK and no
+// SYN, FIN, RST or URG; payload; a timestamp option, if the connection
+// uses timestamps, where Linux puts it (NOP, NOP, TS first); the frame
+// ends before RespEnd (the frame that completes the response is the
+// shim's, which reports the service time); and no frame the kernel sent
+// to the TAP on that connection ends after AllowFrom. The last keeps the
+// order of a connection's frames: the ledger map (written only by the
+// program) records the highest end of the data frames it left to the
+// TAP, and the shim sets AllowFrom to the end of the replies it has
+// handled and sent, so a frame still waiting in the TAP's queue keeps the
+// fast path shut until the shim has sent it. Checksums are updated with
+// bpf_l3_csum_replace and bpf_l4_csum_replace, which keep a partial
+// checksum partial (only the addresses change the pseudo-header's sum)
+// and update a complete one for every field.
+
+// Offsets of a frame's fields the program reads and writes: Ethernet,
+// then IPv4 without options (the program takes no other), then TCP.
+const (
+	fpIP       = 14
+	fpTCP      = fpIP + 20
+	fpIPLen    = fpIP + 2
+	fpIPFrag   = fpIP + 6
+	fpIPProto  = fpIP + 9
+	fpIPCsum   = fpIP + 10
+	fpIPSrc    = fpIP + 12
+	fpIPDst    = fpIP + 16
+	fpPorts    = fpTCP
+	fpSeq      = fpTCP + 4
+	fpDataOff  = fpTCP + 12
+	fpFlags    = fpTCP + 13
+	fpWindow   = fpTCP + 14
+	fpTCPCsum  = fpTCP + 16
+	fpOptions  = fpTCP + 20
+	fpTSVal    = fpOptions + 4
+	fpMinFrame = fpTCP + 20
+	fpTSFrame  = fpOptions + 12
+)
+
+// The config map's value, as FastPathEntry encodes it: fields the frame
+// takes as they are (addresses, ports, MAC) in network byte order, the
+// numbers the program adds or compares in host byte order.
+const (
+	cfgVIP       = 0
+	cfgClient    = 4
+	cfgPorts     = 8 // VPort, CPort: the frame's source and destination ports
+	cfgSeqDelta  = 12
+	cfgTSOffset  = 16
+	cfgAllowFrom = 20
+	cfgRespEnd   = 24
+	cfgMAC       = 28
+	cfgShiftL    = 34
+	cfgShiftR    = 35
+	cfgFlags     = 36
+	cfgSize      = 40
+
+	cfgFlagTS     = 1
+	cfgFlagScaled = 2
+)
+
+// Stack slots of the program (offsets from R10).
+const (
+	stKey     = -16 // the frame's FastPathKey, 12 bytes
+	stEnd     = -20 // the frame's end sequence number, host order
+	stLen     = -24 // its payload length
+	stOldSrc  = -28
+	stOldDst  = -32
+	stOldPort = -36
+	stOldSeq  = -40
+	stOldTS   = -44
+	stOldWin  = -48
+	stNewSeq  = -52
+	stNewTS   = -56
+	stNewWin  = -60
+	stZero    = -64
+	stNewSrc  = -68
+	stNewDst  = -72
+	stNewPort = -76
+)
+
+// Return codes of a TC program, and helper flags.
+const (
+	tcActOK       = 0
+	tcActShot     = 2
+	csumPseudoHdr = 1 << 4 // BPF_F_PSEUDO_HDR
+)
+
+// skb field offsets in struct __sk_buff.
+const (
+	skbData    = 76
+	skbDataEnd = 80
+)
+
+// ReplyFastStats are the program's counters, summed over CPUs.
+type ReplyFastStats struct {
+	Frames uint64 // replies translated and redirected by the kernel
+	Bytes  uint64 // their payload
+	Failed uint64 // translated but a checksum update failed: dropped
+}
+
+// ReplyFastPath is the program with its maps. Safe for concurrent use:
+// each connection's entry is written by the worker that owns it.
+type ReplyFastPath struct {
+	config *ebpf.Map // FastPathKey -> entry, written by the shim
+	ledger *ebpf.Map // FastPathKey -> highest end left to the TAP, written by the program
+	stats  *ebpf.Map // per-CPU ReplyFastStats
+	prog   *ebpf.Program
+	attach ebpflink.Link
+}
+
+// NewReplyFastPath loads the program for a shim whose wire is the device
+// with index wireIndex, with room for maxEntries connections. It needs
+// CAP_BPF and CAP_NET_ADMIN (or CAP_SYS_ADMIN).
+func NewReplyFastPath(wireIndex, maxEntries int) (*ReplyFastPath, error) {
+	f := &ReplyFastPath{}
+	var err error
+	f.config, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name: "qsplice_fpcfg", Type: ebpf.Hash,
+		KeySize: uint32(len(wire.FastPathKey{})), ValueSize: cfgSize, MaxEntries: uint32(maxEntries),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reply fast path: config map: %w", err)
+	}
+	// Every data frame of every connection leaves its end here, so the
+	// map is an LRU: an entry forgotten only reopens the fast path later
+	// (a frame that finds none is left to the TAP and makes one).
+	f.ledger, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name: "qsplice_fpledger", Type: ebpf.LRUHash,
+		KeySize: uint32(len(wire.FastPathKey{})), ValueSize: 4, MaxEntries: uint32(4 * maxEntries),
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reply fast path: ledger map: %w", err)
+	}
+	f.stats, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name: "qsplice_fpstats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 24, MaxEntries: 1,
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reply fast path: stats map: %w", err)
+	}
+	f.prog, err = ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Name:         "qsplice_reply",
+		Type:         ebpf.SchedCLS,
+		License:      "Dual MIT/GPL",
+		Instructions: replyFastProgram(f.config.FD(), f.ledger.FD(), f.stats.FD(), wireIndex),
+	}, ebpf.ProgramOptions{})
+	if err != nil {
+		f.Close()
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("reply fast path: the verifier refused the program: %+v", ve)
+		}
+		return nil, fmt.Errorf("reply fast path: load the program: %w", err)
+	}
+	return f, nil
+}
+
+// AttachEgress runs the program on every frame the device with index
+// tapIndex transmits (the back-end's TAP), through a TCX link the
+// ReplyFastPath holds until Close (Linux 6.6 or later).
+func (f *ReplyFastPath) AttachEgress(tapIndex int) error {
+	l, err := ebpflink.AttachTCX(ebpflink.TCXOptions{
+		Interface: tapIndex, Program: f.prog, Attach: ebpf.AttachTCXEgress,
+	})
+	if err != nil {
+		return fmt.Errorf("reply fast path: attach to the TAP's egress (TCX, Linux 6.6+): %w", err)
+	}
+	f.attach = l
+	return nil
+}
+
+// Put installs or replaces k's entry. The frames the kernel takes from
+// then on are translated by e; the caller must have sent every reply
+// that ends at or before e.AllowFrom already (the order of the wire).
+func (f *ReplyFastPath) Put(k wire.FastPathKey, e wire.FastPathEntry) error {
+	var v [cfgSize]byte
+	encodeFastPathEntry(v[:], e)
+	return f.config.Put(k[:], v[:])
+}
+
+// Delete forgets k's entry and its ledger: its frames go to the TAP
+// again, and a later connection on the same tuple starts afresh.
+func (f *ReplyFastPath) Delete(k wire.FastPathKey) error {
+	err := f.config.Delete(k[:])
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = nil
+	}
+	if lerr := f.ledger.Delete(k[:]); lerr != nil && !errors.Is(lerr, ebpf.ErrKeyNotExist) && err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// Stats sums the program's counters over the CPUs.
+func (f *ReplyFastPath) Stats() (ReplyFastStats, error) {
+	var per [][24]byte
+	if err := f.stats.Lookup(uint32(0), &per); err != nil {
+		return ReplyFastStats{}, err
+	}
+	var s ReplyFastStats
+	for _, v := range per {
+		s.Frames += binary.NativeEndian.Uint64(v[0:])
+		s.Bytes += binary.NativeEndian.Uint64(v[8:])
+		s.Failed += binary.NativeEndian.Uint64(v[16:])
+	}
+	return s, nil
+}
+
+// Program is the loaded program (for tests: BPF_PROG_TEST_RUN).
+func (f *ReplyFastPath) Program() *ebpf.Program { return f.prog }
+
+// Close detaches the program and frees the maps.
+func (f *ReplyFastPath) Close() error {
+	var errs []error
+	if f.attach != nil {
+		errs = append(errs, f.attach.Close())
+	}
+	if f.prog != nil {
+		errs = append(errs, f.prog.Close())
+	}
+	for _, m := range []*ebpf.Map{f.config, f.ledger, f.stats} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// encodeFastPathEntry writes e as the config map's value.
+func encodeFastPathEntry(v []byte, e wire.FastPathEntry) {
+	clear(v[:cfgSize])
+	copy(v[cfgVIP:], e.VIP[:])
+	copy(v[cfgClient:], e.Client[:])
+	binary.BigEndian.PutUint16(v[cfgPorts:], e.VPort)
+	binary.BigEndian.PutUint16(v[cfgPorts+2:], e.CPort)
+	binary.NativeEndian.PutUint32(v[cfgSeqDelta:], e.SeqDelta)
+	binary.NativeEndian.PutUint32(v[cfgTSOffset:], e.TSOffset)
+	binary.NativeEndian.PutUint32(v[cfgAllowFrom:], uint32(e.AllowFrom))
+	binary.NativeEndian.PutUint32(v[cfgRespEnd:], uint32(e.RespEnd))
+	copy(v[cfgMAC:], e.ClientMAC[:])
+	if e.WindowShift > 0 {
+		v[cfgShiftL] = byte(e.WindowShift)
+	} else {
+		v[cfgShiftR] = byte(-e.WindowShift)
+	}
+	if e.TS {
+		v[cfgFlags] |= cfgFlagTS
+	}
+	if e.Scaled {
+		v[cfgFlags] |= cfgFlagScaled
+	}
+}
+
+// be16 and be32 are the values a native load of the given network-order
+// bytes gives, for comparing packet fields without swapping them.
+func be16(v uint16) int32 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return int32(binary.NativeEndian.Uint16(b[:]))
+}
+
+func be32(v uint32) int32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return int32(binary.NativeEndian.Uint32(b[:]))
+}
+
+// replyFastProgram is the TC program. Registers: R6 the skb, R7 the
+// frame's first byte, R8 its end and then the config entry, R9 the
+// payload length (kept on the stack) and then the entry's flags. Every path that has not yet
+// written the frame may leave it to the TAP (label "punt", which records
+// the frame in the ledger, or "pass" before the key is known).
+func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
+	const (
+		ethIPv4  = 0x0800
+		tsWord   = 0x0101080a // NOP, NOP, kind 8, length 10
+		flagsBad = 0x01 | 0x02 | 0x04 | 0x20
+		flagACK  = 0x10
+	)
+	csum := func(helper asm.BuiltinFunc, off int32, from, to int16, flags int32) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Imm(asm.R2, off),
+			asm.LoadMem(asm.R3, asm.RFP, from, asm.Word),
+			asm.LoadMem(asm.R4, asm.RFP, to, asm.Word),
+			asm.Mov.Imm(asm.R5, flags),
+			helper.Call(),
+			asm.JNE.Imm(asm.R0, 0, "failed"),
+		}
+	}
+	in := asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.LoadMem(asm.R7, asm.R6, skbData, asm.Word),
+		asm.LoadMem(asm.R8, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.R7),
+		asm.Add.Imm(asm.R2, fpMinFrame),
+		asm.JGT.Reg(asm.R2, asm.R8, "pass"),
+		asm.LoadMem(asm.R0, asm.R7, 12, asm.Half),
+		asm.JNE.Imm(asm.R0, be16(ethIPv4), "pass"),
+		asm.LoadMem(asm.R0, asm.R7, fpIP, asm.Byte),
+		asm.JNE.Imm(asm.R0, 0x45, "pass"), // IPv4, no options
+		asm.LoadMem(asm.R0, asm.R7, fpIPProto, asm.Byte),
+		asm.JNE.Imm(asm.R0, 6, "pass"),
+		asm.LoadMem(asm.R0, asm.R7, fpIPFrag, asm.Half),
+		asm.JSet.Imm(asm.R0, be16(0x3fff), "pass"), // MF or an offset
+		// Payload length: IPv4 total length less both headers.
+		asm.LoadMem(asm.R9, asm.R7, fpIPLen, asm.Half),
+		asm.HostTo(asm.BE, asm.R9, asm.Half),
+		asm.LoadMem(asm.R0, asm.R7, fpDataOff, asm.Byte),
+		asm.RSh.Imm(asm.R0, 4),
+		asm.LSh.Imm(asm.R0, 2),
+		asm.Sub.Imm(asm.R9, 20),
+		asm.Sub.Reg(asm.R9, asm.R0),
+		asm.JSLE.Imm(asm.R9, 0, "pass"), // no payload (or a length that lies)
+		asm.StoreMem(asm.RFP, stLen, asm.R9, asm.Word),
+		// The key: addresses and ports as they are in the frame.
+		asm.LoadMem(asm.R1, asm.R7, fpIPSrc, asm.Word),
+		asm.StoreMem(asm.RFP, stKey, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R7, fpIPDst, asm.Word),
+		asm.StoreMem(asm.RFP, stKey+4, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R7, fpPorts, asm.Word),
+		asm.StoreMem(asm.RFP, stKey+8, asm.R1, asm.Word),
+		// The frame's end: sequence number plus payload, in 32 bits.
+		asm.LoadMem(asm.R1, asm.R7, fpSeq, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.Add.Reg32(asm.R1, asm.R9),
+		asm.StoreMem(asm.RFP, stEnd, asm.R1, asm.Word),
+		// Flags: ACK, and none of SYN, FIN, RST, URG.
+		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
+		asm.JSet.Imm(asm.R0, flagsBad, "punt"),
+		asm.JSet.Imm(asm.R0, flagACK, "acked"),
+		asm.Ja.Label("punt"),
+		// The connection's entry.
+		asm.LoadMapPtr(asm.R1, config).WithSymbol("acked"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "punt"),
+		asm.Mov.Reg(asm.R8, asm.R0),
+		// The entry's flags, loaded once: the entry may change under
+		// the program, and the writes below must follow the checks.
+		asm.LoadMem(asm.R9, asm.R8, cfgFlags, asm.Byte),
+		// Before the response's end: (s32)(RespEnd - end) > 0.
+		asm.LoadMem(asm.R2, asm.R8, cfgRespEnd, asm.Word),
+		asm.LoadMem(asm.R3, asm.RFP, stEnd, asm.Word),
+		asm.Sub.Reg32(asm.R2, asm.R3),
+		asm.JSLE.Imm32(asm.R2, 0, "punt"),
+		// The timestamp option where Linux puts it, if in use.
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "ts"),
+		asm.Ja.Label("ledger"),
+		asm.LoadMem(asm.R0, asm.R7, fpDataOff, asm.Byte).WithSymbol("ts"),
+		asm.RSh.Imm(asm.R0, 4),
+		asm.JNE.Imm(asm.R0, 8, "punt"),
+		asm.LoadMem(asm.R2, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R7),
+		asm.Add.Imm(asm.R1, fpTSFrame),
+		asm.JGT.Reg(asm.R1, asm.R2, "punt"),
+		asm.LoadMem(asm.R0, asm.R7, fpOptions, asm.Word),
+		asm.JNE.Imm(asm.R0, be32(tsWord), "punt"),
+		// Nothing of this connection waits in the TAP past AllowFrom:
+		// (s32)(AllowFrom - ledger) >= 0, and a ledger exists.
+		asm.LoadMapPtr(asm.R1, ledger).WithSymbol("ledger"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "punt"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfgAllowFrom, asm.Word),
+		asm.Sub.Reg32(asm.R2, asm.R1),
+		asm.JSLT.Imm32(asm.R2, 0, "punt"),
+		// The frame is the kernel's. Write it; map lookups keep the
+		// packet pointer valid, so R7 still is. The old values go to
+		// the stack for the checksum helpers, which come last (they
+		// invalidate it).
+		asm.LoadMem(asm.R1, asm.R8, cfgMAC, asm.Word),
+		asm.StoreMem(asm.R7, 0, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R8, cfgMAC+4, asm.Half),
+		asm.StoreMem(asm.R7, 4, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, asm.R7, fpIPSrc, asm.Word),
+		asm.StoreMem(asm.RFP, stOldSrc, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R7, fpIPDst, asm.Word),
+		asm.StoreMem(asm.RFP, stOldDst, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R7, fpPorts, asm.Word),
+		asm.StoreMem(asm.RFP, stOldPort, asm.R1, asm.Word),
+		// The new values go to the stack too: the checksums must be
+		// updated to what was written, whatever the entry holds by then.
+		asm.LoadMem(asm.R1, asm.R8, cfgVIP, asm.Word),
+		asm.StoreMem(asm.R7, fpIPSrc, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewSrc, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R8, cfgClient, asm.Word),
+		asm.StoreMem(asm.R7, fpIPDst, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewDst, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R8, cfgPorts, asm.Word),
+		asm.StoreMem(asm.R7, fpPorts, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewPort, asm.R1, asm.Word),
+		// Sequence number.
+		asm.LoadMem(asm.R1, asm.R7, fpSeq, asm.Word),
+		asm.StoreMem(asm.RFP, stOldSeq, asm.R1, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfgSeqDelta, asm.Word),
+		asm.Add.Reg32(asm.R1, asm.R2),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.StoreMem(asm.R7, fpSeq, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewSeq, asm.R1, asm.Word),
+		// TSval, in the place checked above.
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "writets"),
+		asm.Ja.Label("window"),
+		asm.LoadMem(asm.R2, asm.R6, skbDataEnd, asm.Word).WithSymbol("writets"),
+		asm.Mov.Reg(asm.R1, asm.R7),
+		asm.Add.Imm(asm.R1, fpTSFrame),
+		asm.JGT.Reg(asm.R1, asm.R2, "failed"), // checked above; the verifier wants it here
+		asm.LoadMem(asm.R1, asm.R7, fpTSVal, asm.Word),
+		asm.StoreMem(asm.RFP, stOldTS, asm.R1, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfgTSOffset, asm.Word),
+		asm.Add.Reg32(asm.R1, asm.R2),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.StoreMem(asm.R7, fpTSVal, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewTS, asm.R1, asm.Word),
+		// Window: win << L >> R, 65535 at most, never 0 from non-zero
+		// (rescaleWindow).
+		asm.JSet.Imm(asm.R9, cfgFlagScaled, "scale").WithSymbol("window"),
+		asm.Ja.Label("sums"),
+		asm.LoadMem(asm.R1, asm.R7, fpWindow, asm.Half).WithSymbol("scale"),
+		asm.StoreMem(asm.RFP, stOldWin, asm.R1, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Half),
+		asm.Mov.Reg(asm.R3, asm.R1),
+		asm.LoadMem(asm.R2, asm.R8, cfgShiftL, asm.Byte),
+		asm.LSh.Reg(asm.R1, asm.R2),
+		asm.LoadMem(asm.R2, asm.R8, cfgShiftR, asm.Byte),
+		asm.RSh.Reg(asm.R1, asm.R2),
+		asm.JLE.Imm(asm.R1, 0xffff, "notbig"),
+		asm.Mov.Imm(asm.R1, 0xffff),
+		asm.JNE.Imm(asm.R1, 0, "scaled").WithSymbol("notbig"),
+		asm.JEq.Imm(asm.R3, 0, "scaled"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.HostTo(asm.BE, asm.R1, asm.Half).WithSymbol("scaled"),
+		asm.StoreMem(asm.R7, fpWindow, asm.R1, asm.Half),
+		asm.StoreMem(asm.RFP, stNewWin, asm.R1, asm.Word),
+	}
+	// Checksums: the IPv4 header's for the addresses; TCP's for the
+	// addresses as pseudo-header fields and for the rest as plain ones.
+	// Each helper takes the old and the new value as they sit in the
+	// frame (a 16-bit one in the low half of its stack word).
+	sums := asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithSymbol("sums")}
+	sums = append(sums, csum(asm.FnL3CsumReplace, fpIPCsum, stOldSrc, stNewSrc, 4)...)
+	sums = append(sums, csum(asm.FnL3CsumReplace, fpIPCsum, stOldDst, stNewDst, 4)...)
+	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldSrc, stNewSrc, csumPseudoHdr|4)...)
+	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldDst, stNewDst, csumPseudoHdr|4)...)
+	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldPort, stNewPort, 4)...)
+	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldSeq, stNewSeq, 4)...)
+	sums = append(sums,
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "sumts"),
+		asm.Ja.Label("sumwin"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("sumts"),
+	)
+	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldTS, stNewTS, 4)...)
+	sums = append(sums,
+		asm.JSet.Imm(asm.R9, cfgFlagScaled, "sumscale").WithSymbol("sumwin"),
+		asm.Ja.Label("count"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("sumscale"),
+	)
+	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldWin, stNewWin, 2)...)
+	out := asm.Instructions{
+		// Count it and send it out of the wire device.
+		asm.StoreImm(asm.RFP, stZero, 0, asm.Word).WithSymbol("count"),
+		asm.LoadMapPtr(asm.R1, stats),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stZero),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "redirect"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord),
+		asm.LoadMem(asm.R2, asm.RFP, stLen, asm.Word),
+		asm.Add.Reg(asm.R1, asm.R2),
+		asm.StoreMem(asm.R0, 8, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R1, int32(wireIndex)).WithSymbol("redirect"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.FnRedirect.Call(),
+		asm.Return(),
+
+		// A checksum helper failed after the frame was written: it can
+		// go neither out nor to the shim. Drop and count it.
+		asm.StoreImm(asm.RFP, stZero, 0, asm.Word).WithSymbol("failed"),
+		asm.LoadMapPtr(asm.R1, stats),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stZero),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "shot"),
+		asm.LoadMem(asm.R1, asm.R0, 16, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 16, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, tcActShot).WithSymbol("shot"),
+		asm.Return(),
+
+		// Left to the TAP: record its end in the ledger first.
+		asm.LoadMapPtr(asm.R1, ledger).WithSymbol("punt"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "newledger"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.LoadMem(asm.R2, asm.RFP, stEnd, asm.Word),
+		asm.Mov.Reg(asm.R3, asm.R2),
+		asm.Sub.Reg32(asm.R3, asm.R1),
+		asm.JSLE.Imm32(asm.R3, 0, "pass"),
+		asm.StoreMem(asm.R0, 0, asm.R2, asm.Word),
+		asm.Ja.Label("pass"),
+		asm.LoadMapPtr(asm.R1, ledger).WithSymbol("newledger"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stKey),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, stEnd),
+		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+		asm.FnMapUpdateElem.Call(),
+		asm.Mov.Imm(asm.R0, tcActOK).WithSymbol("pass"),
+		asm.Return(),
+	}
+	prog := append(in, sums...)
+	return append(prog, out...)
+}
