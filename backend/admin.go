@@ -29,8 +29,14 @@ type Status struct {
 	// TAPSteering: how the kernel picks a frame's TAP queue, "ports"
 	// (every frame to the worker that owns its connection) or "flows"
 	// (the tun driver's flow table; see HandedOver); empty with one queue.
-	TAPSteering string         `json:"tap_steering,omitempty"`
-	Workers     []WorkerStatus `json:"workers"`
+	TAPSteering string `json:"tap_steering,omitempty"`
+	// ReplyFastPath: "tcx" when the kernel translates the replies in the
+	// middle of responses (fastpath.go), else "off" and why; FastPath
+	// counts what it sent, FastPathErrors the map updates that failed.
+	ReplyFastPath  string              `json:"reply_fastpath"`
+	FastPath       link.ReplyFastStats `json:"fast_path"`
+	FastPathErrors uint64              `json:"fast_path_errors"`
+	Workers        []WorkerStatus      `json:"workers"`
 	// Gathering (-gather, gather.go): whether worker 0 serves every
 	// shard now, and how often the workers gathered and spread again.
 	Gathered bool   `json:"gathered"`
@@ -109,7 +115,17 @@ func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
 	for _, w := range d.workers {
 		w.post(mail{kind: mailStatus, status: reply})
 	}
-	st := Status{ID: d.cfg.ID, Offloads: d.cfg.Offloads, TAPSteering: d.tapSteering, Workers: make([]WorkerStatus, len(d.workers))}
+	st := Status{ID: d.cfg.ID, Offloads: d.cfg.Offloads, TAPSteering: d.tapSteering, ReplyFastPath: d.fastState, Workers: make([]WorkerStatus, len(d.workers))}
+	if d.fast != nil {
+		fs, err := d.fast.Stats()
+		if err != nil {
+			return Status{}, fmt.Errorf("the reply fast path's counters: %w", err)
+		}
+		st.FastPath = fs
+	}
+	for _, w := range d.workers {
+		st.FastPathErrors += w.fastErrors.Load()
+	}
 	expire := time.NewTimer(timeout)
 	defer expire.Stop()
 	for range d.workers {

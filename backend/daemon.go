@@ -79,6 +79,15 @@ type Config struct {
 	// (tapio.go); "" is auto. Without Offloads it does not apply.
 	TAPIO TAPIO
 
+	// ReplyFastPath runs the kernel's reply fast path when it can
+	// (fastpath.go): a TC program on the TAP's egress translates the
+	// replies in the middle of a response (FastPathMiddle), and with
+	// FastPathEcho the other replies too, and sends them out of the wire
+	// device, uncopied. It needs CAP_BPF and Linux 6.6 (TCX); without,
+	// the daemon says why and every reply crosses the shim as before.
+	// Experimental and off by default (FastPathOff): see fastpath.go.
+	ReplyFastPath FastPathMode
+
 	// RxHold bounds a receive-moderation hold (issue 7, moderate.go):
 	// under a steady stream of bulk super-frames from the TAP a worker
 	// waits up to this long before a pass, so that one pass translates
@@ -112,6 +121,9 @@ func (c *Config) validate() error {
 	if c.Workers < 0 || c.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers: %d out of 0..256", c.Workers))
 	}
+	if _, err := ParseFastPathMode(string(c.ReplyFastPath)); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Gather.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w (-gather)", err))
 	}
@@ -140,6 +152,10 @@ type Daemon struct {
 	// that owns its connection), "flows" (the tun driver's flow table;
 	// the program could not be attached), or "" with one queue.
 	tapSteering string
+	// fast is the kernel's reply fast path, nil when off; fastState says
+	// which ("tcx", or "off: " and why) for /status.
+	fast      *link.ReplyFastPath
+	fastState string
 	// tapLinks are what the workers drive, one per queue: the queue's
 	// UringTAP (also in urings) or the queue itself (tapio.go).
 	tapLinks []link.BatchLink
@@ -217,6 +233,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		}
 		d.wires = append(d.wires, w)
 	}
+	d.openReplyFastPath(wifi.Index, ifi.Index)
 	if cfg.Capture != "" {
 		if d.capture, err = openCapture(cfg.Capture, cfg.Wire); err != nil {
 			return nil, err
@@ -305,6 +322,10 @@ func (d *Daemon) closeDevices() {
 	}
 	if d.plainTAP != nil {
 		d.plainTAP.Close()
+	}
+	if d.fast != nil {
+		d.fast.Close() // detaches the program first
+		d.fast = nil
 	}
 	for _, w := range d.wires {
 		w.Close()

@@ -32,7 +32,15 @@
 // summed over the shards. Without CAP_BPF for the steering program the
 // tun driver's flow table picks the queue, and TAP frames of a flow
 // another worker owns, half of them under short connections, are handed
-// over to it (readTAP says when and why). While the workers'
+// over to it (readTAP says when and why).
+//
+// With the experimental -reply-fastpath (off by default), CAP_BPF and
+// TCX, most of a large response never reaches a worker (fastpath.go,
+// Config.ReplyFastPath): a TC program on the TAP's egress
+// translates the replies between a response's first and last and
+// redirects them to the wire device, as each shard's engine allows
+// (splice/shim_fastpath.go); the worker applies its shard's commands
+// after sending the pass's wire frames. While the workers'
 // threads use less than half a core, worker 0's loop serves every shard
 // and the others park (gather.go, -gather): one wake-up per burst of
 // frames instead of one per worker, half the system calls per frame.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -29,7 +30,7 @@ var (
 	shimTransBytes = fam("qsplice_shim_translated_bytes_total", "Payload bytes of the replies rewritten towards a client.", isCounter)
 	shimCopies     = fam("qsplice_shim_frontend_copies_total", "Header-only copies of replies sent to the front-end.", isCounter)
 	shimMalformed  = fam("qsplice_shim_malformed_frames_total", "Frames that failed parsing (passed unchanged).", isCounter)
-	shimDrops      = fam("qsplice_shim_drops_total", "Frames dropped, by reason: spliced replies the shim cannot translate, and frames from the wire refused for their headers.", isCounter, "reason")
+	shimDrops      = fam("qsplice_shim_drops_total", "Frames dropped, by reason: spliced replies the shim cannot translate, frames from the wire refused for their headers, and echoes of replies the kernel sent for a connection the shim no longer has (echo-orphaned).", isCounter, "reason")
 	shimSplices    = fam("qsplice_shim_splices_total", "Splices installed.", isCounter)
 	shimRefused    = fam("qsplice_shim_splices_refused_total", "Splices refused, by reason.", isCounter, "reason")
 	shimReplaced   = fam("qsplice_shim_splices_replaced_total", "Entries replaced by a Splice for a new handshake on their tuple.", isCounter)
@@ -44,6 +45,10 @@ var (
 	shimLinkErrors = fam("qsplice_shim_link_tx_errors_total", "Frame writes a device refused with an error.", isCounter, "link")
 	shimLinkDrops  = fam("qsplice_shim_link_tx_dropped_total", "Frames a device accepted and then discarded.", isCounter, "link")
 	shimLinkInWait = fam("qsplice_shim_link_tx_in_wait_total", "Frames sent inside a receive-moderation hold's io_uring_enter, with no system call of their own.", isCounter, "link")
+	shimFastPath   = fam("qsplice_shim_reply_fastpath_on", "1 while the kernel's reply fast path is attached to the TAP (reply_fastpath in /status says why not).", isGauge)
+	shimFastFrames = fam("qsplice_shim_reply_fastpath_frames_total", "Replies the kernel translated and sent itself: in the middle of responses, never seen by the shim (sent); the others, whose originals went on to the shim marked as sent (echoed); and those it translated but dropped because a helper failed (failed).", isCounter, "what")
+	shimFastBytes  = fam("qsplice_shim_reply_fastpath_bytes_total", "Payload bytes of the replies the kernel translated and sent itself.", isCounter)
+	shimFastOffers = fam("qsplice_shim_reply_fastpath_offers_total", "Fast-path entries the shim's engine put (one or more per large response), and map updates that failed (failed).", isCounter, "what")
 	shimKernDrops  = fam("qsplice_shim_kernel_drops_total", "Frames the kernel dropped because a wire socket's buffer was full.", isCounter)
 
 	shimCtlSent     = fam("qsplice_shim_control_sent_total", "Control messages sent to the front-end, by type.", isCounter, "message")
@@ -71,7 +76,7 @@ var (
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimFastPath, &shimFastFrames, &shimFastBytes, &shimFastOffers, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -118,6 +123,7 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 		{"martian-source", s.IngressMartianSource}, {"own-source", s.IngressOwnSource},
 		{"multicast-source-mac", s.IngressMulticastMAC}, {"ttl-zero", s.IngressTTLZero},
 		{"ip-options", s.IngressIPOptions},
+		{"echo-orphaned", s.EchoesOrphaned},
 	} {
 		shimDrops.Emit(ch, n(d.v), d.reason)
 	}
@@ -169,6 +175,17 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 		shimLinkInWait.Emit(ch, n(l.s.TxInWait), l.name)
 	}
 	shimKernDrops.Emit(ch, n(st.KernelDrops))
+	on := 0.0
+	if strings.HasPrefix(st.ReplyFastPath, "tcx") {
+		on = 1
+	}
+	shimFastPath.Emit(ch, on)
+	shimFastFrames.Emit(ch, n(st.FastPath.Frames), "sent")
+	shimFastFrames.Emit(ch, n(st.FastPath.Echoed), "echoed")
+	shimFastFrames.Emit(ch, n(st.FastPath.Failed), "failed")
+	shimFastBytes.Emit(ch, n(st.FastPath.Bytes))
+	shimFastOffers.Emit(ch, n(s.FastPathOffers), "put")
+	shimFastOffers.Emit(ch, n(st.FastPathErrors), "failed")
 
 	c := &st.Control
 	shimCtlSent.Emit(ch, n(c.Registers), "register")

@@ -117,6 +117,8 @@ type worker struct {
 	txErrors    atomic.Uint64
 	handoffs    atomic.Uint64
 	handoffLost atomic.Uint64
+	fastErrors  atomic.Uint64 // fast-path map updates that failed (fastpath.go)
+	fastScratch link.FastPathScratch
 
 	nextYield splice.Time // see yieldEvery
 
@@ -207,7 +209,8 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 		IdleTimeout: d.cfg.IdleTimeout, ResponseQuiet: d.cfg.ResponseQuiet, WebPorts: d.cfg.WebPorts,
 		// A held Splice must still find its handshake when it is installed.
 		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay,
-		FastOpen:        d.cfg.FastOpen, HandoffAddrs: d.cfg.HandoffAddrs}
+		FastOpen:        d.cfg.FastOpen, HandoffAddrs: d.cfg.HandoffAddrs,
+		KernelFastPath: d.fast != nil, KernelEcho: d.fast != nil && d.cfg.ReplyFastPath == FastPathEcho}
 	if id == 0 {
 		// The agent's shard takes the control datagrams off the wire
 		// (wireControl); the fanout sends every UDP frame to member 0.
@@ -631,6 +634,9 @@ func (w *worker) readMail(now splice.Time) {
 // engine's events to the agent. Output frames may alias the read batches
 // and the handed-over frames, which are reused only after this.
 func (w *worker) flush(now splice.Time) {
+	if w.d.fast != nil {
+		w.shim.TakeFastPaths(&w.out)
+	}
 	for _, f := range w.out.Frames {
 		if f.Port == splice.PortHost {
 			w.tapFrames = append(w.tapFrames, f.Data)
@@ -640,8 +646,13 @@ func (w *worker) flush(now splice.Time) {
 			w.wireHdrs = append(w.wireHdrs, f.VNet)
 		}
 	}
-	w.wireToHold = w.wireInHolds && w.loop.Load().holdLikely(now)
+	// A pass that hands replies to the kernel sends its own first: the
+	// kernel's must not overtake them (fastpath.go).
+	w.wireToHold = w.wireInHolds && len(w.out.FastPaths) == 0 && w.loop.Load().holdLikely(now)
 	w.writeWire()
+	if len(w.out.FastPaths) > 0 {
+		w.applyFastPaths()
+	}
 	if len(w.tapFrames) > 0 {
 		if w.tap != nil {
 			w.writeAll(w.tap, w.tapFrames, w.tapHdrs)

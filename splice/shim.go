@@ -71,8 +71,12 @@ type ShimConfig struct {
 
 	// KernelFastPath: the daemon runs the kernel's reply fast path, and
 	// the engine hands it the replies in the middle of responses
-	// (issue 7, shim_fastpath.go).
+	// (issue 7, shim_fastpath.go). KernelEcho lets it send the other
+	// replies too and give their originals here (echoes). Both are
+	// experimental: under concurrent keep-alive load the lab showed
+	// stalled follow-up requests with them (docs/results.md).
 	KernelFastPath bool
+	KernelEcho     bool
 }
 
 // DefaultHandshakeWindow is ShimConfig.HandshakeWindow's default.
@@ -209,6 +213,9 @@ type ShimStats struct {
 	// to it (a Put each), and the reply bytes it sent that this engine
 	// then counted from the gap before the next reply it saw.
 	FastPathOffers, FastPathBytes uint64
+	// Replies the kernel sent itself and gave this engine for the rest
+	// (echoes), and echoes of connections no longer here (dropped).
+	Echoes, EchoBytes, EchoesOrphaned uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -281,8 +288,9 @@ type spliceEntry struct {
 
 	// The kernel's reply fast path (shim_fastpath.go): whether it holds
 	// a Put for this connection, and the response end that Put named.
-	fastOn  bool
-	fastEnd wire.Seq
+	fastOn     bool
+	fastMiddle bool
+	fastEnd    wire.Seq
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -415,6 +423,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	s.entries[key] = ent
 	s.byReq[m.RequestID] = ent
 	s.stats.Splices++
+	s.offerFastPath(ent, false) // the kernel may send the first reply itself
 	s.arm(ent, now)
 	return nil
 }
@@ -573,6 +582,13 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
 			if ent := s.entries[key]; ent != nil && !t.Has(wire.TCPFlagSYN) {
 				s.translateReply(ent, p, vh, now, out)
+				return
+			}
+			if p.IP.TTL() == 0 {
+				// A reply the kernel sent itself (shim_fastpath.go) for a
+				// connection gone from here since: nothing to learn, and
+				// never to be sent again.
+				s.stats.EchoesOrphaned++
 				return
 			}
 			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {

@@ -1,6 +1,8 @@
 package splice
 
 // The kernel's reply fast path (issue 7; the program: splice/link/replyfast.go).
+// Experimental, off unless the daemon asks (ShimConfig.KernelFastPath,
+// KernelEcho): a lab load stalls follow-up requests with it now and then.
 //
 // With ShimConfig.KernelFastPath the daemon runs a TC program on the
 // TAP's egress that translates a reply in the middle of a response the
@@ -10,16 +12,24 @@ package splice
 // FastPathUpdate commands (TakeFastPaths): a Put names a connection, the
 // rewrite, and two bounds; a Delete takes it away.
 //
-// The kernel takes a reply only while the shim has nothing left to learn
-// from it: the request acknowledged (no more header copies for the
+// Two ways. In the middle of a response the shim has nothing to learn
+// from a reply: the request acknowledged (no more header copies for the
 // front-end), no request rewriting (its ACK numbers would need
 // translating), a response whose head gave its length and which has
-// begun, and the reply ends before the response does. The reply that
-// completes the response comes here, as every FIN, RST and pure ACK does,
-// so the service time, the slot and the bytes are reported as before;
-// the bytes the kernel sent in between are the gap between the last reply
-// seen and that one (a retransmission the kernel sent counts once, which
-// is what the response cost).
+// begun, and the reply ends before the response does. Such a reply the
+// kernel sends and keeps (Middle); the bytes it sent reach the accounting
+// as the gap between the last reply seen here and the next (a
+// retransmission the kernel sent counts once, which is what the response
+// cost). Any other reply with data it can translate the kernel sends too
+// (a clone), and gives the original here marked as sent with TTL 0 (an
+// echo, which the kernel's own TCP never makes): this engine does with it
+// everything it does with a reply but send it, so the response's head is
+// read, its end and service time reported and the front-end's copy made,
+// while the client has its bytes one wake-up of the shim sooner. That is
+// the first reply of every response, the time to first byte. Echoes are
+// allowed from the Splice on, until a rewrite or a reset; FIN, RST, pure
+// ACKs and replies with options the kernel cannot find come here as
+// before.
 //
 // Order. A Put says AllowFrom = the end of the replies this engine has
 // handled. The program records the end of every data frame it leaves to
@@ -47,25 +57,45 @@ func (s *Shim) TakeFastPaths(out *Output) {
 	s.fastQueue = s.fastQueue[:0]
 }
 
-// offerFastPath hands ent's replies to the kernel, up to the end of the
-// response, if it may take them now.
-func (s *Shim) offerFastPath(ent *spliceEntry) {
-	if !s.cfg.KernelFastPath || !ent.inService || !ent.responding || !ent.respEndKnown ||
-		!ent.srvNxt.LessThan(ent.respEnd) || !ent.reqAcked || !ent.rwAcked || ent.rw.on ||
-		ent.reset || ent.srvFin {
+// echoCopyTTL is the TTL of the front-end's header copy of an echo,
+// whose own TTL 0 marks it as sent (the kernel's default TTL).
+const echoCopyTTL = 64
+
+// offerFastPath tells the kernel what it may send of ent's replies now,
+// if that changed: echoes always (while the connection's replies need
+// no translation the kernel cannot make), the middle of the response
+// when the shim has nothing to learn from it. punted says a reply with
+// data that the kernel left to this engine was just handled: AllowFrom
+// moves past it, which may reopen the kernel's path.
+func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
+	if !s.cfg.KernelFastPath {
+		return
+	}
+	if ent.rw.on || ent.reset {
+		s.closeFastPath(ent)
+		return
+	}
+	middle := ent.inService && ent.responding && ent.respEndKnown && ent.srvNxt.LessThan(ent.respEnd) &&
+		ent.reqAcked && ent.rwAcked && !ent.srvFin
+	if !middle && !s.cfg.KernelEcho {
+		s.closeFastPath(ent) // nothing the kernel may take now
+		return
+	}
+	if ent.fastOn && !punted && middle == ent.fastMiddle && (!middle || ent.fastEnd == ent.respEnd) {
 		return
 	}
 	k := ent.key
-	s.fastQueue = append(s.fastQueue, FastPathUpdate{
-		Key: wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort),
-		Entry: wire.FastPathEntry{
-			VIP: ent.vip, Client: ent.client, VPort: ent.vport, CPort: ent.cport,
-			ClientMAC: ent.cliMAC, SeqDelta: ent.seqDelta, TSOffset: ent.tsOffset,
-			TS: ent.ts, Scaled: ent.scaled, WindowShift: ent.wsShift,
-			AllowFrom: ent.srvNxt, RespEnd: ent.respEnd,
-		},
-	})
-	ent.fastOn, ent.fastEnd = true, ent.respEnd
+	e := wire.FastPathEntry{
+		VIP: ent.vip, Client: ent.client, VPort: ent.vport, CPort: ent.cport,
+		ClientMAC: ent.cliMAC, SeqDelta: ent.seqDelta, TSOffset: ent.tsOffset,
+		TS: ent.ts, Scaled: ent.scaled, WindowShift: ent.wsShift,
+		AllowFrom: ent.sndNxt, Echo: s.cfg.KernelEcho, Gen: uint32(ent.requestID),
+	}
+	if middle {
+		e.Middle, e.RespEnd = true, ent.respEnd
+	}
+	s.fastQueue = append(s.fastQueue, FastPathUpdate{Key: wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort), Entry: e})
+	ent.fastOn, ent.fastMiddle, ent.fastEnd = true, middle, ent.respEnd
 	s.stats.FastPathOffers++
 }
 

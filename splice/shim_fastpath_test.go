@@ -2,6 +2,8 @@ package splice
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -9,13 +11,22 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/qsplice/qsplice/splice/link"
 	"github.com/qsplice/qsplice/splice/wire"
+	"github.com/qsplice/qsplice/tools/netns"
 )
 
 // fastPathConn is a spliced connection whose request the server has
-// received and acknowledged, ready for a response of bodyLen bytes.
+// received and acknowledged, ready for a response. The commands its
+// Splice made are taken.
 func fastPathConn(t *testing.T, cfg ShimConfig) (*shimConn, Time) {
+	sc, now, _ := fastPathConnUpdates(t, cfg)
+	return sc, now
+}
+
+// fastPathConnUpdates is fastPathConn, with the commands its Splice made.
+func fastPathConnUpdates(t *testing.T, cfg ShimConfig) (*shimConn, Time, []FastPathUpdate) {
 	t.Helper()
 	sc := newShimConn(t, cfg, 0x1000, 0x2000, nil)
+	atSplice := takeFastPaths(sc.h)
 	now := t0 + 100*ms
 	// The request fills the Splice's RequestEnd exactly.
 	req := []byte("GET /data/3000 HTTP/1.1\r\nHost: h\r\nX-Pad: ")
@@ -23,7 +34,7 @@ func fastPathConn(t *testing.T, cfg ShimConfig) (*shimConn, Time) {
 	req = append(req, "\r\n\r\n"...)
 	sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, sc.srv.nxt, req), now)
 	sc.srv.rcvNxt = sc.cliSeq // the kernel acknowledges it
-	return sc, now
+	return sc, now, atSplice
 }
 
 func takeFastPaths(h *shimHarness) []FastPathUpdate {
@@ -32,16 +43,26 @@ func takeFastPaths(h *shimHarness) []FastPathUpdate {
 	return out.FastPaths
 }
 
-// TestShimHandsTheMiddleOfAResponseToTheKernel: once the request is
-// acknowledged and the response's head gave its length, the first reply
-// makes a Put that names the connection, its rewrite and the response's
-// end; the replies the kernel then sends never reach the engine, yet the
-// client's ACKs of them are taken as the kernel would take them, the
-// reply that completes the response reports every byte, and the entry's
-// end takes the Put back.
+// TestShimHandsTheMiddleOfAResponseToTheKernel: the Splice makes a Put
+// that allows echoes; once the request is acknowledged and the
+// response's head gave its length, the first reply makes one that names
+// the response's end too; the replies the kernel then sends never reach
+// the engine, yet the client's ACKs of them are taken as the kernel
+// would take them, the reply that completes the response reports every
+// byte and takes the middle back, and the entry's end takes the rest.
 func TestShimHandsTheMiddleOfAResponseToTheKernel(t *testing.T) {
-	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, IdleTimeout: time.Minute})
+	sc, now, atSplice := fastPathConnUpdates(t, ShimConfig{KernelFastPath: true, KernelEcho: true, IdleTimeout: time.Minute})
 	h, srv := sc.h, sc.srv
+	key := wire.MakeFastPathKey(backendIP, handoffIP, webPort, shimHandoffPort)
+	want := wire.FastPathEntry{
+		VIP: vipA.Addr().As4(), Client: clientIP.Addr().As4(), VPort: webPort, CPort: testRequestPort,
+		ClientMAC: routerMAC, SeqDelta: sc.sp.SeqDelta, TSOffset: sc.sp.TSOffset,
+		TS: true, Scaled: true, WindowShift: 9 - 7,
+		AllowFrom: srv.nxt, Echo: true, Gen: 42, // the Splice's RequestID
+	}
+	if len(atSplice) != 1 || atSplice[0].Delete || atSplice[0].Key != key || atSplice[0].Entry != want {
+		t.Fatalf("at the Splice: %+v\nwant one Put of %+v", atSplice, want)
+	}
 	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n")
 	start := srv.nxt
 	h.input(PortHost, srv.reply(append(head, make([]byte, 1000)...)), now)
@@ -49,17 +70,9 @@ func TestShimHandsTheMiddleOfAResponseToTheKernel(t *testing.T) {
 	if len(ups) != 1 || ups[0].Delete {
 		t.Fatalf("after the first reply: %+v, want one Put", ups)
 	}
-	want := wire.FastPathEntry{
-		VIP: vipA.Addr().As4(), Client: clientIP.Addr().As4(), VPort: webPort, CPort: testRequestPort,
-		ClientMAC: routerMAC, SeqDelta: sc.sp.SeqDelta, TSOffset: sc.sp.TSOffset,
-		TS: true, Scaled: true, WindowShift: 9 - 7,
-		AllowFrom: srv.nxt, RespEnd: start + wire.Seq(len(head)+3000),
-	}
-	if ups[0].Entry != want {
-		t.Errorf("Put %+v\nwant %+v", ups[0].Entry, want)
-	}
-	if k := wire.MakeFastPathKey(backendIP, handoffIP, webPort, shimHandoffPort); ups[0].Key != k {
-		t.Errorf("key %x, want %x", ups[0].Key, k)
+	want.AllowFrom, want.Middle, want.RespEnd = srv.nxt, true, start+wire.Seq(len(head)+3000)
+	if ups[0].Entry != want || ups[0].Key != key {
+		t.Errorf("Put %x %+v\nwant %x %+v", ups[0].Key, ups[0].Entry, key, want)
 	}
 
 	// The kernel sends the next 1000 bytes itself; the client
@@ -77,11 +90,11 @@ func TestShimHandsTheMiddleOfAResponseToTheKernel(t *testing.T) {
 	if ev.Bytes != uint64(len(head)+3000) {
 		t.Errorf("response reported %d bytes, want %d", ev.Bytes, len(head)+3000)
 	}
-	if st := h.sh.Stats(); st.FastPathBytes != 1000 || st.FastPathOffers != 1 {
-		t.Errorf("FastPathBytes %d, FastPathOffers %d; want 1000, 1", st.FastPathBytes, st.FastPathOffers)
+	if st := h.sh.Stats(); st.FastPathBytes != 1000 || st.FastPathOffers != 3 {
+		t.Errorf("FastPathBytes %d, FastPathOffers %d; want 1000, 3 (the Splice, the middle, its end)", st.FastPathBytes, st.FastPathOffers)
 	}
-	if ups := takeFastPaths(h); len(ups) != 0 {
-		t.Errorf("the response's last reply made %+v", ups)
+	if ups := takeFastPaths(h); len(ups) != 1 || ups[0].Entry.Middle || !ups[0].Entry.Echo || ups[0].Entry.AllowFrom != srv.nxt {
+		t.Errorf("after the response's last reply: %+v, want a Put of echoes alone from %d", ups, srv.nxt)
 	}
 	// The entry idles out: the kernel's entry goes with it.
 	h.tick(now + Time(2*time.Minute))
@@ -90,9 +103,10 @@ func TestShimHandsTheMiddleOfAResponseToTheKernel(t *testing.T) {
 	}
 }
 
-// TestShimKeepsRepliesItMustSee: no Put without the configuration, before
-// the server acknowledged the request (the front-end needs copies), for a
-// response of unknown length, or for a response that fits its first reply.
+// TestShimKeepsRepliesItMustSee: no command without the configuration;
+// and no Put of the middle before the server acknowledged the request
+// (the front-end needs copies), for a response of unknown length, a head
+// not whole in the first reply, or a response that fits its first reply.
 func TestShimKeepsRepliesItMustSee(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -102,19 +116,22 @@ func TestShimKeepsRepliesItMustSee(t *testing.T) {
 		first  int
 	}{
 		{"off", ShimConfig{}, true, "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n", 1000},
+		{"head split", ShimConfig{KernelFastPath: true}, true, "HTTP/1.1 200 OK\r\nContent-Le", 0},
 		{"request not acknowledged", ShimConfig{KernelFastPath: true}, false, "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n", 1000},
 		{"chunked", ShimConfig{KernelFastPath: true}, true, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 1000},
 		{"whole in one reply", ShimConfig{KernelFastPath: true}, true, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", 1000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sc, now := fastPathConn(t, c.cfg)
+			sc, now, atSplice := fastPathConnUpdates(t, c.cfg)
 			if !c.ackReq {
 				sc.srv.rcvNxt = sc.cliSeq - 1
 			}
 			sc.h.input(PortHost, sc.srv.reply(append([]byte(c.head), make([]byte, c.first)...)), now)
-			if ups := takeFastPaths(sc.h); len(ups) != 0 {
-				t.Errorf("made %+v", ups)
+			for _, u := range append(atSplice, takeFastPaths(sc.h)...) {
+				if !c.cfg.KernelFastPath || u.Entry.Middle {
+					t.Errorf("made %+v", u)
+				}
 			}
 		})
 	}
@@ -138,20 +155,77 @@ func TestShimTakesTheFastPathBackForARewrite(t *testing.T) {
 	}
 }
 
+// markEcho returns f as the program leaves an echo for the shim: TTL 0,
+// the IPv4 checksum updated.
+func markEcho(f []byte) []byte {
+	g := append([]byte(nil), f...)
+	ip := wire.IPv4(g[14:])
+	ip[8] = 0
+	ip.SetChecksum(0)
+	ip.SetChecksum(ip.ComputeChecksum())
+	return g
+}
+
+// TestShimLearnsFromAnEchoWithoutSendingIt: a reply the kernel sent
+// itself comes back marked; the engine reads the response's head from
+// it, reports the response, sends the front-end its header copy (with a
+// TTL a receiver takes), and does not send the reply again. An echo of a
+// connection it no longer has is dropped.
+func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
+	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true})
+	h, srv := sc.h, sc.srv
+	resp := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"), make([]byte, 1000)...)
+	out := h.input(PortHost, markEcho(srv.reply(resp)), now)
+	toClient, toFE := framesOn(t, out)
+	if len(toClient) != 0 {
+		t.Errorf("the engine sent the echo to the client again")
+	}
+	if len(toFE) != 1 {
+		t.Fatalf("%d copies to the front-end, want 1 (the request was not yet acknowledged)", len(toFE))
+	}
+	var p wire.Packet
+	if err := wire.Parse(toFE[0], &p); err != nil || p.IP.TTL() != echoCopyTTL || len(p.TCP.Payload()) != 0 {
+		t.Errorf("the front-end's copy: %v, TTL %d, %d bytes of payload", err, p.IP.TTL(), len(p.TCP.Payload()))
+	}
+	if ev := onlyEvent(t, out, EvResponseDone); ev.Bytes != uint64(len(resp)) {
+		t.Errorf("reported %d bytes, want %d", ev.Bytes, len(resp))
+	}
+	if st := h.sh.Stats(); st.Echoes != 1 || st.EchoBytes != uint64(len(resp)) || st.Translated != 0 {
+		t.Errorf("Echoes %d, EchoBytes %d, Translated %d", st.Echoes, st.EchoBytes, st.Translated)
+	}
+	h.checkCounters()
+
+	srv.peerPort++ // a tuple the shim has no entry for
+	orphan := markEcho(srv.reply([]byte("late")))
+	if out := h.input(PortHost, orphan, now); len(out.Frames) != 0 || h.sh.Stats().EchoesOrphaned != 1 {
+		t.Errorf("an orphaned echo: %d frames out, EchoesOrphaned %d", len(out.Frames), h.sh.Stats().EchoesOrphaned)
+	}
+}
+
 // TestReplyFastPathTranslatesAsTheShimDoes runs the kernel's program
-// (BPF_PROG_TEST_RUN) on the replies of a spliced connection, with the
-// entries this engine puts, and compares each frame it takes with what
-// translateReply makes of the same frame, byte for byte, checksums
-// included (the test run's frames carry complete checksums). It also
-// checks what it must leave to the TAP: a reply while an earlier one
-// still waits there, the reply that completes the response, FIN, a
-// timestamp option not where Linux puts it, and frames of connections
-// it has no entry for.
+// (BPF_PROG_TEST_RUN, in a network namespace of its own, where the
+// echoes' clones go out of its loopback) on the replies of a spliced
+// connection, with the entries this engine puts, and compares each frame
+// it takes in the middle with what translateReply makes of the same
+// frame, byte for byte, checksums included (the test run's frames carry
+// complete checksums). It checks what it must leave to the TAP: replies
+// while an earlier one still waits there, FIN, a timestamp option not
+// where Linux puts it, frames of connections it has no entry for. And
+// the reply that completes the response, an echo, comes back exactly as
+// it was but for TTL 0, and the engine reports the response from it.
 func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_BPF) to load the program; run the tests as root")
+		t.Skip("needs root (CAP_BPF, a network namespace); run the tests as root")
 	}
-	fp, err := link.NewReplyFastPath(1, 64)
+	ns := fmt.Sprintf("qs-fptest-%d-%x", os.Getpid(), rand.Uint32())
+	if err := netns.Add(ns); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Delete(ns)
+	if err := netns.Run(ns, "ip", "link", "set", "lo", "up"); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := link.NewReplyFastPath(1, 64) // the namespace's loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,43 +237,51 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 	run := func(f []byte) (uint32, []byte) {
 		t.Helper()
 		out := make([]byte, len(f)+256)
-		ret, err := fp.Program().Run(&ebpf.RunOptions{Data: f, DataOut: out})
+		var ret uint32
+		err := netns.Do(ns, func() error {
+			var err error
+			ret, err = fp.Program().Run(&ebpf.RunOptions{Data: f, DataOut: out})
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ret, out[:len(f)]
 	}
+	var atSplice []FastPathUpdate
+	var scratch link.FastPathScratch
 	apply := func(h *shimHarness) {
 		t.Helper()
-		for _, u := range takeFastPaths(h) {
+		for _, u := range append(atSplice, takeFastPaths(h)...) {
 			var err error
 			if u.Delete {
-				err = fp.Delete(u.Key)
+				err = fp.Delete(&scratch, u.Key)
 			} else {
-				err = fp.Put(u.Key, u.Entry)
+				err = fp.Put(&scratch, u.Key, u.Entry)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
+		atSplice = nil
 	}
-	// engine translates f as the shim would and returns the client's frame.
-	engine := func(sc *shimConn, f []byte, now Time) []byte {
+	// engine feeds f to the shim and returns what it sent the client.
+	engine := func(sc *shimConn, f []byte, now Time) ([][]byte, *Output) {
 		t.Helper()
-		toClient, _ := framesOn(t, sc.h.input(PortHost, f, now))
-		if len(toClient) != 1 {
-			t.Fatalf("the engine sent %d frames to the client", len(toClient))
-		}
-		return toClient[0]
+		out := sc.h.input(PortHost, f, now)
+		toClient, _ := framesOn(t, out)
+		return toClient, out
 	}
 
-	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true})
+	sc, now, atSplice0 := fastPathConnUpdates(t, ShimConfig{KernelFastPath: true, KernelEcho: true})
+	atSplice = atSplice0
 	srv := sc.srv
 	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 8000\r\n\r\n")
 	body := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
 
-	// The first two replies leave before any Put: the program leaves
-	// both to the TAP (no entry), and the engine handles the first.
+	// The first two replies leave before the Splice's Put is applied:
+	// the program leaves both to the TAP (no entry); the engine handles
+	// the first.
 	r1 := srv.reply(append(head, body(1000, 'a')...))
 	r2 := srv.reply(body(1000, 'b'))
 	for i, f := range [][]byte{r1, r2} {
@@ -211,7 +293,7 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 	apply(sc.h) // AllowFrom: the end of r1; r2 still waits in the TAP
 
 	r3 := srv.reply(body(1000, 'c'))
-	if ret, _ := run(r3); ret != tcOK {
+	if ret, out := run(r3); ret != tcOK || !bytes.Equal(out, r3) {
 		t.Fatalf("the program took a reply while an earlier one waited in the TAP: %d", ret)
 	}
 	engine(sc, r2, now)
@@ -227,39 +309,67 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 		// The engine's translation of the same reply (which also moves
 		// its own state on, as a reply it never saw would not: fine for
 		// the comparison).
-		if want := engine(sc, r, now); !bytes.Equal(got, want) {
+		if want, _ := engine(sc, r, now); len(want) != 1 || !bytes.Equal(got, want[0]) {
 			t.Errorf("reply %d: the kernel made\n% x\nthe shim makes\n% x", 4+i, got, want)
 		}
 		apply(sc.h)
 	}
 
+	// The reply that completes the response: an echo. The kernel sends
+	// a clone; the shim gets the original, marked, and reports it.
+	last := srv.reply(body(2000, 'z'))
+	ret, echo := run(last)
+	if ret != tcOK || !bytes.Equal(echo, markEcho(last)) {
+		t.Fatalf("the response's last reply: %d, want it left to the TAP as an echo:\n% x\nwant\n% x", ret, echo[:60], markEcho(last)[:60])
+	}
+	toClient, out := engine(sc, echo, now)
+	if len(toClient) != 0 {
+		t.Errorf("the engine sent an echo again")
+	}
+	if ev := onlyEvent(t, out, EvResponseDone); ev.Bytes != uint64(len(head)+8000) {
+		t.Errorf("reported %d bytes, want %d", ev.Bytes, len(head)+8000)
+	}
+	apply(sc.h)
+
 	// A timestamp option behind a SACK block: left to the shim.
 	odd := srv.frame(wire.TCPFlagACK, srv.nxt, srv.rcvNxt,
 		append(segOpts(nil, wire.SACKBlock{Left: 1, Right: 2}), segOpts(&[2]uint32{srv.tsVal, srv.peerTS})...), body(500, 'x'))
-	if ret, _ := run(odd); ret != tcOK {
-		t.Errorf("a reply with its timestamp after a SACK block: %d, want it left to the TAP", ret)
+	if ret, out := run(odd); ret != tcOK || !bytes.Equal(out, odd) {
+		t.Errorf("a reply with its timestamp after a SACK block: %d, want it left to the TAP unchanged", ret)
 	}
 	// FIN: left to the shim.
 	fin := srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, body(100, 'y'))
-	if ret, _ := run(fin); ret != tcOK {
-		t.Errorf("a FIN: %d, want it left to the TAP", ret)
+	if ret, out := run(fin); ret != tcOK || !bytes.Equal(out, fin) {
+		t.Errorf("a FIN: %d, want it left to the TAP unchanged", ret)
 	}
-	// The reply that completes the response: left to the shim, which
-	// reports it.
-	last := srv.reply(body(2000, 'z'))
-	if ret, out := run(last); ret != tcOK || !bytes.Equal(out, last) {
-		t.Errorf("the response's last reply: %d, want it left to the TAP unchanged", ret)
-	}
-	ev := onlyEvent(t, sc.h.input(PortHost, last, now), EvResponseDone)
-	if ev.Bytes != uint64(len(head)+8000) {
-		t.Errorf("reported %d bytes, want %d", ev.Bytes, len(head)+8000)
-	}
-	// Counted by the program: the three replies it took.
 	st, err := fp.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Frames != 3 || st.Bytes != 3000 || st.Failed != 0 {
-		t.Errorf("program stats %+v, want 3 frames, 3000 bytes", st)
+	if st.Frames != 3 || st.Bytes != 3000 || st.Echoed != 1 || st.Failed != 0 {
+		t.Errorf("program stats %+v, want 3 frames, 3000 bytes, 1 echo", st)
+	}
+
+	// The ledger now ends past what the shim handled (the odd reply
+	// waits in the TAP). An entry of this connection allowing less is
+	// kept shut; one of the next connection on the tuple (another Gen)
+	// does not read this one's ledger.
+	key := wire.MakeFastPathKey(backendIP, handoffIP, webPort, shimHandoffPort)
+	next := wire.FastPathEntry{
+		VIP: vipA.Addr().As4(), Client: clientIP.Addr().As4(), VPort: webPort, CPort: testRequestPort,
+		ClientMAC: routerMAC, AllowFrom: srv.nxt - 1000, Middle: true, RespEnd: srv.nxt + 100000, Gen: 42,
+	}
+	probe := srv.seg(wire.TCPFlagACK, srv.nxt+10000, srv.rcvNxt, body(100, 'n'))
+	for _, c := range []struct {
+		gen  uint32
+		want uint32
+	}{{42, tcOK}, {43, tcRedirect}} {
+		next.Gen = c.gen
+		if err := fp.Put(&scratch, key, next); err != nil {
+			t.Fatal(err)
+		}
+		if ret, _ := run(append([]byte(nil), probe...)); ret != c.want {
+			t.Errorf("an entry of Gen %d behind the ledger of Gen 42: %d, want %d", c.gen, ret, c.want)
+		}
 	}
 }

@@ -73,6 +73,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	}
 	flags := t.Flags()
 	n := len(t.Payload())
+	// An echo: the kernel sent this reply itself and gives it here for
+	// everything else (shim_fastpath.go).
+	echo := p.IP.TTL() == 0
 	s.noteHostSegment(ent, t, flags, n)
 	ent.lastSeen = now
 	var copyToFE []byte // sent after the client's frame, below
@@ -109,6 +112,20 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	// The server is done with a request once it has sent every byte its
 	// head announced: that frees its slot, whatever the client's pace.
 	done := n > 0 && ent.inService && ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt)
+	if echo {
+		s.stats.Echoes++
+		s.stats.EchoBytes += uint64(n)
+		if copyToFE != nil {
+			s.stats.CopiesToFrontEnd++
+			out.send(PortWire, copyToFE)
+		}
+		if done || ent.reset {
+			s.finishResponse(ent, out)
+		}
+		s.offerFastPath(ent, false)
+		s.arm(ent, now)
+		return
+	}
 
 	// Every rewrite is in place and keeps each field's size, so no header
 	// changes length: vh's HdrLen, CsumStart, CsumOffset and GSOSize fit
@@ -169,7 +186,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	if done || ent.reset {
 		s.finishResponse(ent, out)
 	}
-	s.offerFastPath(ent)
+	s.offerFastPath(ent, n > 0)
 	s.arm(ent, now)
 }
 
@@ -188,6 +205,9 @@ func (s *Shim) headerCopyForFrontEnd(p *wire.Packet, out *Output) []byte {
 	ip := wire.IPv4(b[p.L3:hl])
 	ipLen := hl - p.L3
 	ip[2], ip[3] = byte(ipLen>>8), byte(ipLen)
+	if ip.TTL() == 0 {
+		ip[8] = echoCopyTTL // an echo's mark is not the front-end's to see
+	}
 	ip.SetChecksum(0)
 	ip.SetChecksum(ip.ComputeChecksum())
 	t := wire.TCP(b[p.L4:hl])

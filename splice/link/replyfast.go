@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	ebpflink "github.com/cilium/ebpf/link"
 	"github.com/qsplice/qsplice/splice/wire"
+	"golang.org/x/sys/unix"
 )
 
 // The kernel's reply fast path (issue 7).
@@ -22,7 +24,11 @@ import (
 // ReplyFastPath hands that part to the kernel: a TC program on the TAP's
 // egress (TCX) rewrites such a frame in place, a super-frame whole, and
 // redirects it to the wire device's egress, so its bytes are never
-// copied; everything else goes on to the TAP and the shim as before.
+// copied. Other replies of a spliced connection it may send too, as a
+// clone, and then gives the shim the original marked as sent (TTL 0, an
+// "echo"; echoProgram): the shim still learns what it must from them (the
+// first reply's head, the last one's end) without being on the path of
+// their bytes. Everything else goes on to the TAP and the shim as before.
 //
 // The shim decides what the kernel may take: a connection's entry (the
 // config map, written only by the shim's daemon) says how to translate
@@ -30,9 +36,10 @@ import (
 // these hold: unfragmented IPv4 without options, TCP with ACK and no
 // SYN, FIN, RST or URG; payload; a timestamp option, if the connection
 // uses timestamps, where Linux puts it (NOP, NOP, TS first); the frame
-// ends before RespEnd (the frame that completes the response is the
-// shim's, which reports the service time); and no frame the kernel sent
-// to the TAP on that connection ends after AllowFrom. The last keeps the
+// ends before RespEnd (Middle: the frame that completes the response is
+// the shim's, which reports the service time), or the entry allows
+// echoes; and no frame the program left to the TAP on that connection
+// ends after AllowFrom. The last keeps the
 // order of a connection's frames: the ledger map (written only by the
 // program) records the highest end of the data frames it left to the
 // TAP, and the shim sets AllowFrom to the end of the replies it has
@@ -80,10 +87,13 @@ const (
 	cfgShiftL    = 34
 	cfgShiftR    = 35
 	cfgFlags     = 36
-	cfgSize      = 40
+	cfgGen       = 40 // the connection's generation, never 0 (FastPathEntry.Gen)
+	cfgSize      = 48
 
 	cfgFlagTS     = 1
 	cfgFlagScaled = 2
+	cfgFlagMiddle = 4
+	cfgFlagEcho   = 8
 )
 
 // Stack slots of the program (offsets from R10).
@@ -104,6 +114,18 @@ const (
 	stNewSrc  = -68
 	stNewDst  = -72
 	stNewPort = -76
+	stMode    = -80  // modeMiddle or modeEcho
+	stOldMAC  = -88  // 6 bytes
+	stOldTTL  = -92  // the IPv4 header's TTL and protocol, as loaded
+	stNewTTL  = -96  // the same with TTL 0
+	stGen     = -100 // the entry's Gen, 0 without an entry
+	stLedger  = -108 // a new ledger value: end, then Gen
+)
+
+// How the program sends a frame it takes.
+const (
+	modeMiddle = 1 // redirect it; the shim never sees it
+	modeEcho   = 2 // send a clone, give the shim the original marked as sent
 )
 
 // Return codes of a TC program, and helper flags.
@@ -121,16 +143,23 @@ const (
 
 // ReplyFastStats are the program's counters, summed over CPUs.
 type ReplyFastStats struct {
-	Frames uint64 // replies translated and redirected by the kernel
+	Frames uint64 // replies in the middle of responses translated and sent by the kernel
 	Bytes  uint64 // their payload
-	Failed uint64 // translated but a checksum update failed: dropped
+	Failed uint64 // translated but a helper failed: dropped
+	Echoed uint64 // other replies the kernel sent, whose originals went to the shim
+	// Entries is the number of connections the kernel holds an entry for
+	// (counted when asked: it should follow the shim's own count).
+	Entries int
 }
+
+// statsSize is the size of the stats map's value: ReplyFastStats.
+const statsSize = 32
 
 // ReplyFastPath is the program with its maps. Safe for concurrent use:
 // each connection's entry is written by the worker that owns it.
 type ReplyFastPath struct {
 	config *ebpf.Map // FastPathKey -> entry, written by the shim
-	ledger *ebpf.Map // FastPathKey -> highest end left to the TAP, written by the program
+	ledger *ebpf.Map // FastPathKey -> highest end left to the TAP and its Gen, written by the program
 	stats  *ebpf.Map // per-CPU ReplyFastStats
 	prog   *ebpf.Program
 	attach ebpflink.Link
@@ -154,14 +183,14 @@ func NewReplyFastPath(wireIndex, maxEntries int) (*ReplyFastPath, error) {
 	// (a frame that finds none is left to the TAP and makes one).
 	f.ledger, err = ebpf.NewMap(&ebpf.MapSpec{
 		Name: "qsplice_fpledger", Type: ebpf.LRUHash,
-		KeySize: uint32(len(wire.FastPathKey{})), ValueSize: 4, MaxEntries: uint32(4 * maxEntries),
+		KeySize: uint32(len(wire.FastPathKey{})), ValueSize: 8, MaxEntries: uint32(4 * maxEntries),
 	})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("reply fast path: ledger map: %w", err)
 	}
 	f.stats, err = ebpf.NewMap(&ebpf.MapSpec{
-		Name: "qsplice_fpstats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 24, MaxEntries: 1,
+		Name: "qsplice_fpstats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: statsSize, MaxEntries: 1,
 	})
 	if err != nil {
 		f.Close()
@@ -198,31 +227,61 @@ func (f *ReplyFastPath) AttachEgress(tapIndex int) error {
 	return nil
 }
 
+// FastPathScratch holds a caller's key and value for Put and Delete, so
+// that they allocate nothing: one per worker, used by one at a time.
+type FastPathScratch struct {
+	key wire.FastPathKey
+	val [cfgSize]byte
+}
+
 // Put installs or replaces k's entry. The frames the kernel takes from
 // then on are translated by e; the caller must have sent every reply
 // that ends at or before e.AllowFrom already (the order of the wire).
-func (f *ReplyFastPath) Put(k wire.FastPathKey, e wire.FastPathEntry) error {
-	var v [cfgSize]byte
-	encodeFastPathEntry(v[:], e)
-	return f.config.Put(k[:], v[:])
+// One bpf(2) call.
+func (f *ReplyFastPath) Put(s *FastPathScratch, k wire.FastPathKey, e wire.FastPathEntry) error {
+	s.key = k
+	encodeFastPathEntry(s.val[:], e)
+	return mapElem(unix.BPF_MAP_UPDATE_ELEM, f.config.FD(), unsafe.Pointer(&s.key), unsafe.Pointer(&s.val))
 }
 
-// Delete forgets k's entry and its ledger: its frames go to the TAP
-// again, and a later connection on the same tuple starts afresh.
-func (f *ReplyFastPath) Delete(k wire.FastPathKey) error {
-	err := f.config.Delete(k[:])
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		err = nil
-	}
-	if lerr := f.ledger.Delete(k[:]); lerr != nil && !errors.Is(lerr, ebpf.ErrKeyNotExist) && err == nil {
-		err = lerr
+// Delete forgets k's entry, if any: its frames go to the TAP again. Its
+// ledger stays until the LRU needs the room; the next connection on the
+// tuple has another Gen, so the program does not read it. One bpf(2)
+// call.
+func (f *ReplyFastPath) Delete(s *FastPathScratch, k wire.FastPathKey) error {
+	s.key = k
+	err := mapElem(unix.BPF_MAP_DELETE_ELEM, f.config.FD(), unsafe.Pointer(&s.key), nil)
+	if err == unix.ENOENT {
+		return nil
 	}
 	return err
 }
 
+// mapElemAttr is the bpf(2) attribute of the map element commands
+// (union bpf_attr: map_fd, key, value or next_key, flags).
+type mapElemAttr struct {
+	mapFD uint32
+	_     uint32
+	key   uint64
+	value uint64
+	flags uint64
+}
+
+// mapElem runs a map element command with the raw system call: the
+// library's wrappers marshal through interfaces and wrap their errors,
+// which allocates on every call, and these run for every connection.
+func mapElem(cmd uintptr, fd int, key, value unsafe.Pointer) error {
+	attr := mapElemAttr{mapFD: uint32(fd), key: uint64(uintptr(key)), value: uint64(uintptr(value))}
+	_, _, errno := unix.Syscall(unix.SYS_BPF, cmd, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 // Stats sums the program's counters over the CPUs.
 func (f *ReplyFastPath) Stats() (ReplyFastStats, error) {
-	var per [][24]byte
+	var per [][statsSize]byte
 	if err := f.stats.Lookup(uint32(0), &per); err != nil {
 		return ReplyFastStats{}, err
 	}
@@ -231,6 +290,16 @@ func (f *ReplyFastPath) Stats() (ReplyFastStats, error) {
 		s.Frames += binary.NativeEndian.Uint64(v[0:])
 		s.Bytes += binary.NativeEndian.Uint64(v[8:])
 		s.Failed += binary.NativeEndian.Uint64(v[16:])
+		s.Echoed += binary.NativeEndian.Uint64(v[24:])
+	}
+	var k wire.FastPathKey
+	var v [cfgSize]byte
+	it := f.config.Iterate()
+	for it.Next(&k, &v) {
+		s.Entries++
+	}
+	if err := it.Err(); err != nil {
+		return s, err
 	}
 	return s, nil
 }
@@ -278,6 +347,13 @@ func encodeFastPathEntry(v []byte, e wire.FastPathEntry) {
 	if e.Scaled {
 		v[cfgFlags] |= cfgFlagScaled
 	}
+	if e.Middle {
+		v[cfgFlags] |= cfgFlagMiddle
+	}
+	if e.Echo {
+		v[cfgFlags] |= cfgFlagEcho
+	}
+	binary.NativeEndian.PutUint32(v[cfgGen:], max(e.Gen, 1))
 }
 
 // be16 and be32 are the values a native load of the given network-order
@@ -354,6 +430,7 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.HostTo(asm.BE, asm.R1, asm.Word),
 		asm.Add.Reg32(asm.R1, asm.R9),
 		asm.StoreMem(asm.RFP, stEnd, asm.R1, asm.Word),
+		asm.StoreImm(asm.RFP, stGen, 0, asm.Word),
 		// Flags: ACK, and none of SYN, FIN, RST, URG.
 		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
 		asm.JSet.Imm(asm.R0, flagsBad, "punt"),
@@ -366,16 +443,26 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "punt"),
 		asm.Mov.Reg(asm.R8, asm.R0),
+		asm.LoadMem(asm.R1, asm.R8, cfgGen, asm.Word),
+		asm.StoreMem(asm.RFP, stGen, asm.R1, asm.Word),
 		// The entry's flags, loaded once: the entry may change under
 		// the program, and the writes below must follow the checks.
 		asm.LoadMem(asm.R9, asm.R8, cfgFlags, asm.Byte),
-		// Before the response's end: (s32)(RespEnd - end) > 0.
-		asm.LoadMem(asm.R2, asm.R8, cfgRespEnd, asm.Word),
+		// The mode: in the middle of the response, (s32)(RespEnd -
+		// end) > 0, the kernel's alone; otherwise an echo, if allowed.
+		asm.JSet.Imm(asm.R9, cfgFlagMiddle, "middle"),
+		asm.Ja.Label("notmiddle"),
+		asm.LoadMem(asm.R2, asm.R8, cfgRespEnd, asm.Word).WithSymbol("middle"),
 		asm.LoadMem(asm.R3, asm.RFP, stEnd, asm.Word),
 		asm.Sub.Reg32(asm.R2, asm.R3),
-		asm.JSLE.Imm32(asm.R2, 0, "punt"),
+		asm.JSLE.Imm32(asm.R2, 0, "notmiddle"),
+		asm.StoreImm(asm.RFP, stMode, modeMiddle, asm.Word),
+		asm.Ja.Label("options"),
+		asm.JSet.Imm(asm.R9, cfgFlagEcho, "echo").WithSymbol("notmiddle"),
+		asm.Ja.Label("punt"),
+		asm.StoreImm(asm.RFP, stMode, modeEcho, asm.Word).WithSymbol("echo"),
 		// The timestamp option where Linux puts it, if in use.
-		asm.JSet.Imm(asm.R9, cfgFlagTS, "ts"),
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "ts").WithSymbol("options"),
 		asm.Ja.Label("ledger"),
 		asm.LoadMem(asm.R0, asm.R7, fpDataOff, asm.Byte).WithSymbol("ts"),
 		asm.RSh.Imm(asm.R0, 4),
@@ -387,13 +474,21 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.LoadMem(asm.R0, asm.R7, fpOptions, asm.Word),
 		asm.JNE.Imm(asm.R0, be32(tsWord), "punt"),
 		// Nothing of this connection waits in the TAP past AllowFrom:
-		// (s32)(AllowFrom - ledger) >= 0, and a ledger exists.
+		// (s32)(AllowFrom - ledger) >= 0. The ledger counts if it is
+		// this entry's (its Gen) or was made before any entry (Gen 0);
+		// one of another connection on the tuple does not, nor a ledger
+		// that is not there: no data frame of this connection was left
+		// to the TAP.
 		asm.LoadMapPtr(asm.R1, ledger).WithSymbol("ledger"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stKey),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "punt"),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.JEq.Imm(asm.R0, 0, "write"),
+		asm.LoadMem(asm.R1, asm.R0, 4, asm.Word),
+		asm.JEq.Imm(asm.R1, 0, "ours"),
+		asm.LoadMem(asm.R2, asm.RFP, stGen, asm.Word),
+		asm.JNE.Reg(asm.R1, asm.R2, "write"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word).WithSymbol("ours"),
 		asm.LoadMem(asm.R2, asm.R8, cfgAllowFrom, asm.Word),
 		asm.Sub.Reg32(asm.R2, asm.R1),
 		asm.JSLT.Imm32(asm.R2, 0, "punt"),
@@ -401,6 +496,14 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		// packet pointer valid, so R7 still is. The old values go to
 		// the stack for the checksum helpers, which come last (they
 		// invalidate it).
+		asm.LoadMem(asm.R1, asm.R7, 0, asm.Word).WithSymbol("write"),
+		asm.StoreMem(asm.RFP, stOldMAC, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R7, 4, asm.Half),
+		asm.StoreMem(asm.RFP, stOldMAC+4, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, asm.R7, fpIP+8, asm.Half),
+		asm.StoreMem(asm.RFP, stOldTTL, asm.R1, asm.Word),
+		asm.And.Imm(asm.R1, be16(0x00ff)), // TTL 0, the protocol kept
+		asm.StoreMem(asm.RFP, stNewTTL, asm.R1, asm.Word),
 		asm.LoadMem(asm.R1, asm.R8, cfgMAC, asm.Word),
 		asm.StoreMem(asm.R7, 0, asm.R1, asm.Word),
 		asm.LoadMem(asm.R1, asm.R8, cfgMAC+4, asm.Half),
@@ -491,8 +594,10 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 	)
 	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldWin, stNewWin, 2)...)
 	out := asm.Instructions{
-		// Count it and send it out of the wire device.
-		asm.StoreImm(asm.RFP, stZero, 0, asm.Word).WithSymbol("count"),
+		asm.LoadMem(asm.R1, asm.RFP, stMode, asm.Word).WithSymbol("count"),
+		asm.JEq.Imm(asm.R1, modeEcho, "clone"),
+		// In the middle: count it and send it out of the wire device.
+		asm.StoreImm(asm.RFP, stZero, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, stats),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stZero),
@@ -524,29 +629,117 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.Mov.Imm(asm.R0, tcActShot).WithSymbol("shot"),
 		asm.Return(),
 
-		// Left to the TAP: record its end in the ledger first.
+		// Left to the TAP: record its end in the ledger first, with the
+		// entry's Gen (0 without one). A ledger of another Gen is
+		// another connection's, or made before the entry: start afresh.
 		asm.LoadMapPtr(asm.R1, ledger).WithSymbol("punt"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stKey),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "newledger"),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.LoadMem(asm.R2, asm.RFP, stEnd, asm.Word),
+		asm.LoadMem(asm.R1, asm.R0, 4, asm.Word),
+		asm.LoadMem(asm.R3, asm.RFP, stGen, asm.Word),
+		asm.JNE.Reg(asm.R1, asm.R3, "restart"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.Mov.Reg(asm.R3, asm.R2),
 		asm.Sub.Reg32(asm.R3, asm.R1),
 		asm.JSLE.Imm32(asm.R3, 0, "pass"),
 		asm.StoreMem(asm.R0, 0, asm.R2, asm.Word),
 		asm.Ja.Label("pass"),
-		asm.LoadMapPtr(asm.R1, ledger).WithSymbol("newledger"),
+		asm.StoreMem(asm.R0, 0, asm.R2, asm.Word).WithSymbol("restart"),
+		asm.StoreMem(asm.R0, 4, asm.R3, asm.Word),
+		asm.Ja.Label("pass"),
+		asm.LoadMem(asm.R1, asm.RFP, stEnd, asm.Word).WithSymbol("newledger"),
+		asm.StoreMem(asm.RFP, stLedger, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.RFP, stGen, asm.Word),
+		asm.StoreMem(asm.RFP, stLedger+4, asm.R1, asm.Word),
+		asm.LoadMapPtr(asm.R1, ledger),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stKey),
 		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, stEnd),
+		asm.Add.Imm(asm.R3, stLedger),
 		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
 		asm.FnMapUpdateElem.Call(),
 		asm.Mov.Imm(asm.R0, tcActOK).WithSymbol("pass"),
 		asm.Return(),
 	}
 	prog := append(in, sums...)
-	return append(prog, out...)
+	prog = append(prog, out...) // "count" follows the checksums
+	return append(prog, echoProgram(wireIndex, stats, csum)...)
+}
+
+// echoProgram sends a clone of the translated frame out of the wire
+// device, then puts the original back as it was, marks it as sent (TTL
+// 0) and leaves it to the TAP: the shim learns from it what it learns
+// from every reply (the response's head, its end, the front-end's copy)
+// but does not send it. A clone that could not be sent leaves the
+// original unmarked, for the shim to send, and recorded in the ledger
+// like any frame left to it. Packet pointers are invalid here (the
+// checksum helpers ran): every write goes through bpf_skb_store_bytes,
+// which also unshares the header the clone still points at.
+func echoProgram(wireIndex, stats int, csum func(asm.BuiltinFunc, int32, int16, int16, int32) asm.Instructions) asm.Instructions {
+	store := func(off int32, from int16, n int32) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Imm(asm.R2, off),
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, int32(from)),
+			asm.Mov.Imm(asm.R4, n),
+			asm.Mov.Imm(asm.R5, 0),
+			asm.FnSkbStoreBytes.Call(),
+			asm.JNE.Imm(asm.R0, 0, "failed"),
+		}
+	}
+	p := asm.Instructions{
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("clone"),
+		asm.Mov.Imm(asm.R2, int32(wireIndex)),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.FnCloneRedirect.Call(),
+		asm.StoreMem(asm.RFP, stMode, asm.R0, asm.Word), // 0: sent
+	}
+	p = append(p, store(0, stOldMAC, 6)...)
+	p = append(p, store(fpIPSrc, stOldSrc, 4)...)
+	p = append(p, store(fpIPDst, stOldDst, 4)...)
+	p = append(p, store(fpPorts, stOldPort, 4)...)
+	p = append(p, store(fpSeq, stOldSeq, 4)...)
+	p = append(p, csum(asm.FnL3CsumReplace, fpIPCsum, stNewSrc, stOldSrc, 4)...)
+	p = append(p, csum(asm.FnL3CsumReplace, fpIPCsum, stNewDst, stOldDst, 4)...)
+	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewSrc, stOldSrc, csumPseudoHdr|4)...)
+	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewDst, stOldDst, csumPseudoHdr|4)...)
+	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewPort, stOldPort, 4)...)
+	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewSeq, stOldSeq, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "unts"),
+		asm.Ja.Label("unwin"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("unts"),
+	)
+	p = append(p, store(fpTSVal, stOldTS, 4)...)
+	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewTS, stOldTS, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagScaled, "unscale").WithSymbol("unwin"),
+		asm.Ja.Label("mark"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("unscale"),
+	)
+	p = append(p, store(fpWindow, stOldWin, 2)...)
+	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewWin, stOldWin, 2)...)
+	p = append(p,
+		asm.LoadMem(asm.R1, asm.RFP, stMode, asm.Word).WithSymbol("mark"),
+		asm.JNE.Imm(asm.R1, 0, "punt"), // not sent: the shim's, as any frame left to it
+	)
+	p = append(p, store(fpIP+8, stNewTTL, 2)...)
+	p = append(p, csum(asm.FnL3CsumReplace, fpIPCsum, stOldTTL, stNewTTL, 2)...)
+	p = append(p,
+		asm.StoreImm(asm.RFP, stZero, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, stats),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stZero),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.LoadMem(asm.R1, asm.R0, 24, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 24, asm.R1, asm.DWord),
+		asm.Ja.Label("pass"),
+	)
+	return p
 }

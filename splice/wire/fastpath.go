@@ -22,8 +22,8 @@ func MakeFastPathKey(src, dst IP4, sport, dport uint16) FastPathKey {
 // FastPathEntry is what the kernel needs to translate a reply in the
 // middle of a response as the shim's translateReply would: the rewrite
 // (addresses, ports, sequence and timestamp offsets, window shift, the
-// client's MAC) and the two sequence numbers that bound what it may take
-// (AllowFrom, RespEnd; splice/shim_fastpath.go says why).
+// client's MAC), what it may take and the sequence numbers that bound it
+// (splice/shim_fastpath.go says why).
 type FastPathEntry struct {
 	VIP, Client  IP4
 	VPort, CPort uint16
@@ -33,6 +33,19 @@ type FastPathEntry struct {
 	TS           bool   // the connection uses timestamps: translate TSval
 	Scaled       bool   // rescale the window by WindowShift
 	WindowShift  int    // win << WindowShift (negative: >>), as rescaleWindow
-	AllowFrom    Seq    // every reply the kernel gave the shim ends at or before this
-	RespEnd      Seq    // the response ends here: a reply reaching it is the shim's
+	// AllowFrom: every reply the kernel left to the shim ends at or
+	// before it (the kernel takes no reply while one that ends later
+	// still waits for the shim).
+	AllowFrom Seq
+	// Middle: the kernel sends a reply that ends before RespEnd, where
+	// the response ends, and tells the shim nothing of it.
+	Middle  bool
+	RespEnd Seq
+	// Gen tells this connection from another on the same tuple (the
+	// shim uses its request ID; 0 is taken as 1).
+	Gen uint32
+	// Echo: the kernel sends any other reply with data it can translate
+	// and gives the shim the original, marked as sent (TTL 0), for the
+	// rest of what the shim does with a reply.
+	Echo bool
 }
