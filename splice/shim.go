@@ -584,10 +584,11 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				s.translateReply(ent, p, vh, now, out)
 				return
 			}
-			if p.IP.TTL() == 0 {
+			if s.cfg.KernelEcho && p.IP.TTL() == 0 {
 				// A reply the kernel sent itself (shim_fastpath.go) for a
 				// connection gone from here since: nothing to learn, and
-				// never to be sent again.
+				// never to be sent again. (Only with echoes on: else the
+				// shim passes whatever it does not translate.)
 				s.stats.EchoesOrphaned++
 				return
 			}

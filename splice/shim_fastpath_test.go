@@ -172,7 +172,7 @@ func markEcho(f []byte) []byte {
 // TTL a receiver takes), and does not send the reply again. An echo of a
 // connection it no longer has is dropped.
 func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
-	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true})
+	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, KernelEcho: true})
 	h, srv := sc.h, sc.srv
 	resp := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"), make([]byte, 1000)...)
 	out := h.input(PortHost, markEcho(srv.reply(resp)), now)
@@ -199,6 +199,13 @@ func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
 	orphan := markEcho(srv.reply([]byte("late")))
 	if out := h.input(PortHost, orphan, now); len(out.Frames) != 0 || h.sh.Stats().EchoesOrphaned != 1 {
 		t.Errorf("an orphaned echo: %d frames out, EchoesOrphaned %d", len(out.Frames), h.sh.Stats().EchoesOrphaned)
+	}
+
+	// Without echoes a reply with TTL 0 is a reply like any: translated
+	// and sent (the shim is transparent for what it does not know).
+	plain, now := fastPathConn(t, ShimConfig{KernelFastPath: true})
+	if toClient, _ := framesOn(t, plain.h.input(PortHost, markEcho(plain.srv.reply(resp)), now)); len(toClient) != 1 {
+		t.Errorf("without echoes, a TTL 0 reply: %d frames to the client, want 1", len(toClient))
 	}
 }
 

@@ -75,7 +75,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	n := len(t.Payload())
 	// An echo: the kernel sent this reply itself and gives it here for
 	// everything else (shim_fastpath.go).
-	echo := p.IP.TTL() == 0
+	echo := s.cfg.KernelEcho && p.IP.TTL() == 0
 	s.noteHostSegment(ent, t, flags, n)
 	ent.lastSeen = now
 	var copyToFE []byte // sent after the client's frame, below
