@@ -34,8 +34,8 @@
 // another worker owns, half of them under short connections, are handed
 // over to it (readTAP says when and why).
 //
-// With the experimental -reply-fastpath (off by default), CAP_BPF and
-// TCX, most of a large response never reaches a worker (fastpath.go,
+// With CAP_BPF and TCX (-reply-fastpath, middle by default), most of a
+// large response never reaches a worker (fastpath.go,
 // Config.ReplyFastPath): a TC program on the TAP's egress
 // translates the replies between a response's first and last and
 // redirects them to the wire device, as each shard's engine allows

@@ -15,13 +15,14 @@ import (
 // each worker applies its engine's commands (splice/shim_fastpath.go) to
 // the entries of its own connections, so no two workers write one entry.
 
-// FastPathMode says what the kernel's reply fast path may send.
+// FastPathMode says what the kernel's reply fast path may send. The
+// daemon's flag defaults to FastPathMiddle; Config's zero value is off.
 //
-// Experimental: with it on, concurrent keep-alive downloads in the lab
-// (wrk -c8 of 10 MiB objects) now and then stall a follow-up request
-// until the client's retransmission timeout, which they never do
-// without it (docs/results.md, twenty-first session); the cause is not
-// yet found, so it stays off unless asked for.
+// FastPathEcho is experimental: with it, concurrent keep-alive downloads
+// in the lab (wrk -c8 of 10 MiB objects) stall follow-up requests until
+// the client's retransmission timeout (docs/results.md, twenty-first
+// session), which FastPathMiddle, whose entries live only while a
+// response is in its middle, did not in the same runs.
 type FastPathMode string
 
 // The fast path's modes.
@@ -32,7 +33,7 @@ const (
 )
 
 // FastPathUsage documents the -reply-fastpath flag.
-const FastPathUsage = "experimental: let the kernel translate replies (a TC program on the TAP's egress, needs CAP_BPF and Linux 6.6): off; middle (the replies between a response's first and last, never copied through this process); echo (also the others, whose originals come back to the shim marked as sent). Concurrent keep-alive loads in the lab sometimes stall a follow-up request with it on"
+const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress; needs CAP_BPF and Linux 6.6 for TCX, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent; stalls follow-up requests in the lab); off (every reply crosses the shim)"
 
 // ParseFastPathMode reads the -reply-fastpath flag's value.
 func ParseFastPathMode(s string) (FastPathMode, error) {

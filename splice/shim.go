@@ -72,9 +72,9 @@ type ShimConfig struct {
 	// KernelFastPath: the daemon runs the kernel's reply fast path, and
 	// the engine hands it the replies in the middle of responses
 	// (issue 7, shim_fastpath.go). KernelEcho lets it send the other
-	// replies too and give their originals here (echoes). Both are
+	// replies too and give their originals here (echoes), which is
 	// experimental: under concurrent keep-alive load the lab showed
-	// stalled follow-up requests with them (docs/results.md).
+	// stalled follow-up requests with it (docs/results.md).
 	KernelFastPath bool
 	KernelEcho     bool
 }

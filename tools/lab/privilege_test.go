@@ -80,10 +80,15 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 		t.Errorf("served by back-end %d, want 1", id)
 	}
 	// CAP_BPF did what it is there for: with more than one TAP queue,
-	// the shim loaded its steering program.
+	// the shim loaded its steering program; and its reply fast path is
+	// attached and carries the middle of a large response, whose bytes
+	// arrive exactly (getThroughVIP checks them).
+	getThroughVIP(t, client, 8080, 8<<20)
 	var shim struct {
-		TAPSteering string            `json:"tap_steering"`
-		Workers     []json.RawMessage `json:"workers"`
+		TAPSteering   string                         `json:"tap_steering"`
+		ReplyFastPath string                         `json:"reply_fastpath"`
+		FastPath      struct{ Bytes, Failed uint64 } `json:"fast_path"`
+		Workers       []json.RawMessage              `json:"workers"`
 	}
 	url := fmt.Sprintf("http://%s:%d/status", l.BackendAddr(1), BackendAdminPort)
 	if _, err := GetJSON(context.Background(), client, url, &shim); err != nil {
@@ -91,6 +96,9 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	}
 	if len(shim.Workers) > 1 && shim.TAPSteering != "ports" {
 		t.Errorf("shim with %d workers: TAP steering %q, want ports (its program loaded with CAP_BPF)", len(shim.Workers), shim.TAPSteering)
+	}
+	if shim.ReplyFastPath != "tcx: middle" || shim.FastPath.Bytes < 4<<20 || shim.FastPath.Failed != 0 {
+		t.Errorf("reply fast path %q carried %+v of an 8 MiB response, want tcx: middle and most of it", shim.ReplyFastPath, shim.FastPath)
 	}
 
 	// The lab hands the shim a configured tap0; on a host of its own the
