@@ -290,6 +290,7 @@ type spliceEntry struct {
 	// a Put for this connection, and the response end that Put named.
 	fastOn     bool
 	fastMiddle bool
+	fastEcho   bool
 	fastEnd    wire.Seq
 }
 

@@ -96,7 +96,7 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 		e.Middle, e.RespEnd = true, ent.respEnd
 	}
 	s.fastQueue = append(s.fastQueue, FastPathUpdate{Key: wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort), Entry: e})
-	ent.fastOn, ent.fastMiddle, ent.fastEnd = true, middle, ent.respEnd
+	ent.fastOn, ent.fastMiddle, ent.fastEcho, ent.fastEnd = true, middle, e.Echo, ent.respEnd
 	s.stats.FastPathOffers++
 }
 
@@ -126,11 +126,23 @@ func (s *Shim) noteFastPathGap(ent *spliceEntry, seq wire.Seq) {
 }
 
 // sentEdge is the highest sequence number the kernel may have sent on
-// ent's connection: with the fast path on, replies this engine never saw
-// may have gone up to the response's end.
+// ent's connection, for judging the ACKs from the wire (acceptable):
+// with the middle of a response the kernel's, replies this engine never
+// saw may have gone up to the response's end; with echoes, replies it
+// has not yet read back may have gone out ahead of it, as far as the
+// kernel's send window reaches, so the edge moves up by half the largest
+// window (the ACKs it takes then lie within half a window either side).
+// Without an entry in the kernel, what this engine saw.
 func (ent *spliceEntry) sentEdge() wire.Seq {
-	if ent.fastOn && ent.sndNxt.LessThan(ent.fastEnd) {
-		return ent.fastEnd
+	edge := ent.sndNxt
+	if !ent.fastOn {
+		return edge
 	}
-	return ent.sndNxt
+	if ent.fastMiddle && edge.LessThan(ent.fastEnd) {
+		edge = ent.fastEnd
+	}
+	if ent.fastEcho {
+		edge += maxSendWindow / 2
+	}
+	return edge
 }
