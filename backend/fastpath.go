@@ -18,11 +18,11 @@ import (
 // FastPathMode says what the kernel's reply fast path may send. The
 // daemon's flag defaults to FastPathMiddle; Config's zero value is off.
 //
-// FastPathEcho is experimental: with it, concurrent keep-alive downloads
-// in the lab (wrk -c8 of 10 MiB objects) stall follow-up requests until
-// the client's retransmission timeout (docs/results.md, twenty-first
-// session), which FastPathMiddle, whose entries live only while a
-// response is in its middle, did not in the same runs.
+// FastPathEcho is experimental: it also sends the first and last reply
+// of every response from the kernel, but puts an entry per connection
+// from the Splice on, and one benchmark run gave it a fifth more CPU per
+// short request on each daemon and no first byte measurably sooner
+// (docs/results.md, twenty-first session).
 type FastPathMode string
 
 // The fast path's modes.
@@ -33,7 +33,7 @@ const (
 )
 
 // FastPathUsage documents the -reply-fastpath flag.
-const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress; needs CAP_BPF and Linux 6.6 for TCX, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent; stalls follow-up requests in the lab); off (every reply crosses the shim)"
+const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress; needs CAP_BPF and Linux 6.6 for TCX, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent; costs more per short connection); off (every reply crosses the shim)"
 
 // ParseFastPathMode reads the -reply-fastpath flag's value.
 func ParseFastPathMode(s string) (FastPathMode, error) {

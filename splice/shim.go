@@ -73,8 +73,7 @@ type ShimConfig struct {
 	// the engine hands it the replies in the middle of responses
 	// (issue 7, shim_fastpath.go). KernelEcho lets it send the other
 	// replies too and give their originals here (echoes), which is
-	// experimental: under concurrent keep-alive load the lab showed
-	// stalled follow-up requests with it (docs/results.md).
+	// experimental (docs/results.md, twenty-first session).
 	KernelFastPath bool
 	KernelEcho     bool
 }
