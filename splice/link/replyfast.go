@@ -570,29 +570,8 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.StoreMem(asm.R7, fpWindow, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stNewWin, asm.R1, asm.Word),
 	}
-	// Checksums: the IPv4 header's for the addresses; TCP's for the
-	// addresses as pseudo-header fields and for the rest as plain ones.
-	// Each helper takes the old and the new value as they sit in the
-	// frame (a 16-bit one in the low half of its stack word).
-	sums := asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithSymbol("sums")}
-	sums = append(sums, csum(asm.FnL3CsumReplace, fpIPCsum, stOldSrc, stNewSrc, 4)...)
-	sums = append(sums, csum(asm.FnL3CsumReplace, fpIPCsum, stOldDst, stNewDst, 4)...)
-	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldSrc, stNewSrc, csumPseudoHdr|4)...)
-	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldDst, stNewDst, csumPseudoHdr|4)...)
-	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldPort, stNewPort, 4)...)
-	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldSeq, stNewSeq, 4)...)
-	sums = append(sums,
-		asm.JSet.Imm(asm.R9, cfgFlagTS, "sumts"),
-		asm.Ja.Label("sumwin"),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("sumts"),
-	)
-	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldTS, stNewTS, 4)...)
-	sums = append(sums,
-		asm.JSet.Imm(asm.R9, cfgFlagScaled, "sumscale").WithSymbol("sumwin"),
-		asm.Ja.Label("count"),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("sumscale"),
-	)
-	sums = append(sums, csum(asm.FnL4CsumReplace, fpTCPCsum, stOldWin, stNewWin, 2)...)
+	sums := fieldSums(csum, true, "", "count")
+	sums[0] = sums[0].WithSymbol("sums")
 	out := asm.Instructions{
 		asm.LoadMem(asm.R1, asm.RFP, stMode, asm.Word).WithSymbol("count"),
 		asm.JEq.Imm(asm.R1, modeEcho, "clone"),
@@ -669,6 +648,48 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 	return append(prog, echoProgram(wireIndex, stats, csum)...)
 }
 
+// csumFunc emits one checksum helper call (replyFastProgram's csum).
+type csumFunc func(helper asm.BuiltinFunc, off int32, from, to int16, flags int32) asm.Instructions
+
+// fieldSums updates the checksums for every field the program rewrites:
+// the IPv4 header's for the addresses, TCP's for the addresses as
+// pseudo-header fields and for the rest as plain ones (the TSval and the
+// window only when the entry's flags in R9 say they were rewritten).
+// Forward goes from the old values on the stack to the new, after a
+// translation; backward from the new to the old, after a restore. Each
+// helper takes the values as they sit in the frame (a 16-bit one in the
+// low half of its stack word). The labels it makes start with prefix; it
+// ends by going on to done. Its first instruction is a no-op, to carry a
+// label.
+func fieldSums(csum csumFunc, forward bool, prefix, done string) asm.Instructions {
+	sum := func(helper asm.BuiltinFunc, off int32, oldSlot, newSlot int16, flags int32) asm.Instructions {
+		if forward {
+			return csum(helper, off, oldSlot, newSlot, flags)
+		}
+		return csum(helper, off, newSlot, oldSlot, flags)
+	}
+	p := asm.Instructions{asm.Mov.Imm(asm.R0, 0)}
+	p = append(p, sum(asm.FnL3CsumReplace, fpIPCsum, stOldSrc, stNewSrc, 4)...)
+	p = append(p, sum(asm.FnL3CsumReplace, fpIPCsum, stOldDst, stNewDst, 4)...)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldSrc, stNewSrc, csumPseudoHdr|4)...)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldDst, stNewDst, csumPseudoHdr|4)...)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldPort, stNewPort, 4)...)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldSeq, stNewSeq, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagTS, prefix+"sumts"),
+		asm.Ja.Label(prefix+"sumwin"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(prefix+"sumts"),
+	)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldTS, stNewTS, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagScaled, prefix+"sumscale").WithSymbol(prefix+"sumwin"),
+		asm.Ja.Label(done),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(prefix+"sumscale"),
+	)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldWin, stNewWin, 2)...)
+	return append(p, asm.Ja.Label(done))
+}
+
 // echoProgram sends a clone of the translated frame out of the wire
 // device, then puts the original back as it was, marks it as sent (TTL
 // 0) and leaves it to the TAP: the shim learns from it what it learns
@@ -678,7 +699,7 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 // like any frame left to it. Packet pointers are invalid here (the
 // checksum helpers ran): every write goes through bpf_skb_store_bytes,
 // which also unshares the header the clone still points at.
-func echoProgram(wireIndex, stats int, csum func(asm.BuiltinFunc, int32, int16, int16, int32) asm.Instructions) asm.Instructions {
+func echoProgram(wireIndex, stats int, csum csumFunc) asm.Instructions {
 	store := func(off int32, from int16, n int32) asm.Instructions {
 		return asm.Instructions{
 			asm.Mov.Reg(asm.R1, asm.R6),
@@ -703,26 +724,21 @@ func echoProgram(wireIndex, stats int, csum func(asm.BuiltinFunc, int32, int16, 
 	p = append(p, store(fpIPDst, stOldDst, 4)...)
 	p = append(p, store(fpPorts, stOldPort, 4)...)
 	p = append(p, store(fpSeq, stOldSeq, 4)...)
-	p = append(p, csum(asm.FnL3CsumReplace, fpIPCsum, stNewSrc, stOldSrc, 4)...)
-	p = append(p, csum(asm.FnL3CsumReplace, fpIPCsum, stNewDst, stOldDst, 4)...)
-	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewSrc, stOldSrc, csumPseudoHdr|4)...)
-	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewDst, stOldDst, csumPseudoHdr|4)...)
-	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewPort, stOldPort, 4)...)
-	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewSeq, stOldSeq, 4)...)
 	p = append(p,
 		asm.JSet.Imm(asm.R9, cfgFlagTS, "unts"),
 		asm.Ja.Label("unwin"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("unts"),
 	)
 	p = append(p, store(fpTSVal, stOldTS, 4)...)
-	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewTS, stOldTS, 4)...)
 	p = append(p,
 		asm.JSet.Imm(asm.R9, cfgFlagScaled, "unscale").WithSymbol("unwin"),
-		asm.Ja.Label("mark"),
+		asm.Ja.Label("unsums"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("unscale"),
 	)
 	p = append(p, store(fpWindow, stOldWin, 2)...)
-	p = append(p, csum(asm.FnL4CsumReplace, fpTCPCsum, stNewWin, stOldWin, 2)...)
+	back := fieldSums(csum, false, "un", "mark")
+	back[0] = back[0].WithSymbol("unsums")
+	p = append(p, back...)
 	p = append(p,
 		asm.LoadMem(asm.R1, asm.RFP, stMode, asm.Word).WithSymbol("mark"),
 		asm.JNE.Imm(asm.R1, 0, "punt"), // not sent: the shim's, as any frame left to it
