@@ -287,10 +287,10 @@ func (f *ReplyFastPath) Stats() (ReplyFastStats, error) {
 	}
 	var s ReplyFastStats
 	for _, v := range per {
-		s.Frames += binary.NativeEndian.Uint64(v[0:])
-		s.Bytes += binary.NativeEndian.Uint64(v[8:])
-		s.Failed += binary.NativeEndian.Uint64(v[16:])
-		s.Echoed += binary.NativeEndian.Uint64(v[24:])
+		s.Frames += binary.NativeEndian.Uint64(v[statFrames:])
+		s.Bytes += binary.NativeEndian.Uint64(v[statBytes:])
+		s.Failed += binary.NativeEndian.Uint64(v[statFailed:])
+		s.Echoed += binary.NativeEndian.Uint64(v[statEchoed:])
 	}
 	var k wire.FastPathKey
 	var v [cfgSize]byte
@@ -575,36 +575,27 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 	out := asm.Instructions{
 		asm.LoadMem(asm.R1, asm.RFP, stMode, asm.Word).WithSymbol("count"),
 		asm.JEq.Imm(asm.R1, modeEcho, "clone"),
-		// In the middle: count it and send it out of the wire device.
-		asm.StoreImm(asm.RFP, stZero, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, stats),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stZero),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "redirect"),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord),
+	}
+	// In the middle: count it and send it out of the wire device.
+	out = append(out, statsValue(stats, "redirect")...)
+	out = append(out, addOne(statFrames)...)
+	out = append(out,
+		asm.LoadMem(asm.R1, asm.R0, statBytes, asm.DWord),
 		asm.LoadMem(asm.R2, asm.RFP, stLen, asm.Word),
 		asm.Add.Reg(asm.R1, asm.R2),
-		asm.StoreMem(asm.R0, 8, asm.R1, asm.DWord),
+		asm.StoreMem(asm.R0, statBytes, asm.R1, asm.DWord),
 		asm.Mov.Imm(asm.R1, int32(wireIndex)).WithSymbol("redirect"),
 		asm.Mov.Imm(asm.R2, 0),
 		asm.FnRedirect.Call(),
 		asm.Return(),
-
-		// A checksum helper failed after the frame was written: it can
-		// go neither out nor to the shim. Drop and count it.
-		asm.StoreImm(asm.RFP, stZero, 0, asm.Word).WithSymbol("failed"),
-		asm.LoadMapPtr(asm.R1, stats),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stZero),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "shot"),
-		asm.LoadMem(asm.R1, asm.R0, 16, asm.DWord),
-		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R0, 16, asm.R1, asm.DWord),
+	)
+	// A helper failed after the frame was written: it can go neither
+	// out nor to the shim. Drop and count it.
+	failed := statsValue(stats, "shot")
+	failed[0] = failed[0].WithSymbol("failed")
+	out = append(out, failed...)
+	out = append(out, addOne(statFailed)...)
+	out = append(out,
 		asm.Mov.Imm(asm.R0, tcActShot).WithSymbol("shot"),
 		asm.Return(),
 
@@ -642,7 +633,7 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.FnMapUpdateElem.Call(),
 		asm.Mov.Imm(asm.R0, tcActOK).WithSymbol("pass"),
 		asm.Return(),
-	}
+	)
 	prog := append(in, sums...)
 	prog = append(prog, out...) // "count" follows the checksums
 	return append(prog, echoProgram(wireIndex, stats, csum)...)
@@ -745,17 +736,38 @@ func echoProgram(wireIndex, stats int, csum csumFunc) asm.Instructions {
 	)
 	p = append(p, store(fpIP+8, stNewTTL, 2)...)
 	p = append(p, csum(asm.FnL3CsumReplace, fpIPCsum, stOldTTL, stNewTTL, 2)...)
-	p = append(p,
+	p = append(p, statsValue(stats, "pass")...)
+	p = append(p, addOne(statEchoed)...)
+	return append(p, asm.Ja.Label("pass"))
+}
+
+// Offsets of ReplyFastStats' counters in the stats map's value.
+const (
+	statFrames = 0
+	statBytes  = 8
+	statFailed = 16
+	statEchoed = 24
+)
+
+// statsValue points R0 at this CPU's counters, or goes on at missing
+// if the map has none (it always has: one slot per CPU).
+func statsValue(stats int, missing string) asm.Instructions {
+	return asm.Instructions{
 		asm.StoreImm(asm.RFP, stZero, 0, asm.Word),
 		asm.LoadMapPtr(asm.R1, stats),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, stZero),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		asm.LoadMem(asm.R1, asm.R0, 24, asm.DWord),
+		asm.JEq.Imm(asm.R0, 0, missing),
+	}
+}
+
+// addOne adds one to the counter at off of the value R0 points at (a
+// per-CPU value: no other program writes it meanwhile).
+func addOne(off int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R0, off, asm.DWord),
 		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R0, 24, asm.R1, asm.DWord),
-		asm.Ja.Label("pass"),
-	)
-	return p
+		asm.StoreMem(asm.R0, off, asm.R1, asm.DWord),
+	}
 }
