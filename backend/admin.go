@@ -30,8 +30,8 @@ type Status struct {
 	// (every frame to the worker that owns its connection) or "flows"
 	// (the tun driver's flow table; see HandedOver); empty with one queue.
 	TAPSteering string `json:"tap_steering,omitempty"`
-	// ReplyFastPath: "tcx" when the kernel translates the replies in the
-	// middle of responses (fastpath.go), else "off" and why; FastPath
+	// ReplyFastPath: "tcx: middle" (or "tcx: echo") when the kernel
+	// translates replies (fastpath.go), else "off" and why; FastPath
 	// counts what it sent, FastPathErrors the map updates that failed.
 	ReplyFastPath  string              `json:"reply_fastpath"`
 	FastPath       link.ReplyFastStats `json:"fast_path"`

@@ -85,7 +85,8 @@ type Config struct {
 	// FastPathEcho the other replies too, and sends them out of the wire
 	// device, uncopied. It needs CAP_BPF and Linux 6.6 (TCX); without,
 	// the daemon says why and every reply crosses the shim as before.
-	// Experimental and off by default (FastPathOff): see fastpath.go.
+	// The zero value is off; qsplice-backend's flag defaults to middle
+	// (echo is experimental: fastpath.go).
 	ReplyFastPath FastPathMode
 
 	// RxHold bounds a receive-moderation hold (issue 7, moderate.go):
@@ -153,7 +154,7 @@ type Daemon struct {
 	// the program could not be attached), or "" with one queue.
 	tapSteering string
 	// fast is the kernel's reply fast path, nil when off; fastState says
-	// which ("tcx", or "off: " and why) for /status.
+	// which ("tcx: " and the mode, or "off" and why) for /status.
 	fast      *link.ReplyFastPath
 	fastState string
 	// tapLinks are what the workers drive, one per queue: the queue's
