@@ -113,20 +113,38 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	// head announced: that frees its slot, whatever the client's pace.
 	done := n > 0 && ent.inService && ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt)
 	if echo {
+		// The kernel sent it: everything but the sending.
 		s.stats.Echoes++
 		s.stats.EchoBytes += uint64(n)
-		if copyToFE != nil {
-			s.stats.CopiesToFrontEnd++
-			out.send(PortWire, copyToFE)
-		}
-		if done || ent.reset {
-			s.finishResponse(ent, out)
-		}
-		s.offerFastPath(ent, false)
-		s.arm(ent, now)
-		return
+	} else {
+		rewriteReply(ent, p, vh, o)
+		s.stats.Translated++
+		s.stats.TranslatedBytes += uint64(n)
+		out.sendVNet(PortWire, p.Eth[:p.End], vh)
 	}
+	if copyToFE != nil {
+		// The client's frame goes first in the pass's batch: on a veth
+		// each frame reaches its receiver inside the shim's sendmmsg, and
+		// the receiver it wakes may take the shim's CPU before the next
+		// frame leaves. The client is waiting for this reply; the
+		// front-end learns from the copy only that the request arrived
+		// or the connection ended, and takes the copy and the client's
+		// answers to the reply in either order (its checks bound the
+		// client's ACKs by the client's own window: fe_validate.go).
+		s.stats.CopiesToFrontEnd++
+		out.send(PortWire, copyToFE)
+	}
+	if done || ent.reset {
+		s.finishResponse(ent, out)
+	}
+	s.offerFastPath(ent, !echo && n > 0)
+	s.arm(ent, now)
+}
 
+// rewriteReply turns the server segment p on ent's connection into one
+// from the VIP to the client, in place, under the virtio-net header vh.
+func rewriteReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr, o *wire.TCPOptions) {
+	t := p.TCP
 	// Every rewrite is in place and keeps each field's size, so no header
 	// changes length: vh's HdrLen, CsumStart, CsumOffset and GSOSize fit
 	// the translated frame as they fit the original, and so does its ECN
@@ -168,26 +186,6 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		}
 	}
 	p.Eth.SetDst(ent.cliMAC)
-	s.stats.Translated++
-	s.stats.TranslatedBytes += uint64(n)
-	out.sendVNet(PortWire, p.Eth[:p.End], vh)
-	if copyToFE != nil {
-		// The client's frame goes first in the pass's batch: on a veth
-		// each frame reaches its receiver inside the shim's sendmmsg, and
-		// the receiver it wakes may take the shim's CPU before the next
-		// frame leaves. The client is waiting for this reply; the
-		// front-end learns from the copy only that the request arrived
-		// or the connection ended, and takes the copy and the client's
-		// answers to the reply in either order (its checks bound the
-		// client's ACKs by the client's own window: fe_validate.go).
-		s.stats.CopiesToFrontEnd++
-		out.send(PortWire, copyToFE)
-	}
-	if done || ent.reset {
-		s.finishResponse(ent, out)
-	}
-	s.offerFastPath(ent, n > 0)
-	s.arm(ent, now)
 }
 
 // headerCopyForFrontEnd builds, in out's arena, the front-end's copy of
