@@ -79,6 +79,10 @@ type Config struct {
 	// back-end kernel's TCP Fast Open cookie, so that the shim can put the
 	// request in the SYN (splice.FrontEndConfig.FastOpen).
 	FastOpen bool
+	// FastOpenInSYN puts the cookie, once a SYN-ACK gave it, and the
+	// request in that SYN itself, for a back-end's kernel to take from
+	// the wire (splice.FrontEndConfig.FastOpenInSYN).
+	FastOpenInSYN bool
 	// ControlSocketOnly runs the control protocol through the control
 	// socket only. By default, where it can, a Splice goes as a frame in
 	// the pass's batch on the link and the back-ends' datagrams are read

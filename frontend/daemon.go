@@ -268,9 +268,10 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
 		HandoffPortFirst: cfg.HandoffPortFirst, HandoffPortLast: cfg.HandoffPortLast,
 		Shard: i, Shards: n,
-		Timelines:   cfg.Timeline != "",
-		SpliceAtSYN: cfg.SpliceAtSYN,
-		FastOpen:    cfg.FastOpen,
+		Timelines:     cfg.Timeline != "",
+		SpliceAtSYN:   cfg.SpliceAtSYN,
+		FastOpen:      cfg.FastOpen,
+		FastOpenInSYN: cfg.FastOpenInSYN,
 	}
 }
 

@@ -59,6 +59,7 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 	e.takePort(f)
 	f.state = stConnecting
 	f.retries = 0
+	f.synData = false
 	f.tl.stamp(StepC2SYN, now)
 	e.stats.HandoffsStarted++
 	// The Splice first: whether it carries the request decides the SYN's
@@ -89,6 +90,18 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 	if f.syn.ts {
 		so.TS, so.TSVal = true, f.tsRecent
 	}
+	var payload []byte
+	if so.FastOpen && e.cfg.FastOpenInSYN {
+		// The request the Splice carries, with the cookie the kernel
+		// gave: in the SYN from here, so the shim need not touch it.
+		if so.Cookie = e.foCookies.cookie(f.bIP); so.Cookie != nil {
+			payload = f.buf
+		}
+	}
+	if payload != nil && !f.synData {
+		f.synData = true
+		e.stats.RequestsSentInSYN++
+	}
 	var ob [40]byte
 	tf := wire.TCPFrame{
 		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
@@ -96,11 +109,27 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 		Seq: f.syn.clientISN, Flags: wire.TCPFlagSYN,
 		Window:  f.synWindow(),
 		Options: ob[:so.Encode(ob[:])],
+		Payload: payload,
 	}
 	b := out.alloc(tf.Len())
 	tf.Encode(b)
 	out.send(PortWire, b)
 	e.stats.TxFrames++
+}
+
+// learnCookie keeps the Fast Open cookie the back-end's SYN-ACK t (its
+// options o) gives for f's back-end, and forgets the one its kernel no
+// longer takes: a SYN-ACK that acknowledges only a SYN that brought data
+// and gives no new cookie.
+func (e *FrontEnd) learnCookie(f *flow, t wire.TCP, o *wire.TCPOptions) {
+	if !e.cfg.FastOpenInSYN {
+		return
+	}
+	if c := o.Cookie(t); c != nil {
+		e.foCookies.learn(f.bIP, c)
+	} else if f.synData && t.Ack() == f.syn.clientISN+1 {
+		e.foCookies.forget(f.bIP)
+	}
 }
 
 // inputBackend handles segments a back-end sent to our handoff address:
@@ -224,6 +253,7 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		e.drop(dropBadOptions)
 		return
 	}
+	e.learnCookie(f, t, o)
 	f.isnB = t.Seq()
 	f.c2Up = true
 	f.tl.stamp(StepC2SYNACK, now)

@@ -53,6 +53,9 @@ type flow struct {
 	// carried: the Splice carries the request, which the shim sends
 	// (fe_atsyn.go); sendRequest only counts it sent.
 	carried bool
+	// synData: C2's SYN carried the request and the back-end's cookie
+	// (FrontEndConfig.FastOpenInSYN).
+	synData bool
 	// tfo: the back-end's SYN-ACK acknowledged the carried request,
 	// which the shim put in C2's SYN (Fast Open, shim_fastopen.go).
 	tfo bool

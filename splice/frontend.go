@@ -108,6 +108,12 @@ type FrontEndConfig struct {
 	// the way it gets one (shim_fastopen.go). A SYN-ACK that acknowledges
 	// the request is then taken as one that acknowledges the SYN.
 	FastOpen bool
+	// FastOpenInSYN puts the cookie and the request in that SYN itself
+	// once a SYN-ACK of the back-end's kernel gave the engine a cookie
+	// (it learns them as the shim does): the shim then changes nothing,
+	// and a shim running the kernel's SYN fast path has its kernel take
+	// the SYN from the wire without reading it (shim_fastopen.go).
+	FastOpenInSYN bool
 
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
@@ -221,24 +227,26 @@ type Backend struct {
 // concurrent use: one goroutine feeds it, which is also why no lock is
 // taken per packet.
 type FrontEnd struct {
-	cfg      FrontEndConfig
-	vips     []wire.IP4
-	handoff  wire.IP4
-	ports    []uint16
-	flows    map[fourTuple]*flow // by client-facing tuple (client -> VIP)
-	byID     map[FlowID]*flow
-	byC2     map[c2Key]*flow        // by handoff connection (back-end, handoff port)
-	nextPort map[c2Dest]uint16      // per back-end: where the next port search starts
-	ledgers  map[c2Dest]*portLedger // per back-end: what its TIME-WAITs hold (fe_timewait.go)
-	nextID   FlowID
-	sources  map[wire.IP4]srcUse // what each client address holds (limits.go)
-	reading  queue.Ring[FlowID]  // flows reading their head, oldest first (limits.go)
-	peak     peaks
-	timers   deadlines
-	stats    FrontEndStats
-	pkt      wire.Packet
-	opts     wire.TCPOptions
-	head     httphead.Request // the head being parsed
+	cfg FrontEndConfig
+	// foCookies are the back-ends' Fast Open cookies (FastOpenInSYN).
+	foCookies cookieJar
+	vips      []wire.IP4
+	handoff   wire.IP4
+	ports     []uint16
+	flows     map[fourTuple]*flow // by client-facing tuple (client -> VIP)
+	byID      map[FlowID]*flow
+	byC2      map[c2Key]*flow        // by handoff connection (back-end, handoff port)
+	nextPort  map[c2Dest]uint16      // per back-end: where the next port search starts
+	ledgers   map[c2Dest]*portLedger // per back-end: what its TIME-WAITs hold (fe_timewait.go)
+	nextID    FlowID
+	sources   map[wire.IP4]srcUse // what each client address holds (limits.go)
+	reading   queue.Ring[FlowID]  // flows reading their head, oldest first (limits.go)
+	peak      peaks
+	timers    deadlines
+	stats     FrontEndStats
+	pkt       wire.Packet
+	opts      wire.TCPOptions
+	head      httphead.Request // the head being parsed
 
 	// What a connection per request would otherwise allocate each
 	// time: flow records and request buffers freed, kept for the next
@@ -267,16 +275,17 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 		return nil, err
 	}
 	e := &FrontEnd{
-		cfg:      cfg,
-		handoff:  wire.IP4From(cfg.HandoffAddr),
-		ports:    append([]uint16(nil), cfg.Ports...),
-		flows:    make(map[fourTuple]*flow),
-		byID:     make(map[FlowID]*flow),
-		byC2:     make(map[c2Key]*flow),
-		nextPort: make(map[c2Dest]uint16),
-		ledgers:  make(map[c2Dest]*portLedger),
-		sources:  make(map[wire.IP4]srcUse),
-		cookies:  newCookieKeys(cfg.CookieSecret),
+		cfg:       cfg,
+		handoff:   wire.IP4From(cfg.HandoffAddr),
+		ports:     append([]uint16(nil), cfg.Ports...),
+		flows:     make(map[fourTuple]*flow),
+		byID:      make(map[FlowID]*flow),
+		byC2:      make(map[c2Key]*flow),
+		nextPort:  make(map[c2Dest]uint16),
+		ledgers:   make(map[c2Dest]*portLedger),
+		sources:   make(map[wire.IP4]srcUse),
+		cookies:   newCookieKeys(cfg.CookieSecret),
+		foCookies: newCookieJar(maxBackendCookies),
 		// A tenth of a second's worth at once.
 		rstLimit: newRateLimit(cfg.RSTRate, cfg.RSTRate/10),
 		nextID:   FlowID(cfg.Shard),

@@ -76,6 +76,11 @@ type ShimConfig struct {
 	// experimental (docs/results.md, twenty-first session).
 	KernelFastPath bool
 	KernelEcho     bool
+	// KernelSYNs: the daemon runs the kernel's SYN fast path on the
+	// wire's ingress (link.SYNFastPath), which hands every SYN that
+	// carries data straight to the host (issue 7, shim_fastopen.go): the
+	// shim learns from its copy of such a SYN and never writes one itself.
+	KernelSYNs bool
 }
 
 // DefaultHandshakeWindow is ShimConfig.HandshakeWindow's default.
@@ -179,6 +184,11 @@ type ShimStats struct {
 	// room.
 	FastOpenSent, FastOpenAccepted, FastOpenRefused, FastOpenCookies uint64
 	FastOpenHeld, FastOpenHeldExpired, FastOpenHeldFull              uint64
+	// SYNs the front-end sent with their request and its cookie in them
+	// (FrontEndConfig.FastOpenInSYN) whose SYN-ACK took the request; SYNs
+	// with data the kernel took from the wire itself (KernelSYNs), which
+	// the shim did not write.
+	FastOpenFromFrontEnd, SYNsByKernel uint64
 	// Replies that came before their SYN-ACK (another worker's): held
 	// until it came, or dropped for want of room or time.
 	FastOpenRepliesHeld, FastOpenRepliesDropped uint64
@@ -339,6 +349,7 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 		handshakes: newTupleTable[handshake](cfg.MaxHandshakes, cfg.HandshakeWindow),
 		atSYN:      newTupleTable[proto.Splice](cfg.MaxHandshakes, cfg.HandshakeWindow),
 		held:       newHeldPool(),
+		fo:         fastOpen{cookieJar: newCookieJar(maxFastOpenCookies)},
 	}, nil
 }
 
@@ -618,6 +629,15 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				s.stats.EntriesSuperseded++
 				s.remove(ent)
 				ent = nil
+			}
+			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST|wire.TCPFlagFIN) == wire.TCPFlagSYN && len(t.Payload()) > 0 {
+				if ent == nil {
+					s.requestInSYN(key, t, now) // the front-end built it (shim_fastopen.go)
+				}
+				if s.cfg.KernelSYNs {
+					s.stats.SYNsByKernel++
+					return // the kernel took it from the wire (shim_fastopen.go)
+				}
 			}
 			if ent != nil {
 				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {

@@ -49,6 +49,21 @@ package splice
 // and the reply to the same queue, in order, and holds none; the hold
 // serves the tun driver's flow table, which the daemon falls back to.
 //
+// The front-end may put the cookie and the request in the SYN itself
+// (FrontEndConfig.FastOpenInSYN: it learns the cookie from the kernel's
+// SYN-ACKs as the shim does). Such a SYN needs nothing from the shim, and
+// the kernel's SYN fast path on the wire's ingress (link.SYNFastPath,
+// ShimConfig.KernelSYNs) hands it to the host from the wire, without the
+// shim's read and write (about 60 us of the first byte on the lab host,
+// a process wake-up). The shim sees its copy all the same: AF_PACKET
+// taps a frame before tc ingress runs. requestInSYN marks the carried
+// request as sent in the SYN, and with KernelSYNs the shim writes no SYN
+// with data itself, as the program's rule (a SYN without ACK, RST or FIN,
+// with payload, that the ingress checks pass) says it need not. When the
+// Splice comes after the SYN (another worker's mail), the SYN-ACK tells:
+// one that acknowledges the whole carried request acknowledges a SYN
+// that brought it (fastOpenAnswered).
+//
 // Against an attacker on the segment: only SYNs from an address the
 // kernel gave a cookie to are held, at most maxHeldSYNs per shard (others
 // pass at once) and never longer than fastOpenHold; the cookies are
@@ -67,8 +82,16 @@ const (
 	// maxFastOpenCookies bounds the handoff addresses a shard keeps a
 	// cookie for (a front-end has one or a few).
 	maxFastOpenCookies = 8
+	// maxBackendCookies bounds the back-ends a front-end keeps a cookie
+	// for (FrontEndConfig.FastOpenInSYN); more take turns.
+	maxBackendCookies = 64
 	// maxHeldSYNs bounds the SYNs a shard holds for their Splice.
 	maxHeldSYNs = 16
+	// maxSeenSYNs bounds the SYNs with data a shard remembers until
+	// their SYN-ACK, which follows within microseconds: as many as the
+	// connections opened in one pass; fastOpenSeen bounds how long.
+	maxSeenSYNs  = 64
+	fastOpenSeen = time.Second
 	// heldSYNSize holds a SYN with the longest TCP header and no IP
 	// options (which the wire's ingress refuses).
 	heldSYNSize = wire.EthernetHeaderLen + wire.IPv4MinHeaderLen + 60
@@ -108,6 +131,16 @@ type fastOpenCookie struct {
 	b    [wire.MaxFastOpenCookie]byte
 }
 
+// seenSYN is a SYN with data from the wire whose SYN-ACK is still to
+// come (requestInSYN).
+type seenSYN struct {
+	key  fourTuple
+	seq  wire.Seq
+	n    int // its payload; 0: a free slot
+	at   Time
+	head bool // a HEAD request
+}
+
 type heldSYN struct {
 	inUse bool
 	key   fourTuple
@@ -120,8 +153,7 @@ type heldSYN struct {
 // gave, and the SYNs waiting for their Splice (release: a Splice came
 // since the last Tick).
 type fastOpen struct {
-	cookies [maxFastOpenCookies]fastOpenCookie
-	next    int // the slot the next new address takes when all are used
+	cookieJar
 	syns    [maxHeldSYNs]heldSYN
 	nSYN    int
 	release bool
@@ -130,12 +162,25 @@ type fastOpen struct {
 	replies        [maxHeldReplies]heldReply
 	nReply         int
 	releaseReplies bool
+	// seen are the SYNs with data that came from handoff addresses,
+	// the oldest replaced first.
+	seen [maxSeenSYNs]seenSYN
 }
 
+// cookieJar keeps the Fast Open cookies a kernel gave, one per address
+// (the shim's: per handoff address its host gave one to; the front-end's:
+// per back-end), the oldest slot reused when all are taken.
+type cookieJar struct {
+	slots []fastOpenCookie
+	next  int // the slot the next new address takes when all are used
+}
+
+func newCookieJar(n int) cookieJar { return cookieJar{slots: make([]fastOpenCookie, n)} }
+
 // cookie is the cookie kept for addr, or nil.
-func (f *fastOpen) cookie(addr wire.IP4) []byte {
-	for i := range f.cookies {
-		if c := &f.cookies[i]; c.addr == addr && c.n > 0 {
+func (j *cookieJar) cookie(addr wire.IP4) []byte {
+	for i := range j.slots {
+		if c := &j.slots[i]; c.addr == addr && c.n > 0 {
 			return c.b[:c.n]
 		}
 	}
@@ -143,10 +188,10 @@ func (f *fastOpen) cookie(addr wire.IP4) []byte {
 }
 
 // learn keeps cookie b for addr; it reports whether that changed anything.
-func (f *fastOpen) learn(addr wire.IP4, b []byte) bool {
+func (j *cookieJar) learn(addr wire.IP4, b []byte) bool {
 	slot := -1
-	for i := range f.cookies {
-		c := &f.cookies[i]
+	for i := range j.slots {
+		c := &j.slots[i]
 		if c.addr == addr {
 			if bytes.Equal(c.b[:c.n], b) {
 				return false
@@ -159,17 +204,17 @@ func (f *fastOpen) learn(addr wire.IP4, b []byte) bool {
 		}
 	}
 	if slot < 0 {
-		slot = f.next
-		f.next = (f.next + 1) % maxFastOpenCookies
+		slot = j.next
+		j.next = (j.next + 1) % len(j.slots)
 	}
-	c := &f.cookies[slot]
+	c := &j.slots[slot]
 	c.addr, c.n = addr, copy(c.b[:], b)
 	return true
 }
 
-func (f *fastOpen) forget(addr wire.IP4) {
-	for i := range f.cookies {
-		if c := &f.cookies[i]; c.addr == addr {
+func (j *cookieJar) forget(addr wire.IP4) {
+	for i := range j.slots {
+		if c := &j.slots[i]; c.addr == addr {
 			*c = fastOpenCookie{}
 		}
 	}
@@ -255,6 +300,55 @@ func (s *Shim) sendInSYN(h *heldSegment, p *wire.Packet, foOff int, c []byte, no
 	return true
 }
 
+// requestInSYN notes a SYN t from the wire on key, a tuple with no entry,
+// that brought data, when it comes from a handoff address: the kernel's
+// SYN-ACK is to say whether it took the data with it (fastOpenAnswered),
+// whether or not the Splice is here by then. The front-end builds such a
+// SYN itself (FrontEndConfig.FastOpenInSYN); KernelSYNs or not, it
+// reaches the host as it came.
+func (s *Shim) requestInSYN(key fourTuple, t wire.TCP, now Time) {
+	if !s.isWebPort(key.srcPort) || !s.handoffs.has(key.dstIP) {
+		return
+	}
+	f := &s.fo
+	slot := &f.seen[0]
+	for i := range f.seen {
+		r := &f.seen[i]
+		if r.key == key {
+			slot = r // the SYN again
+			break
+		}
+		if r.at.Before(slot.at) {
+			slot = r // the oldest goes
+		}
+	}
+	pl := t.Payload()
+	*slot = seenSYN{key: key, seq: t.Seq(), n: len(pl), at: now, head: bytes.HasPrefix(pl, []byte("HEAD "))}
+}
+
+// sawSYN reports whether a SYN with data on key waits for its SYN-ACK.
+func (f *fastOpen) sawSYN(key fourTuple) bool {
+	for i := range f.seen {
+		if r := &f.seen[i]; r.n > 0 && r.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// takeSeenSYN returns and forgets the SYN with data seen on key within
+// fastOpenSeen.
+func (f *fastOpen) takeSeenSYN(key fourTuple, now Time) (seenSYN, bool) {
+	for i := range f.seen {
+		if r := &f.seen[i]; r.n > 0 && r.key == key {
+			syn := *r
+			*r = seenSYN{}
+			return syn, now.Sub(syn.at) <= fastOpenSeen
+		}
+	}
+	return seenSYN{}, false
+}
+
 // holdSYN keeps SYN frame of key until its Splice comes; false when no
 // room is left (the SYN then passes).
 func (s *Shim) holdSYN(key fourTuple, frame []byte, now Time) bool {
@@ -316,20 +410,34 @@ func (s *Shim) releaseSYNs(now Time, out *Output) {
 // fastOpenAnswered reads the kernel's SYN-ACK t on key (its options o)
 // for Fast Open: the cookie it gives, and whether it took the request the
 // shim sent in the SYN, in which case hs is the handshake of that SYN.
-func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, hs *handshake) {
+func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, hs *handshake, now Time) {
 	h := s.carriedSlot(key)
 	sent := h != nil && h.inSYN
-	if !s.cfg.FastOpen {
-		return
-	}
-	if c := o.Cookie(t); c != nil {
+	syn, fromFE := s.fo.takeSeenSYN(key, now)
+	fromFE = fromFE && !sent
+	c := o.Cookie(t)
+	switch {
+	case !s.cfg.FastOpen:
+	case c != nil:
 		if s.fo.learn(key.dstIP, c) {
 			s.stats.FastOpenCookies++
 		}
-	} else if sent && t.Ack() == h.synSeq+1 {
+	case sent && t.Ack() == h.synSeq+1, fromFE && t.Ack() == syn.seq+1:
+		// A SYN with a cookie and data, answered for the SYN alone and
+		// with no new cookie: the server no longer takes Fast Open.
 		s.fo.forget(key.dstIP)
 	}
-	if !sent {
+	if fromFE && t.Ack() == syn.seq+1+wire.Seq(syn.n) {
+		// The front-end's SYN brought the request, and the kernel took
+		// it (requestInSYN): the handshake is that SYN's, as if the shim
+		// had sent it, and the carried request is in (sendCarried sends
+		// the last ACK of the handshake in its place).
+		hs.isnF, hs.inSYN = syn.seq, true
+		hs.early = earlyRequest{seen: true, at: syn.at, end: t.Ack(), head: syn.head}
+		s.stats.FastOpenFromFrontEnd++
+		return
+	}
+	if !sent || !s.cfg.FastOpen {
 		return
 	}
 	h.inSYN = false
@@ -353,7 +461,7 @@ func (s *Shim) holdEarlyReply(key fourTuple, frame []byte, vh wire.VNetHdr, t wi
 	if s.held.n == 0 || len(t.Payload()) == 0 && !t.Has(wire.TCPFlagFIN) || t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagRST) != 0 {
 		return false
 	}
-	if h := s.carriedSlot(key); h == nil || !h.inSYN {
+	if h := s.carriedSlot(key); (h == nil || !h.inSYN) && !s.fo.sawSYN(key) {
 		return false
 	}
 	f := &s.fo

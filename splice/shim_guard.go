@@ -189,7 +189,7 @@ func (s *Shim) noteHandshake(key fourTuple, p *wire.Packet, now Time, out *Outpu
 	}
 	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal,
 		hostMAC: p.Eth.Src(), peerMAC: p.Eth.Dst()}
-	s.fastOpenAnswered(key, t, o, &hs)
+	s.fastOpenAnswered(key, t, o, &hs, now)
 	if old, err := s.handshakes.find(key, now); err == nil && !hs.inSYN && old.isnB == hs.isnB && old.isnF == hs.isnF {
 		hs.early = old.early // the kernel sent its SYN-ACK again
 	}

@@ -73,11 +73,14 @@ type FrontEndStats struct {
 	RequestsCarried uint64
 	// RequestsInSYN: of those, the ones the shim put in C2's SYN and the
 	// back-end's kernel took with it (TCP Fast Open, shim_fastopen.go).
-	RequestsInSYN   uint64
-	Retransmits     uint64
-	ForwardedFrames uint64 // client frames translated onto C2
-	ForwardedBytes  uint64 // client payload bytes forwarded after splicing
-	HandedOffBytes  uint64 // request bytes the front-end sent on C2 itself
+	RequestsInSYN uint64
+	// RequestsSentInSYN: requests the engine put in C2's SYN itself,
+	// with the back-end's cookie (FastOpenInSYN).
+	RequestsSentInSYN uint64
+	Retransmits       uint64
+	ForwardedFrames   uint64 // client frames translated onto C2
+	ForwardedBytes    uint64 // client payload bytes forwarded after splicing
+	HandedOffBytes    uint64 // request bytes the front-end sent on C2 itself
 	// ReplyPayloadBytes counts back-end payload bytes the front-end
 	// received on C2 (copies the shim sends while the request is
 	// unacknowledged, or replies from a back-end without a shim). With

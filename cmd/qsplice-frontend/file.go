@@ -42,6 +42,8 @@ type tuning struct {
 	// fastOpen: C2's SYN asks for a Fast Open cookie when the Splice
 	// carries the request.
 	fastOpen bool
+	// fastOpenInSYN: and carries the cookie and the request itself.
+	fastOpenInSYN bool
 	// controlSocketOnly: no Splice goes as a frame on the link.
 	controlSocketOnly bool
 	// timeline is an output, like a profile: it combines with -config.
@@ -74,6 +76,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
 	cfg.FastOpen = tune.fastOpen
+	cfg.FastOpenInSYN = tune.fastOpenInSYN
 	cfg.ControlSocketOnly = tune.controlSocketOnly
 	cfg.Timeline = tune.timeline
 	serve(cfg, log, fail)

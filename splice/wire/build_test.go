@@ -78,6 +78,42 @@ func TestSynOptionsLinuxLayout(t *testing.T) {
 	}
 }
 
+// TestSynOptionsFastOpenCookie checks the cookie option as the shim
+// writes it over a cookie request and Linux sends it: kind, length,
+// cookie, NOPs to the next word; parsed back, it is the same cookie.
+func TestSynOptionsFastOpenCookie(t *testing.T) {
+	for _, n := range []int{wire.MinFastOpenCookie, 6, 8, wire.MaxFastOpenCookie} {
+		cookie := make([]byte, n)
+		for i := range cookie {
+			cookie[i] = byte(0xa0 + i)
+		}
+		o := wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 9, FastOpen: true, Cookie: cookie}
+		b := make([]byte, 40)
+		got := b[:o.Encode(b)]
+		want := append([]byte{2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 9, 0, 0, 0, 0, 1, 3, 3, 7, 34, byte(2 + n)}, cookie...)
+		for len(want)%4 != 0 {
+			want = append(want, 1)
+		}
+		if !bytes.Equal(got, want) || o.Len() != len(want) {
+			t.Errorf("cookie of %d: Len %d\n got % x\nwant % x", n, o.Len(), got, want)
+		}
+		p := segment(t, got)
+		var po wire.TCPOptions
+		if err := wire.ParseOptions(p.TCP, &po); err != nil {
+			t.Fatal(err)
+		}
+		if c := po.Cookie(p.TCP); !bytes.Equal(c, cookie) {
+			t.Errorf("cookie of %d parsed back as % x", n, c)
+		}
+	}
+	// Without a cookie: the request, as before.
+	o := wire.SynOptions{MSS: 1460, WScale: -1, FastOpen: true}
+	b := make([]byte, 40)
+	if got, want := b[:o.Encode(b)], []byte{2, 4, 0x05, 0xb4, 1, 1, 34, 2}; !bytes.Equal(got, want) || o.Len() != len(want) {
+		t.Errorf("cookie request\n got % x\nwant % x", got, want)
+	}
+}
+
 func TestEncodeTS(t *testing.T) {
 	b := make([]byte, wire.TSOptionLen)
 	if n := wire.EncodeTS(b, 0xffffffff, 0x80000000); n != wire.TSOptionLen {

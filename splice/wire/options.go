@@ -174,8 +174,11 @@ type SynOptions struct {
 	TS            bool
 	TSVal, TSEcr  uint32
 	// FastOpen asks the peer for a Fast Open cookie (an empty cookie
-	// option, RFC 7413 section 4.1.1).
+	// option, RFC 7413 section 4.1.1), or, with Cookie, sends that cookie
+	// (MinFastOpenCookie to MaxFastOpenCookie bytes) for the data the
+	// segment carries (section 4.1.2).
 	FastOpen bool
+	Cookie   []byte
 }
 
 // SynOptionsLen is the encoded length of o (a multiple of 4).
@@ -194,7 +197,7 @@ func (o *SynOptions) Len() int {
 		n += 4
 	}
 	if o.FastOpen {
-		n += 4
+		n += (2 + len(o.Cookie) + 3) &^ 3
 	}
 	return n
 }
@@ -228,7 +231,16 @@ func (o *SynOptions) Encode(b []byte) int {
 		b[n], b[n+1], b[n+2], b[n+3] = OptNOP, OptWScale, 3, byte(o.WScale)
 		n += 4
 	}
-	if o.FastOpen {
+	if o.FastOpen && len(o.Cookie) > 0 {
+		// Kind, length and cookie, NOPs after to the next word, as the
+		// shim writes it over a cookie request (and Linux sends it).
+		end := n + 2 + len(o.Cookie)
+		b[n], b[n+1] = OptFastOpen, byte(2+len(o.Cookie))
+		copy(b[n+2:], o.Cookie)
+		for n = end; n%4 != 0; n++ {
+			b[n] = OptNOP
+		}
+	} else if o.FastOpen {
 		b[n], b[n+1], b[n+2], b[n+3] = OptNOP, OptNOP, OptFastOpen, 2
 		n += 4
 	}

@@ -1,0 +1,153 @@
+package splice
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// TestRequestInTheFrontEndsSYN runs handoffs of carried requests through
+// a front-end with FastOpenInSYN and a shim, to a kernel that takes Fast
+// Open, for each way the shim may meet them: with or without the kernel's
+// SYN fast path (KernelSYNs), and with the Splice before the SYN or only
+// after the kernel's SYN-ACK (another worker's mail). The first SYN asks
+// for a cookie; once the SYN-ACK gave one, the front-end's SYNs carry it
+// and the request, byte for byte the request its Splice carries. Such a
+// SYN reaches the kernel as it came (written by the shim, or taken by the
+// kernel from the wire and never written); the SYN-ACK that acknowledges
+// the request completes the Splice with the SYN's ISN, the segment the
+// shim sends after it is the handshake's last ACK, not the request again,
+// and the kernel's first reply reaches the client translated. A kernel
+// that no longer takes the cookie (a SYN-ACK of the SYN alone, without a
+// new cookie) gets the request after its SYN-ACK; the front-end's next
+// SYN asks for a cookie again, and the shim, which forgot its own, lets
+// it.
+func TestRequestInTheFrontEndsSYN(t *testing.T) {
+	for _, kernelSYNs := range []bool{false, true} {
+		for _, late := range []bool{false, true} {
+			t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v", kernelSYNs, late), func(t *testing.T) {
+				requestInTheFrontEndsSYN(t, kernelSYNs, late)
+			})
+		}
+	}
+}
+
+func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool) {
+	sh := newShim(t, ShimConfig{FastOpen: true, KernelSYNs: kernelSYNs})
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
+	const (
+		ask     = iota // the SYN asks for a cookie
+		inSYN          // the SYN carries cookie and request; the kernel takes them
+		refused        // it carries them; the kernel took Fast Open off
+	)
+	for i, step := range []int{ask, inSYN, refused, ask} {
+		now := t0 + Time(i)*10*ms
+		isnC := wire.Seq(0x30000000 + i*0x1000000)
+		c := newClient(40040+uint16(i), isnC, fullOffer(9))
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		synFrame := onlyFrame(t, out)
+		syn := decodeTCP(t, synFrame)
+		o, ok := syn.option(layers.TCPOptionKind(wire.OptFastOpen))
+		switch {
+		case !ok:
+			t.Fatalf("handoff %d: the SYN of a carried request has no Fast Open option", i)
+		case step == ask && (len(o.OptionData) != 0 || len(syn.payload()) != 0):
+			t.Fatalf("handoff %d: the SYN carries cookie % x and %d bytes; want a cookie request", i, o.OptionData, len(syn.payload()))
+		case step != ask && (!bytes.Equal(o.OptionData, testCookie) || !bytes.Equal(syn.payload(), []byte(shortRequest))):
+			t.Fatalf("handoff %d: the SYN carries cookie % x and %q; want % x and the request", i, o.OptionData, syn.payload(), testCookie)
+		}
+		m := onlyEvent(t, out, EvSplice).Splice
+		m.Request = append([]byte(nil), m.Request...)
+		h.call(func(out *Output) {
+			if err := h.fe.SpliceAcked(id, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// The handoff address is known from the first Splice: the late
+		// case starts with the second.
+		spliceLate := late && i > 0
+		if !spliceLate {
+			if err := sh.sh.AddSplice(&m, now); !errors.Is(err, ErrSpliceAwaitsSynAck) {
+				t.Fatalf("handoff %d: AddSplice: %v", i, err)
+			}
+		}
+		var toHost []byte
+		out = sh.input(PortWire, synFrame, now)
+		switch {
+		case step != ask && kernelSYNs:
+			if len(out.Frames) != 0 {
+				t.Fatalf("handoff %d: the shim wrote %d frames for a SYN the kernel took from the wire", i, len(out.Frames))
+			}
+			toHost = synFrame
+		default:
+			if len(out.Frames) != 1 {
+				t.Fatalf("handoff %d: %d frames to the host for the SYN", i, len(out.Frames))
+			}
+			toHost = onlyFrame(t, out)
+			if step != ask && !bytes.Equal(toHost, synFrame) {
+				t.Fatalf("handoff %d: the front-end's SYN with its request changed on its way to the host", i)
+			}
+		}
+		k := &fastOpenKernel{newServer(0x0badf00d+wire.Seq(i), wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+		var synAck []byte
+		if step == refused {
+			sa := decodeTCP(t, k.srv.synAck(decodeTCP(t, toHost)))
+			synAck = k.srv.frame(wire.TCPFlagSYN|wire.TCPFlagACK, k.srv.isn, isnC+1, sa.tcp.Contents[wire.TCPMinHeaderLen:], nil)
+		} else {
+			synAck = k.answer(t, toHost)
+		}
+		crossed := copyFrames(sh.input(PortHost, synAck, now+ms))
+		if spliceLate {
+			if err := sh.sh.AddSplice(&m, now+ms); err != nil {
+				t.Fatalf("handoff %d: AddSplice after the SYN-ACK: %v", i, err)
+			}
+		}
+		if len(crossed) != 1 {
+			t.Fatalf("handoff %d: %d frames for the SYN-ACK at the shim", i, len(crossed))
+		}
+		if out := h.input(crossed[0], now+ms); len(out.Frames) != 0 {
+			t.Fatalf("handoff %d: the front-end answered the SYN-ACK with %d frames", i, len(out.Frames))
+		}
+		taken := step == inSYN
+		last := expectTCP(t, onlyFrame(t, sh.tick(now+ms)), seqIs(isnC+1+wire.Seq(len(shortRequest))*b2s(taken)))
+		if got := len(last.payload()) > 0; got == taken {
+			t.Fatalf("handoff %d: the segment after the SYN-ACK carries %d bytes (the kernel took the request: %v)", i, len(last.payload()), taken)
+		}
+		if !taken {
+			h.input(k.srv.seg(wire.TCPFlagACK, k.srv.isn+1, isnC+1+wire.Seq(len(shortRequest)), nil), now+ms)
+		}
+		// The kernel's first reply reaches the client, translated.
+		reply := k.srv.seg(wire.TCPFlagACK|wire.TCPFlagPSH, k.srv.isn+1, isnC+1+wire.Seq(len(shortRequest)), []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+		toClient := 0
+		for _, f := range copyFrames(sh.input(PortHost, reply, now+2*ms)) {
+			if s := decodeTCP(t, f); s.ip.DstIP.Equal(c.ip[:]) && uint16(s.tcp.DstPort) == c.port && len(s.payload()) > 0 {
+				toClient++
+			}
+		}
+		if toClient != 1 {
+			t.Fatalf("handoff %d: the kernel's first reply reached the client %d times", i, toClient)
+		}
+	}
+	fe, st := h.fe.Stats(), sh.sh.Stats()
+	if fe.RequestsSentInSYN != 2 || fe.RequestsInSYN != 1 {
+		t.Errorf("front-end: %d requests sent in the SYN, %d taken; want 2, 1", fe.RequestsSentInSYN, fe.RequestsInSYN)
+	}
+	wantByKernel := uint64(0)
+	if kernelSYNs {
+		wantByKernel = 2
+	}
+	if st.FastOpenFromFrontEnd != 1 || st.SYNsByKernel != wantByKernel || st.FastOpenSent != 0 {
+		t.Errorf("shim: %d taken from the front-end's SYN, %d SYNs by the kernel, %d SYNs it filled; want 1, %d, 0",
+			st.FastOpenFromFrontEnd, st.SYNsByKernel, st.FastOpenSent, wantByKernel)
+	}
+}
