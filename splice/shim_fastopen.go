@@ -326,6 +326,22 @@ func (s *Shim) requestInSYN(key fourTuple, t wire.TCP, now Time) {
 	*slot = seenSYN{key: key, seq: t.Seq(), n: len(pl), at: now, head: bytes.HasPrefix(pl, []byte("HEAD "))}
 }
 
+// requestWentInSYN reports whether the request of key, a tuple with no
+// entry, went in its SYN: the shim put it there, or the front-end did and
+// the SYN-ACK has yet to cross, or it crossed and took it.
+func (s *Shim) requestWentInSYN(key fourTuple, now Time) bool {
+	if s.held.n > 0 {
+		if h := s.carriedSlot(key); h != nil && h.inSYN {
+			return true
+		}
+	}
+	if s.fo.sawSYN(key) {
+		return true
+	}
+	hs, err := s.handshakes.find(key, now)
+	return err == nil && hs.inSYN
+}
+
 // sawSYN reports whether a SYN with data on key waits for its SYN-ACK.
 func (f *fastOpen) sawSYN(key fourTuple) bool {
 	for i := range f.seen {
@@ -452,16 +468,19 @@ func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, h
 }
 
 // holdEarlyReply holds the kernel's reply t (frame, with header vh) on
-// key, a tuple with neither entry nor recorded handshake, when its
-// request went in the SYN and the SYN-ACK has yet to cross: the SYN-ACK
-// is in another worker's mailbox. With no room the reply is dropped
-// (counted), and the kernel sends it again; it must not pass
-// untranslated.
+// key, a tuple with no entry, when its request went in the SYN and the
+// Splice is not installed yet: the SYN-ACK is in another worker's
+// mailbox, or, for a SYN the front-end filled (requestInSYN), the SYN-ACK
+// crossed but the Splice is still in worker 0's mail. With no room the
+// reply is dropped (counted), and the kernel sends it again; it must not
+// pass untranslated (nor be dropped at once as replyBeforeSplice drops
+// a reply of a request the shim has not sent: this one's server had the
+// request with the SYN, and its reply comes within microseconds).
 func (s *Shim) holdEarlyReply(key fourTuple, frame []byte, vh wire.VNetHdr, t wire.TCP, now Time) bool {
-	if s.held.n == 0 || len(t.Payload()) == 0 && !t.Has(wire.TCPFlagFIN) || t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagRST) != 0 {
+	if len(t.Payload()) == 0 && !t.Has(wire.TCPFlagFIN) || t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagRST) != 0 {
 		return false
 	}
-	if h := s.carriedSlot(key); (h == nil || !h.inSYN) && !s.fo.sawSYN(key) {
+	if !s.requestWentInSYN(key, now) {
 		return false
 	}
 	f := &s.fo
