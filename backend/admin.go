@@ -36,7 +36,12 @@ type Status struct {
 	ReplyFastPath  string              `json:"reply_fastpath"`
 	FastPath       link.ReplyFastStats `json:"fast_path"`
 	FastPathErrors uint64              `json:"fast_path_errors"`
-	Workers        []WorkerStatus      `json:"workers"`
+	// SYNFastPath: "tcx: ingress" when the kernel takes the front-end's
+	// SYNs with data from the wire (synfast.go), else "off" and why;
+	// SYNFast counts them.
+	SYNFastPath string            `json:"syn_fastpath"`
+	SYNFast     link.SYNFastStats `json:"syn_fast_path"`
+	Workers     []WorkerStatus    `json:"workers"`
 	// Gathering (-gather, gather.go): whether worker 0 serves every
 	// shard now, and how often the workers gathered and spread again.
 	Gathered bool   `json:"gathered"`
@@ -122,6 +127,14 @@ func (d *Daemon) collectStatus(timeout time.Duration) (Status, error) {
 			return Status{}, fmt.Errorf("the reply fast path's counters: %w", err)
 		}
 		st.FastPath = fs
+	}
+	st.SYNFastPath = d.synState
+	if d.synFast != nil {
+		ss, err := d.synFast.Stats()
+		if err != nil {
+			return Status{}, fmt.Errorf("the SYN fast path's counters: %w", err)
+		}
+		st.SYNFast = ss
 	}
 	for _, w := range d.workers {
 		st.FastPathErrors += w.fastErrors.Load()

@@ -88,6 +88,12 @@ type Config struct {
 	// The zero value is off; qsplice-backend's flag defaults to middle
 	// (echo is experimental: fastpath.go).
 	ReplyFastPath FastPathMode
+	// SYNFastPath runs the kernel's SYN fast path when it can
+	// (synfast.go): a TC program on the wire's ingress hands the
+	// front-end's SYNs that carry their request to the TAP itself. Like
+	// ReplyFastPath it needs CAP_BPF and Linux 6.6; the zero value is
+	// off, qsplice-backend's flag defaults to on.
+	SYNFastPath bool
 
 	// RxHold bounds a receive-moderation hold (issue 7, moderate.go):
 	// under a steady stream of bulk super-frames from the TAP a worker
@@ -157,6 +163,10 @@ type Daemon struct {
 	// which ("tcx: " and the mode, or "off" and why) for /status.
 	fast      *link.ReplyFastPath
 	fastState string
+	// synFast is the kernel's SYN fast path, nil when off; synState
+	// says which for /status.
+	synFast  *link.SYNFastPath
+	synState string
 	// tapLinks are what the workers drive, one per queue: the queue's
 	// UringTAP (also in urings) or the queue itself (tapio.go).
 	tapLinks []link.BatchLink
@@ -235,6 +245,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.wires = append(d.wires, w)
 	}
 	d.openReplyFastPath(wifi.Index, ifi.Index)
+	d.openSYNFastPath(wifi.Index, ifi.Index)
 	if cfg.Capture != "" {
 		if d.capture, err = openCapture(cfg.Capture, cfg.Wire); err != nil {
 			return nil, err
@@ -327,6 +338,10 @@ func (d *Daemon) closeDevices() {
 	if d.fast != nil {
 		d.fast.Close() // detaches the program first
 		d.fast = nil
+	}
+	if d.synFast != nil {
+		d.synFast.Close()
+		d.synFast = nil
 	}
 	for _, w := range d.wires {
 		w.Close()

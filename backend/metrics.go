@@ -48,6 +48,8 @@ var (
 	shimFastPath   = fam("qsplice_shim_reply_fastpath_on", "1 while the kernel's reply fast path is attached to the TAP (reply_fastpath in /status says why not).", isGauge)
 	shimFastFrames = fam("qsplice_shim_reply_fastpath_frames_total", "Replies the kernel translated and sent itself: in the middle of responses, never seen by the shim (sent); the others, whose originals went on to the shim marked as sent (echoed); and those it translated but dropped because a helper failed (failed).", isCounter, "what")
 	shimFastBytes  = fam("qsplice_shim_reply_fastpath_bytes_total", "Payload bytes of the replies the kernel translated and sent itself.", isCounter)
+	shimSYNFast    = fam("qsplice_shim_syn_fastpath_on", "1 while the kernel's SYN fast path is attached to the wire's ingress (syn_fastpath in /status says why not).", isGauge)
+	shimSYNFrames  = fam("qsplice_shim_syn_fastpath_frames_total", "SYNs with data (the front-end's, carrying their request) the kernel took from the wire into the TAP itself.", isCounter)
 	shimFastOffers = fam("qsplice_shim_reply_fastpath_offers_total", "Fast-path entries the shim's engine put (one or more per large response), and map updates that failed (failed).", isCounter, "what")
 	shimKernDrops  = fam("qsplice_shim_kernel_drops_total", "Frames the kernel dropped because a wire socket's buffer was full.", isCounter)
 
@@ -76,7 +78,7 @@ var (
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimFastPath, &shimFastFrames, &shimFastBytes, &shimFastOffers, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimFastPath, &shimFastFrames, &shimFastBytes, &shimFastOffers, &shimSYNFast, &shimSYNFrames, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -184,6 +186,12 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	shimFastFrames.Emit(ch, n(st.FastPath.Echoed), "echoed")
 	shimFastFrames.Emit(ch, n(st.FastPath.Failed), "failed")
 	shimFastBytes.Emit(ch, n(st.FastPath.Bytes))
+	on = 0
+	if strings.HasPrefix(st.SYNFastPath, "tcx") {
+		on = 1
+	}
+	shimSYNFast.Emit(ch, on)
+	shimSYNFrames.Emit(ch, n(st.SYNFast.Frames))
 	shimFastOffers.Emit(ch, n(s.FastPathOffers), "put")
 	shimFastOffers.Emit(ch, n(st.FastPathErrors), "failed")
 

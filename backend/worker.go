@@ -210,7 +210,8 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 		// A held Splice must still find its handshake when it is installed.
 		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay,
 		FastOpen:        d.cfg.FastOpen, HandoffAddrs: d.cfg.HandoffAddrs,
-		KernelFastPath: d.fast != nil, KernelEcho: d.fast != nil && d.cfg.ReplyFastPath == FastPathEcho}
+		KernelFastPath: d.fast != nil, KernelEcho: d.fast != nil && d.cfg.ReplyFastPath == FastPathEcho,
+		KernelSYNs: d.synFast != nil}
 	if id == 0 {
 		// The agent's shard takes the control datagrams off the wire
 		// (wireControl); the fanout sends every UDP frame to member 0.

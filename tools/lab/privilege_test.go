@@ -100,6 +100,24 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	if shim.ReplyFastPath != "tcx: middle" || shim.FastPath.Bytes < 4<<20 || shim.FastPath.Failed != 0 {
 		t.Errorf("reply fast path %q carried %+v of an 8 MiB response, want tcx: middle and most of it", shim.ReplyFastPath, shim.FastPath)
 	}
+	// And its SYN fast path hands the kernel the front-end's SYNs that
+	// bring their request: the first connection's SYN-ACK gave the
+	// cookie, so each new connection from here brings it.
+	const newConns = 3
+	for range newConns {
+		client.CloseIdleConnections()
+		getThroughVIP(t, client, 8080, 1<<10)
+	}
+	var syn struct {
+		SYNFastPath string                         `json:"syn_fastpath"`
+		SYNFast     struct{ Frames, Bytes uint64 } `json:"syn_fast_path"`
+	}
+	if _, err := GetJSON(context.Background(), client, url, &syn); err != nil {
+		t.Fatal(err)
+	}
+	if syn.SYNFastPath != "tcx: ingress" || syn.SYNFast.Frames < newConns || syn.SYNFast.Bytes == 0 {
+		t.Errorf("SYN fast path %q took %+v; want tcx: ingress and the SYNs of %d new connections", syn.SYNFastPath, syn.SYNFast, newConns)
+	}
 
 	// The lab hands the shim a configured tap0; on a host of its own the
 	// shim configures it, with CAP_NET_ADMIN only. Restart it on a bare
