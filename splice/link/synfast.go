@@ -139,6 +139,7 @@ func synFastProgram(hostWord uint32, tapIndex, stats int) asm.Instructions {
 		fIngress   = 1 // BPF_F_INGRESS
 		stSYNZero  = -4
 		synMinSize = fpTCP + 20
+		skbLen     = 0 // struct __sk_buff's len: the whole frame's
 	)
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
@@ -170,14 +171,15 @@ func synFastProgram(hostWord uint32, tapIndex, stats int) asm.Instructions {
 		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
 		asm.And.Imm(asm.R0, flagsMask),
 		asm.JNE.Imm(asm.R0, flagSYN, "pass"),
-		// The IPv4 length must fit the frame, and leave payload after
-		// both headers.
+		// The IPv4 length must fit the frame (skb->len: arithmetic on
+		// packet pointers needs CAP_PERFMON, which the shim does not
+		// have), and leave payload after both headers.
 		asm.LoadMem(asm.R9, asm.R7, fpIPLen, asm.Half),
 		asm.HostTo(asm.BE, asm.R9, asm.Half),
-		asm.Mov.Reg(asm.R2, asm.R7),
-		asm.Add.Imm(asm.R2, fpIP),
-		asm.Add.Reg(asm.R2, asm.R9),
-		asm.JGT.Reg(asm.R2, asm.R8, "pass"),
+		asm.LoadMem(asm.R2, asm.R6, skbLen, asm.Word),
+		asm.Mov.Reg(asm.R3, asm.R9),
+		asm.Add.Imm(asm.R3, fpIP),
+		asm.JGT.Reg(asm.R3, asm.R2, "pass"),
 		asm.LoadMem(asm.R0, asm.R7, fpDataOff, asm.Byte),
 		asm.RSh.Imm(asm.R0, 4),
 		asm.JLT.Imm(asm.R0, 5, "pass"),
