@@ -14,8 +14,10 @@ import (
 // TestRequestInTheFrontEndsSYN runs handoffs of carried requests through
 // a front-end with FastOpenInSYN and a shim, to a kernel that takes Fast
 // Open, for each way the shim may meet them: with or without the kernel's
-// SYN fast path (KernelSYNs), and with the Splice before the SYN or only
-// after the kernel's SYN-ACK (another worker's mail). The first SYN asks
+// SYN fast path (KernelSYNs), with the Splice before the SYN or only
+// after the kernel's SYN-ACK (another worker's mail), and, with the fast
+// path, with the shim's copy of the SYN read before or after the
+// SYN-ACK (both wait when the worker wakes). The first SYN asks
 // for a cookie; once the SYN-ACK gave one, the front-end's SYNs carry it
 // and the request, byte for byte the request its Splice carries. Such a
 // SYN reaches the kernel as it came (written by the shim, or taken by the
@@ -30,14 +32,19 @@ import (
 func TestRequestInTheFrontEndsSYN(t *testing.T) {
 	for _, kernelSYNs := range []bool{false, true} {
 		for _, late := range []bool{false, true} {
-			t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v", kernelSYNs, late), func(t *testing.T) {
-				requestInTheFrontEndsSYN(t, kernelSYNs, late)
-			})
+			for _, copyLate := range []bool{false, true} {
+				if copyLate && !kernelSYNs {
+					continue // the shim writes the SYN the kernel answers
+				}
+				t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v,synCopyAfterSynAck=%v", kernelSYNs, late, copyLate), func(t *testing.T) {
+					requestInTheFrontEndsSYN(t, kernelSYNs, late, copyLate)
+				})
+			}
 		}
 	}
 }
 
-func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool) {
+func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate bool) {
 	sh := newShim(t, ShimConfig{FastOpen: true, KernelSYNs: kernelSYNs})
 	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
 	const (
@@ -45,7 +52,15 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool) {
 		inSYN          // the SYN carries cookie and request; the kernel takes them
 		refused        // it carries them; the kernel took Fast Open off
 	)
-	for i, step := range []int{ask, inSYN, refused, ask} {
+	steps := []int{ask, inSYN, refused, ask}
+	if kernelSYNs && late && synCopyLate {
+		// A SYN-ACK that refuses the cookie before the shim read either
+		// the SYN's copy or the Splice leaves the shim its own cookie:
+		// the next SYN it fills with it is refused the same way, and it
+		// forgets it then (TestShimSendsTheRequestAfterASynAckThatDidNotTakeIt).
+		steps = steps[:3]
+	}
+	for i, step := range steps {
 		now := t0 + Time(i)*10*ms
 		isnC := wire.Seq(0x30000000 + i*0x1000000)
 		c := newClient(40040+uint16(i), isnC, fullOffer(9))
@@ -81,9 +96,16 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool) {
 				t.Fatalf("handoff %d: AddSplice: %v", i, err)
 			}
 		}
+		// With the SYN fast path the kernel has the SYN from the wire;
+		// the shim may read its copy only after the SYN-ACK.
+		copyLate := synCopyLate && step != ask
 		var toHost []byte
-		out = sh.input(PortWire, synFrame, now)
+		if !copyLate {
+			out = sh.input(PortWire, synFrame, now)
+		}
 		switch {
+		case copyLate:
+			toHost = synFrame
 		case step != ask && kernelSYNs:
 			if len(out.Frames) != 0 {
 				t.Fatalf("handoff %d: the shim wrote %d frames for a SYN the kernel took from the wire", i, len(out.Frames))
@@ -122,6 +144,11 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool) {
 			}
 			if err := sh.sh.AddSplice(&m, now+ms); err != nil {
 				t.Fatalf("handoff %d: AddSplice after the SYN-ACK: %v", i, err)
+			}
+		}
+		if copyLate {
+			if out := sh.input(PortWire, synFrame, now+ms); len(out.Frames) != 0 {
+				t.Fatalf("handoff %d: the shim wrote %d frames for the SYN's copy it read after the SYN-ACK", i, len(out.Frames))
 			}
 		}
 		if len(crossed) != 1 {

@@ -30,10 +30,12 @@ package splice
 // tuple pass as for a tuple without an entry until it is installed.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
 )
 
 // ErrSpliceAwaitsSynAck is AddSplice's answer to a Splice sent with the
@@ -84,6 +86,7 @@ func (s *Shim) addSpliceAtSYN(m *proto.Splice, key fourTuple, now Time) error {
 		}
 	}
 	if hs, err := s.handshakes.find(key, now); err == nil {
+		s.requestWasInSYN(key, m, &hs)
 		if r := resolveAtSYN(m, &hs); hs.agrees(&r, s.cfg.MaxRequestAhead) == nil {
 			err := s.AddSplice(&r, now)
 			if err == nil && m.Flags&proto.SpliceRequest != 0 && s.keepCarried(key, m, now) {
@@ -111,6 +114,23 @@ func (s *Shim) addSpliceAtSYN(m *proto.Splice, key fourTuple, now Time) error {
 	}
 	s.stats.AtSYNWaited++
 	return ErrSpliceAwaitsSynAck
+}
+
+// requestWasInSYN corrects hs, the handshake recorded on key, for m, a
+// Splice that carries its request and came after the SYN-ACK: when the
+// SYN-ACK acknowledged the whole request, the SYN brought it (the
+// front-end filled it, shim_fastopen.go) though the shim had seen neither
+// that SYN nor the Splice when the SYN-ACK crossed, so it took the ACK
+// for the SYN's ISN. The request was in service from the SYN-ACK's time
+// at the latest.
+func (s *Shim) requestWasInSYN(key fourTuple, m *proto.Splice, hs *handshake) {
+	if m.Flags&proto.SpliceRequest == 0 || hs.inSYN || len(m.Request) == 0 || uint32(hs.isnF+1) != m.RequestEnd {
+		return
+	}
+	hs.isnF, hs.inSYN = wire.Seq(m.RequestEnd)-1-wire.Seq(len(m.Request)), true
+	hs.early = earlyRequest{seen: true, at: hs.at, end: wire.Seq(m.RequestEnd), head: bytes.HasPrefix(m.Request, []byte("HEAD "))}
+	s.handshakes.update(key, *hs)
+	s.stats.FastOpenFromFrontEnd++
 }
 
 // completeAtSYN installs the Splice waiting on key, if any, now that the

@@ -144,8 +144,11 @@ type heldSegment struct {
 	reqEnd wire.Seq // the Splice's RequestEnd
 	reqID  uint64   // the Splice's RequestID
 	reqLen int
-	window uint16
-	tsVal  uint32
+	// fastOpen: the Splice said its SYN asks for Fast Open
+	// (proto.SpliceImplicitAck).
+	fastOpen bool
+	window   uint16
+	tsVal    uint32
 }
 
 // heldPool is a shard's held segments; release: a Splice was installed

@@ -338,8 +338,11 @@ func (s *Shim) requestWentInSYN(key fourTuple, now Time) bool {
 	if s.fo.sawSYN(key) {
 		return true
 	}
+	// A recorded handshake whose request never crossed the shim had it
+	// in the SYN too: the kernel took the SYN from the wire, and the
+	// shim read neither its copy nor the Splice before the SYN-ACK.
 	hs, err := s.handshakes.find(key, now)
-	return err == nil && hs.inSYN
+	return err == nil && (hs.inSYN || !hs.early.seen)
 }
 
 // sawSYN reports whether a SYN with data on key waits for its SYN-ACK.
@@ -431,6 +434,13 @@ func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, h
 	sent := h != nil && h.inSYN
 	syn, fromFE := s.fo.takeSeenSYN(key, now)
 	fromFE = fromFE && !sent
+	if !sent && !fromFE && h != nil && h.reqLen > 0 && t.Ack() == h.reqEnd {
+		// The SYN-ACK came before the shim read its copy of the SYN
+		// (both wait when the worker wakes; the kernel had the SYN
+		// from the wire): the Splice says where the request ends.
+		req := h.buf[carriedHeaderRoom : carriedHeaderRoom+h.reqLen]
+		syn, fromFE = seenSYN{seq: h.reqEnd - 1 - wire.Seq(h.reqLen), n: h.reqLen, at: now, head: bytes.HasPrefix(req, []byte("HEAD "))}, true
+	}
 	c := o.Cookie(t)
 	switch {
 	case !s.cfg.FastOpen:
@@ -438,9 +448,11 @@ func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, h
 		if s.fo.learn(key.dstIP, c) {
 			s.stats.FastOpenCookies++
 		}
-	case sent && t.Ack() == h.synSeq+1, fromFE && t.Ack() == syn.seq+1:
-		// A SYN with a cookie and data, answered for the SYN alone and
-		// with no new cookie: the server no longer takes Fast Open.
+	case sent && t.Ack() == h.synSeq+1, fromFE && t.Ack() == syn.seq+1,
+		h != nil && h.fastOpen && t.Ack() == h.reqEnd-wire.Seq(h.reqLen):
+		// A SYN that asked for Fast Open (with a cookie and data, or
+		// for a cookie, the shim's copy of it unread), answered for the
+		// SYN alone and with no cookie: the server no longer takes it.
 		s.fo.forget(key.dstIP)
 	}
 	if fromFE && t.Ack() == syn.seq+1+wire.Seq(syn.n) {

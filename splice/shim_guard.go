@@ -60,6 +60,7 @@ const maxSendWindow = 65535 << 14
 // handshake is a C2 handshake as the kernel's SYN-ACK showed it.
 type handshake struct {
 	isnB, isnF wire.Seq // the kernel's ISN; the front-end's, from the SYN-ACK's ACK
+	at         Time     // when the SYN-ACK crossed
 	window     uint16   // the SYN-ACK's window (a SYN's is never scaled)
 	wscale     int8     // the kernel's window shift, -1 when it sent none
 	ts         bool     // the kernel answered timestamps
@@ -187,7 +188,7 @@ func (s *Shim) noteHandshake(key fourTuple, p *wire.Packet, now Time, out *Outpu
 	if wire.ParseOptions(t, o) != nil {
 		return // the front-end will not take it either
 	}
-	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal,
+	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, at: now, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal,
 		hostMAC: p.Eth.Src(), peerMAC: p.Eth.Dst()}
 	s.fastOpenAnswered(key, t, o, &hs, now)
 	if old, err := s.handshakes.find(key, now); err == nil && !hs.inSYN && old.isnB == hs.isnB && old.isnF == hs.isnF {
