@@ -591,9 +591,20 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 		if port == PortHost && p.IP.Src() == s.hostIP {
 			t := p.TCP
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
-			if ent := s.entries[key]; ent != nil && !t.Has(wire.TCPFlagSYN) {
+			ent := s.entries[key]
+			if ent != nil && !t.Has(wire.TCPFlagSYN) {
 				s.translateReply(ent, p, vh, now, out)
 				return
+			}
+			if ent != nil && t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN|wire.TCPFlagACK && ent.ended() {
+				// The kernel answers a new connection on the tuple of one
+				// that ended, whose SYN it took from the wire before the
+				// shim read its copy (KernelSYNs), which would have made
+				// the shim forget the lingering entry (the wire's branch
+				// below): forget it now, or it translates the new
+				// connection's replies towards the old client.
+				s.stats.EntriesSuperseded++
+				s.remove(ent)
 			}
 			if s.cfg.KernelEcho && p.IP.TTL() == 0 {
 				// A reply the kernel sent itself (shim_fastpath.go) for a

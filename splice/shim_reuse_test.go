@@ -134,3 +134,44 @@ func TestNewSYNOnALingeringTupleReachesTheFrontEndsAnswer(t *testing.T) {
 		h.checkCounters()
 	}
 }
+
+// TestSynAckOnALingeringTupleSupersedesIt: with the SYN fast path the
+// kernel takes a new SYN from the wire, and its SYN-ACK may reach the
+// shim before the shim reads its copy of the SYN. A SYN-ACK on the tuple
+// of a connection that ended makes the shim forget the lingering entry
+// then, so the new connection's first reply is not translated towards
+// the old client (it waits for its own Splice); on a live connection a
+// SYN-ACK (sent again) changes nothing.
+func TestSynAckOnALingeringTupleSupersedesIt(t *testing.T) {
+	for _, ended := range []bool{true, false} {
+		h := newShim(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true})
+		sp := guardSplice(1, 30004, 0x100)
+		c := newTurnover(sp)
+		h.input(PortHost, c.synAck, t0)
+		if err := h.sh.AddSplice(&sp, t0); err != nil {
+			t.Fatal(err)
+		}
+		if ended {
+			h.input(PortHost, c.rst, t0+ms) // the kernel's RST: the entry lingers
+		}
+		// The new connection's SYN-ACK, and its server's reply, before
+		// the shim read the SYN.
+		synAck := c2FromHost(&sp, wire.TCPFlagSYN|wire.TCPFlagACK, 0x9000, 0x7001+wire.Seq(len(shortRequest)), nil)
+		h.input(PortHost, synAck, t0+2*ms)
+		reply := c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH, 0x9001, 0x7001+wire.Seq(len(shortRequest)), []byte("HTTP/1.1 200 OK\r\n\r\n"))
+		toOldClient := 0
+		for _, f := range copyFrames(h.input(PortHost, reply, t0+2*ms)) {
+			if s := decodeTCP(t, f); s.ip.DstIP.Equal(sp.ClientIP.AsSlice()) {
+				toOldClient++
+			}
+		}
+		if ended && (toOldClient != 0 || h.sh.Entries() != 0 || h.sh.Stats().EntriesSuperseded != 1) {
+			t.Errorf("connection ended: the new reply went to the old client %d times, %d entries, %d superseded",
+				toOldClient, h.sh.Entries(), h.sh.Stats().EntriesSuperseded)
+		}
+		if !ended && (h.sh.Entries() != 1 || h.sh.Stats().EntriesSuperseded != 0) {
+			t.Errorf("live connection: %d entries, %d superseded after a SYN-ACK", h.sh.Entries(), h.sh.Stats().EntriesSuperseded)
+		}
+		h.checkCounters()
+	}
+}
