@@ -40,7 +40,11 @@
 // translates the replies between a response's first and last and
 // redirects them to the wire device, as each shard's engine allows
 // (splice/shim_fastpath.go); the worker applies its shard's commands
-// after sending the pass's wire frames. While the workers'
+// after sending the pass's wire frames. The SYN fast path
+// (-syn-fastpath, synfast.go, on by default) hands the front-end's SYNs
+// that carry their request from the wire's ingress to the TAP in the
+// kernel; the workers learn from their copies and write none
+// (splice.ShimConfig.KernelSYNs). While the workers'
 // threads use less than half a core, worker 0's loop serves every shard
 // and the others park (gather.go, -gather): one wake-up per burst of
 // frames instead of one per worker, half the system calls per frame.
