@@ -59,14 +59,20 @@ func (d *Daemon) openReplyFastPath(wireIndex, tapIndex int) {
 	}
 	if err != nil {
 		d.fastState = "off: " + err.Error()
-		args := []any{"err", err}
-		if errors.Is(err, unix.EPERM) {
-			args = append(args, "hint", "grant CAP_BPF (contrib/systemd/qsplice-backend.service; README, \"Privileges\")")
-		}
-		d.log.Warn("no reply fast path: every reply crosses the shim", args...)
+		d.log.Warn("no reply fast path: every reply crosses the shim", bpfErrArgs(err)...)
 		return
 	}
 	d.fast, d.fastState = fp, "tcx: "+string(d.cfg.ReplyFastPath)
+}
+
+// bpfErrArgs are the log arguments of a fast path the daemon could not
+// load or attach: the error, and what to grant when it was refused.
+func bpfErrArgs(err error) []any {
+	args := []any{"err", err}
+	if errors.Is(err, unix.EPERM) {
+		args = append(args, "hint", "grant CAP_BPF (contrib/systemd/qsplice-backend.service; README, \"Privileges\")")
+	}
+	return args
 }
 
 // maxFastPathEntries bounds the connections the kernel translates at

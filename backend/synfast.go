@@ -1,10 +1,7 @@
 package backend
 
 import (
-	"errors"
-
 	"github.com/qsplice/qsplice/splice/link"
-	"golang.org/x/sys/unix"
 )
 
 // The kernel's SYN fast path in the daemon (issue 7): a TC program on
@@ -35,11 +32,7 @@ func (d *Daemon) openSYNFastPath(wireIndex, tapIndex int) {
 	}
 	if err != nil {
 		d.synState = "off: " + err.Error()
-		args := []any{"err", err}
-		if errors.Is(err, unix.EPERM) {
-			args = append(args, "hint", "grant CAP_BPF (contrib/systemd/qsplice-backend.service; README, \"Privileges\")")
-		}
-		d.log.Warn("no SYN fast path: the front-end's SYNs cross the shim", args...)
+		d.log.Warn("no SYN fast path: the front-end's SYNs cross the shim", bpfErrArgs(err)...)
 		return
 	}
 	d.synFast, d.synState = fp, "tcx: ingress"

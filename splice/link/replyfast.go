@@ -196,19 +196,10 @@ func NewReplyFastPath(wireIndex, maxEntries int) (*ReplyFastPath, error) {
 		f.Close()
 		return nil, fmt.Errorf("reply fast path: stats map: %w", err)
 	}
-	f.prog, err = ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Name:         "qsplice_reply",
-		Type:         ebpf.SchedCLS,
-		License:      "Dual MIT/GPL",
-		Instructions: replyFastProgram(f.config.FD(), f.ledger.FD(), f.stats.FD(), wireIndex),
-	}, ebpf.ProgramOptions{})
+	f.prog, err = loadTC("reply fast path", "qsplice_reply", replyFastProgram(f.config.FD(), f.ledger.FD(), f.stats.FD(), wireIndex))
 	if err != nil {
 		f.Close()
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("reply fast path: the verifier refused the program: %+v", ve)
-		}
-		return nil, fmt.Errorf("reply fast path: load the program: %w", err)
+		return nil, err
 	}
 	return f, nil
 }
@@ -217,11 +208,9 @@ func NewReplyFastPath(wireIndex, maxEntries int) (*ReplyFastPath, error) {
 // tapIndex transmits (the back-end's TAP), through a TCX link the
 // ReplyFastPath holds until Close (Linux 6.6 or later).
 func (f *ReplyFastPath) AttachEgress(tapIndex int) error {
-	l, err := ebpflink.AttachTCX(ebpflink.TCXOptions{
-		Interface: tapIndex, Program: f.prog, Attach: ebpf.AttachTCXEgress,
-	})
+	l, err := attachTCX("reply fast path", "the TAP's egress", tapIndex, f.prog, ebpf.AttachTCXEgress)
 	if err != nil {
-		return fmt.Errorf("reply fast path: attach to the TAP's egress (TCX, Linux 6.6+): %w", err)
+		return err
 	}
 	f.attach = l
 	return nil

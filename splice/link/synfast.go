@@ -64,19 +64,10 @@ func NewSYNFastPath(hostIP [4]byte, tapIndex int) (*SYNFastPath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SYN fast path: stats map: %w", err)
 	}
-	f.prog, err = ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Name:         "qsplice_syn",
-		Type:         ebpf.SchedCLS,
-		License:      "Dual MIT/GPL",
-		Instructions: synFastProgram(binary.NativeEndian.Uint32(hostIP[:]), tapIndex, f.stats.FD()),
-	}, ebpf.ProgramOptions{})
+	f.prog, err = loadTC("SYN fast path", "qsplice_syn", synFastProgram(binary.NativeEndian.Uint32(hostIP[:]), tapIndex, f.stats.FD()))
 	if err != nil {
 		f.Close()
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("SYN fast path: the verifier refused the program: %+v", ve)
-		}
-		return nil, fmt.Errorf("SYN fast path: load the program: %w", err)
+		return nil, err
 	}
 	return f, nil
 }
@@ -85,11 +76,9 @@ func NewSYNFastPath(hostIP [4]byte, tapIndex int) (*SYNFastPath, error) {
 // wireIndex receives (the shim's wire), through a TCX link the
 // SYNFastPath holds until Close (Linux 6.6 or later).
 func (f *SYNFastPath) AttachIngress(wireIndex int) error {
-	l, err := ebpflink.AttachTCX(ebpflink.TCXOptions{
-		Interface: wireIndex, Program: f.prog, Attach: ebpf.AttachTCXIngress,
-	})
+	l, err := attachTCX("SYN fast path", "the wire's ingress", wireIndex, f.prog, ebpf.AttachTCXIngress)
 	if err != nil {
-		return fmt.Errorf("SYN fast path: attach to the wire's ingress (TCX, Linux 6.6+): %w", err)
+		return err
 	}
 	f.attach = l
 	return nil
