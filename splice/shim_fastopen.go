@@ -56,13 +56,26 @@ package splice
 // ShimConfig.KernelSYNs) hands it to the host from the wire, without the
 // shim's read and write (about 60 us of the first byte on the lab host,
 // a process wake-up). The shim sees its copy all the same: AF_PACKET
-// taps a frame before tc ingress runs. requestInSYN marks the carried
-// request as sent in the SYN, and with KernelSYNs the shim writes no SYN
+// taps a frame before tc ingress runs; with KernelSYNs it writes no SYN
 // with data itself, as the program's rule (a SYN without ACK, RST or FIN,
-// with payload, that the ingress checks pass) says it need not. When the
-// Splice comes after the SYN (another worker's mail), the SYN-ACK tells:
-// one that acknowledges the whole carried request acknowledges a SYN
-// that brought it (fastOpenAnswered).
+// with payload, that the ingress checks pass) says it need not. The
+// kernel may answer before the shim has read that copy or the Splice
+// (worker 0 mails another worker's), and the shim must still end up
+// where it would have been had it sent the SYN:
+//   - the SYN's copy read first: requestInSYN remembers it, and a SYN-ACK
+//     that acknowledges all its data makes the handshake that SYN's, as
+//     if the shim had sent it (fastOpenAnswered);
+//   - the SYN-ACK first, the Splice in hand: a SYN-ACK that acknowledges
+//     the carried request's end had the request in its SYN;
+//   - the SYN-ACK first, the Splice later: the Splice, when it comes,
+//     corrects the recorded handshake the same way (requestWasInSYN),
+//     and the server's reply, which can come before it, is held, not
+//     dropped (requestWentInSYN: a handshake whose request never crossed
+//     the shim had it in the SYN);
+//   - a SYN-ACK on the tuple of a connection that ended supersedes the
+//     lingering entry, as the SYN's copy would have (shim.go).
+// An attacker who fills the remembered SYNs from a spoofed handoff
+// address only sends the shim to the Splice for the same answer.
 //
 // Against an attacker on the segment: only SYNs from an address the
 // kernel gave a cookie to are held, at most maxHeldSYNs per shard (others
