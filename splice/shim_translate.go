@@ -2,6 +2,7 @@ package splice
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -283,13 +284,14 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 		return
 	}
 	if ent.responding {
+		service, first := responseTimes(ent.reqStart, ent.firstReply, ent.lastReply)
 		out.event(Event{
 			Kind:        EvResponseDone,
 			RequestID:   ent.requestID,
-			ServiceTime: ent.lastReply.Sub(ent.reqStart),
+			ServiceTime: service,
 			Bytes:       ent.replyBytes,
 			ResponseEnd: uint32(ent.srvNxt),
-			FirstByte:   max(ent.firstReply.Sub(ent.reqStart), 1),
+			FirstByte:   first,
 		})
 	}
 	ent.inService = false
@@ -320,4 +322,16 @@ func responseEnd(seq wire.Seq, payload []byte, headRequest bool) (wire.Seq, bool
 		return 0, false
 	}
 	return seq + wire.Seq(r.HeadLen) + wire.Seq(body), true
+}
+
+// responseTimes are a response's service time and first byte, both from
+// its request's start: the first byte at least 1 ns (0 says "not
+// measured" on the wire, proto.Feedback), and the service time never
+// shorter than it. A request the kernel took with its SYN is in service
+// from the SYN-ACK's time when the shim read neither the SYN nor its
+// Splice first (shim_fastopen.go), and a reply read in the same pass has
+// that same time: the response does not end before its first byte.
+func responseTimes(start, first, last Time) (service, firstByte time.Duration) {
+	firstByte = max(first.Sub(start), 1)
+	return max(last.Sub(start), firstByte), firstByte
 }

@@ -119,7 +119,12 @@ func sysctlOf(t *testing.T, l *Lab, host, key string) string {
 // kernel accepted with a valid cookie.
 func fastOpenPassive(t *testing.T, l *Lab, host string) int64 {
 	t.Helper()
-	const counter = "TcpExtTCPFastOpenPassive"
+	return nstatCounter(t, l, host, "TcpExtTCPFastOpenPassive")
+}
+
+// nstatCounter reads one of a host's kernel counters.
+func nstatCounter(t *testing.T, l *Lab, host, counter string) int64 {
+	t.Helper()
 	// -s: nstat's history file (shared by every namespace) stays as it is.
 	out, err := runIn(l, host, "nstat", "-asz", counter)
 	if err != nil {

@@ -101,9 +101,11 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 		t.Errorf("reply fast path %q carried %+v of an 8 MiB response, want tcx: middle and most of it", shim.ReplyFastPath, shim.FastPath)
 	}
 	// And its SYN fast path hands the kernel the front-end's SYNs that
-	// bring their request: the first connection's SYN-ACK gave the
-	// cookie, so each new connection from here brings it.
-	const newConns = 3
+	// bring their request: each front-end shard (one per CPU) asks for
+	// the cookie on its first connection, and the first connection's
+	// shard has it already, so on a 2-CPU machine all new connections
+	// but at most one bring it.
+	const newConns = 8
 	for range newConns {
 		client.CloseIdleConnections()
 		getThroughVIP(t, client, 8080, 1<<10)
@@ -115,8 +117,8 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	if _, err := GetJSON(context.Background(), client, url, &syn); err != nil {
 		t.Fatal(err)
 	}
-	if syn.SYNFastPath != "tcx: ingress" || syn.SYNFast.Frames < newConns || syn.SYNFast.Bytes == 0 {
-		t.Errorf("SYN fast path %q took %+v; want tcx: ingress and the SYNs of %d new connections", syn.SYNFastPath, syn.SYNFast, newConns)
+	if syn.SYNFastPath != "tcx: ingress" || syn.SYNFast.Frames < newConns/2 || syn.SYNFast.Bytes == 0 {
+		t.Errorf("SYN fast path %q took %+v; want tcx: ingress and the SYNs of most of %d new connections", syn.SYNFastPath, syn.SYNFast, newConns)
 	}
 
 	// The lab hands the shim a configured tap0; on a host of its own the
