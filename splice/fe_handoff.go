@@ -289,6 +289,16 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		if f.implicitAck {
 			out.event(Event{Kind: EvSpliceTaken, Flow: f.id, Backend: f.backend.ID})
 		}
+		if f.synData {
+			// The request went in our own SYN: the kernel took it
+			// without the Splice, which may come late or be lost (its
+			// resends carry no request), and a Fast Open socket sends
+			// nothing again before its handshake completes. So the
+			// handshake's last ACK is ours, not the shim's
+			// (shim_carry.go sendCarried).
+			var ob [wire.TSOptionLen]byte
+			e.toBackend(f, f.reqUna, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
+		}
 	}
 	f.cliNxt = f.rw.toC(f.reqEnd, true)
 	// The back-end may send up to the window of our SYN before it sees the

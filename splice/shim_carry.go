@@ -93,6 +93,12 @@ func (s *Shim) sendCarried(key fourTuple, hs *handshake, r *proto.Splice) {
 	if r.Flags&proto.SpliceTimestamps != 0 {
 		opts = ob[:wire.EncodeTS(ob[:], h.tsVal, hs.tsVal)]
 	}
+	if hs.byFrontEnd {
+		// The front-end's own SYN brought the request, and the
+		// front-end sends the handshake's last ACK (fe_handoff.go).
+		s.freeHeld(h)
+		return
+	}
 	seq, flags, payload := hs.isnF+1, uint8(wire.TCPFlagACK|wire.TCPFlagPSH), h.buf[carriedHeaderRoom:carriedHeaderRoom+h.reqLen]
 	if hs.inSYN {
 		// The kernel took the request with the SYN (shim_fastopen.go):

@@ -473,7 +473,7 @@ func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, h
 		// it (requestInSYN): the handshake is that SYN's, as if the shim
 		// had sent it, and the carried request is in (sendCarried sends
 		// the last ACK of the handshake in its place).
-		hs.isnF, hs.inSYN = syn.seq, true
+		hs.isnF, hs.inSYN, hs.byFrontEnd = syn.seq, true, true
 		hs.early = earlyRequest{seen: true, at: syn.at, end: t.Ack(), head: syn.head}
 		s.stats.FastOpenFromFrontEnd++
 		return

@@ -70,6 +70,9 @@ type handshake struct {
 	hostMAC, peerMAC wire.MAC
 	// early is the request that crossed before the Splice (shim_early.go).
 	early earlyRequest
+	// byFrontEnd: that SYN was the front-end's own, which sends the
+	// handshake's last ACK itself (fe_handoff.go c2Established).
+	byFrontEnd bool
 	// inSYN: the kernel took the carried request in the SYN
 	// (shim_fastopen.go); isnF is then that SYN's ISN.
 	inSYN bool
