@@ -2,13 +2,9 @@ package lab
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/qsplice/qsplice/tools/content"
 )
@@ -33,28 +29,9 @@ func daemonConfig(t *testing.T) Config {
 // body against the content of the back-end that says it answered.
 func getThroughVIP(t *testing.T, client *http.Client, port int, size int64) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	url := fmt.Sprintf("http://%s:%d/data/%s", VIP, port, content.FormatSize(size))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	id, err := getExact(client, fmt.Sprintf("http://%s:%d/data/%s", VIP, port, content.FormatSize(size)), size)
 	if err != nil {
 		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: body: %v", url, err)
-	}
-	id, err := strconv.Atoi(resp.Header.Get("X-Backend-Id"))
-	if resp.StatusCode != http.StatusOK || err != nil {
-		t.Fatalf("GET %s: %s, X-Backend-Id %q", url, resp.Status, resp.Header.Get("X-Backend-Id"))
-	}
-	if int64(len(body)) != size || sha256.Sum256(body) != content.SHA256(uint32(id), size) {
-		t.Fatalf("GET %s: %d bytes from back-end %d do not match its content", url, len(body), id)
 	}
 	return id
 }

@@ -43,7 +43,7 @@ func TestShortConnectionsThroughTheSYNFastPath(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				if err := getExact(client, url, 1<<10); err != nil {
+				if _, err := getExact(client, url, 1<<10); err != nil {
 					errs <- err
 					return
 				}
@@ -82,29 +82,30 @@ func TestShortConnectionsThroughTheSYNFastPath(t *testing.T) {
 }
 
 // getExact fetches url (the VIP's /data/SIZE) and checks the response's
-// body against the content of the back-end that says it answered.
-func getExact(client *http.Client, url string, size int64) error {
+// body against the content of the back-end that says it answered, which
+// it returns.
+func getExact(client *http.Client, url string, size int64) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
+		return 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("GET %s: body: %w", url, err)
+		return 0, fmt.Errorf("GET %s: body: %w", url, err)
 	}
 	id, err := strconv.Atoi(resp.Header.Get("X-Backend-Id"))
 	if resp.StatusCode != http.StatusOK || err != nil {
-		return fmt.Errorf("GET %s: %s, X-Backend-Id %q", url, resp.Status, resp.Header.Get("X-Backend-Id"))
+		return 0, fmt.Errorf("GET %s: %s, X-Backend-Id %q", url, resp.Status, resp.Header.Get("X-Backend-Id"))
 	}
 	if int64(len(body)) != size || sha256.Sum256(body) != content.SHA256(uint32(id), size) {
-		return fmt.Errorf("GET %s: %d bytes from back-end %d do not match its content", url, len(body), id)
+		return 0, fmt.Errorf("GET %s: %d bytes from back-end %d do not match its content", url, len(body), id)
 	}
-	return nil
+	return id, nil
 }
