@@ -349,7 +349,7 @@ func NewShim(cfg ShimConfig) (*Shim, error) {
 		handshakes: newTupleTable[handshake](cfg.MaxHandshakes, cfg.HandshakeWindow),
 		atSYN:      newTupleTable[proto.Splice](cfg.MaxHandshakes, cfg.HandshakeWindow),
 		held:       newHeldPool(),
-		fo:         fastOpen{cookieJar: newCookieJar(maxFastOpenCookies)},
+		fo:         fastOpen{cookieJar: newCookieJar(maxFastOpenCookies), seen: newTupleTable[seenSYN](maxSeenSYNs, fastOpenSeen)},
 	}, nil
 }
 

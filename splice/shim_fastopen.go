@@ -102,7 +102,8 @@ const (
 	maxHeldSYNs = 16
 	// maxSeenSYNs bounds the SYNs with data a shard remembers until
 	// their SYN-ACK, which follows within microseconds: as many as the
-	// connections opened in one pass; fastOpenSeen bounds how long.
+	// connections opened in one pass, the oldest pushed out first;
+	// fastOpenSeen bounds how long.
 	maxSeenSYNs  = 64
 	fastOpenSeen = time.Second
 	// heldSYNSize holds a SYN with the longest TCP header and no IP
@@ -147,9 +148,8 @@ type fastOpenCookie struct {
 // seenSYN is a SYN with data from the wire whose SYN-ACK is still to
 // come (requestInSYN).
 type seenSYN struct {
-	key  fourTuple
 	seq  wire.Seq
-	n    int // its payload; 0: a free slot
+	n    int // its payload
 	at   Time
 	head bool // a HEAD request
 }
@@ -175,9 +175,9 @@ type fastOpen struct {
 	replies        [maxHeldReplies]heldReply
 	nReply         int
 	releaseReplies bool
-	// seen are the SYNs with data that came from handoff addresses,
-	// the oldest replaced first.
-	seen [maxSeenSYNs]seenSYN
+	// seen are the SYNs with data that came from handoff addresses
+	// (requestInSYN), bounded and aged as the handshakes are.
+	seen tupleTable[seenSYN]
 }
 
 // cookieJar keeps the Fast Open cookies a kernel gave, one per address
@@ -323,20 +323,8 @@ func (s *Shim) requestInSYN(key fourTuple, t wire.TCP, now Time) {
 	if !s.isWebPort(key.srcPort) || !s.handoffs.has(key.dstIP) {
 		return
 	}
-	f := &s.fo
-	slot := &f.seen[0]
-	for i := range f.seen {
-		r := &f.seen[i]
-		if r.key == key {
-			slot = r // the SYN again
-			break
-		}
-		if r.at.Before(slot.at) {
-			slot = r // the oldest goes
-		}
-	}
 	pl := t.Payload()
-	*slot = seenSYN{key: key, seq: t.Seq(), n: len(pl), at: now, head: bytes.HasPrefix(pl, []byte("HEAD "))}
+	s.fo.seen.note(key, seenSYN{seq: t.Seq(), n: len(pl), at: now, head: bytes.HasPrefix(pl, []byte("HEAD "))}, now)
 }
 
 // requestWentInSYN reports whether the request of key, a tuple with no
@@ -348,7 +336,7 @@ func (s *Shim) requestWentInSYN(key fourTuple, now Time) bool {
 			return true
 		}
 	}
-	if s.fo.sawSYN(key) {
+	if _, err := s.fo.seen.find(key, now); err == nil {
 		return true
 	}
 	// A recorded handshake whose request never crossed the shim had it
@@ -356,29 +344,6 @@ func (s *Shim) requestWentInSYN(key fourTuple, now Time) bool {
 	// shim read neither its copy nor the Splice before the SYN-ACK.
 	hs, err := s.handshakes.find(key, now)
 	return err == nil && (hs.inSYN || !hs.early.seen)
-}
-
-// sawSYN reports whether a SYN with data on key waits for its SYN-ACK.
-func (f *fastOpen) sawSYN(key fourTuple) bool {
-	for i := range f.seen {
-		if r := &f.seen[i]; r.n > 0 && r.key == key {
-			return true
-		}
-	}
-	return false
-}
-
-// takeSeenSYN returns and forgets the SYN with data seen on key within
-// fastOpenSeen.
-func (f *fastOpen) takeSeenSYN(key fourTuple, now Time) (seenSYN, bool) {
-	for i := range f.seen {
-		if r := &f.seen[i]; r.n > 0 && r.key == key {
-			syn := *r
-			*r = seenSYN{}
-			return syn, now.Sub(syn.at) <= fastOpenSeen
-		}
-	}
-	return seenSYN{}, false
 }
 
 // holdSYN keeps SYN frame of key until its Splice comes; false when no
@@ -445,8 +410,9 @@ func (s *Shim) releaseSYNs(now Time, out *Output) {
 func (s *Shim) fastOpenAnswered(key fourTuple, t wire.TCP, o *wire.TCPOptions, hs *handshake, now Time) {
 	h := s.carriedSlot(key)
 	sent := h != nil && h.inSYN
-	syn, fromFE := s.fo.takeSeenSYN(key, now)
-	fromFE = fromFE && !sent
+	syn, err := s.fo.seen.find(key, now)
+	s.fo.seen.consume(key)
+	fromFE := err == nil && !sent
 	if !sent && !fromFE && h != nil && h.reqLen > 0 && t.Ack() == h.reqEnd {
 		// The SYN-ACK came before the shim read its copy of the SYN
 		// (both wait when the worker wakes; the kernel had the SYN
