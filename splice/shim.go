@@ -3,6 +3,7 @@ package splice
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
@@ -155,7 +156,7 @@ type ShimStats struct {
 	RefusedRequestInUse  uint64 // RequestID of a live entry for another tuple
 	RefusedFull          uint64 // MaxEntries reached
 	SplicesReplaced      uint64 // entries replaced by a Splice for a new handshake on their tuple
-	EntriesSuperseded    uint64 // lingering entries forgotten for a new SYN on their tuple
+	EntriesSuperseded    uint64 // lingering entries forgotten for a new SYN on their tuple, or the kernel's answer to one
 	Handshakes           uint64 // kernel SYN-ACKs on web ports recorded
 	HandshakesEvicted    uint64 // of them, pushed out within HandshakeWindow by newer ones
 	HandshakesNotHandoff uint64 // SYN-ACKs on web ports to an address not a handoff one, not recorded
@@ -252,6 +253,16 @@ type spliceEntry struct {
 	hostShift   uint8    // the kernel's window shift on C2
 	resetByWire bool     // reset by a RST from the wire, which the kernel may not have taken
 	born        Time
+
+	// owedAcks counts the segments from the wire since both FINs
+	// (closedByFINs) that the kernel may still answer, with an ACK at
+	// most each: a bare ACK beyond them answers something that never
+	// crossed the shim (a SYN the kernel took from the wire, KernelSYNs).
+	// cliFinEnd is past the client's FIN: the kernel's rcv_nxt once it
+	// has it, where a bare ACK or RST gets no answer (owesAck).
+	owedAcks  uint8
+	cliFinEnd wire.Seq
+
 	// The handshake it was installed on, to recognise a Splice sent with
 	// the SYN when it comes again (shim_atsyn.go).
 	isnB      wire.Seq
@@ -441,7 +452,23 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 
 // ended reports whether ent's connection is over (both FINs, or a RST)
 // and the entry only lingers for late segments.
-func (ent *spliceEntry) ended() bool { return ent.reset || (ent.cliFin && ent.srvFin) }
+func (ent *spliceEntry) ended() bool { return ent.reset || ent.closedByFINs() }
+
+// closedByFINs reports whether both sides sent their FIN. The kernel's
+// socket is then in TIME-WAIT, CLOSING or LAST-ACK, or gone, and sends
+// nothing but its FIN again or an ACK for a segment it received. (After a
+// RST it may not have taken, it may still send anything.)
+func (ent *spliceEntry) closedByFINs() bool { return ent.cliFin && ent.srvFin }
+
+// owesAck reports whether the kernel may answer t, a segment from the wire
+// after both FINs, with an ACK. In TIME-WAIT Linux answers everything but
+// a RST or bare ACK at its rcv_nxt (tcp_timewait_state_process), and in
+// LAST-ACK or CLOSING those are acceptable and need no answer either: so
+// the client's last ACK, and its duplicates, are owed nothing. Anything
+// else may be answered (a FIN sent again, data, a segment out of window).
+func (ent *spliceEntry) owesAck(t wire.TCP) bool {
+	return t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagFIN) != 0 || len(t.Payload()) != 0 || t.Seq() != ent.cliFinEnd
+}
 
 // Active is the number of requests in service (for Feedback/Keepalive).
 func (s *Shim) Active() int { return s.active }
@@ -592,6 +619,28 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			t := p.TCP
 			key := fourTuple{srcIP: s.hostIP, dstIP: p.IP.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
 			ent := s.entries[key]
+			if ent != nil && ent.closedByFINs() && t.Flags() == wire.TCPFlagACK && len(t.Payload()) == 0 {
+				if ent.owedAcks == 0 {
+					// The kernel answers a segment the shim never saw:
+					// after the connection's end it speaks only when
+					// spoken to, and everything but a SYN with data
+					// crosses the shim first. So this is its answer to a
+					// new connection's SYN it took from the wire before
+					// the shim read the copy (KernelSYNs): the old
+					// connection's ACK from its TIME-WAIT, or a
+					// challenge ACK. Translated, it would go to the old
+					// client, and the front-end, waiting for an answer
+					// to reset the old connection, would send the SYN
+					// again only when its timer fires. It is the
+					// front-end's: forget the entry, as the SYN's copy
+					// would have, and pass it.
+					s.stats.EntriesSuperseded++
+					s.remove(ent)
+					ent = nil
+				} else {
+					ent.owedAcks--
+				}
+			}
 			if ent != nil && !t.Has(wire.TCPFlagSYN) {
 				s.translateReply(ent, p, vh, now, out)
 				return
@@ -651,7 +700,11 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				}
 			}
 			if ent != nil {
-				if s.observeRequest(ent, p, now, out) && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
+				accepted := s.observeRequest(ent, p, now, out)
+				if ent.closedByFINs() && ent.owedAcks < math.MaxUint8 && ent.owesAck(t) {
+					ent.owedAcks++ // acceptable or not
+				}
+				if accepted && s.coalesceWireAck(ent, p.TCP, frame, vh, out) {
 					return // passed, or written over its previous ACK (shim_ackcoalesce.go)
 				}
 			} else if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST|wire.TCPFlagFIN) == wire.TCPFlagSYN &&

@@ -175,3 +175,61 @@ func TestSynAckOnALingeringTupleSupersedesIt(t *testing.T) {
 		h.checkCounters()
 	}
 }
+
+// TestKernelsAnswerToAnUnseenSYNReachesTheFrontEnd: with the SYN fast
+// path the kernel takes a new SYN from the wire, and when the tuple's
+// last connection is in its TIME-WAIT it answers with that connection's
+// ACK, which may reach the shim before the shim reads the SYN's copy.
+// After both FINs the kernel answers only what it receives, and all but
+// such a SYN crosses the shim first: an ACK beyond the segments that
+// came since is the front-end's, passed untouched, the entry forgotten.
+// An ACK for the client's FIN sent again stays the old client's.
+func TestKernelsAnswerToAnUnseenSYNReachesTheFrontEnd(t *testing.T) {
+	for _, finAgain := range []bool{false, true} {
+		h := newShim(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true})
+		sp := guardSplice(1, 30005, 0x100)
+		c := newTurnover(sp)
+		h.input(PortHost, c.synAck, t0)
+		if err := h.sh.AddSplice(&sp, t0); err != nil {
+			t.Fatal(err)
+		}
+		reqEnd := wire.Seq(sp.RequestEnd)
+		resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		finSeq := 0x501 + wire.Seq(len(resp))
+		h.input(PortHost, c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN, 0x501, reqEnd, resp), t0+ms)
+		clientFIN := c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagFIN, reqEnd, finSeq+1, nil)
+		h.input(PortWire, clientFIN, t0+2*ms)
+		lastAck := c2FromHost(&sp, wire.TCPFlagACK, finSeq+1, reqEnd+1, nil)
+		toClient := func(out *Output) bool {
+			fs := copyFrames(out)
+			return len(fs) == 1 && decodeTCP(t, fs[0]).ip.DstIP.Equal(sp.ClientIP.AsSlice())
+		}
+		if !toClient(h.input(PortHost, lastAck, t0+3*ms)) {
+			t.Fatalf("the kernel's ACK of the client's FIN did not go to the client")
+		}
+		// The client's last ACK, once more, after the kernel's: no answer
+		// from a TIME-WAIT.
+		clientLastAck := c2FromWire(&sp, wire.TCPFlagACK, reqEnd+1, finSeq+1, nil)
+		h.input(PortWire, clientLastAck, t0+3*ms)
+		h.input(PortWire, clientLastAck, t0+3*ms)
+		if finAgain {
+			// The client did not get that ACK and sends its FIN again:
+			// the kernel's answer from its TIME-WAIT is the client's.
+			h.input(PortWire, clientFIN, t0+200*ms)
+			if !toClient(h.input(PortHost, lastAck, t0+201*ms)) || h.sh.Entries() != 1 {
+				t.Errorf("FIN again: the kernel's ACK did not go to the client (%d entries)", h.sh.Entries())
+			}
+			h.checkCounters()
+			continue
+		}
+		// A new SYN with its request took the fast path; its answer
+		// comes before the shim reads its copy.
+		fs := copyFrames(h.input(PortHost, lastAck, t0+300*ms))
+		untouched := len(fs) == 1 && string(fs[0]) == string(lastAck)
+		if !untouched || h.sh.Entries() != 0 || h.sh.Stats().EntriesSuperseded != 1 {
+			t.Errorf("answer to an unseen SYN: passed untouched %v, %d entries, %d superseded; want true, 0, 1",
+				untouched, h.sh.Entries(), h.sh.Stats().EntriesSuperseded)
+		}
+		h.checkCounters()
+	}
+}

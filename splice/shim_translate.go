@@ -265,8 +265,9 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
 		}
 	}
-	if flags&wire.TCPFlagFIN != 0 {
+	if flags&wire.TCPFlagFIN != 0 && !ent.cliFin {
 		ent.cliFin = true
+		ent.cliFinEnd = t.Seq() + wire.Seq(len(t.Payload())) + 1
 	}
 	s.arm(ent, now)
 	return true
