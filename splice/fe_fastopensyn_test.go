@@ -217,3 +217,80 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate bool) 
 			st.FastOpenFromFrontEnd, st.SYNsByKernel, st.FastOpenSent, wantByKernel)
 	}
 }
+
+// TestTheSYNAfterAResetOfATimeWaitCarriesNoRequest: when the back-end
+// answers C2's SYN from an old connection's TIME-WAIT, the front-end
+// resets that connection and sends the SYN again. With the SYN fast path
+// a SYN that carries the request reaches the kernel from the wire, the
+// RST through the shim, so it would overtake the RST and meet the
+// TIME-WAIT again, whose ACKs are rate-limited: no answer until the SYN's
+// timer. So the SYN sent after the RST, and those after it, carry
+// neither cookie nor request but ask for a cookie, for the shim to fill
+// as it passes; the front-end then leaves the handshake's last ACK to the
+// shim.
+func TestTheSYNAfterAResetOfATimeWaitCarriesNoRequest(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
+	handoff := func(i int, now Time) (*testClient, FlowID, *seen) {
+		c := newClient(40060+uint16(i), wire.Seq(0x30000000+i*0x1000000), fullOffer(9))
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		syn := decodeTCP(t, onlyFrame(t, out))
+		h.call(func(out *Output) {
+			if err := h.fe.SpliceAcked(id, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return c, id, syn
+	}
+	bare := func(what string, s *seen) {
+		t.Helper()
+		o, ok := s.option(layers.TCPOptionKind(wire.OptFastOpen))
+		if !s.tcp.SYN || !ok || len(o.OptionData) != 0 || len(s.payload()) != 0 {
+			t.Fatalf("%s: SYN %v, Fast Open option %v with cookie % x, %d bytes; want a SYN asking for a cookie, no data",
+				what, s.tcp.SYN, ok, o.OptionData, len(s.payload()))
+		}
+	}
+	// The first handoff learns the cookie.
+	_, _, syn := handoff(0, t0)
+	k := &fastOpenKernel{newServer(0x1000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+	h.input(k.answer(t, syn.raw), t0+ms)
+
+	c, _, syn := handoff(1, t0+10*ms)
+	if !bytes.Equal(syn.payload(), []byte(shortRequest)) {
+		t.Fatalf("the second handoff's SYN carries %q, want the request", syn.payload())
+	}
+	old := newServer(0x12345, wire.SynOptions{})
+	old.peerPort = uint16(syn.tcp.SrcPort)
+	fs := copyFrames(h.input(old.frame(wire.TCPFlagACK, 0x12345, 0x99999999, nil, nil), t0+11*ms))
+	if len(fs) != 2 {
+		t.Fatalf("%d frames for the TIME-WAIT's ACK, want a RST and the SYN again", len(fs))
+	}
+	expectTCP(t, fs[0], flagsAre(wire.TCPFlagRST), seqIs(0x99999999))
+	bare("the SYN after the RST", expectTCP(t, fs[1], flagsAre(wire.TCPFlagSYN), seqIs(c.isn)))
+	// (The first handoff's request goes again at its own timer too.)
+	var again []*seen
+	for _, f := range copyFrames(h.tick(t0 + 11*ms + Time(h.cfg.HandoffTimeout))) {
+		if s := decodeTCP(t, f); s.tcp.SrcPort == syn.tcp.SrcPort {
+			again = append(again, s)
+		}
+	}
+	if len(again) != 1 {
+		t.Fatalf("%d frames on C2 at the SYN's timer, want the SYN", len(again))
+	}
+	bare("the SYN sent again at its timer", again[0])
+
+	// The shim filled it with its own cookie and the request; the kernel
+	// took both. The handshake's last ACK is the shim's.
+	k2 := &fastOpenKernel{newServer(0x2000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+	filled := syn.raw // cookie and request, as the shim sends it
+	if out := h.input(k2.answer(t, filled), t0+12*ms+Time(h.cfg.HandoffTimeout)); len(out.Frames) != 0 {
+		t.Errorf("the front-end answered the SYN-ACK of the SYN the shim filled with %d frames, want none", len(out.Frames))
+	}
+	if st := h.fe.Stats(); st.RequestsInSYN != 1 || st.HandoffTimeWaitResets != 1 {
+		t.Errorf("%d requests taken in the SYN, %d TIME-WAIT resets; want 1, 1", st.RequestsInSYN, st.HandoffTimeWaitResets)
+	}
+}

@@ -59,7 +59,7 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 	e.takePort(f)
 	f.state = stConnecting
 	f.retries = 0
-	f.synData = false
+	f.synData, f.synBare = false, false
 	f.tl.stamp(StepC2SYN, now)
 	e.stats.HandoffsStarted++
 	// The Splice first: whether it carries the request decides the SYN's
@@ -91,7 +91,7 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 		so.TS, so.TSVal = true, f.tsRecent
 	}
 	var payload []byte
-	if so.FastOpen && e.cfg.FastOpenInSYN {
+	if so.FastOpen && e.cfg.FastOpenInSYN && !f.synBare {
 		// The request the Splice carries, with the cookie the kernel
 		// gave: in the SYN from here, so the shim need not touch it.
 		if so.Cookie = e.foCookies.cookie(f.bIP); so.Cookie != nil {
@@ -182,6 +182,14 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 			f.ck.c2Resets++
 			e.timeWaitRefused(f, now)
 			e.sendRST(p, out)
+			// The SYN must reach the kernel after the RST. One with the
+			// request goes there from the back-end's wire in the kernel
+			// (the SYN fast path), the RST through the shim: the SYN
+			// would overtake it, meet the old connection again and get
+			// no answer (its ACKs are rate-limited). Without the request
+			// it follows the RST through the shim, which puts the
+			// request in it as it passes.
+			f.synData, f.synBare = false, true
 			e.sendC2SYN(f, now, out)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN|wire.TCPFlagACK && ackOK:
 			e.c2Established(f, p, now, out)

@@ -54,8 +54,9 @@ type flow struct {
 	// (fe_atsyn.go); sendRequest only counts it sent.
 	carried bool
 	// synData: C2's SYN carried the request and the back-end's cookie
-	// (FrontEndConfig.FastOpenInSYN).
-	synData bool
+	// (FrontEndConfig.FastOpenInSYN). synBare: its SYNs from now on
+	// carry none, and the shim fills them (inputBackend says why).
+	synData, synBare bool
 	// tfo: the back-end's SYN-ACK acknowledged the carried request,
 	// which the shim put in C2's SYN (Fast Open, shim_fastopen.go).
 	tfo bool
