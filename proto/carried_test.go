@@ -117,3 +117,29 @@ func TestSpliceImplicitAckOnlyWithACarriedRequest(t *testing.T) {
 		t.Fatalf("decoding bit 6 without a carried request gave %v, want an error naming bit 6", err)
 	}
 }
+
+// TestSpliceKeepsCookieOnlyWithFastOpen: bit 7 (the front-end keeps the
+// cookie its SYN asks for) round-trips with bit 6 and is refused without
+// it, encoding and decoding.
+func TestSpliceKeepsCookieOnlyWithFastOpen(t *testing.T) {
+	m := carriedSplice()
+	m.Flags |= SpliceImplicitAck | SpliceKeepsCookie
+	got, err := unmarshal(testKey, mustMarshal(t, testKey, m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+	m.Flags &^= SpliceImplicitAck
+	if _, err := Marshal(testKey, testHeader(m), m); err == nil || !strings.Contains(err.Error(), "bit 7") {
+		t.Fatalf("encoding bit 7 without bit 6 gave %v, want an error naming bit 7", err)
+	}
+	m.Flags &^= SpliceKeepsCookie
+	b := mustMarshal(t, testKey, m)
+	body := append([]byte(nil), b[:len(b)-tagLen]...)
+	body[headerLen+44] |= SpliceKeepsCookie
+	if _, err := unmarshal(testKey, reseal(testKey, body)); err == nil || !strings.Contains(err.Error(), "bit 7") {
+		t.Fatalf("decoding bit 7 without bit 6 gave %v, want an error naming bit 7", err)
+	}
+}

@@ -150,8 +150,9 @@
 //	                      only) the request carried for the shim to send,
 //	                      bit 6 (with bit 5 only) a SYN-ACK acknowledging
 //	                      the request in the SYN acknowledges the Splice
-//	                      (the shim sends no SpliceAck then);
-//	                      other bits must be 0
+//	                      (the shim sends no SpliceAck then), bit 7
+//	                      (with bit 6 only) the SYN asks for a cookie the
+//	                      front-end keeps (the shim does not fill it)
 //	45 u8    WScaleBackend   0..14
 //	46 u8    WScaleFrontend  0..14
 //	47 mac   ClientNextHopMAC

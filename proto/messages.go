@@ -70,8 +70,15 @@ const (
 	// the Splice as the SYN-ACK crosses). So the shim sends no SpliceAck
 	// for a Splice such a SYN-ACK completes; a refusal it still sends.
 	SpliceImplicitAck uint8 = 1 << 6
+	// SpliceKeepsCookie, with SpliceImplicitAck only: C2's SYN asks for
+	// a Fast Open cookie the front-end will keep and put in its own SYNs
+	// with their requests (issue 7). The shim passes that SYN as it came,
+	// without its own cookie and the request, so that the kernel's
+	// SYN-ACK brings the cookie to the front-end; the request follows the
+	// SYN-ACK, as for any SYN the shim does not fill.
+	SpliceKeepsCookie uint8 = 1 << 7
 
-	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN | SpliceRequest | SpliceImplicitAck
+	spliceKnownFlags = SpliceTimestamps | SpliceSACK | SpliceWindowScale | SpliceRewrite | SpliceAtSYN | SpliceRequest | SpliceImplicitAck | SpliceKeepsCookie
 )
 
 // MaxSpliceRequest bounds Splice.Request: with the rest of the Splice it
@@ -296,6 +303,9 @@ func (m *Splice) encode(e *encoder) {
 	if m.Flags&SpliceImplicitAck != 0 && m.Flags&SpliceRequest == 0 {
 		e.fail("Flags", "an implicit acknowledgement (bit 6) without a carried request (bit 5)")
 	}
+	if m.Flags&SpliceKeepsCookie != 0 && m.Flags&SpliceImplicitAck == 0 {
+		e.fail("Flags", "a cookie for the front-end (bit 7) without Fast Open (bit 6)")
+	}
 	if m.Flags&SpliceRequest != 0 {
 		if m.Flags&SpliceAtSYN == 0 {
 			e.fail("Flags", "a carried request (bit 5) without the SYN (bit 4)")
@@ -344,6 +354,9 @@ func (m *Splice) decode(d *decoder) {
 	m.RequestWindow, m.RequestTSVal, m.Request = 0, 0, nil
 	if m.Flags&SpliceImplicitAck != 0 && m.Flags&SpliceRequest == 0 {
 		d.fail("Flags", "an implicit acknowledgement (bit 6) without a carried request (bit 5)")
+	}
+	if m.Flags&SpliceKeepsCookie != 0 && m.Flags&SpliceImplicitAck == 0 {
+		d.fail("Flags", "a cookie for the front-end (bit 7) without Fast Open (bit 6)")
 	}
 	if m.Flags&SpliceRequest != 0 {
 		if m.Flags&SpliceAtSYN == 0 {

@@ -54,6 +54,13 @@ func (e *FrontEnd) spliceWithSYN(f *flow, carry bool, now Time, out *Output) {
 			// tell us the shim has this Splice (proto.SpliceImplicitAck).
 			m.Flags |= proto.SpliceImplicitAck
 			f.implicitAck = true
+			if e.cfg.FastOpenInSYN && e.foCookies.cookie(f.bIP) == nil {
+				// Its SYN asks for the cookie the next SYNs carry: the
+				// shim is not to answer it with its own (it may hold
+				// one from before this front-end started), or the
+				// kernel's SYN-ACK brings none.
+				m.Flags |= proto.SpliceKeepsCookie
+			}
 		}
 		f.tl.Carried = true
 		f.tl.requestSent(now, len(f.buf)) // it leaves the front-end now

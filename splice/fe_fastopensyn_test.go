@@ -8,6 +8,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -292,5 +293,60 @@ func TestTheSYNAfterAResetOfATimeWaitCarriesNoRequest(t *testing.T) {
 	}
 	if st := h.fe.Stats(); st.RequestsInSYN != 1 || st.HandoffTimeWaitResets != 1 {
 		t.Errorf("%d requests taken in the SYN, %d TIME-WAIT resets; want 1, 1", st.RequestsInSYN, st.HandoffTimeWaitResets)
+	}
+}
+
+// TestAFrontEndWithoutACookieGetsItsOwn: a front-end that has no cookie
+// for a back-end (it just started; the shim there may hold one from the
+// front-end before) asks for one in its SYN, and its Splice says it keeps
+// it (proto.SpliceKeepsCookie): the shim passes that SYN as it came, not
+// filled with its own cookie and the request, whose SYN-ACK would bring
+// the front-end no cookie, and then none of its SYNs would ever carry a
+// request. The kernel's SYN-ACK brings the cookie, the shim sends the
+// request after it, and the front-end's next SYN carries cookie and
+// request.
+func TestAFrontEndWithoutACookieGetsItsOwn(t *testing.T) {
+	sh := newShim(t, ShimConfig{FastOpen: true, KernelSYNs: true})
+	sh.sh.fo.learn(handoffIP, testCookie) // from the front-end before
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
+	for i := range 2 {
+		now := t0 + Time(i)*10*ms
+		isnC := wire.Seq(0x30000000 + i*0x1000000)
+		c := newClient(40080+uint16(i), isnC, fullOffer(9))
+		id := queuedRequest(t, h, c, shortRequest)
+		out := h.call(func(out *Output) {
+			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
+				t.Fatal(err)
+			}
+		})
+		synFrame := onlyFrame(t, out)
+		syn := decodeTCP(t, synFrame)
+		m := onlyEvent(t, out, EvSplice).Splice
+		o, _ := syn.option(layers.TCPOptionKind(wire.OptFastOpen))
+		if i == 1 {
+			if !bytes.Equal(o.OptionData, testCookie) || !bytes.Equal(syn.payload(), []byte(shortRequest)) || m.Flags&proto.SpliceKeepsCookie != 0 {
+				t.Fatalf("second SYN: cookie % x, %d bytes, Splice flags %#x; want the kernel's cookie, the request, no bit 7", o.OptionData, len(syn.payload()), m.Flags)
+			}
+			return
+		}
+		if len(o.OptionData) != 0 || len(syn.payload()) != 0 || m.Flags&proto.SpliceKeepsCookie == 0 {
+			t.Fatalf("first SYN: cookie % x, %d bytes, Splice flags %#x; want a cookie request and bit 7", o.OptionData, len(syn.payload()), m.Flags)
+		}
+		m.Request = append([]byte(nil), m.Request...)
+		if err := sh.sh.AddSplice(&m, now); !errors.Is(err, ErrSpliceAwaitsSynAck) {
+			t.Fatalf("AddSplice: %v", err)
+		}
+		passedToHost(t, sh.input(PortWire, synFrame, now), synFrame, "the SYN asking for the front-end's cookie")
+		k := &fastOpenKernel{newServer(0x0badf00d, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+		crossed := copyFrames(sh.input(PortHost, k.answer(t, synFrame), now+ms))
+		if len(crossed) != 1 {
+			t.Fatalf("%d frames for the SYN-ACK at the shim", len(crossed))
+		}
+		h.input(crossed[0], now+ms)
+		req := copyFrames(sh.tick(now + ms))
+		if len(req) != 1 {
+			t.Fatalf("%d frames from the shim after the SYN-ACK, want the request", len(req))
+		}
+		expectTCP(t, req[0], seqIs(isnC+1), payloadIs([]byte(shortRequest)))
 	}
 }

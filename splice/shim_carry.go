@@ -69,6 +69,7 @@ func (s *Shim) keepCarried(key fourTuple, m *proto.Splice, now Time) bool {
 	h.reqID, h.reqLen = m.RequestID, copy(h.buf[carriedHeaderRoom:], m.Request)
 	h.reqEnd = wire.Seq(m.RequestEnd)
 	h.fastOpen = m.Flags&proto.SpliceImplicitAck != 0
+	h.keepsCookie = m.Flags&proto.SpliceKeepsCookie != 0
 	h.window, h.tsVal = m.RequestWindow, m.RequestTSVal
 	return true
 }

@@ -145,10 +145,12 @@ type heldSegment struct {
 	reqID  uint64   // the Splice's RequestID
 	reqLen int
 	// fastOpen: the Splice said its SYN asks for Fast Open
-	// (proto.SpliceImplicitAck).
-	fastOpen bool
-	window   uint16
-	tsVal    uint32
+	// (proto.SpliceImplicitAck); keepsCookie: for a cookie the front-end
+	// keeps, so the shim passes that SYN as it came
+	// (proto.SpliceKeepsCookie).
+	fastOpen, keepsCookie bool
+	window                uint16
+	tsVal                 uint32
 }
 
 // heldPool is a shard's held segments; release: a Splice was installed

@@ -279,12 +279,12 @@ func (s *Shim) fastOpenSYN(key fourTuple, p *wire.Packet, frame []byte, now Time
 
 // sendInSYN sends the host SYN p with cookie c in place of its cookie
 // request (at option offset foOff) and the request carried in h; false
-// when the request does not start right after the SYN (another
-// connection's on the tuple) or the options do not fit: the SYN then
-// passes as it came.
+// when the front-end asks for a cookie of its own (h.keepsCookie), the
+// request does not start right after the SYN (another connection's on
+// the tuple) or the options do not fit: the SYN then passes as it came.
 func (s *Shim) sendInSYN(h *heldSegment, p *wire.Packet, foOff int, c []byte, now Time, out *Output) bool {
 	t := p.TCP
-	if h.reqEnd != t.Seq()+1+wire.Seq(h.reqLen) {
+	if h.keepsCookie || h.reqEnd != t.Seq()+1+wire.Seq(h.reqLen) {
 		return false
 	}
 	var ob [40]byte
