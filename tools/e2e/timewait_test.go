@@ -87,3 +87,71 @@ func TestHandoffPortsReusedInTheBackendsTimeWait(t *testing.T) {
 		t.Errorf("%d of %d SYNs went to a refusing port with about 200 free to choose from", inTW, conns)
 	}
 }
+
+// TestHandoffPortsAfterAFrontEndRestart: a restarted front-end has no
+// records of the back-end's TIME-WAITs, so its first pass over the
+// handoff ports meets them blindly and about half its SYNs are answered
+// with an old connection's ACK, while the shim still lingers on those
+// connections. Each such answer must reach the front-end (not be
+// translated towards the old client: with the SYN fast path it may come
+// before the shim reads the SYN), and the SYN sent after the front-end's
+// RST must reach the kernel after it (through the shim, not overtaking
+// it on the fast path): every connection then gets its answer without
+// waiting for the SYN's timer. And the new front-end gets a Fast Open
+// cookie of its own though the shim holds the old one's.
+func TestHandoffPortsAfterAFrontEndRestart(t *testing.T) {
+	const ports, size = 256, 1 << 10
+	l := extraLab(t, "t", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.BackendArgs = []string{"-linger", "30s"}
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms")
+	})
+	client := l.HTTPClient("c1")
+	client.Transport.(*http.Transport).DisableKeepAlives = true // the server closes first
+	client.Timeout = 30 * time.Second
+	url := vipURL(8080, size)
+	get := func(i int) {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(body) != size {
+			t.Fatalf("connection %d: status %d, %d bytes (%.80q), %v", i, resp.StatusCode, len(body), body, err)
+		}
+	}
+	for i := range 2 * ports {
+		get(i)
+	}
+	if err := l.StopProcess("frontend"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StartProcess("frontend"); err != nil {
+		t.Fatal(err)
+	}
+	shimBefore := shimStatus(t, l, 1)
+	for i := range ports {
+		get(2*ports + i)
+	}
+	fe, shim := frontendStatus(t, l), shimStatus(t, l, 1)
+	resets := fe.Engine.HandoffTimeWaitResets
+	superseded := shim.Shim.EntriesSuperseded - shimBefore.Shim.EntriesSuperseded
+	fast := shim.SYNFast.Frames - shimBefore.SYNFast.Frames
+	t.Logf("after the restart: %d connections, %d old connections reset, %d lingering entries superseded, %d SYNs taken by the kernel from the wire, %d retransmissions",
+		ports, resets, superseded, fast, fe.Engine.Retransmits)
+	if resets < ports/8 {
+		t.Fatalf("%d of %d SYNs met a TIME-WAIT that refused them: the test shows nothing", resets, ports)
+	}
+	if fe.Engine.Retransmits != 0 {
+		t.Errorf("%d retransmissions: a SYN refused from a TIME-WAIT waited for its timer", fe.Engine.Retransmits)
+	}
+	if superseded < ports/2 {
+		t.Errorf("%d lingering entries superseded by %d new connections on their tuples", superseded, ports)
+	}
+	// The shim holds a cookie from the front-end before; the new one
+	// must get its own (proto.SpliceKeepsCookie) to fill its SYNs.
+	if shim.SYNFastPath == "tcx: ingress" && fast < ports/4 {
+		t.Errorf("the kernel took %d SYNs from the wire after the restart, of %d connections: the front-end never got a cookie of its own", fast, ports)
+	}
+}
