@@ -35,6 +35,19 @@ func (k *fastOpenKernel) answer(t *testing.T, synFrame []byte) []byte {
 	return k.srv.frame(wire.TCPFlagSYN|wire.TCPFlagACK, k.srv.isn, k.srv.rcvNxt, opts, nil)
 }
 
+// dispatchCarrying queues c's short request on h and hands it to
+// testBackend at now with the request carried: the output holds C2's SYN
+// and the Splice.
+func dispatchCarrying(t *testing.T, h *feHarness, c *testClient, now Time) (FlowID, *Output) {
+	t.Helper()
+	id := queuedRequest(t, h, c, shortRequest)
+	return id, h.call(func(out *Output) {
+		if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestRequestInTheSYNEndToEnd runs two handoffs of a carried request
 // through a front-end and a shim with Fast Open on, to a kernel that takes
 // it: the first SYN asks for a cookie and the request follows the SYN-ACK
@@ -49,12 +62,7 @@ func TestRequestInTheSYNEndToEnd(t *testing.T) {
 		now := t0 + Time(i)*10*ms
 		isnC := wire.Seq(0x30000000 + i*0x1000000)
 		c := newClient(40020+uint16(i), isnC, fullOffer(9))
-		id := queuedRequest(t, h, c, shortRequest)
-		out := h.call(func(out *Output) {
-			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
-				t.Fatal(err)
-			}
-		})
+		id, out := dispatchCarrying(t, h, c, now)
 		synFrame := onlyFrame(t, out)
 		if o, ok := decodeTCP(t, synFrame).option(layers.TCPOptionKind(wire.OptFastOpen)); !ok || len(o.OptionData) != 0 {
 			t.Fatalf("handoff %d: the SYN of a carried request asks for no cookie", i)

@@ -67,12 +67,7 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate bool) 
 		now := t0 + Time(i)*10*ms
 		isnC := wire.Seq(0x30000000 + i*0x1000000)
 		c := newClient(40040+uint16(i), isnC, fullOffer(9))
-		id := queuedRequest(t, h, c, shortRequest)
-		out := h.call(func(out *Output) {
-			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
-				t.Fatal(err)
-			}
-		})
+		id, out := dispatchCarrying(t, h, c, now)
 		synFrame := onlyFrame(t, out)
 		syn := decodeTCP(t, synFrame)
 		o, ok := syn.option(layers.TCPOptionKind(wire.OptFastOpen))
@@ -233,12 +228,7 @@ func TestTheSYNAfterAResetOfATimeWaitCarriesNoRequest(t *testing.T) {
 	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
 	handoff := func(i int, now Time) (*testClient, FlowID, *seen) {
 		c := newClient(40060+uint16(i), wire.Seq(0x30000000+i*0x1000000), fullOffer(9))
-		id := queuedRequest(t, h, c, shortRequest)
-		out := h.call(func(out *Output) {
-			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
-				t.Fatal(err)
-			}
-		})
+		id, out := dispatchCarrying(t, h, c, now)
 		syn := decodeTCP(t, onlyFrame(t, out))
 		h.call(func(out *Output) {
 			if err := h.fe.SpliceAcked(id, now, out); err != nil {
@@ -312,13 +302,7 @@ func TestAFrontEndWithoutACookieGetsItsOwn(t *testing.T) {
 	for i := range 2 {
 		now := t0 + Time(i)*10*ms
 		isnC := wire.Seq(0x30000000 + i*0x1000000)
-		c := newClient(40080+uint16(i), isnC, fullOffer(9))
-		id := queuedRequest(t, h, c, shortRequest)
-		out := h.call(func(out *Output) {
-			if err := h.fe.DispatchCarrying(id, testBackend, now, out); err != nil {
-				t.Fatal(err)
-			}
-		})
+		_, out := dispatchCarrying(t, h, newClient(40080+uint16(i), isnC, fullOffer(9)), now)
 		synFrame := onlyFrame(t, out)
 		syn := decodeTCP(t, synFrame)
 		m := onlyEvent(t, out, EvSplice).Splice

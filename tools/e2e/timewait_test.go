@@ -30,21 +30,7 @@ func TestHandoffPortsReusedInTheBackendsTimeWait(t *testing.T) {
 		cfg.Backends = 1
 		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms")
 	})
-	client := l.HTTPClient("c1")
-	client.Transport.(*http.Transport).DisableKeepAlives = true // Connection: close: the server closes first
-	client.Timeout = 30 * time.Second
-	url := vipURL(8080, size)
-	get := func(i int) {
-		resp, err := client.Get(url)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || len(body) != size {
-			t.Fatalf("connection %d: status %d, %d bytes (%.80q), %v", i, resp.StatusCode, len(body), body, err)
-		}
-	}
+	get := closingGetter(t, l, size)
 	for i := range warmup {
 		get(i)
 	}
@@ -106,21 +92,7 @@ func TestHandoffPortsAfterAFrontEndRestart(t *testing.T) {
 		cfg.BackendArgs = []string{"-linger", "30s"}
 		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms")
 	})
-	client := l.HTTPClient("c1")
-	client.Transport.(*http.Transport).DisableKeepAlives = true // the server closes first
-	client.Timeout = 30 * time.Second
-	url := vipURL(8080, size)
-	get := func(i int) {
-		resp, err := client.Get(url)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || len(body) != size {
-			t.Fatalf("connection %d: status %d, %d bytes (%.80q), %v", i, resp.StatusCode, len(body), body, err)
-		}
-	}
+	get := closingGetter(t, l, size)
 	for i := range 2 * ports {
 		get(i)
 	}
@@ -153,5 +125,28 @@ func TestHandoffPortsAfterAFrontEndRestart(t *testing.T) {
 	// must get its own (proto.SpliceKeepsCookie) to fill its SYNs.
 	if shim.SYNFastPath == "tcx: ingress" && fast < ports/4 {
 		t.Errorf("the kernel took %d SYNs from the wire after the restart, of %d connections: the front-end never got a cookie of its own", fast, ports)
+	}
+}
+
+// closingGetter returns a function that fetches size bytes through the
+// VIP on a new connection each time, with Connection: close (so the
+// server closes first and its kernel keeps the TIME-WAIT), and fails the
+// test, naming connection i, unless they come whole.
+func closingGetter(t *testing.T, l *lab.Lab, size int) func(i int) {
+	client := l.HTTPClient("c1")
+	client.Transport.(*http.Transport).DisableKeepAlives = true
+	client.Timeout = 30 * time.Second
+	url := vipURL(8080, int64(size))
+	return func(i int) {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(body) != size {
+			t.Fatalf("connection %d: status %d, %d bytes (%.80q), %v", i, resp.StatusCode, len(body), body, err)
+		}
 	}
 }
