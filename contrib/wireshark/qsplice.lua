@@ -166,7 +166,7 @@ for mtype, layout in pairs(layouts) do
 			add_field(key .. ".at_syn", ProtoField.bool(abbr .. ".at_syn", "Sent with the SYN", 8, nil, 0x10))
 			add_field(key .. ".request", ProtoField.bool(abbr .. ".request", "Carries the request", 8, nil, 0x20))
 			add_field(key .. ".implicit_ack", ProtoField.bool(abbr .. ".implicit_ack", "Acknowledged by the SYN-ACK", 8, nil, 0x40))
-			add_field(key .. ".unknown", ProtoField.uint8(abbr .. ".unknown", "Unknown bits", base.HEX, nil, 0x80))
+			add_field(key .. ".keeps_cookie", ProtoField.bool(abbr .. ".keeps_cookie", "The SYN asks for the front-end's own cookie", 8, nil, 0x80))
 		elseif kind == "ports" then
 			add_field(key .. ".count", ProtoField.uint8(abbr .. "_count", go .. " count", base.DEC))
 			add_field(key, ProtoField.uint16(abbr, go, base.DEC))
@@ -291,10 +291,10 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 				item:add(f[key .. ".at_syn"], r)
 				item:add(f[key .. ".request"], r)
 				item:add(f[key .. ".implicit_ack"], r)
-				item:add(f[key .. ".unknown"], r)
+				item:add(f[key .. ".keeps_cookie"], r)
 				flags = r:uint()
-				if bit32.band(r:uint(), 0x80) ~= 0 then
-					item:add_proto_expert_info(ef_malformed, "unknown flag bits must be 0")
+				if bit32.band(r:uint(), 0x80) ~= 0 and bit32.band(r:uint(), 0x40) == 0 then
+					item:add_proto_expert_info(ef_malformed, "a cookie for the front-end (bit 7) without Fast Open (bit 6)")
 				end
 			elseif (go == "WScaleBackend" or go == "WScaleFrontend") and r:uint() > 14 then
 				item:add_proto_expert_info(ef_malformed, "window scale above 14")

@@ -33,7 +33,7 @@ var dissectorFields = []string{
 	"qsplice.registerack.backend_id", "qsplice.registerack.incarnation", "qsplice.registerack.keepalive_interval",
 	"qsplice.splice.request_id", "qsplice.splice.client_ip", "qsplice.splice.client_port", "qsplice.splice.vip",
 	"qsplice.splice.vip_port", "qsplice.splice.handoff_ip", "qsplice.splice.handoff_port", "qsplice.splice.backend_ip", "qsplice.splice.backend_port", "qsplice.splice.backend_id",
-	"qsplice.splice.flags.implicit_ack",
+	"qsplice.splice.flags.implicit_ack", "qsplice.splice.flags.keeps_cookie",
 	"qsplice.spliceack.request_id", "qsplice.spliceack.backend_id", "qsplice.spliceack.ok",
 	"qsplice.feedback.request_id", "qsplice.feedback.backend_id", "qsplice.feedback.response_bytes",
 	"_ws.expert.message",
@@ -207,7 +207,7 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 	// that asks for Fast Open (flag bit 6, proto.SpliceImplicitAck) has
 	// no SpliceAck when the kernel took the request in the SYN: the
 	// SYN-ACK stood for it (counted below against the shims' counts).
-	implied := 0
+	implied, keepsCookie := 0, 0
 	for i, r := range reqs {
 		clientIP, clientPort, _ := net.SplitHostPort(r.client)
 		var splices []dissected
@@ -242,6 +242,12 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 		acks := filter(byType["4"], "qsplice.spliceack.request_id", id)
 		fbs := filter(byType["5"], "qsplice.feedback.request_id", id)
 		implicit := s["qsplice.splice.flags.implicit_ack"] == "1"
+		if s["qsplice.splice.flags.keeps_cookie"] == "1" {
+			keepsCookie++
+			if !implicit {
+				t.Errorf("request %d: a Splice with bit 7 (keeps cookie) but not bit 6", i)
+			}
+		}
 		if len(fbs) != 1 || len(acks) > 1 || len(acks) == 0 && !implicit {
 			t.Errorf("request %d (RequestID %s, implicit ack %v): %d SpliceAcks and %d Feedbacks, want 1 of each (0 or 1 SpliceAck with an implicit ack)",
 				i, id, implicit, len(acks), len(fbs))
@@ -285,7 +291,12 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 			t.Errorf("back-end %d: the capture holds %d Feedbacks, the front-end reports %+v", k, feedbacks, bs)
 		}
 	}
-	t.Logf("%d of %d requests acknowledged by the SYN-ACK that took them in the SYN", implied, len(reqs))
+	t.Logf("%d of %d requests acknowledged by the SYN-ACK that took them in the SYN, %d Splices for a SYN asking the front-end's cookie", implied, len(reqs), keepsCookie)
+	if keepsCookie == 0 {
+		// The front-end starts without cookies: its first SYN to a
+		// back-end asks for one it keeps (proto.SpliceKeepsCookie).
+		t.Errorf("no Splice of the front-end's first requests has bit 7 (keeps cookie)")
+	}
 	kinds := map[string]int{}
 	for _, c := range comments {
 		kinds[c["frame.comment"]]++
