@@ -334,3 +334,49 @@ func TestAFrontEndWithoutACookieGetsItsOwn(t *testing.T) {
 		expectTCP(t, req[0], seqIs(isnC+1), payloadIs([]byte(shortRequest)))
 	}
 }
+
+// TestASYNACKOfTheFrontEndsOwnSYNIsNoSpliceAck: a SYN-ACK that takes the
+// request the shim put in the SYN stands for the Splice's ack (the shim
+// had the Splice to put it there). When the front-end's own SYN brought
+// the request, the kernel may have taken it from the wire past the shim,
+// and the Splice may be lost: the SYN-ACK is no ack then, and the
+// daemon's resend timer keeps running until the client acknowledges a
+// response byte, which only the shim's translation brings it; the event
+// then says when the SYN-ACK came.
+func TestASYNACKOfTheFrontEndsOwnSYNIsNoSpliceAck(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
+	k := &fastOpenKernel{newServer(0x1000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+	_, out := dispatchCarrying(t, h, newClient(40090, 0x30000000, fullOffer(9)), t0)
+	h.input(k.answer(t, onlyFrame(t, out)), t0+ms) // the cookie
+
+	c := newClient(40091, 0x31000000, fullOffer(9))
+	id, out := dispatchCarrying(t, h, c, t0+10*ms)
+	synFrame := onlyFrame(t, out)
+	if !bytes.Equal(decodeTCP(t, synFrame).payload(), []byte(shortRequest)) {
+		t.Fatal("the second SYN does not carry the request")
+	}
+	h.call(func(out *Output) { // an early request: the daemon calls it at once
+		if err := h.fe.SpliceAcked(id, t0+10*ms, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	k2 := &fastOpenKernel{newServer(0x2000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})}
+	synAckAt := t0 + 11*ms
+	if evs := eventsOf(h.input(k2.answer(t, synFrame), synAckAt), EvSpliceTaken); len(evs) != 0 {
+		t.Fatalf("the SYN-ACK of the front-end's own SYN gave %d EvSpliceTaken, want none", len(evs))
+	}
+	if h.fe.Stats().RequestsInSYN != 1 {
+		t.Fatal("the SYN-ACK did not take the request")
+	}
+	// The client's ACK of nothing new, then of the response's first bytes.
+	if evs := eventsOf(h.input(c.seg(wire.TCPFlagACK, c.nxt, c.isnF+1, nil), t0+12*ms), EvSpliceTaken); len(evs) != 0 {
+		t.Fatalf("a client ACK of no response byte gave %d EvSpliceTaken", len(evs))
+	}
+	evs := eventsOf(h.input(c.seg(wire.TCPFlagACK, c.nxt, c.isnF+1+100, nil), t0+13*ms), EvSpliceTaken)
+	if len(evs) != 1 || evs[0].At != synAckAt {
+		t.Fatalf("the client's ACK of a response byte gave %+v, want one EvSpliceTaken at the SYN-ACK's time %v", evs, synAckAt)
+	}
+	if evs := eventsOf(h.input(c.seg(wire.TCPFlagACK, c.nxt, c.isnF+1+200, nil), t0+14*ms), EvSpliceTaken); len(evs) != 0 {
+		t.Fatalf("a second ACK gave %d more EvSpliceTaken", len(evs))
+	}
+}

@@ -42,6 +42,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		f.cliAck = t.Ack()
 		f.cliAckAt = now
 	}
+	e.spliceProven(f, t, out)
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
 		return // the flow is ours again; the segment's ACK was all it brought
 	}

@@ -117,6 +117,16 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 	e.stats.TxFrames++
 }
 
+// spliceProven takes client segment t for the proof that the shim has
+// f's Splice when it acknowledges a response byte, which only the shim's
+// translation can have brought the client (flow.implicitAck).
+func (e *FrontEnd) spliceProven(f *flow, t wire.TCP, out *Output) {
+	if f.spliceUnproven && t.Has(wire.TCPFlagACK) && (f.isnF + 1).LessThan(t.Ack()) {
+		f.spliceUnproven = false
+		out.event(Event{Kind: EvSpliceTaken, Flow: f.id, Backend: f.backend.ID, At: f.synAckAt})
+	}
+}
+
 // learnCookie keeps the Fast Open cookie the back-end's SYN-ACK t (its
 // options o) gives for f's back-end, and forgets the one its kernel no
 // longer takes: a SYN-ACK that acknowledges only a SYN that brought data
@@ -294,8 +304,11 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 		f.reqUna = t.Ack()
 		f.tfo = true
 		e.stats.RequestsInSYN++
-		if f.implicitAck {
-			out.event(Event{Kind: EvSpliceTaken, Flow: f.id, Backend: f.backend.ID})
+		switch {
+		case f.implicitAck && f.synData:
+			f.spliceUnproven, f.synAckAt = true, now // forwardClient
+		case f.implicitAck:
+			out.event(Event{Kind: EvSpliceTaken, Flow: f.id, Backend: f.backend.ID, At: now})
 		}
 		if f.synData {
 			// The request went in our own SYN: the kernel took it

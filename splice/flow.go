@@ -62,8 +62,14 @@ type flow struct {
 	tfo bool
 	// implicitAck: the Splice asked the shim to take such a SYN-ACK for
 	// its acknowledgement (proto.SpliceImplicitAck): its coming is an
-	// EvSpliceTaken.
-	implicitAck bool
+	// EvSpliceTaken. Not when our own SYN brought the request (synData):
+	// the kernel may have taken it from the wire, past the shim, and the
+	// SYN-ACK proves nothing of the Splice, which UDP may have lost. The
+	// Splice is taken then when the client acknowledges a response byte,
+	// which only the shim's translation brings it (spliceUnproven, since
+	// the SYN-ACK at synAckAt); until then the daemon's resend timer runs.
+	implicitAck, spliceUnproven bool
+	synAckAt                    Time
 
 	started  Time
 	lastSeen Time

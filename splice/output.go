@@ -87,7 +87,10 @@ const (
 	// EvSpliceTaken: the back-end's SYN-ACK acknowledged the request its
 	// shim put in C2's SYN, for a Splice sent with proto.SpliceImplicitAck:
 	// the shim has the Splice and sends no SpliceAck for it, so the daemon
-	// takes this for one (an OK). A refusal still comes as a SpliceAck.
+	// takes this for one (an OK), as of At, the SYN-ACK's time. When the
+	// front-end's own SYN brought the request, the event waits for the
+	// client to acknowledge a response byte (flow.implicitAck). A refusal
+	// still comes as a SpliceAck.
 	EvSpliceTaken
 )
 
@@ -151,6 +154,10 @@ type Event struct {
 	// response's first byte there (at least 1 ns).
 	Timeline  FlowTimeline
 	FirstByte time.Duration
+
+	// At, on an EvSpliceTaken: when the SYN-ACK that stands for the
+	// SpliceAck came.
+	At Time
 
 	// FastOpen, on an EvSpliceInstalled (shim): the kernel took the
 	// request in the SYN and the Splice asked for no SpliceAck then

@@ -166,7 +166,7 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 		// flow's, the datagram by shard 0's). The shim measured the
 		// response, so it had the Splice installed.
 		rec.implicitAck = true
-		c.spliceAnswered(rec, true, m.BackendID, "", now, out)
+		c.spliceAnswered(rec, true, m.BackendID, "", now, now, out)
 	}
 	c.tlFeedback(rec, m, now, out)
 	c.noteSize(rec, m.ResponseBytes)

@@ -277,7 +277,7 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		c.spliceRefused(rec, m.BackendID, m.Reason, now, out)
 		return
 	}
-	c.spliceAnswered(rec, m.OK, m.BackendID, m.Reason, now, out)
+	c.spliceAnswered(rec, m.OK, m.BackendID, m.Reason, now, now, out)
 }
 
 // spliceTaken takes the back-end's SYN-ACK that acknowledged the request
@@ -291,7 +291,11 @@ func (c *Controller) spliceTaken(ev splice.Event, now splice.Time, out *Output) 
 	if rec.splice != nil {
 		rec.implicitAck = true
 	}
-	c.spliceAnswered(rec, true, ev.Backend, "", now, out)
+	at := now
+	if ev.At > 0 && ev.At < now {
+		at = ev.At // the SYN-ACK's time, which the event may come after
+	}
+	c.spliceAnswered(rec, true, ev.Backend, "", at, now, out)
 }
 
 // spliceRefused aborts rec, whose Splice the shim refused.
@@ -301,15 +305,16 @@ func (c *Controller) spliceRefused(rec *flowRec, backend uint32, reason string, 
 }
 
 // spliceAnswered handles the shim's answer to rec's Splice: its
-// SpliceAck, or the SYN-ACK that stood for one (spliceTaken).
-func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reason string, now splice.Time, out *Output) {
+// SpliceAck, or the SYN-ACK that stood for one (spliceTaken), which came
+// at ackAt.
+func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reason string, ackAt, now splice.Time, out *Output) {
 	if rec == nil || rec.splice == nil {
 		return // a duplicate ack of a resent Splice, or a flow gone
 	}
 	rec.splice = nil
-	c.tlSpliceAck(rec, now)
+	c.tlSpliceAck(rec, ackAt)
 	if len(rec.serving) > 0 {
-		handoff := now.Sub(rec.serving[0].dispatched)
+		handoff := ackAt.Sub(rec.serving[0].dispatched)
 		rec.be.handoffs++
 		rec.be.handoffTotal += handoff
 		rec.be.handoffTimes.Observe(handoff)
