@@ -30,13 +30,14 @@ type Status struct {
 	// (every frame to the worker that owns its connection) or "flows"
 	// (the tun driver's flow table; see HandedOver); empty with one queue.
 	TAPSteering string `json:"tap_steering,omitempty"`
-	// ReplyFastPath: "tcx: middle" (or "tcx: echo") when the kernel
+	// ReplyFastPath: "tcx: middle" (or "tcx: echo"; "tc: ..." on a
+	// kernel without TCX, a clsact filter) when the kernel
 	// translates replies (fastpath.go), else "off" and why; FastPath
 	// counts what it sent, FastPathErrors the map updates that failed.
 	ReplyFastPath  string              `json:"reply_fastpath"`
 	FastPath       link.ReplyFastStats `json:"fast_path"`
 	FastPathErrors uint64              `json:"fast_path_errors"`
-	// SYNFastPath: "tcx: ingress" when the kernel takes the front-end's
+	// SYNFastPath: "tcx: ingress" ("tc: ingress" without TCX) when the kernel takes the front-end's
 	// SYNs with data from the wire (synfast.go), else "off" and why;
 	// SYNFast counts them.
 	SYNFastPath string            `json:"syn_fastpath"`

@@ -83,15 +83,15 @@ type Config struct {
 	// (fastpath.go): a TC program on the TAP's egress translates the
 	// replies in the middle of a response (FastPathMiddle), and with
 	// FastPathEcho the other replies too, and sends them out of the wire
-	// device, uncopied. It needs CAP_BPF and Linux 6.6 (TCX); without,
-	// the daemon says why and every reply crosses the shim as before.
+	// device, uncopied. It needs CAP_BPF and CAP_NET_ADMIN (TCX on Linux
+	// 6.6+, else a clsact filter); without, the daemon says why and every reply crosses the shim as before.
 	// The zero value is off; qsplice-backend's flag defaults to middle
 	// (echo is experimental: fastpath.go).
 	ReplyFastPath FastPathMode
 	// SYNFastPath runs the kernel's SYN fast path when it can
 	// (synfast.go): a TC program on the wire's ingress hands the
 	// front-end's SYNs that carry their request to the TAP itself. Like
-	// ReplyFastPath it needs CAP_BPF and Linux 6.6; the zero value is
+	// ReplyFastPath it needs CAP_BPF and CAP_NET_ADMIN; the zero value is
 	// off, qsplice-backend's flag defaults to on.
 	SYNFastPath bool
 

@@ -33,7 +33,7 @@ const (
 )
 
 // FastPathUsage documents the -reply-fastpath flag.
-const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress; needs CAP_BPF and Linux 6.6 for TCX, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent; costs more per short connection); off (every reply crosses the shim)"
+const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent; costs more per short connection); off (every reply crosses the shim)"
 
 // ParseFastPathMode reads the -reply-fastpath flag's value.
 func ParseFastPathMode(s string) (FastPathMode, error) {
@@ -62,7 +62,7 @@ func (d *Daemon) openReplyFastPath(wireIndex, tapIndex int) {
 		d.log.Warn("no reply fast path: every reply crosses the shim", bpfErrArgs(err)...)
 		return
 	}
-	d.fast, d.fastState = fp, "tcx: "+string(d.cfg.ReplyFastPath)
+	d.fast, d.fastState = fp, string(fp.Hook())+": "+string(d.cfg.ReplyFastPath)
 }
 
 // bpfErrArgs are the log arguments of a fast path the daemon could not

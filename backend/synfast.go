@@ -15,7 +15,7 @@ import (
 // nothing to update per connection.
 
 // SYNFastPathUsage documents the -syn-fastpath flag.
-const SYNFastPathUsage = "let the kernel take the front-end's Fast Open SYNs, which carry their request, from the wire into the TAP itself (a TC program on the wire's ingress; needs CAP_BPF and Linux 6.6 for TCX, else a warning says why and they cross the shim; /status: syn_fastpath): a wake-up of this process less before each new connection's first byte"
+const SYNFastPathUsage = "let the kernel take the front-end's Fast Open SYNs, which carry their request, from the wire into the TAP itself (a TC program on the wire's ingress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and they cross the shim; /status: syn_fastpath): a wake-up of this process less before each new connection's first byte"
 
 // openSYNFastPath loads the program and attaches it to the wire's
 // ingress, or leaves the daemon without it, saying why.
@@ -35,5 +35,5 @@ func (d *Daemon) openSYNFastPath(wireIndex, tapIndex int) {
 		d.log.Warn("no SYN fast path: the front-end's SYNs cross the shim", bpfErrArgs(err)...)
 		return
 	}
-	d.synFast, d.synState = fp, "tcx: ingress"
+	d.synFast, d.synState = fp, string(fp.Hook())+": ingress"
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	ebpflink "github.com/cilium/ebpf/link"
 	"github.com/qsplice/qsplice/splice/wire"
 	"golang.org/x/sys/unix"
 )
@@ -162,7 +161,8 @@ type ReplyFastPath struct {
 	ledger *ebpf.Map // FastPathKey -> highest end left to the TAP and its Gen, written by the program
 	stats  *ebpf.Map // per-CPU ReplyFastStats
 	prog   *ebpf.Program
-	attach ebpflink.Link
+	attach tcAttachment
+	hook   Hook
 }
 
 // NewReplyFastPath loads the program for a shim whose wire is the device
@@ -205,16 +205,19 @@ func NewReplyFastPath(wireIndex, maxEntries int) (*ReplyFastPath, error) {
 }
 
 // AttachEgress runs the program on every frame the device with index
-// tapIndex transmits (the back-end's TAP), through a TCX link the
-// ReplyFastPath holds until Close (Linux 6.6 or later).
+// tapIndex transmits (the back-end's TAP) until Close: through TCX, or on
+// a kernel without it (before 6.6) as a clsact filter (Hook says which).
 func (f *ReplyFastPath) AttachEgress(tapIndex int) error {
-	l, err := attachTCX("reply fast path", "the TAP's egress", tapIndex, f.prog, ebpf.AttachTCXEgress)
+	l, hook, err := attachTC("reply fast path", "the TAP's egress", "qsplice_reply", tapIndex, f.prog, false)
 	if err != nil {
 		return err
 	}
-	f.attach = l
+	f.attach, f.hook = l, hook
 	return nil
 }
+
+// Hook says how the program is attached.
+func (f *ReplyFastPath) Hook() Hook { return f.hook }
 
 // FastPathScratch holds a caller's key and value for Put and Delete, so
 // that they allocate nothing: one per worker, used by one at a time.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	ebpflink "github.com/cilium/ebpf/link"
 )
 
 // The kernel's SYN fast path (issue 7).
@@ -50,7 +49,8 @@ const synStatsSize = 16
 type SYNFastPath struct {
 	stats  *ebpf.Map
 	prog   *ebpf.Program
-	attach ebpflink.Link
+	attach tcAttachment
+	hook   Hook
 }
 
 // NewSYNFastPath loads the program for a back-end whose kernel has the
@@ -73,16 +73,19 @@ func NewSYNFastPath(hostIP [4]byte, tapIndex int) (*SYNFastPath, error) {
 }
 
 // AttachIngress runs the program on every frame the device with index
-// wireIndex receives (the shim's wire), through a TCX link the
-// SYNFastPath holds until Close (Linux 6.6 or later).
+// wireIndex receives (the shim's wire) until Close: through TCX, or on a
+// kernel without it (before 6.6) as a clsact filter (Hook says which).
 func (f *SYNFastPath) AttachIngress(wireIndex int) error {
-	l, err := attachTCX("SYN fast path", "the wire's ingress", wireIndex, f.prog, ebpf.AttachTCXIngress)
+	l, hook, err := attachTC("SYN fast path", "the wire's ingress", "qsplice_syn", wireIndex, f.prog, true)
 	if err != nil {
 		return err
 	}
-	f.attach = l
+	f.attach, f.hook = l, hook
 	return nil
 }
+
+// Hook says how the program is attached.
+func (f *SYNFastPath) Hook() Hook { return f.hook }
 
 // Stats sums the program's counters over the CPUs.
 func (f *SYNFastPath) Stats() (SYNFastStats, error) {

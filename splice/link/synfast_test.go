@@ -250,17 +250,7 @@ func TestSYNFastPathRedirectsOnlyWhatTheShimWouldTake(t *testing.T) {
 // kernel has TCX (6.6 or later): a failure to attach is a failure, not a
 // skip.
 func TestSYNFastPathAttachesToIngress(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_BPF and CAP_NET_ADMIN, a network namespace); run the tests as root")
-	}
-	ns := nstest.New(t, "qs-synfast")
-	nstest.Run(t, "ip", "-n", ns, "link", "add", "w0", "type", "veth", "peer", "name", "w1")
-	nstest.Run(t, "ip", "-n", ns, "link", "set", "w0", "up")
-	err := nstest.Do(ns, func() error {
-		ifi, err := net.InterfaceByName("w0")
-		if err != nil {
-			return err
-		}
+	onVeth(t, "qs-synfast", func(ifi *net.Interface) error {
 		fp, err := NewSYNFastPath(synHost, 1)
 		if err != nil {
 			return err
@@ -298,6 +288,27 @@ func TestSYNFastPathAttachesToIngress(t *testing.T) {
 			t.Errorf("after Close, w0's TCX ingress still runs programs %v", ids)
 		}
 		return nil
+	})
+}
+
+// onVeth runs f in a new network namespace named after prefix, on the
+// veth w0 (its peer w1), up: a device to attach programs to. (A veth,
+// not a dummy device: the test kernel may lack the dummy module.) f
+// runs on nstest.Do's goroutine: it reports with t.Errorf or its error.
+func onVeth(t *testing.T, prefix string, f func(ifi *net.Interface) error) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF and CAP_NET_ADMIN, a network namespace); run the tests as root")
+	}
+	ns := nstest.New(t, prefix)
+	nstest.Run(t, "ip", "-n", ns, "link", "add", "w0", "type", "veth", "peer", "name", "w1")
+	nstest.Run(t, "ip", "-n", ns, "link", "set", "w0", "up")
+	err := nstest.Do(ns, func() error {
+		ifi, err := net.InterfaceByName("w0")
+		if err != nil {
+			return err
+		}
+		return f(ifi)
 	})
 	if err != nil {
 		t.Fatal(err)

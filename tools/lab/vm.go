@@ -60,8 +60,10 @@ const (
 const vmFastOpenMark = "qsplice-vm: tcp_fastopen="
 
 // vmModules are the modules the guest needs; those built into the
-// kernel are skipped (guestModules).
-var vmModules = []string{"virtio_pci", "virtio_net", "tun", "af_packet", "virtio_rng"}
+// kernel are skipped (guestModules). sch_ingress and cls_bpf carry the
+// shim's fast paths on a guest kernel without TCX (Debian's 6.1): the
+// clsact qdisc and its BPF filters (splice/link/tcprog.go).
+var vmModules = []string{"virtio_pci", "virtio_net", "tun", "af_packet", "virtio_rng", "sch_ingress", "cls_bpf"}
 
 func vmName(k int) string { return "vm-" + backendHost(k) }
 

@@ -121,6 +121,7 @@ func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 		t.Logf("%s through the VIP from the guest in %v", content.FormatSize(size), time.Since(began).Round(time.Millisecond))
 	}
 	client.CloseIdleConnections()
+	checkVMFastPaths(t, l, client)
 	// A guest slow to send its keepalives while its transfers move is not
 	// dead (the offloads-off flake of issue 11).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -171,6 +172,39 @@ func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 	assertGone(t, cfg.Name, cfg.StateDir)
 	if alive, _ := pidRuns(qemuPID, qemuProgram); alive {
 		t.Errorf("QEMU (pid %d) survives Down", qemuPID)
+	}
+}
+
+// checkVMFastPaths checks that the guest's shim runs both fast paths
+// (as clsact filters on a guest kernel without TCX, Debian's 6.1): the
+// reply fast path carried most of the 64 MB download, and the SYN fast
+// path takes the SYNs of new connections, each fetched exactly.
+func checkVMFastPaths(t *testing.T, l *Lab, client *http.Client) {
+	t.Helper()
+	const newConns = 8
+	for range newConns {
+		client.CloseIdleConnections()
+		fetchFromVM(t, client, 1<<10)
+	}
+	client.CloseIdleConnections()
+	var shim struct {
+		ReplyFastPath string                         `json:"reply_fastpath"`
+		FastPath      struct{ Bytes, Failed uint64 } `json:"fast_path"`
+		SYNFastPath   string                         `json:"syn_fastpath"`
+		SYNFast       struct{ Frames, Bytes uint64 } `json:"syn_fast_path"`
+	}
+	url := fmt.Sprintf("http://%s:%d/status", l.BackendAddr(1), BackendAdminPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := GetJSON(ctx, client, url, &shim); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("guest's fast paths: replies %q %+v, SYNs %q %+v", shim.ReplyFastPath, shim.FastPath, shim.SYNFastPath, shim.SYNFast)
+	if !strings.HasSuffix(shim.ReplyFastPath, ": middle") || shim.FastPath.Bytes < 32<<20 || shim.FastPath.Failed != 0 {
+		t.Errorf("the guest's reply fast path %q carried %+v of a 64 MB download; want it on and most of it", shim.ReplyFastPath, shim.FastPath)
+	}
+	if !strings.HasSuffix(shim.SYNFastPath, ": ingress") || shim.SYNFast.Frames < newConns/2 {
+		t.Errorf("the guest's SYN fast path %q took %+v; want it on and the SYNs of most of %d new connections", shim.SYNFastPath, shim.SYNFast, newConns)
 	}
 }
 
