@@ -119,9 +119,6 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 
 // forwardedClientSegment is what follows a client segment sent on C2.
 func (e *FrontEnd) forwardedClientSegment(f *flow, flags uint8, now Time, out *Output) {
-	if flags&wire.TCPFlagACK != 0 {
-		f.lastAckDue = 0 // it completes C2's handshake, if ours did not
-	}
 	if flags&wire.TCPFlagFIN != 0 {
 		f.cliFin = true
 		f.tl.stamp(StepClose, now)
@@ -158,7 +155,6 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 		}
 		e.handoffFailed(f, "back-end shim did not confirm the splice", now, out)
 	case stSpliced:
-		e.sendLastAck(f, now, out)
 		if f.kaState == kaRefused {
 			if now >= f.refuseBy {
 				e.refusalTimeout(f, now, out)

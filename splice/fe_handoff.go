@@ -117,24 +117,6 @@ func (e *FrontEnd) sendC2SYN(f *flow, now Time, out *Output) {
 	e.stats.TxFrames++
 }
 
-// lastAckDelay is how long the handshake's last ACK on C2 waits for a
-// client segment to complete the handshake in its place (c2Established):
-// longer than the response of a fast server takes to reach the client
-// and its ACK to come back, short beside the kernel's retransmission
-// timeout for the reply it may have to send again.
-const lastAckDelay = 20 * time.Millisecond
-
-// sendLastAck sends the handshake's last ACK on C2 if it is still owed
-// (flow.lastAckDue), at now or earlier.
-func (e *FrontEnd) sendLastAck(f *flow, now Time, out *Output) {
-	if f.lastAckDue == 0 || now < f.lastAckDue {
-		return
-	}
-	f.lastAckDue = 0
-	var ob [wire.TSOptionLen]byte
-	e.toBackend(f, f.reqUna, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
-}
-
 // spliceProven takes client segment t for the proof that the shim has
 // f's Splice when it acknowledges a response byte, which only the shim's
 // translation can have brought the client (flow.implicitAck).
@@ -334,12 +316,9 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 			// resends carry no request), and a Fast Open socket sends
 			// nothing again before its handshake completes. So the
 			// handshake's last ACK is ours, not the shim's
-			// (shim_carry.go sendCarried). Not at once: the client's
-			// first ACK of the response, which we forward, completes
-			// the handshake as well, a frame fewer per request here and
-			// at the shim; only if none comes within lastAckDelay
-			// (a late Splice, a slow server) is it sent (onTimer).
-			f.lastAckDue = now.Add(lastAckDelay)
+			// (shim_carry.go sendCarried).
+			var ob [wire.TSOptionLen]byte
+			e.toBackend(f, f.reqUna, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
 		}
 	}
 	f.cliNxt = f.rw.toC(f.reqEnd, true)
@@ -502,9 +481,6 @@ func (e *FrontEnd) armSplicedTimer(f *flow, now Time) {
 	want := f.lastSeen.Add(e.cfg.IdleTimeout)
 	if f.cliFin && f.srvFin {
 		want = f.lastSeen.Add(e.cfg.Linger)
-	}
-	if f.lastAckDue != 0 {
-		want = min(want, f.lastAckDue)
 	}
 	// Every packet moves the idle deadline later; pushing each time would
 	// leave a heap entry per packet. A pending earlier deadline is kept:

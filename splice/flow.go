@@ -70,10 +70,6 @@ type flow struct {
 	// the SYN-ACK at synAckAt); until then the daemon's resend timer runs.
 	implicitAck, spliceUnproven bool
 	synAckAt                    Time
-	// lastAckDue: when the handshake's last ACK on C2 is to go if no
-	// client segment has completed the handshake by then (0: none owed;
-	// c2Established).
-	lastAckDue Time
 
 	started  Time
 	lastSeen Time
