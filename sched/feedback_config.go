@@ -242,8 +242,8 @@ func (cfg FeedbackConfig) withDefaults() (FeedbackConfig, error) {
 		return cfg, fmt.Errorf("sched: QueueTimeout: must not be negative")
 	case cfg.Trees < 1 || cfg.Trees > 255:
 		return cfg, fmt.Errorf("sched: Trees: %d is out of range 1..255", cfg.Trees)
-	case checkTreePath(cfg.TreePath) != nil:
-		return cfg, fmt.Errorf("sched: TreePath: %w", checkTreePath(cfg.TreePath))
+	case CheckTreePath(cfg.TreePath) != nil:
+		return cfg, fmt.Errorf("sched: TreePath: %w", CheckTreePath(cfg.TreePath))
 	case !finite(cfg.A) || cfg.A < 0 || !finite(cfg.B) || cfg.B < 0:
 		return cfg, fmt.Errorf("sched: A, B: must be finite numbers >= 0")
 	case !finite(cfg.Utilization) || cfg.Utilization <= 0 || cfg.Utilization > 1:

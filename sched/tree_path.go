@@ -10,10 +10,11 @@ import (
 // "/tree2/img/a.jpg".
 const DefaultFeedbackTreePath = "/tree{tree}{path}"
 
-// checkTreePath accepts a template that makes an absolute path: it starts
+// CheckTreePath accepts a template that makes an absolute path: it starts
 // with '/', names {path} once, and has no byte a request line cannot
-// carry in a path (space, control, '?', '#').
-func checkTreePath(t string) error {
+// carry in a path (space, control, '?', '#'). Configuration readers call
+// it to name the file and line of a bad one.
+func CheckTreePath(t string) error {
 	switch {
 	case !strings.HasPrefix(t, "/"):
 		return errors.New("must start with /")

@@ -142,6 +142,10 @@ func (d *decoder) content(p *sched.FeedbackConfig, n *yaml.Node) {
 		p.QualityGain = sched.DefaultFeedbackQualityGain
 	}
 	p.TreePath = d.str(m["tree_path"], "feedback.content.tree_path", sched.DefaultFeedbackTreePath)
+	if err := sched.CheckTreePath(p.TreePath); err != nil {
+		d.errorf(m["tree_path"].Line, "feedback.content.tree_path", "%q %v (e.g. %q)", p.TreePath, err, sched.DefaultFeedbackTreePath)
+		p.TreePath = sched.DefaultFeedbackTreePath
+	}
 	switch step := d.str(m["g_step"], "feedback.content.g_step", "dispatch"); step {
 	case "dispatch":
 	case "period":

@@ -75,6 +75,8 @@ func TestFeedbackBadValues(t *testing.T) {
 		{"feedback: {content: {quality_gain: 0}}\n", `front.yaml:5: feedback.content.quality_gain: 0 is not in (0, 1]; a negative value serves every class at one quality`},
 		{"feedback: {content: {quality_gain: 2}}\n", `front.yaml:5: feedback.content.quality_gain: 2 is not in (0, 1]`},
 		{"feedback: {content: {g_step: hourly}}\n", `front.yaml:5: feedback.content.g_step: "hourly": want dispatch (G moves with each dispatch) or period`},
+		{"feedback: {content: {tree_path: t}}\n", `front.yaml:5: feedback.content.tree_path: "t" must start with / (e.g. "/tree{tree}{path}")`},
+		{"feedback: {content: {tree_path: \"/tree{tree}\"}}\n", `front.yaml:5: feedback.content.tree_path: "/tree{tree}" must name {path} once`},
 		{"feedback: {fallback: platinum}\n", `front.yaml:5: feedback.fallback: "platinum" is not one of the feedback classes`},
 		{"feedback: {classes: []}\n", `front.yaml:5: feedback.classes: at least one class is required`},
 		{"feedback:\n  classes:\n    - name: a\n", `front.yaml:7: feedback.classes[0].weight: required`},
