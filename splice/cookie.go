@@ -33,9 +33,15 @@ import (
 // counter to wrap into acceptance (the old 5-bit counter came round every
 // 34 minutes).
 //
-// The MAC is the first bits of SHA-256(key || 4-tuple, client ISN, epoch,
-// option bits, layout), computed on the stack: deterministic for a given
-// secret and time (tests and replays reproduce) and allocation-free. For
+// The MAC is the top bits of SipHash-2-4 (siphash.go), keyed with the
+// first 16 bytes of the epoch's key, of three words: the addresses, the
+// ports and the client's ISN, and the epoch with the option bits and
+// whether the client offered timestamps. SipHash, not the SHA-256 it
+// replaced, because a TC program on the link computes the same MAC to
+// answer SYNs in the kernel (splice/link/synanswer.go, fe_linksyn.go): a
+// keyed pseudo-random function made for short inputs, as Linux keys its
+// own SYN cookies. Deterministic for a given secret and time (tests and
+// replays reproduce) and allocation-free. For
 // a spoofed source, which never sees the SYN-ACK, exactly one value of
 // the keyed bits is right: a forger succeeds with probability 2^-23 per
 // guess against a client without timestamps (2^-31 with them), 8 million
@@ -97,6 +103,13 @@ func newCookieKeys(secret [32]byte) cookieKeys {
 
 func cookieEpochOf(now Time) int64 { return int64(now / cookieEpoch) }
 
+// CookieEpoch is how long a cookie key is current; CookieEpochOf(now) is
+// the epoch of engine time now (cookie_link.go).
+const CookieEpoch = cookieEpoch
+
+// CookieEpochOf is the cookie epoch of engine time now.
+func CookieEpochOf(now Time) int64 { return cookieEpochOf(now) }
+
 // at makes cur the key of now's epoch and prev that of the one before.
 func (k *cookieKeys) at(now Time) {
 	ep := cookieEpochOf(now)
@@ -135,20 +148,14 @@ func deriveCookieKey(secret *[32]byte, epoch int64) [32]byte {
 // cookieMAC returns the keyed hash, in its top bits, of what the cookie
 // vouches for.
 func cookieMAC(key *[32]byte, ft fourTuple, isn wire.Seq, epoch int64, opts uint32, ts bool) uint32 {
-	var b [32 + 12 + 4 + 8 + 1 + 1]byte
-	copy(b[:32], key[:])
-	copy(b[32:36], ft.srcIP[:])
-	copy(b[36:40], ft.dstIP[:])
-	binary.BigEndian.PutUint16(b[40:], ft.srcPort)
-	binary.BigEndian.PutUint16(b[42:], ft.dstPort)
-	binary.BigEndian.PutUint32(b[44:], uint32(isn))
-	binary.BigEndian.PutUint64(b[48:], uint64(epoch))
-	b[56] = byte(opts)
+	k0, k1 := binary.LittleEndian.Uint64(key[0:8]), binary.LittleEndian.Uint64(key[8:16])
+	w0 := uint64(binary.BigEndian.Uint32(ft.srcIP[:]))<<32 | uint64(binary.BigEndian.Uint32(ft.dstIP[:]))
+	w1 := uint64(ft.srcPort)<<48 | uint64(ft.dstPort)<<32 | uint64(uint32(isn))
+	w2 := uint64(epoch)<<16 | uint64(opts&0xff)<<8
 	if ts {
-		b[57] = 1
+		w2 |= 1
 	}
-	sum := sha256.Sum256(b[:])
-	return binary.BigEndian.Uint32(sum[:])
+	return uint32(sipHash24(k0, k1, w0, w1, w2) >> 32)
 }
 
 // cookieKeyedBits is how many bits of the ISN are the MAC.
