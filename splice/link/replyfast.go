@@ -131,6 +131,7 @@ const (
 const (
 	tcActOK       = 0
 	tcActShot     = 2
+	tcActRedirect = 7      // what bpf_redirect returns
 	csumPseudoHdr = 1 << 4 // BPF_F_PSEUDO_HDR
 )
 
