@@ -76,8 +76,12 @@ func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Outpu
 		e.drop(dropBadOptions)
 		return
 	}
-	isn, tsval := e.cookies.make(now, key, t.Seq(), o)
 	e.syns.noteSYN(key, t.Seq(), now) // timeline.go
+	if e.cfg.LinkAnswersSYNs && linkAnswersSYN(p, o) {
+		e.stats.SynCookiesByLink++ // its SYN-ACK is on its way (fe_linksyn.go)
+		return
+	}
+	isn, tsval := e.cookies.make(now, key, t.Seq(), o)
 	so := wire.SynOptions{MSS: e.cfg.MSS, WScale: -1, SACKPermitted: o.SACKPermitted}
 	if o.HasWScale {
 		so.WScale = e.cfg.WScale

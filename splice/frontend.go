@@ -115,6 +115,16 @@ type FrontEndConfig struct {
 	// the SYN from the wire without reading it (shim_fastopen.go).
 	FastOpenInSYN bool
 
+	// LinkAnswersSYNs says the link answers clients' SYNs itself: the
+	// daemon set a TC program on its ingress that sends the SYN-ACK this
+	// engine would send (splice/link/synanswer.go), so that the SYN-ACK
+	// does not wait for the engine's thread to wake. The engine still
+	// sees every SYN (AF_PACKET hands a frame to its sockets before tc
+	// ingress runs) and does everything but send the SYN-ACK for those
+	// the program answers, which it knows by the program's rule
+	// (fe_linksyn.go). Replay and the simulator leave it off.
+	LinkAnswersSYNs bool
+
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
 	// other steps are stamped whether it is set or not.
@@ -379,7 +389,8 @@ func (e *FrontEnd) InputVNet(frame []byte, vh wire.VNetHdr, now Time, out *Outpu
 		dst := ip.Dst()
 		switch {
 		case e.isVIP(dst):
-			if p.TCP.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN && e.synOverLimits(p) {
+			if p.TCP.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN &&
+				!e.synAnsweredByLink(p) && e.synOverLimits(p) {
 				return
 			}
 			e.inputClient(p, now, out)

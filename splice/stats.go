@@ -58,6 +58,7 @@ type FrontEndStats struct {
 	Drops              [NumDropReasons]uint64
 	ARPReplies         uint64
 	SynCookiesSent     uint64
+	SynCookiesByLink   uint64 // SYNs the link answered (FrontEndConfig.LinkAnswersSYNs)
 	Accepted           uint64 // handshakes completed with a valid cookie
 	Requests           uint64 // request heads parsed
 	Answered           [6]uint64
