@@ -53,6 +53,11 @@ type Status struct {
 	// KernelDrops counts frames the kernel dropped because the AF_PACKET
 	// socket's buffer was full (the event loop fell behind).
 	KernelDrops uint64 `json:"kernel_drops"`
+	// SYNAnswer (-syn-answer, synanswer.go): "tcx: ingress" ("tc:
+	// ingress" without TCX) when the kernel answers clients' SYNs, else
+	// "off" and why; SYNsAnsweredByLink counts the SYN-ACKs it sent.
+	SYNAnswer          string `json:"syn_answer"`
+	SYNsAnsweredByLink uint64 `json:"syns_answered_by_link"`
 	// Heap (issue 9, the live adversarial tests): the daemon's Go heap,
 	// read by the admin handler outside the event loop. HeapAlloc is the
 	// bytes of live and not yet collected objects, HeapInuse the bytes of
@@ -143,6 +148,7 @@ type EngineStatus struct {
 	AckStorms              uint64 `json:"ack_storms"`
 	RSTsSuppressed         uint64 `json:"rsts_suppressed"` // over the RST rate limit (SYN cookies)
 	SynCookiesSent         uint64 `json:"syn_cookies_sent"`
+	SynCookiesByLink       uint64 `json:"syn_cookies_by_link"` // SYNs the link's program answered (-syn-answer)
 	// A lone request head's ACK (splice/fe_ackdelay.go): sent late,
 	// because no response reached the client in time, or not at all,
 	// because one did and acknowledged the request.
@@ -212,7 +218,7 @@ func (d *Daemon) status() Status {
 			ChallengeAcks: es.ChallengeAcks, ChallengeAcksLimited: es.ChallengeAcksLimited,
 			HandoffPortsInTimeWait: es.HandoffPortsInTimeWait, HandoffTimeWaitResets: es.HandoffTimeWaitResets,
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
-			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent,
+			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent, SynCookiesByLink: es.SynCookiesByLink,
 			RequestAcksDelayed: es.RequestAcksDelayed, RequestAcksSaved: es.RequestAcksSaved,
 			AcksCoalesced: es.AcksCoalesced,
 			Rewrites:      es.Rewrites, RewriteBusy: es.RewriteBusy, RewriteAbsorbed: es.RewriteAbsorbed, RewriteResent: es.RewriteResent,
@@ -221,6 +227,10 @@ func (d *Daemon) status() Status {
 		},
 	}
 	st.KernelDrops = kernelDrops
+	st.SYNAnswer = d.synaState
+	if d.syna != nil {
+		st.SYNAnswer, st.SYNsAnsweredByLink = d.syna.status()
+	}
 	if g := d.gather; g != nil {
 		st.Gathered = g.Want()
 		st.Gathers, st.Spreads = g.Counts()

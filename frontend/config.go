@@ -75,6 +75,10 @@ type Config struct {
 	// SpliceAtSYN sends a request's Splice with C2's SYN, so the shim's
 	// SpliceAck comes with the SYN-ACK (splice.FrontEndConfig.SpliceAtSYN).
 	SpliceAtSYN bool
+	// SYNAnswer answers clients' SYNs in the kernel, with a TC program on
+	// an afpacket link's ingress (synanswer.go); off, or where the
+	// program cannot load, the engines answer them.
+	SYNAnswer bool
 	// FastOpen asks, in the SYN of a request its Splice carries, for the
 	// back-end kernel's TCP Fast Open cookie, so that the shim can put the
 	// request in the SYN (splice.FrontEndConfig.FastOpen).

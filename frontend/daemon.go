@@ -62,6 +62,12 @@ type Daemon struct {
 	timelines *timeline.Writer // Config.Timeline's, under ctrlMu; nil: none
 
 	gather *gathering // nil: one loop per shard always (gather.go)
+
+	// syna answers SYNs in the kernel (synanswer.go); nil: the engines
+	// do. synaState says how it is attached, or why not. Shard 0's
+	// loop keeps its keys.
+	syna      *synAnswer
+	synaState string
 }
 
 // New opens the link, the control socket and the admin listener; Run
@@ -74,14 +80,29 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	// Whether the control protocol runs on the link (linkcontrol.go):
 	// the link's filter, the socket and the shards depend on it.
 	lc, _ := linkControlFrom(&cfg)
+	if err := resolveMAC(&cfg); err != nil {
+		return nil, err
+	}
+	boot, err := newBoot(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The SYN answer before the sockets (synanswer.go).
+	var synErr error
+	boot.syna, boot.synaState, synErr = openSYNAnswer(&cfg, boot.secret, boot.base)
+	if synErr != nil {
+		log.Warn("no SYN answer in the kernel: the engine answers every SYN", bpfErrArgs(synErr)...)
+	}
 	links, err := openLinks(&cfg, lc)
 	if err != nil {
+		boot.syna.close()
 		return nil, err
 	}
 	closeAll := func() {
 		for _, l := range links {
 			l.Close()
 		}
+		boot.syna.close()
 	}
 	ctl, err := listenControl(cfg.Control, cfg.Key, proto.NewIncarnation(time.Now()))
 	if err != nil {
@@ -112,7 +133,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		}
 		capture.RecordControl(ctl.sock)
 	}
-	d, err := newDaemon(cfg, log, links, ctl)
+	d, err := newDaemon(cfg, log, links, ctl, boot)
 	if err == nil {
 		err = d.openTimelines()
 	}
@@ -134,13 +155,6 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 func openLinks(cfg *Config, lc linkControlSource) ([]link.Link, error) {
 	switch cfg.LinkType {
 	case "afpacket":
-		if cfg.MAC == (wire.MAC{}) {
-			ifi, err := net.InterfaceByName(cfg.Link)
-			if err != nil {
-				return nil, fmt.Errorf("frontend: link %s: %w", cfg.Link, err)
-			}
-			cfg.MAC = wire.MAC(ifi.HardwareAddr)
-		}
 		owned := append(append(cfg.VIPs[:0:0], cfg.VIPs...), cfg.Handoff)
 		// Virtio-net headers always: on links with offloads on, client
 		// frames arrive with partial checksums and GRO'd super-frames
@@ -179,15 +193,58 @@ func openLinks(cfg *Config, lc linkControlSource) ([]link.Link, error) {
 	}
 }
 
-// newDaemon builds a shard around each open link, and the controller.
-func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn) (*Daemon, error) {
-	var secret [32]byte
-	if cfg.CookieSeed != "" {
-		secret = sha256.Sum256([]byte(cfg.CookieSeed))
-	} else if _, err := rand.Read(secret[:]); err != nil {
-		return nil, err
+// resolveMAC sets an afpacket link's MAC to the interface's unless
+// configured; a TAP link's is made up in openLinks.
+func resolveMAC(cfg *Config) error {
+	if cfg.LinkType != "afpacket" || cfg.MAC != (wire.MAC{}) {
+		return nil
 	}
-	d := &Daemon{cfg: cfg, log: log, ctl: ctl, adminReq: make(chan chan Status, 4), start: time.Now()}
+	ifi, err := net.InterfaceByName(cfg.Link)
+	if err != nil {
+		return fmt.Errorf("frontend: link %s: %w", cfg.Link, err)
+	}
+	cfg.MAC = wire.MAC(ifi.HardwareAddr)
+	return nil
+}
+
+// daemonBoot is what is fixed before the links open: engine time's
+// start (and the monotonic clock's reading of it), the SYN-cookie secret,
+// and the SYN answer, which both depend on and which must be attached
+// before the sockets open (synanswer.go).
+type daemonBoot struct {
+	start     time.Time
+	base      uint64 // CLOCK_MONOTONIC at start, ns
+	secret    [32]byte
+	syna      *synAnswer
+	synaState string
+}
+
+// newBoot starts engine time now and makes the secret: from
+// Config.CookieSeed, or random.
+func newBoot(cfg *Config) (daemonBoot, error) {
+	b := daemonBoot{start: time.Now(), synaState: "off"}
+	b.base = monotonicNow()
+	if cfg.CookieSeed != "" {
+		b.secret = sha256.Sum256([]byte(cfg.CookieSeed))
+	} else if _, err := rand.Read(b.secret[:]); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// newDaemon builds a shard around each open link, and the controller;
+// boot is newBoot's, with the SYN answer if there is one (zero: made here,
+// without).
+func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn, boot daemonBoot) (*Daemon, error) {
+	if boot.start.IsZero() {
+		var err error
+		if boot, err = newBoot(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	secret := boot.secret
+	d := &Daemon{cfg: cfg, log: log, ctl: ctl, adminReq: make(chan chan Status, 4), start: boot.start,
+		syna: boot.syna, synaState: boot.synaState}
 	d.linkCtl, d.linkCtlOff = linkControlOf(&cfg)
 	if d.linkCtl.on() {
 		d.linkCtl.src = ctl.sock.LocalAddr() // its port, if -control left it to the kernel
@@ -201,6 +258,7 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 	for i, l := range links {
 		ecfg := engineConfig(&cfg, i, len(links))
 		ecfg.CookieSecret = secret
+		ecfg.LinkAnswersSYNs = d.syna != nil
 		if d.linkCtl.on() {
 			ecfg.ControlAddr, ecfg.ControlMAC = d.linkCtl.src, d.linkCtl.mac
 		}

@@ -93,7 +93,7 @@ func newRig(t *testing.T, cfgPath string, mods ...func(*Config)) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), []link.Link{feLink}, ctl)
+	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), []link.Link{feLink}, ctl, daemonBoot{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			s.poller.Close()
 			s.link.Close()
 		}
+		d.syna.close() // after the sockets: none reads a SYN it did not see
 	}()
 	defer d.ctl.Close()
 	defer d.closeTimelines()

@@ -129,7 +129,7 @@ var (
 	feCtlFrames  = fam("qsplice_frontend_control_frames_sent_total", "Splices sent as frames on the link, in the batch of their pass, rather than through the control socket.", isCounter)
 	feCtlLink    = fam("qsplice_frontend_control_from_link_total", "Control datagrams for the control socket taken off the link by the engines: taken, or dropped for a bad length or checksum.", isCounter, "outcome")
 	feCtlBad     = fam("qsplice_frontend_control_bad_messages_total", "Control datagrams that could not be read or that the codec refused (their reasons are in qsplice_frontend_control_refused_total).", isCounter)
-	feCookies    = fam("qsplice_frontend_syn_cookies_total", "SYN cookies: sent in SYN-ACKs, accepted in the handshake's ACK, or failed to verify (that ACK dropped).", isCounter, "outcome")
+	feCookies    = fam("qsplice_frontend_syn_cookies_total", "SYN cookies: sent in SYN-ACKs (by the engine, or by the link's program: sent_by_link), accepted in the handshake's ACK, or failed to verify (that ACK dropped).", isCounter, "outcome")
 	feAnswered   = fam("qsplice_frontend_answered_total", "Requests the front-end answered itself, by HTTP status.", isCounter, "status")
 	feRetrans    = fam("qsplice_frontend_retransmits_total", "Segments the front-end retransmitted.", isCounter)
 	feAckStorms  = fam("qsplice_frontend_ack_storms_total", "Flows cut because of an ACK storm.", isCounter)
@@ -222,6 +222,7 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feCtlLink.Emit(ch, n(st.Engine.ControlFromLink), "taken")
 	feCtlLink.Emit(ch, n(st.Engine.ControlFromLinkDropped), "dropped")
 	feCookies.Emit(ch, n(e.SynCookiesSent), "sent")
+	feCookies.Emit(ch, n(e.SynCookiesByLink), "sent_by_link")
 	feCookies.Emit(ch, n(e.Accepted), "accepted")
 	feCookies.Emit(ch, n(st.Drops["bad-cookie"]), "invalid") // splice.DropReasonName of the bad-cookie drop
 	for s, v := range e.Answered {

@@ -133,6 +133,9 @@ func (s *shard) sleep() splice.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sleepUntil = min(s.engine.NextDeadline(), splice.Time(s.d.ctrlDeadline.Load()))
+	if s.idx == 0 && s.d.syna != nil {
+		s.sleepUntil = min(s.sleepUntil, s.d.syna.due) // its keys (synanswer.go)
+	}
 	return s.sleepUntil
 }
 
@@ -157,6 +160,9 @@ func (s *shard) pass(control bool) {
 		s.engine.Tick(now, &s.out.Engine)
 	}
 	s.mu.Unlock()
+	if s.idx == 0 && d.syna != nil {
+		d.syna.maintain(now)
+	}
 	fromLink := len(s.out.Engine.Control) > 0
 	if len(s.out.Engine.Events) > 0 || control || fromLink || d.ctrlDue(now) {
 		d.runController(s, func(cnow splice.Time) {

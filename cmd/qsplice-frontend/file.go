@@ -39,6 +39,8 @@ type tuning struct {
 	// earlyRequest: a safe request goes with its Splice; spliceAtSYN:
 	// the Splice goes with C2's SYN.
 	earlyRequest, spliceAtSYN bool
+	// synAnswer: SYNs are answered in the kernel.
+	synAnswer bool
 	// fastOpen: C2's SYN asks for a Fast Open cookie when the Splice
 	// carries the request.
 	fastOpen bool
@@ -75,6 +77,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
+	cfg.SYNAnswer = tune.synAnswer
 	cfg.FastOpen = tune.fastOpen
 	cfg.FastOpenInSYN = tune.fastOpenInSYN
 	cfg.ControlSocketOnly = tune.controlSocketOnly

@@ -100,6 +100,7 @@ func main() {
 	flag.BoolVar(&cfg.FastOpen, "fast-open", true, "when a Splice carries its request, ask in the handoff connection's SYN for the back-end kernel's TCP Fast Open cookie (RFC 7413): a shim that has one puts the request in the SYN, and the back-end's server reads it while the SYN-ACK is on its way out (the back-end needs net.ipv4.tcp_fastopen=3 and a server listening with TCP_FASTOPEN, e.g. nginx's listen ... fastopen=N; without, nothing changes); false: no cookie option")
 	flag.BoolVar(&cfg.FastOpenInSYN, "fast-open-in-syn", true, "with -fast-open, once a back-end's SYN-ACK gave its kernel's cookie, put the cookie and the request in the SYN here, not at the shim: the SYN needs nothing from the shim, and a shim running its SYN fast path (qsplice-backend -syn-fastpath) has its kernel take it from the wire, a shim wake-up less before the first byte; false: the shim fills the SYN")
 	flag.BoolVar(&cfg.SpliceAtSYN, "splice-at-syn", true, "send a request's Splice with the handoff connection's SYN (when the request is buffered whole and not rewritten): the shim completes it from the back-end's SYN-ACK and acknowledges it as that passes, a round trip to the shim less before the request leaves; false: after the SYN-ACK, as before")
+	flag.BoolVar(&cfg.SYNAnswer, "syn-answer", true, frontend.SYNAnswerUsage)
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
 	flag.DurationVar(&cfg.Linger, "linger", 5*time.Second, "how long a closed connection is remembered for late segments")
 	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", 15*time.Minute, "a spliced connection with no client packet for this long is reset")
@@ -142,7 +143,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, gather: cfg.Gather, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, fastOpen: cfg.FastOpen, fastOpenInSYN: cfg.FastOpenInSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, gather: cfg.Gather, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, synAnswer: cfg.SYNAnswer, fastOpen: cfg.FastOpen, fastOpenInSYN: cfg.FastOpenInSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = flagcheck.Addrs(*vips); err != nil {

@@ -17,7 +17,8 @@
 // 4096 flows for 3 s) half the TAP's frames reach another worker with
 // two, which must hand them over: a copy and a mailbox each, about a
 // tenth of the shim's CPU per short request (docs/results.md). The
-// front-end never needs it.
+// front-end uses it for the TC program that answers clients' SYNs in the
+// kernel (frontend/synanswer.go); without it the engine answers them.
 //
 // The design: a daemon is started unprivileged with those two
 // capabilities already in its effective set (systemd's User= and
@@ -54,13 +55,14 @@ const Needed uint64 = 1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_RAW
 // syscall.SysProcAttr.AmbientCaps takes.
 var Caps = []uintptr{unix.CAP_NET_ADMIN, unix.CAP_NET_RAW}
 
-// ShimOptional are the capabilities the shim uses when it has them
-// (CAP_BPF: see the package doc); Check does not require them.
-const ShimOptional uint64 = 1 << unix.CAP_BPF
+// OptionalBPF are the capabilities both daemons use when they have them
+// (CAP_BPF: the shim's steering and fast-path programs, the front-end's
+// SYN answer; see the package doc); Check does not require them.
+const OptionalBPF uint64 = 1 << unix.CAP_BPF
 
-// ShimCaps are the capabilities the lab and the shim's unit give the
-// shim: Needed and ShimOptional, in the form AmbientCaps takes.
-var ShimCaps = append(slices.Clone(Caps), unix.CAP_BPF)
+// CapsWithBPF are the capabilities the lab and the units give the
+// daemons: Needed and OptionalBPF, in the form AmbientCaps takes.
+var CapsWithBPF = append(slices.Clone(Caps), unix.CAP_BPF)
 
 // AllowRootFlag is the name of the daemons' flag that lets them run as
 // root.

@@ -18,8 +18,9 @@ import (
 
 // The lab runs the qsplice daemons the way contrib/systemd does: as an
 // unprivileged user (Config.DaemonUID, DaemonGID; nobody by default)
-// holding CAP_NET_ADMIN and CAP_NET_RAW as ambient capabilities, the shim
-// also CAP_BPF (its TAP's steering program), and nothing else (README,
+// holding CAP_NET_ADMIN and CAP_NET_RAW as ambient capabilities, and
+// CAP_BPF (the shim's TAP steering and fast paths, the front-end's SYN
+// answer), and nothing else (README,
 // "Privileges"). The lab itself stays root: it
 // builds the topology and starts the web servers as before.
 //
@@ -44,10 +45,10 @@ func (l *Lab) daemonCredential() *syscall.Credential {
 	return &syscall.Credential{Uid: l.cfg.DaemonUID, Gid: l.cfg.DaemonGID, Groups: []uint32{}}
 }
 
-// daemonCommand returns the command for a daemon's argv, not started;
-// shim: it is qsplice-backend, which also gets CAP_BPF, as its unit
-// gives it (privilege.ShimOptional).
-func (l *Lab) daemonCommand(argv []string, shim bool) *exec.Cmd {
+// daemonCommand returns the command for a daemon's argv, not started,
+// with CAP_BPF beside the two it needs, as its unit gives it
+// (privilege.OptionalBPF).
+func (l *Lab) daemonCommand(argv []string) *exec.Cmd {
 	cred := l.daemonCredential()
 	if cred == nil {
 		argv = append(argv[:1:1], append([]string{"-" + privilege.AllowRootFlag}, argv[1:]...)...)
@@ -56,10 +57,7 @@ func (l *Lab) daemonCommand(argv []string, shim bool) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cred != nil {
 		cmd.SysProcAttr.Credential = cred
-		cmd.SysProcAttr.AmbientCaps = privilege.Caps
-		if shim {
-			cmd.SysProcAttr.AmbientCaps = privilege.ShimCaps
-		}
+		cmd.SysProcAttr.AmbientCaps = privilege.CapsWithBPF
 	}
 	return cmd
 }

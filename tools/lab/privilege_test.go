@@ -60,10 +60,9 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 				t.Errorf("%s (pid %d): %s %q, want %s four times", name, s.pid, field, st[field], want)
 			}
 		}
-		want := privilege.Needed
-		if name != frontendName {
-			want |= privilege.ShimOptional // the TAP's steering program
-		}
+		// CAP_BPF too: the shim's TAP steering and fast paths, the
+		// front-end's SYN answer.
+		want := privilege.Needed | privilege.OptionalBPF
 		for _, field := range []string{"CapEff", "CapPrm"} {
 			v, err := strconv.ParseUint(st[field], 16, 64)
 			if err != nil || v != want {
@@ -224,8 +223,8 @@ func TestCheckDaemonInputsNamesClosedDirectory(t *testing.T) {
 }
 
 // TestDaemonCommandCredentials: with a daemon user the command carries
-// its credentials, no groups and the ambient capabilities (two, the
-// shim's three), and no
+// its credentials, no groups and the ambient capabilities (three, for
+// either daemon), and no
 // -allow-root; with DaemonUID 0 (root, or a lab.json older than the
 // field) it runs as the lab's own user and says -allow-root, which the
 // daemons otherwise refuse to start without.
@@ -233,7 +232,7 @@ func TestDaemonCommandCredentials(t *testing.T) {
 	cfg := DefaultConfig("abc")
 	l := newLab(cfg)
 	argv := []string{"/bin/qsplice-backend", "-id", "1"}
-	cmd := l.daemonCommand(argv, true)
+	cmd := l.daemonCommand(argv)
 	a := cmd.SysProcAttr
 	if a.Credential == nil || a.Credential.Uid != DaemonNobody || a.Credential.Gid != DaemonNobody || a.Credential.Groups == nil || len(a.Credential.Groups) != 0 {
 		t.Errorf("credential %+v, want uid and gid %d and an empty group list", a.Credential, DaemonNobody)
@@ -241,12 +240,12 @@ func TestDaemonCommandCredentials(t *testing.T) {
 	if len(a.AmbientCaps) != 3 || !a.Setpgid || strings.Join(cmd.Args, " ") != strings.Join(argv, " ") {
 		t.Errorf("shim: ambient %v, setpgid %v, args %q; want CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF", a.AmbientCaps, a.Setpgid, cmd.Args)
 	}
-	if a := l.daemonCommand([]string{"/bin/qsplice-frontend"}, false).SysProcAttr; len(a.AmbientCaps) != 2 {
-		t.Errorf("front-end: ambient %v, want CAP_NET_ADMIN and CAP_NET_RAW", a.AmbientCaps)
+	if a := l.daemonCommand([]string{"/bin/qsplice-frontend"}).SysProcAttr; len(a.AmbientCaps) != 3 {
+		t.Errorf("front-end: ambient %v, want CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF", a.AmbientCaps)
 	}
 
 	cfg.DaemonUID, cfg.DaemonGID = 0, 0
-	cmd = newLab(cfg).daemonCommand(argv, true)
+	cmd = newLab(cfg).daemonCommand(argv)
 	if cmd.SysProcAttr.Credential != nil || cmd.SysProcAttr.AmbientCaps != nil {
 		t.Errorf("DaemonUID 0: credential %+v, ambient %v; want neither", cmd.SysProcAttr.Credential, cmd.SysProcAttr.AmbientCaps)
 	}

@@ -192,7 +192,7 @@ func (l *Lab) start(p procSpec) error {
 	var cmd *exec.Cmd
 	start := func() error { return cmd.Start() }
 	if p.daemon { // unprivileged, with two capabilities, the shim three (privilege.go)
-		cmd = l.daemonCommand(p.argv, p.backend > 0)
+		cmd = l.daemonCommand(p.argv)
 		start = func() error { return l.startDaemon(p.host, cmd) }
 	} else {
 		cmd = netns.Command(l.NS(p.host), p.argv...)

@@ -79,6 +79,25 @@ func TestShortConnectionsThroughTheSYNFastPath(t *testing.T) {
 	if st.Shim.FastOpenRepliesDropped != 0 {
 		t.Errorf("the shim dropped %d replies that came before their SYN-ACK or Splice", st.Shim.FastOpenRepliesDropped)
 	}
+
+	// The front-end's SYN answer: Linux's SYNs are all the kernel's to
+	// answer, and the engine answered none of them itself.
+	var fe struct {
+		SYNAnswer string `json:"syn_answer"`
+		Answered  uint64 `json:"syns_answered_by_link"`
+		Engine    struct {
+			SynCookiesSent   uint64 `json:"syn_cookies_sent"`
+			SynCookiesByLink uint64 `json:"syn_cookies_by_link"`
+			Accepted         uint64 `json:"accepted"`
+		} `json:"engine"`
+	}
+	if _, err := GetJSON(context.Background(), l.HTTPClient("c1"), AdminURL+"/status", &fe); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("front-end: SYN answer %q, %d answered by the link; engine %+v", fe.SYNAnswer, fe.Answered, fe.Engine)
+	if fe.SYNAnswer != "tcx: ingress" || fe.Answered < conns || fe.Engine.SynCookiesByLink < conns || fe.Engine.SynCookiesSent != 0 {
+		t.Errorf("want every one of %d SYNs answered by the link (tcx: ingress) and none by the engine", conns)
+	}
 }
 
 // getExact fetches url (the VIP's /data/SIZE) and checks the response's

@@ -109,8 +109,8 @@ func TestUnitsVerifyCatchesMistakes(t *testing.T) {
 }
 
 // TestUnitsSettings: the units say what the issue asks of them: a
-// dedicated user with CAP_NET_ADMIN and CAP_NET_RAW only (the shim also
-// CAP_BPF), the front-end
+// dedicated user with CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF only, the
+// front-end
 // validated before it starts and reloaded with SIGHUP, and the
 // hardening options.
 func TestUnitsSettings(t *testing.T) {
@@ -131,9 +131,10 @@ func TestUnitsSettings(t *testing.T) {
 			"ExecStart":    "@BINDIR@/qsplice-frontend -config @SYSCONFDIR@/qsplice/frontend.yaml",
 			"ExecReload":   "/bin/kill -HUP $MAINPID",
 
-			"AmbientCapabilities":   "CAP_NET_ADMIN CAP_NET_RAW",
-			"CapabilityBoundingSet": "CAP_NET_ADMIN CAP_NET_RAW",
-			"SystemCallFilter":      "@system-service",
+			// CAP_BPF and bpf(2): the SYN answer (frontend/synanswer.go).
+			"AmbientCapabilities":   "CAP_NET_ADMIN CAP_NET_RAW CAP_BPF",
+			"CapabilityBoundingSet": "CAP_NET_ADMIN CAP_NET_RAW CAP_BPF",
+			"SystemCallFilter":      "@system-service bpf",
 		},
 		"qsplice-backend.service": {
 			"EnvironmentFile": "@SYSCONFDIR@/qsplice/backend.env",
