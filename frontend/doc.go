@@ -22,6 +22,11 @@
 // shard 0's loop serves every shard and the others park (gather.go,
 // -gather): one wake-up per frame burst instead of one per shard.
 //
+// Clients' SYNs are answered in the kernel where it can (synanswer.go,
+// -syn-answer): a TC program on the link's ingress sends the engine's
+// SYN-ACK before any loop wakes; the engines still read the SYN and send
+// nothing for it, and shard 0's loop keeps the program's cookie keys.
+//
 // Time is monotonic time since the daemon started (splice.Time); each
 // engine and the controller take the later of the clock and the last
 // time they were given when they are entered, so none ever sees time go

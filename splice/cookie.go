@@ -33,18 +33,21 @@ import (
 // counter to wrap into acceptance (the old 5-bit counter came round every
 // 34 minutes).
 //
-// The MAC is the top bits of SipHash-2-4 (siphash.go), keyed with the
-// first 16 bytes of the epoch's key, of three words: the addresses, the
-// ports and the client's ISN, and the epoch with the option bits and
-// whether the client offered timestamps. SipHash, not the SHA-256 it
-// replaced, because a TC program on the link computes the same MAC to
-// answer SYNs in the kernel (splice/link/synanswer.go, fe_linksyn.go): a
-// keyed pseudo-random function made for short inputs, as Linux keys its
-// own SYN cookies. Deterministic for a given secret and time (tests and
-// replays reproduce) and allocation-free. For
-// a spoofed source, which never sees the SYN-ACK, exactly one value of
-// the keyed bits is right: a forger succeeds with probability 2^-23 per
-// guess against a client without timestamps (2^-31 with them), 8 million
+// The MAC is the top 32 bits of SipHash-2-4 (siphash.go) keyed with the
+// first 16 bytes of the epoch's key, of three 64-bit words: the two
+// addresses; the two ports and the client's ISN; the epoch, the option
+// bits and whether the client offered timestamps (cookieMAC). SipHash
+// rather than the SHA-256 it replaced because a TC program on the
+// front-end's link computes the same MAC to answer SYNs in the kernel
+// (splice/link/synanswer.go, fe_linksyn.go): three SipHash compressions
+// are a few hundred eBPF instructions, SHA-256 over the 58 bytes it took
+// is no work for such a program. And SipHash is made for this: a keyed
+// pseudo-random function for short inputs, what Linux computes its own
+// SYN cookies with. It is deterministic for a given secret and time
+// (tests and replays reproduce) and allocates nothing. For a spoofed
+// source, which never sees the SYN-ACK, exactly one value of the keyed
+// bits is right: a forger succeeds with probability 2^-23 per guess
+// against a client without timestamps (2^-31 with them), 8 million
 // guesses on average, against 2^-18 before. Bad final ACKs are answered
 // with RSTs at a bounded rate (sendRST), so a guessing flood is not
 // reflected one for one.
@@ -101,18 +104,18 @@ func newCookieKeys(secret [32]byte) cookieKeys {
 	return cookieKeys{secret: secret, epoch: -1}
 }
 
-func cookieEpochOf(now Time) int64 { return int64(now / cookieEpoch) }
-
-// CookieEpoch is how long a cookie key is current; CookieEpochOf(now) is
-// the epoch of engine time now (cookie_link.go).
+// CookieEpoch is how long a cookie key is current. Exported, with
+// CookieEpochOf, for the daemon, which gives the link's program each
+// epoch's key as the engines enter it (cookie_link.go).
 const CookieEpoch = cookieEpoch
 
-// CookieEpochOf is the cookie epoch of engine time now.
-func CookieEpochOf(now Time) int64 { return cookieEpochOf(now) }
+// CookieEpochOf is the cookie epoch of engine time now: the number the
+// epoch's key is derived from, whose parity a cookie carries.
+func CookieEpochOf(now Time) int64 { return int64(now / cookieEpoch) }
 
 // at makes cur the key of now's epoch and prev that of the one before.
 func (k *cookieKeys) at(now Time) {
-	ep := cookieEpochOf(now)
+	ep := CookieEpochOf(now)
 	switch {
 	case ep == k.epoch:
 		return
@@ -146,7 +149,11 @@ func deriveCookieKey(secret *[32]byte, epoch int64) [32]byte {
 }
 
 // cookieMAC returns the keyed hash, in its top bits, of what the cookie
-// vouches for.
+// vouches for. The link's program builds the same three words from the
+// SYN's header and takes the same key halves (CookieKeyOf): a change here
+// is a change there too (splice/link/synanswer_prog.go), or every SYN the
+// link answers gets a cookie this engine refuses, which
+// TestTheLinksSYNAnswerIsTheEngines and TestCookieKeyIsTheEngines catch.
 func cookieMAC(key *[32]byte, ft fourTuple, isn wire.Seq, epoch int64, opts uint32, ts bool) uint32 {
 	k0, k1 := binary.LittleEndian.Uint64(key[0:8]), binary.LittleEndian.Uint64(key[8:16])
 	w0 := uint64(binary.BigEndian.Uint32(ft.srcIP[:]))<<32 | uint64(binary.BigEndian.Uint32(ft.dstIP[:]))

@@ -9,7 +9,9 @@ import "encoding/binary"
 // program make and check the same cookies.
 
 // CookieKeyOf returns the SipHash key (k0, k1) the engine's cookies of
-// epoch use, from the engine's secret (FrontEndConfig.CookieSecret).
+// epoch use, from the engine's secret (FrontEndConfig.CookieSecret): the
+// little-endian loads of the first 16 bytes of the epoch's key, as
+// cookieMAC takes them.
 func CookieKeyOf(secret *[32]byte, epoch int64) (k0, k1 uint64) {
 	k := deriveCookieKey(secret, epoch)
 	return binary.LittleEndian.Uint64(k[0:8]), binary.LittleEndian.Uint64(k[8:16])

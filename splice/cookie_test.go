@@ -290,6 +290,47 @@ func TestCookieKeyIsHMAC(t *testing.T) {
 	}
 }
 
+// TestCookieKeyIsTheEngines: the key CookieKeyOf exports for the link's
+// program is the one the engine makes its cookies with. The MAC of each
+// SYN-ACK's cookie is computed here as the program computes it, from the
+// exported key halves and the three words cookieMAC documents (not by
+// cookieMAC), with timestamps and without.
+func TestCookieKeyIsTheEngines(t *testing.T) {
+	h := newFE(t, nil)
+	now := 100*CookieEpoch + 7*s1
+	epoch := CookieEpochOf(now)
+	k0, k1 := CookieKeyOf(&h.cfg.CookieSecret, epoch)
+	if p0, p1 := CookieKeyOf(&h.cfg.CookieSecret, epoch-1); p0 == k0 || p1 == k1 {
+		t.Fatal("consecutive epochs have the same key")
+	}
+	be32 := func(a wire.IP4) uint64 { return uint64(binary.BigEndian.Uint32(a[:])) }
+	for i, offer := range []wire.SynOptions{windowsOffer(), fullOffer(77)} {
+		c := newClient(4000+uint16(i), 0xdeadbeef, offer)
+		sa := expectTCP(t, onlyFrame(t, h.input(c.syn(), now)), flagsAre(wire.TCPFlagSYN|wire.TCPFlagACK))
+		isn := uint32(sa.seq())
+		if isn>>31 != uint32(epoch&1) {
+			t.Errorf("cookie %#x: parity bit, want epoch %d's", isn, epoch)
+		}
+		tsval, _, ts := sa.ts()
+		opts, mac, keyed := isn>>cookieMACBits&cookieOptMask, isn&(1<<cookieMACBits-1), cookieMACBits
+		if ts {
+			opts, mac, keyed = tsval&cookieOptMask, isn&^(1<<31), cookieMACBitsT
+		}
+		w0 := be32(c.ip)<<32 | be32(c.vip)
+		w1 := uint64(c.port)<<48 | uint64(c.vport)<<32 | uint64(uint32(c.isn))
+		w2 := uint64(epoch)<<16 | uint64(opts)<<8
+		if ts {
+			w2 |= 1
+		}
+		if want := uint32(sipHash24(k0, k1, w0, w1, w2)>>32) >> (32 - keyed); mac != want {
+			t.Errorf("timestamps %v: the cookie's MAC %#x, from the exported key %#x", ts, mac, want)
+		}
+	}
+	if h.fe.cookies.epoch != epoch || h.fe.cookies.cur != deriveCookieKey(&h.cfg.CookieSecret, epoch) {
+		t.Errorf("the engine's keys are those of epoch %d, want %d", h.fe.cookies.epoch, epoch)
+	}
+}
+
 // Keys rotate with the epoch: consecutive epochs keep the previous key
 // without deriving it again, and a jump derives both.
 func TestCookieKeysRotateWithTheEpoch(t *testing.T) {
@@ -331,7 +372,8 @@ func TestCookiesAllocateNothing(t *testing.T) {
 }
 
 // BenchmarkCookieCheck is what one guessed final ACK costs the front-end
-// to refuse (the RST aside): one SHA-256 over 90 bytes.
+// to refuse (the RST aside): one SipHash-2-4 of three words, the epoch's
+// keys already derived.
 func BenchmarkCookieCheck(b *testing.B) {
 	k := newCookieKeys(testFrontEndConfig(nil).CookieSecret)
 	ft := fourTuple{srcIP: clientIP, dstIP: vipA, srcPort: 1, dstPort: webPort}

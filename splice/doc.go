@@ -133,9 +133,9 @@
 // No state before the handshake (cookie.go): a SYN is answered with a
 // SYN-ACK whose ISN is a SYN cookie. It carries the parity of its epoch
 // (64 s), the client's MSS (the largest table value not above it, so a
-// small MSS stays small), window scale and SACK offers, and a MAC keyed
-// with that epoch's key, HMAC-SHA-256 of CookieSecret and the epoch
-// number; the final ACK rebuilds them. When the client offers timestamps
+// small MSS stays small), window scale and SACK offers, and a SipHash
+// MAC keyed with that epoch's key, HMAC-SHA-256 of CookieSecret and the
+// epoch number; the final ACK rebuilds them. When the client offers timestamps
 // the option bits ride in the low bits of our TSval instead (the client
 // echoes them; our TSval moves back, never forward, to hold them), and
 // the MAC takes 31 bits of the ISN rather than 23. A cookie verifies only
@@ -143,7 +143,10 @@
 // keys that never made it. Besides our MSS, the SYN-ACK answers only
 // options the client offered. A SYN to a port nobody listens on, and a
 // final ACK whose cookie does not verify, get a RST, at most RSTRate a
-// second (the rest are counted in RSTsSuppressed).
+// second (the rest are counted in RSTsSuppressed). With LinkAnswersSYNs
+// a TC program on the link sends the SYN-ACK of the SYNs laid out as
+// Linux lays them out, and the engine, which knows them by the same rule,
+// sends nothing for those (fe_linksyn.go).
 //
 // reading (fe_client.go): in-order bytes are buffered (up to RecvBuffer,
 // the window we advertise being what is free) and acknowledged; a data

@@ -7,8 +7,9 @@ import (
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
-// inputClient handles a TCP segment from a client to a VIP.
-func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
+// inputClient handles a TCP segment from a client to a VIP; v is what
+// InputVNet judged of a SYN (fe_linksyn.go), synUnjudged for the rest.
+func (e *FrontEnd) inputClient(p *wire.Packet, v synVerdict, now Time, out *Output) {
 	t := p.TCP
 	ip := p.IP
 	key := fourTuple{srcIP: ip.Src(), dstIP: ip.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
@@ -26,7 +27,7 @@ func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
 		case flags&wire.TCPFlagRST != 0:
 			e.drop(dropNoFlow)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN:
-			e.handleSYN(p, key, now, out)
+			e.handleSYN(p, key, v, now, out)
 		case flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagACK:
 			if f = e.acceptCookie(p, key, now, out); f != nil {
 				e.clientSegment(f, p, now, out)
@@ -63,8 +64,9 @@ func (e *FrontEnd) inputClient(p *wire.Packet, now Time, out *Output) {
 }
 
 // handleSYN answers a SYN with a SYN cookie (no state kept), or a RST if
-// nothing listens on the port.
-func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Output) {
+// nothing listens on the port. v is InputVNet's verdict on it: when the
+// link answered it, everything is done but the sending (fe_linksyn.go).
+func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, v synVerdict, now Time, out *Output) {
 	t := p.TCP
 	if !e.isPort(key.dstPort) {
 		e.drop(dropClosedPort)
@@ -72,13 +74,19 @@ func (e *FrontEnd) handleSYN(p *wire.Packet, key fourTuple, now Time, out *Outpu
 		return
 	}
 	o := &e.opts
-	if err := wire.ParseOptions(t, o); err != nil {
-		e.drop(dropBadOptions)
-		return
+	if v == synUnjudged { // else judgeSYN parsed them into o
+		if err := wire.ParseOptions(t, o); err != nil {
+			e.drop(dropBadOptions)
+			return
+		}
 	}
 	e.syns.noteSYN(key, t.Seq(), now) // timeline.go
-	if e.cfg.LinkAnswersSYNs && linkAnswersSYN(p, o) {
-		e.stats.SynCookiesByLink++ // its SYN-ACK is on its way (fe_linksyn.go)
+	if v == synByLink {
+		// Its SYN-ACK, the one below, is on its way. The epoch's keys
+		// are brought up to now as make would, so the engine's state
+		// after a SYN is the same whoever answered it, and deriving a
+		// new epoch's keys falls to its first SYN, not to a final ACK.
+		e.cookies.at(now)
 		return
 	}
 	isn, tsval := e.cookies.make(now, key, t.Seq(), o)

@@ -7,14 +7,17 @@ import "github.com/qsplice/qsplice/splice/wire"
 // program saw, and must know whether the program answered it: one it
 // takes for answered that was not would get no SYN-ACK until the
 // client's retransmission a second later; one answered by both gets two
-// identical SYN-ACKs (harmless, but a frame and a wake-up for nothing).
+// SYN-ACKs with the same cookie, the TSval's clock aside (harmless: the
+// client ACKs the second as a duplicate; but a frame for nothing).
 // So the rule here is the program's, clause for clause, and a test runs
 // both on the same frames (fe_linksyn_link_test.go).
 //
-// The rule is asked only of a SYN the engine would answer with a cookie:
-// one that passed the ingress checks (ingress.go, which the program makes
-// too), to a VIP and port that listen, with options that parse. Then the
-// program answered it if
+// The rule is asked (judgeSYN) of a SYN that passed the ingress checks
+// (ingress.go, which the program makes too), to a VIP and port that
+// listen, with options that parse; before the limits and the flow table,
+// which the program knows nothing of: a SYN it answered is answered,
+// whatever the engine would have made of it. Then the program answered
+// it if
 //
 //   - it is SYN alone (no FIN either; the engine answers SYN+FIN);
 //   - its IPv4 header starts right after an untagged Ethernet header and
@@ -102,13 +105,31 @@ func linuxLayout(t wire.TCP, o *wire.TCPOptions) bool {
 	return true
 }
 
-// synAnsweredByLink reports whether the link answered the SYN p, for the
-// SYN-time limits (limits.go): what the link answered is past refusing,
-// and the limits apply when its final ACK comes (acceptOverLimits). It
-// parses p's options into the engine's scratch copy.
-func (e *FrontEnd) synAnsweredByLink(p *wire.Packet) bool {
-	if !e.cfg.LinkAnswersSYNs || !e.isPort(p.TCP.DstPort()) {
-		return false
+// synVerdict is what InputVNet learned of a client's SYN before it
+// hands it on (judgeSYN): whether its options are parsed, in e.opts,
+// where nothing between InputVNet and handleSYN parses another segment's,
+// and whether the link answered it. It is passed along so that handleSYN
+// neither parses the options again nor asks the link's rule twice.
+type synVerdict uint8
+
+const (
+	synUnjudged synVerdict = iota // not a SYN judged here: handleSYN parses the options itself
+	synByEngine                   // options in e.opts; the engine answers the SYN
+	synByLink                     // options in e.opts; the link's program answered it
+)
+
+// judgeSYN judges a SYN to a VIP when the link answers SYNs: it parses
+// p's options into e.opts and tells whether the program answered p. A
+// SYN to a port that does not listen, or whose options do not parse, is
+// left unjudged: neither was answered, and handleSYN refuses them as it
+// always did (it parses malformed options a second time, on the way to
+// dropping them).
+func (e *FrontEnd) judgeSYN(p *wire.Packet) synVerdict {
+	if !e.cfg.LinkAnswersSYNs || !e.isPort(p.TCP.DstPort()) || wire.ParseOptions(p.TCP, &e.opts) != nil {
+		return synUnjudged
 	}
-	return wire.ParseOptions(p.TCP, &e.opts) == nil && linkAnswersSYN(p, &e.opts)
+	if linkAnswersSYN(p, &e.opts) {
+		return synByLink
+	}
+	return synByEngine
 }

@@ -104,6 +104,8 @@ func TestTheLinksSYNAnswerIsTheEngines(t *testing.T) {
 		{"MSS 40", linux(wire.SynOptions{MSS: 40, WScale: -1, SACKPermitted: true}), true},
 		{"window scale 15, taken as 14", withOpts(2, 4, 5, 0xb4, 1, 3, 3, 15), true},
 		{"MSS 0", withOpts(2, 4, 0, 0, 1, 3, 3, 7), true},
+		{"ECN setup (SYN, ECE, CWR)", newClient(40003, 0x71000000, fullOffer(7)).frame(
+			wire.TCPFlagSYN|wire.TCPFlagECE|wire.TCPFlagCWR, 0x71000000, 0, synOpts(fullOffer(7)), nil), true},
 
 		{"window scale before MSS", withOpts(1, 3, 3, 5, 2, 4, 5, 0xb4), false},
 		{"SACK-permitted twice", withOpts(2, 4, 5, 0xb4, 4, 2, 4, 2), false},

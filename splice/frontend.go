@@ -389,11 +389,20 @@ func (e *FrontEnd) InputVNet(frame []byte, vh wire.VNetHdr, now Time, out *Outpu
 		dst := ip.Dst()
 		switch {
 		case e.isVIP(dst):
-			if p.TCP.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN &&
-				!e.synAnsweredByLink(p) && e.synOverLimits(p) {
-				return
+			v := synUnjudged
+			if p.TCP.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN {
+				// A SYN the link answered is past refusing: its SYN-ACK
+				// is out, and the limits apply to its final ACK
+				// (acceptOverLimits). It is counted here, where it is
+				// known, whatever the engine does with it next (a SYN
+				// on a tuple that has a flow is that flow's).
+				if v = e.judgeSYN(p); v == synByLink {
+					e.stats.SynCookiesByLink++
+				} else if e.synOverLimits(p) {
+					return
+				}
 			}
-			e.inputClient(p, now, out)
+			e.inputClient(p, v, now, out)
 		case dst == e.handoff:
 			e.inputBackend(p, now, out)
 		default:

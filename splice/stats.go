@@ -57,8 +57,8 @@ type FrontEndStats struct {
 	RxFrames, TxFrames uint64
 	Drops              [NumDropReasons]uint64
 	ARPReplies         uint64
-	SynCookiesSent     uint64
-	SynCookiesByLink   uint64 // SYNs the link answered (FrontEndConfig.LinkAnswersSYNs)
+	SynCookiesSent     uint64 // SYN-ACKs the engine sent itself
+	SynCookiesByLink   uint64 // SYNs the link's program answered instead (fe_linksyn.go)
 	Accepted           uint64 // handshakes completed with a valid cookie
 	Requests           uint64 // request heads parsed
 	Answered           [6]uint64
