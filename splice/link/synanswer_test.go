@@ -2,6 +2,7 @@ package link
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"slices"
 	"testing"
@@ -47,10 +48,11 @@ func linuxSYN() []byte {
 	return b[:tf.Encode(b)]
 }
 
-func TestSYNAnswerTurnsASYNIntoItsSYNACK(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_BPF)")
-	}
+// loadAnswer loads the program in a namespace of its own, with epoch 7's
+// key current and port 80 of answerVIP listening; it is closed when the
+// test ends.
+func loadAnswer(t *testing.T) (string, *SYNAnswer) {
+	t.Helper()
 	ns := nstest.New(t, "qs-synans")
 	var a *SYNAnswer
 	err := nstest.Do(ns, func() error {
@@ -69,7 +71,19 @@ func TestSYNAnswerTurnsASYNIntoItsSYNACK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	t.Cleanup(func() { a.Close() })
+	return ns, a
+}
+
+// TestSYNAnswerTurnsASYNIntoItsSYNACK: a Linux SYN comes out of the
+// program (BPF_PROG_TEST_RUN) as a SYN-ACK back to its sender, with the
+// headers, checksums and options the engine's has, the cookie's option
+// bits in the TSval and the epoch's parity in the ISN.
+func TestSYNAnswerTurnsASYNIntoItsSYNACK(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF)")
+	}
+	ns, a := loadAnswer(t)
 	syn := linuxSYN()
 	out := make([]byte, 256)
 	opts := &ebpf.RunOptions{Data: slices.Clone(syn), DataOut: out}
@@ -140,6 +154,10 @@ func withOptions(opts ...byte) []byte {
 	return b[:tf.Encode(b)]
 }
 
+// TestSYNAnswerLeavesWhatItMustNotAnswer: each frame breaks one rule of
+// the program's (synanswer.go) and goes on to the engine untouched; the
+// counter counts only what was answered; a listener removed and a key
+// missing are no answer either.
 func TestSYNAnswerLeavesWhatItMustNotAnswer(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CAP_BPF)")
@@ -176,25 +194,7 @@ func TestSYNAnswerLeavesWhatItMustNotAnswer(t *testing.T) {
 		{"option past the header", withOptions(2, 4, 5, 0xb4, 1, 1, 8, 10)},
 		{"option length 1", withOptions(2, 4, 5, 0xb4, 1, 1, 3, 1)},
 	}
-	ns := nstest.New(t, "qs-synans")
-	var a *SYNAnswer
-	err := nstest.Do(ns, func() error {
-		var err error
-		if a, err = NewSYNAnswer(answerConfig(1)); err != nil {
-			return err
-		}
-		if err := a.SetKey(7, 1, 2); err != nil {
-			return err
-		}
-		if err := a.SetCurrent(7, 0); err != nil {
-			return err
-		}
-		return a.SetListeners([][4]byte{answerVIP}, []uint16{80}, [][4]byte{answerVIP, answerHandoff})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	ns, a := loadAnswer(t)
 	run := func(frame []byte) uint32 {
 		var ret uint32
 		if err := nstest.Do(ns, func() error {
@@ -221,5 +221,23 @@ func TestSYNAnswerLeavesWhatItMustNotAnswer(t *testing.T) {
 	}
 	if st.Answered != 1 {
 		t.Errorf("answered %d, want 1", st.Answered)
+	}
+	// A reload that moves the listener to port 81 leaves port 80 to the
+	// engine; and a program without a key answers nothing.
+	if err := nstest.Do(ns, func() error {
+		return a.SetListeners([][4]byte{answerVIP}, []uint16{81}, [][4]byte{answerVIP, answerHandoff})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ret := run(linuxSYN()); ret != tcActOK {
+		t.Errorf("after the listener moved to 81: the program returned %d, want %d (pass)", ret, tcActOK)
+	}
+	if err := nstest.Do(ns, func() error {
+		return errors.Join(a.SetListeners([][4]byte{answerVIP}, []uint16{80}, nil), a.SetKey(7, 0, 0))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ret := run(linuxSYN()); ret != tcActOK {
+		t.Errorf("without a key: the program returned %d, want %d (pass)", ret, tcActOK)
 	}
 }
