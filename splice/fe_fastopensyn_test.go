@@ -31,7 +31,9 @@ import (
 // that no longer takes the cookie (a SYN-ACK of the SYN alone, without a
 // new cookie) gets the request after its SYN-ACK; the front-end's next
 // SYN asks for a cookie again, and the shim, which forgot its own, lets
-// it.
+// it. With the Splice after the SYN-ACK, also when that Splice is a
+// resend without the request (the first was lost) for the SYN that took
+// it: nothing is sent twice and the reply is translated.
 func TestRequestInTheFrontEndsSYN(t *testing.T) {
 	for _, kernelSYNs := range []bool{false, true} {
 		for _, late := range []bool{false, true} {
@@ -39,15 +41,20 @@ func TestRequestInTheFrontEndsSYN(t *testing.T) {
 				if copyLate && !kernelSYNs {
 					continue // the shim writes the SYN the kernel answers
 				}
-				t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v,synCopyAfterSynAck=%v", kernelSYNs, late, copyLate), func(t *testing.T) {
-					requestInTheFrontEndsSYN(t, kernelSYNs, late, copyLate)
-				})
+				for _, resent := range []bool{false, true} {
+					if resent && !late {
+						continue
+					}
+					t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v,synCopyAfterSynAck=%v,resentWithoutRequest=%v", kernelSYNs, late, copyLate, resent), func(t *testing.T) {
+						requestInTheFrontEndsSYN(t, kernelSYNs, late, copyLate, resent)
+					})
+				}
 			}
 		}
 	}
 }
 
-func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate bool) {
+func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resent bool) {
 	sh := newShim(t, ShimConfig{FastOpen: true, KernelSYNs: kernelSYNs})
 	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
 	const (
@@ -140,6 +147,11 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate bool) 
 				}
 				replyHeld = true
 			}
+			if resent && step == inSYN {
+				// The first Splice was lost; its resend carries no request.
+				m.Flags &^= proto.SpliceRequest
+				m.Request = nil
+			}
 			if err := sh.sh.AddSplice(&m, now+ms); err != nil {
 				t.Fatalf("handoff %d: AddSplice after the SYN-ACK: %v", i, err)
 			}
@@ -208,9 +220,18 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate bool) 
 	if kernelSYNs {
 		wantByKernel = 2
 	}
-	if st.FastOpenFromFrontEnd != 1 || st.SYNsByKernel != wantByKernel || st.FastOpenSent != 0 {
-		t.Errorf("shim: %d taken from the front-end's SYN, %d SYNs by the kernel, %d SYNs it filled; want 1, %d, 0",
-			st.FastOpenFromFrontEnd, st.SYNsByKernel, st.FastOpenSent, wantByKernel)
+	wantFromFE := uint64(1)
+	if resent && synCopyLate {
+		// Neither the Splice (its resend carries no request) nor the
+		// SYN's copy (read once the Splice made an entry, so not
+		// looked at) told the shim that the SYN brought the request:
+		// the handoff is whole (above), but the shim does not know when
+		// the request entered service. Left for issue 7.
+		wantFromFE = 0
+	}
+	if st.FastOpenFromFrontEnd != wantFromFE || st.SYNsByKernel != wantByKernel || st.FastOpenSent != 0 {
+		t.Errorf("shim: %d taken from the front-end's SYN, %d SYNs by the kernel, %d SYNs it filled; want %d, %d, 0",
+			st.FastOpenFromFrontEnd, st.SYNsByKernel, st.FastOpenSent, wantFromFE, wantByKernel)
 	}
 }
 
