@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	boot.syna, boot.synaState, synErr = openSYNAnswer(&cfg, boot.secret, boot.base)
 	if synErr != nil {
 		log.Warn("no SYN answer in the kernel: the engine answers every SYN", bpfErrArgs(synErr)...)
+	} else if boot.syna == nil && cfg.SYNAnswer {
+		log.Info("SYNs answered by the engine", "reason", strings.TrimPrefix(boot.synaState, "off: "))
 	}
 	links, err := openLinks(&cfg, lc)
 	if err != nil {

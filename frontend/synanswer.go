@@ -32,7 +32,7 @@ import (
 // else wakes it.
 
 // SYNAnswerUsage documents the -syn-answer flag.
-const SYNAnswerUsage = "afpacket link: answer clients' SYNs with the SYN cookie in the kernel (a TC program on the link's ingress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and the engine answers them): a wake-up of this process less before each new connection's first byte. SYNs it cannot answer byte for byte (Fast Open, unusual option layouts) the engine answers as before; /status: syn_answer"
+const SYNAnswerUsage = "afpacket link: answer clients' SYNs with the SYN cookie in the kernel (a TC program on the link's ingress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and the engine answers them): a wake-up of this process less before each new connection's first byte. SYNs it cannot answer byte for byte (Fast Open, unusual option layouts) the engine answers as before, and with -capture it answers all (the capture is to hold every SYN-ACK); /status: syn_answer"
 
 // synAnswer is the program and the state of its keys.
 type synAnswer struct {
@@ -59,6 +59,12 @@ func openSYNAnswer(cfg *Config, secret [32]byte, base uint64) (*synAnswer, strin
 	}
 	if cfg.LinkType != "afpacket" {
 		return nil, "off: a TAP link", nil
+	}
+	if cfg.Capture != "" {
+		// The capture records what the engines read and write, with a
+		// comment where they acted: a SYN-ACK sent by the kernel would
+		// be missing from it.
+		return nil, "off: -capture records the engine's SYN-ACKs", nil
 	}
 	ifi, err := net.InterfaceByName(cfg.Link)
 	if err != nil {
