@@ -16,7 +16,6 @@ import (
 // Frame offsets beyond those of the reply fast path (replyfast.go).
 const (
 	saIPTTL  = fpIP + 8
-	saIPSrc0 = fpIPSrc // the source address's first byte
 	saSrcMAC = 6
 	saDPort  = fpTCP + 2
 	saMaxLen = fpOptions + 20 // the longest SYN answered: 20 option bytes
@@ -240,13 +239,11 @@ func synAnswerLayout(c int, last bool) asm.Instructions {
 // synAnswerProgram is the TC program.
 func synAnswerProgram(cfg SYNAnswerConfig, listen, keys, stats int) asm.Instructions {
 	const (
-		flagsMask = 0x01 | 0x02 | 0x04 | 0x10 // FIN, SYN, RST, ACK
-		flagSYN   = 0x02
-		skbLen    = 0
-		sipC0     = 0x736f6d6570736575
-		sipC1     = 0x646f72616e646f6d
-		sipC2     = 0x6c7967656e657261
-		sipC3     = 0x7465646279746573
+		skbLen = 0
+		sipC0  = 0x736f6d6570736575
+		sipC1  = 0x646f72616e646f6d
+		sipC2  = 0x6c7967656e657261
+		sipC3  = 0x7465646279746573
 	)
 	in := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
@@ -269,25 +266,9 @@ func synAnswerProgram(cfg SYNAnswerConfig, listen, keys, stats int) asm.Instruct
 		asm.Mov.Reg(asm.R2, asm.R7).WithSymbol("linear"),
 		asm.Add.Imm(asm.R2, fpOptions),
 		asm.JGT.Reg(asm.R2, asm.R8, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, 12, asm.Half),
-		asm.JNE.Imm(asm.R0, be16(0x0800), "pass"),
-		asm.LoadMem(asm.R0, asm.R7, saSrcMAC, asm.Byte),
-		asm.JSet.Imm(asm.R0, 1, "pass"), // group bit
-		asm.LoadMem(asm.R0, asm.R7, fpIP, asm.Byte),
-		asm.JNE.Imm(asm.R0, 0x45, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, fpIPProto, asm.Byte),
-		asm.JNE.Imm(asm.R0, 6, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, fpIPFrag, asm.Half),
-		asm.JSet.Imm(asm.R0, be16(0x3fff), "pass"),
-		asm.LoadMem(asm.R0, asm.R7, saIPTTL, asm.Byte),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, saIPSrc0, asm.Byte),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		asm.JEq.Imm(asm.R0, 127, "pass"),
-		asm.JGE.Imm(asm.R0, 224, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
-		asm.And.Imm(asm.R0, flagsMask),
-		asm.JNE.Imm(asm.R0, flagSYN, "pass"),
+	}
+	in = append(in, wireSYNChecks("pass")...)
+	in = append(in,
 		asm.LoadMem(asm.R0, asm.R7, saDPort, asm.Half),
 		asm.JEq.Imm(asm.R0, 0, "pass"),
 		// Lengths: the frame ends where IPv4 says, the TCP header where
@@ -313,7 +294,7 @@ func synAnswerProgram(cfg SYNAnswerConfig, listen, keys, stats int) asm.Instruct
 		asm.Mov.Imm(asm.R4, 20),
 		asm.Mov.Imm(asm.R5, 0),
 		asm.FnCsumDiff.Call(),
-	}
+	)
 	in = append(in, foldSum()...)
 	in = append(in,
 		asm.JNE.Imm(asm.R0, 0xffff, "pass"),

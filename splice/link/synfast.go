@@ -124,45 +124,25 @@ func (f *SYNFastPath) Close() error {
 // frame's first byte, R8 its end, R9 the payload length.
 func synFastProgram(hostWord uint32, tapIndex, stats int) asm.Instructions {
 	const (
-		ethIPv4    = 0x0800
-		fpIPTTL    = fpIP + 8
-		flagsMask  = 0x01 | 0x02 | 0x04 | 0x10 // FIN, SYN, RST, ACK
-		flagSYN    = 0x02
 		fIngress   = 1 // BPF_F_INGRESS
 		stSYNZero  = -4
 		synMinSize = fpTCP + 20
 		skbLen     = 0 // struct __sk_buff's len: the whole frame's
 	)
-	return asm.Instructions{
+	in := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R7, asm.R6, skbData, asm.Word),
 		asm.LoadMem(asm.R8, asm.R6, skbDataEnd, asm.Word),
 		asm.Mov.Reg(asm.R2, asm.R7),
 		asm.Add.Imm(asm.R2, synMinSize),
 		asm.JGT.Reg(asm.R2, asm.R8, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, 12, asm.Half),
-		asm.JNE.Imm(asm.R0, be16(ethIPv4), "pass"),
-		asm.LoadMem(asm.R0, asm.R7, 6, asm.Byte), // the source MAC's first byte
-		asm.JSet.Imm(asm.R0, 1, "pass"),          // group bit: broadcast or multicast
-		asm.LoadMem(asm.R0, asm.R7, fpIP, asm.Byte),
-		asm.JNE.Imm(asm.R0, 0x45, "pass"), // IPv4, no options
-		asm.LoadMem(asm.R0, asm.R7, fpIPProto, asm.Byte),
-		asm.JNE.Imm(asm.R0, 6, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, fpIPFrag, asm.Half),
-		asm.JSet.Imm(asm.R0, be16(0x3fff), "pass"), // MF or an offset
-		asm.LoadMem(asm.R0, asm.R7, fpIPTTL, asm.Byte),
-		asm.JEq.Imm(asm.R0, 0, "pass"),
+	}
+	in = append(in, wireSYNChecks("pass")...)
+	return append(in,
 		asm.LoadMem(asm.R0, asm.R7, fpIPDst, asm.Word),
 		asm.JNE.Imm32(asm.R0, int32(hostWord), "pass"),
 		asm.LoadMem(asm.R0, asm.R7, fpIPSrc, asm.Word),
 		asm.JEq.Imm32(asm.R0, int32(hostWord), "pass"), // the host's own address
-		asm.LoadMem(asm.R0, asm.R7, fpIPSrc, asm.Byte), // martian: 0/8, 127/8, 224/4, 240/4
-		asm.JEq.Imm(asm.R0, 0, "pass"),
-		asm.JEq.Imm(asm.R0, 127, "pass"),
-		asm.JGE.Imm(asm.R0, 224, "pass"),
-		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
-		asm.And.Imm(asm.R0, flagsMask),
-		asm.JNE.Imm(asm.R0, flagSYN, "pass"),
 		// The IPv4 length must fit the frame (skb->len: arithmetic on
 		// packet pointers needs CAP_PERFMON, which the shim does not
 		// have), and leave payload after both headers.
@@ -198,5 +178,5 @@ func synFastProgram(hostWord uint32, tapIndex, stats int) asm.Instructions {
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, tcActOK).WithSymbol("pass"),
 		asm.Return(),
-	}
+	)
 }

@@ -35,6 +35,44 @@ func loadTC(what, name string, insns asm.Instructions) (*ebpf.Program, error) {
 	return prog, nil
 }
 
+// wireSYNChecks are the checks of a TC program that acts on a client's or
+// a front-end's SYN from the wire: those every engine makes at ingress
+// (splice/ingress.go) that need no address of its own -- IPv4 without
+// options, TCP, not a fragment, TTL above 0, a unicast source MAC, a
+// source that is not martian (0/8, 127/8, 224/4, 240/4) -- and TCP flags
+// SYN without ACK, RST or FIN. They read the frame at R7, whose first
+// fpTCP+20 bytes the program has checked, with R0 as scratch, and jump
+// to fail on the first that does not hold. Addresses and lengths are
+// each program's.
+func wireSYNChecks(fail string) asm.Instructions {
+	const (
+		ethIPv4   = 0x0800
+		flagsMask = 0x01 | 0x02 | 0x04 | 0x10 // FIN, SYN, RST, ACK
+		flagSYN   = 0x02
+	)
+	return asm.Instructions{
+		asm.LoadMem(asm.R0, asm.R7, 12, asm.Half),
+		asm.JNE.Imm(asm.R0, be16(ethIPv4), fail),
+		asm.LoadMem(asm.R0, asm.R7, 6, asm.Byte), // the source MAC's first byte
+		asm.JSet.Imm(asm.R0, 1, fail),            // group bit: broadcast or multicast
+		asm.LoadMem(asm.R0, asm.R7, fpIP, asm.Byte),
+		asm.JNE.Imm(asm.R0, 0x45, fail), // IPv4, no options
+		asm.LoadMem(asm.R0, asm.R7, fpIPProto, asm.Byte),
+		asm.JNE.Imm(asm.R0, 6, fail),
+		asm.LoadMem(asm.R0, asm.R7, fpIPFrag, asm.Half),
+		asm.JSet.Imm(asm.R0, be16(0x3fff), fail), // MF or an offset
+		asm.LoadMem(asm.R0, asm.R7, fpIP+8, asm.Byte),
+		asm.JEq.Imm(asm.R0, 0, fail), // TTL
+		asm.LoadMem(asm.R0, asm.R7, fpIPSrc, asm.Byte),
+		asm.JEq.Imm(asm.R0, 0, fail),
+		asm.JEq.Imm(asm.R0, 127, fail),
+		asm.JGE.Imm(asm.R0, 224, fail),
+		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
+		asm.And.Imm(asm.R0, flagsMask),
+		asm.JNE.Imm(asm.R0, flagSYN, fail),
+	}
+}
+
 // Hook names how a fast path's program is attached, for status pages.
 type Hook string
 
