@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
@@ -17,8 +18,9 @@ import (
 // Open, for each way the shim may meet them: with or without the kernel's
 // SYN fast path (KernelSYNs), with the Splice before the SYN or only
 // after the kernel's SYN-ACK (another worker's mail), and, with the fast
-// path, with the shim's copy of the SYN read before or after the
-// SYN-ACK (both wait when the worker wakes). The first SYN asks
+// path, with the shim's copy of the SYN read before the SYN-ACK, after it
+// (both wait when the worker wakes), after a late Splice too, or even
+// after the kernel's first reply. The first SYN asks
 // for a cookie; once the SYN-ACK gave one, the front-end's SYNs carry it
 // and the request, byte for byte the request its Splice carries. Such a
 // SYN reaches the kernel as it came (written by the shim, or taken by the
@@ -33,20 +35,25 @@ import (
 // SYN asks for a cookie again, and the shim, which forgot its own, lets
 // it. With the Splice after the SYN-ACK, also when that Splice is a
 // resend without the request (the first was lost) for the SYN that took
-// it: nothing is sent twice and the reply is translated.
+// it: nothing is sent twice and the reply is translated. In every case
+// the shim learns that the SYN brought the request, and reports its
+// response once.
 func TestRequestInTheFrontEndsSYN(t *testing.T) {
 	for _, kernelSYNs := range []bool{false, true} {
 		for _, late := range []bool{false, true} {
-			for _, copyLate := range []bool{false, true} {
-				if copyLate && !kernelSYNs {
+			for _, copyAt := range []synCopyAt{synCopyFirst, synCopyAfterSynAck, synCopyAfterSplice, synCopyAfterReply} {
+				if copyAt != synCopyFirst && !kernelSYNs {
 					continue // the shim writes the SYN the kernel answers
+				}
+				if copyAt == synCopyAfterSplice && !late {
+					continue // the Splice came first
 				}
 				for _, resent := range []bool{false, true} {
 					if resent && !late {
 						continue
 					}
-					t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v,synCopyAfterSynAck=%v,resentWithoutRequest=%v", kernelSYNs, late, copyLate, resent), func(t *testing.T) {
-						requestInTheFrontEndsSYN(t, kernelSYNs, late, copyLate, resent)
+					t.Run(fmt.Sprintf("kernelSYNs=%v,spliceAfterSynAck=%v,synCopy=%v,resentWithoutRequest=%v", kernelSYNs, late, copyAt, resent), func(t *testing.T) {
+						requestInTheFrontEndsSYN(t, kernelSYNs, late, copyAt, resent)
 					})
 				}
 			}
@@ -54,7 +61,22 @@ func TestRequestInTheFrontEndsSYN(t *testing.T) {
 	}
 }
 
-func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resent bool) {
+// synCopyAt is when the shim reads its copy of a SYN the kernel took
+// from the wire.
+type synCopyAt int
+
+const (
+	synCopyFirst       synCopyAt = iota // before the kernel's SYN-ACK
+	synCopyAfterSynAck                  // after it, before a late Splice
+	synCopyAfterSplice                  // after the late Splice too
+	synCopyAfterReply                   // after the kernel's reply passed too
+)
+
+func (c synCopyAt) String() string {
+	return [...]string{"first", "afterSynAck", "afterSplice", "afterReply"}[c]
+}
+
+func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool, synCopy synCopyAt, resent bool) {
 	sh := newShim(t, ShimConfig{FastOpen: true, KernelSYNs: kernelSYNs})
 	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
 	const (
@@ -63,14 +85,24 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 		refused        // it carries them; the kernel took Fast Open off
 	)
 	steps := []int{ask, inSYN, refused, ask}
-	if kernelSYNs && late && synCopyLate {
+	if kernelSYNs && late && synCopy != synCopyFirst {
 		// A SYN-ACK that refuses the cookie before the shim read either
 		// the SYN's copy or the Splice leaves the shim its own cookie:
 		// the next SYN it fills with it is refused the same way, and it
 		// forgets it then (TestShimSendsTheRequestAfterASynAckThatDidNotTakeIt).
 		steps = steps[:3]
 	}
+	var done []Event // the shim's reports of responses
+	count := func(o *Output) *Output {
+		for _, e := range o.Events {
+			if e.Kind == EvResponseDone {
+				done = append(done, e)
+			}
+		}
+		return o
+	}
 	for i, step := range steps {
+		done = done[:0]
 		now := t0 + Time(i)*10*ms
 		isnC := wire.Seq(0x30000000 + i*0x1000000)
 		c := newClient(40040+uint16(i), isnC, fullOffer(9))
@@ -103,7 +135,7 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 		}
 		// With the SYN fast path the kernel has the SYN from the wire;
 		// the shim may read its copy only after the SYN-ACK.
-		copyLate := synCopyLate && step != ask
+		copyLate := synCopy != synCopyFirst && step != ask
 		var toHost []byte
 		if !copyLate {
 			out = sh.input(PortWire, synFrame, now)
@@ -135,14 +167,22 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 		}
 		taken := step == inSYN
 		reply := k.srv.seg(wire.TCPFlagACK|wire.TCPFlagPSH, k.srv.isn+1, isnC+1+wire.Seq(len(shortRequest)), []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
-		crossed := copyFrames(sh.input(PortHost, synAck, now+ms))
+		crossed := copyFrames(count(sh.input(PortHost, synAck, now+ms)))
+		readCopy := func() {
+			if out := count(sh.input(PortWire, synFrame, now+ms)); len(out.Frames) != 0 {
+				t.Fatalf("handoff %d: the shim wrote %d frames for the SYN's copy it read after the SYN-ACK", i, len(out.Frames))
+			}
+		}
+		if copyLate && synCopy == synCopyAfterSynAck {
+			readCopy()
+		}
 		var afterSplice [][]byte
 		replyHeld := false
 		if spliceLate {
 			if taken {
 				// The server had the request with the SYN: its reply may
 				// come before the Splice, and must wait for it.
-				if out := sh.input(PortHost, reply, now+ms); len(out.Frames) != 0 {
+				if out := count(sh.input(PortHost, reply, now+ms)); len(out.Frames) != 0 {
 					t.Fatalf("handoff %d: a reply before its Splice went out (%d frames)", i, len(out.Frames))
 				}
 				replyHeld = true
@@ -156,10 +196,8 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 				t.Fatalf("handoff %d: AddSplice after the SYN-ACK: %v", i, err)
 			}
 		}
-		if copyLate {
-			if out := sh.input(PortWire, synFrame, now+ms); len(out.Frames) != 0 {
-				t.Fatalf("handoff %d: the shim wrote %d frames for the SYN's copy it read after the SYN-ACK", i, len(out.Frames))
-			}
+		if copyLate && synCopy == synCopyAfterSplice {
+			readCopy()
 		}
 		if len(crossed) != 1 {
 			t.Fatalf("handoff %d: %d frames for the SYN-ACK at the shim", i, len(crossed))
@@ -180,7 +218,7 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 			t.Fatalf("handoff %d: the front-end answered the SYN-ACK with %d frames", i, len(feOut))
 		}
 		var afterSynAck [][]byte
-		for _, f := range copyFrames(sh.tick(now + ms)) {
+		for _, f := range copyFrames(count(sh.tick(now + ms))) {
 			if s := decodeTCP(t, f); s.ip.DstIP.Equal(backendIP[:]) {
 				afterSynAck = append(afterSynAck, f)
 			} else {
@@ -200,7 +238,10 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 		}
 		// The kernel's first reply reaches the client, translated.
 		if !replyHeld {
-			afterSplice = copyFrames(sh.input(PortHost, reply, now+2*ms))
+			afterSplice = copyFrames(count(sh.input(PortHost, reply, now+2*ms)))
+		}
+		if copyLate && synCopy == synCopyAfterReply {
+			readCopy()
 		}
 		toClient := 0
 		for _, f := range afterSplice {
@@ -210,6 +251,24 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 		}
 		if toClient != 1 {
 			t.Fatalf("handoff %d: the kernel's first reply reached the client %d times", i, toClient)
+		}
+		// The response is reported once. When the SYN took the request,
+		// its service runs from the SYN's copy, or from the SYN-ACK
+		// when the shim read that copy only after it.
+		start, replied := now, now+2*ms
+		if copyLate {
+			start = now + ms
+		}
+		if replyHeld {
+			replied = now + ms // passed at the Tick after its Splice
+		}
+		switch {
+		case len(done) != 1:
+			t.Fatalf("handoff %d: the shim reported %d responses, want 1", i, len(done))
+		case done[0].RequestID != m.RequestID:
+			t.Fatalf("handoff %d: the response reported is request %d's, want %d's", i, done[0].RequestID, m.RequestID)
+		case taken && done[0].ServiceTime != max(time.Duration(replied-start), 1):
+			t.Fatalf("handoff %d: service time %v, want %v", i, done[0].ServiceTime, max(time.Duration(replied-start), 1))
 		}
 	}
 	fe, st := h.fe.Stats(), sh.sh.Stats()
@@ -221,14 +280,6 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late, synCopyLate, resen
 		wantByKernel = 2
 	}
 	wantFromFE := uint64(1)
-	if resent && synCopyLate {
-		// Neither the Splice (its resend carries no request) nor the
-		// SYN's copy (read once the Splice made an entry, so not
-		// looked at) told the shim that the SYN brought the request:
-		// the handoff is whole (above), but the shim does not know when
-		// the request entered service. Left for issue 7.
-		wantFromFE = 0
-	}
 	if st.FastOpenFromFrontEnd != wantFromFE || st.SYNsByKernel != wantByKernel || st.FastOpenSent != 0 {
 		t.Errorf("shim: %d taken from the front-end's SYN, %d SYNs by the kernel, %d SYNs it filled; want %d, %d, 0",
 			st.FastOpenFromFrontEnd, st.SYNsByKernel, st.FastOpenSent, wantFromFE, wantByKernel)

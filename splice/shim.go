@@ -269,10 +269,12 @@ type spliceEntry struct {
 	synTSval  uint32
 	synWScale int8
 	synTS     bool
+	synAckAt  Time // when that SYN-ACK crossed
 
 	// Service-time measurement, one request at a time.
 	reqNxt     wire.Seq // end of the request bytes seen: less is a retransmission
 	inService  bool
+	served     bool // a request has been in service on this entry
 	responding bool
 	reqStart   Time
 	lastReply  Time
@@ -426,7 +428,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		wsShift: int(m.WScaleBackend) - int(m.WScaleFrontend),
 		reqEnd:  wire.Seq(m.RequestEnd),
 		rcvAck:  hs.isnF + 1, rcvWnd: uint32(hs.window), sndNxt: hs.isnB + 1,
-		isnB: hs.isnB, synTSval: hs.tsVal, synWScale: hs.wscale, synTS: hs.ts,
+		isnB: hs.isnB, synTSval: hs.tsVal, synWScale: hs.wscale, synTS: hs.ts, synAckAt: hs.at,
 		reqNxt: hs.isnF + 1, pendAck: pendingAck{idx: -1},
 		born: now, lastSeen: now, deadline: Never,
 	}
@@ -693,6 +695,8 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 			if t.Flags()&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST|wire.TCPFlagFIN) == wire.TCPFlagSYN && len(t.Payload()) > 0 {
 				if ent == nil {
 					s.requestInSYN(key, t, now) // the front-end built it (shim_fastopen.go)
+				} else {
+					s.requestInSYNOfEntry(ent, t, out) // its copy read late (shim_fastopen.go)
 				}
 				if s.cfg.KernelSYNs {
 					s.stats.SYNsByKernel++

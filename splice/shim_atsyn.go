@@ -127,10 +127,7 @@ func (s *Shim) requestWasInSYN(key fourTuple, m *proto.Splice, hs *handshake) {
 	if m.Flags&proto.SpliceRequest == 0 || hs.inSYN || len(m.Request) == 0 || uint32(hs.isnF+1) != m.RequestEnd {
 		return
 	}
-	hs.isnF, hs.inSYN, hs.byFrontEnd = wire.Seq(m.RequestEnd)-1-wire.Seq(len(m.Request)), true, true
-	hs.early = earlyRequest{seen: true, at: hs.at, end: wire.Seq(m.RequestEnd), head: bytes.HasPrefix(m.Request, []byte("HEAD "))}
-	s.handshakes.update(key, *hs)
-	s.stats.FastOpenFromFrontEnd++
+	s.tookRequestInSYN(key, hs, wire.Seq(m.RequestEnd)-1-wire.Seq(len(m.Request)), len(m.Request), bytes.HasPrefix(m.Request, []byte("HEAD ")))
 }
 
 // completeAtSYN installs the Splice waiting on key, if any, now that the

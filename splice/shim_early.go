@@ -103,7 +103,7 @@ func (s *Shim) startEarlyRequest(ent *spliceEntry, r earlyRequest) {
 		return
 	}
 	ent.reqNxt = r.end
-	ent.inService = true
+	ent.inService, ent.served = true, true
 	ent.reqStart = r.at
 	ent.headRequest = r.head
 	ent.cliFin = r.fin

@@ -324,7 +324,48 @@ func (s *Shim) requestInSYN(key fourTuple, t wire.TCP, now Time) {
 		return
 	}
 	pl := t.Payload()
-	s.fo.seen.note(key, seenSYN{seq: t.Seq(), n: len(pl), at: now, head: bytes.HasPrefix(pl, []byte("HEAD "))}, now)
+	head := bytes.HasPrefix(pl, []byte("HEAD "))
+	if hs, err := s.handshakes.find(key, now); err == nil && !hs.inSYN && !hs.early.seen && hs.isnF == t.Seq()+wire.Seq(len(pl)) {
+		// The SYN-ACK crossed first, with neither this copy nor a Splice
+		// that carries the request to say what its ACK covers (the
+		// Splice may be a resend, which carries none): it acknowledged
+		// this SYN's request.
+		s.tookRequestInSYN(key, &hs, t.Seq(), len(pl), head)
+		return
+	}
+	s.fo.seen.note(key, seenSYN{seq: t.Seq(), n: len(pl), at: now, head: head}, now)
+}
+
+// tookRequestInSYN corrects hs, the handshake recorded on key from a
+// SYN-ACK that acknowledged the n request bytes of the SYN with sequence
+// number isn, which the front-end filled: the shim had not known it when
+// the SYN-ACK crossed, and took its ACK for the SYN's ISN. The request
+// was in service from the SYN-ACK's time at the latest.
+func (s *Shim) tookRequestInSYN(key fourTuple, hs *handshake, isn wire.Seq, n int, head bool) {
+	hs.isnF, hs.inSYN, hs.byFrontEnd = isn, true, true
+	hs.early = earlyRequest{seen: true, at: hs.at, end: isn + 1 + wire.Seq(n), head: head}
+	s.handshakes.update(key, *hs)
+	s.stats.FastOpenFromFrontEnd++
+}
+
+// requestInSYNOfEntry takes the copy of the front-end's SYN t, which
+// brought a request, read only after a Splice that did not carry it (a
+// resend: the first was lost) had made ent from the kernel's SYN-ACK: the
+// request that SYN-ACK acknowledged never crossed the shim, so ent has
+// had none in service. It is put in service from the SYN-ACK's time, and
+// a response already over is reported now.
+func (s *Shim) requestInSYNOfEntry(ent *spliceEntry, t wire.TCP, out *Output) {
+	pl := t.Payload()
+	end := t.Seq() + 1 + wire.Seq(len(pl))
+	if ent.served || ent.ended() || ent.reqNxt != end || !s.isWebPort(ent.key.srcPort) {
+		return
+	}
+	s.startEarlyRequest(ent, earlyRequest{seen: true, at: ent.synAckAt, end: end, head: bytes.HasPrefix(pl, []byte("HEAD "))})
+	ent.reqAcked = true // by the SYN-ACK
+	s.stats.FastOpenFromFrontEnd++
+	if ent.responding && ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt) {
+		s.finishResponse(ent, out)
+	}
 }
 
 // requestWentInSYN reports whether the request of key, a tuple with no

@@ -434,3 +434,55 @@ func TestShimHoldsTheRepliesOfManyConnectionsAtOnce(t *testing.T) {
 	}
 	h.checkCounters()
 }
+
+// TestShimLearnsTheFrontEndsSYNTookTheRequestFromALateCopy: with the
+// kernel taking SYNs from the wire, the kernel's SYN-ACK can cross the
+// shim before it reads its copy of the front-end's SYN, and the Splice
+// that carried the request can be lost, its resend carrying none. The
+// copy read after the SYN-ACK then tells the shim that the SYN-ACK's ACK
+// covers the request; the kernel's SYN-ACK sent again keeps that; and the
+// entry the resent Splice makes has the request in service from the
+// first SYN-ACK, so its response is reported. Without the copy's
+// correction the response was never reported, and the front-end's slot
+// for it leaked until reconciliation.
+func TestShimLearnsTheFrontEndsSYNTookTheRequestFromALateCopy(t *testing.T) {
+	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
+	h := newShim(t, ShimConfig{FastOpen: true, KernelSYNs: true})
+	learnCookie(t, h, t0)
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	reqEnd := isnC + 1 + wire.Seq(len(carriedReq))
+	syn := frame(wire.TCPFrame{
+		SrcMAC: feMAC, DstMAC: backendMAC,
+		Src: wire.IP4From(classic.HandoffIP), Dst: wire.IP4From(classic.BackendIP),
+		SrcPort: classic.HandoffPort, DstPort: classic.BackendPort,
+		Seq: isnC, Flags: wire.TCPFlagSYN, Window: 65535,
+		Options: synOpts(wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 0x01020300}),
+		Payload: []byte(carriedReq),
+	})
+	synAck := foSynAck(&classic, isnB, reqEnd, nil)
+	const synAckAt = t0 + 10*ms
+	h.input(PortHost, synAck, synAckAt)
+	if out := h.input(PortWire, syn, synAckAt+ms/10); len(out.Frames) != 0 {
+		t.Fatalf("the shim wrote %d frames for the copy of a SYN the kernel took", len(out.Frames))
+	}
+	if st := h.sh.Stats(); st.FastOpenFromFrontEnd != 1 {
+		t.Fatalf("after the late copy: %d requests known taken in the front-end's SYN, want 1", st.FastOpenFromFrontEnd)
+	}
+	// The front-end's last ACK was lost: the kernel sends its SYN-ACK again.
+	h.input(PortHost, synAck, synAckAt+ms)
+	m.Flags &^= proto.SpliceRequest
+	m.Request = nil
+	if err := h.sh.AddSplice(&m, synAckAt+2*ms); err != nil {
+		t.Fatalf("AddSplice of the resend: %v", err)
+	}
+	reply := c2FromHost(&classic, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, reqEnd, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	const repliedAt = synAckAt + 3*ms
+	out := h.input(PortHost, reply, repliedAt)
+	if ev := onlyEvent(t, out, EvResponseDone); ev.RequestID != 42 || ev.ServiceTime != time.Duration(repliedAt-synAckAt) {
+		t.Errorf("response of request %d in %v, want request 42's in %v (from the first SYN-ACK)", ev.RequestID, ev.ServiceTime, time.Duration(repliedAt-synAckAt))
+	}
+	if st := h.sh.Stats(); st.FastOpenFromFrontEnd != 1 {
+		t.Errorf("%d requests known taken in the front-end's SYN, want 1", st.FastOpenFromFrontEnd)
+	}
+	h.checkCounters()
+}

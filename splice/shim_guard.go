@@ -194,8 +194,16 @@ func (s *Shim) noteHandshake(key fourTuple, p *wire.Packet, now Time, out *Outpu
 	hs := handshake{isnB: t.Seq(), isnF: t.Ack() - 1, at: now, window: t.Window(), wscale: -1, ts: o.HasTS, tsVal: o.TSVal,
 		hostMAC: p.Eth.Src(), peerMAC: p.Eth.Dst()}
 	s.fastOpenAnswered(key, t, o, &hs, now)
-	if old, err := s.handshakes.find(key, now); err == nil && !hs.inSYN && old.isnB == hs.isnB && old.isnF == hs.isnF {
-		hs.early = old.early // the kernel sent its SYN-ACK again
+	if old, err := s.handshakes.find(key, now); err == nil && !hs.inSYN && old.isnB == hs.isnB {
+		// The kernel sent its SYN-ACK again: what the shim learnt of
+		// the first holds.
+		switch {
+		case old.isnF == hs.isnF:
+			hs.early = old.early
+		case old.inSYN && old.early.end == t.Ack():
+			// Its SYN brought the request (tookRequestInSYN).
+			hs.isnF, hs.inSYN, hs.byFrontEnd, hs.early = old.isnF, true, old.byFrontEnd, old.early
+		}
 	}
 	if o.HasWScale {
 		hs.wscale = int8(min(o.WScale, 14))

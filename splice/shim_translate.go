@@ -257,7 +257,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			s.finishResponse(ent, out)
 		}
 		if !ent.inService {
-			ent.inService = true
+			ent.inService, ent.served = true, true
 			ent.drained = false // whatever drained before belongs to the last response
 			ent.reqStart = now
 			ent.headRequest = bytes.HasPrefix(t.Payload(), []byte("HEAD "))
