@@ -338,14 +338,32 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 	}
 	apply(sc.h)
 
+	// A reply that carries the FIN (a server closing after a short
+	// response sends its only reply so): an echo too. The shim reads it
+	// as the reply it is, FIN included, and sends the client nothing.
+	finData := srv.seg(wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, body(100, 'y'))
+	srv.nxt += 101
+	ret, echo = run(finData)
+	if ret != tcOK || !bytes.Equal(echo, markEcho(finData)) {
+		t.Fatalf("a reply with the FIN: %d, want it left to the TAP as an echo", ret)
+	}
+	toClient, out = engine(sc, echo, now)
+	if _, toFE := framesOn(t, out); len(toClient) != 0 || len(toFE) != 1 {
+		t.Errorf("the echo of a FIN: %d frames to the client, %d to the front-end; want 0, its copy", len(toClient), len(toFE))
+	}
+	if ent := sc.h.sh.byReq[sc.sp.RequestID]; ent == nil || !ent.srvFin {
+		t.Error("the shim did not take the FIN from its echo")
+	}
+	apply(sc.h)
+
 	// A timestamp option behind a SACK block: left to the shim.
 	odd := srv.frame(wire.TCPFlagACK, srv.nxt, srv.rcvNxt,
 		append(segOpts(nil, wire.SACKBlock{Left: 1, Right: 2}), segOpts(&[2]uint32{srv.tsVal, srv.peerTS})...), body(500, 'x'))
 	if ret, out := run(odd); ret != tcOK || !bytes.Equal(out, odd) {
 		t.Errorf("a reply with its timestamp after a SACK block: %d, want it left to the TAP unchanged", ret)
 	}
-	// FIN: left to the shim.
-	fin := srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, body(100, 'y'))
+	// A FIN without data: left to the shim.
+	fin := srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, nil)
 	if ret, out := run(fin); ret != tcOK || !bytes.Equal(out, fin) {
 		t.Errorf("a FIN: %d, want it left to the TAP unchanged", ret)
 	}
@@ -353,8 +371,8 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Frames != 3 || st.Bytes != 3000 || st.Echoed != 1 || st.Failed != 0 {
-		t.Errorf("program stats %+v, want 3 frames, 3000 bytes, 1 echo", st)
+	if st.Frames != 3 || st.Bytes != 3000 || st.Echoed != 2 || st.Failed != 0 {
+		t.Errorf("program stats %+v, want 3 frames, 3000 bytes, 2 echoes", st)
 	}
 
 	// The ledger now ends past what the shim handled (the odd reply
@@ -367,16 +385,20 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 		ClientMAC: routerMAC, AllowFrom: srv.nxt - 1000, Middle: true, RespEnd: srv.nxt + 100000, Gen: 42,
 	}
 	probe := srv.seg(wire.TCPFlagACK, srv.nxt+10000, srv.rcvNxt, body(100, 'n'))
+	// In the middle of a response a FIN is the shim's, as the frame
+	// that completes it is.
+	finProbe := srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt+10000, srv.rcvNxt, body(100, 'n'))
 	for _, c := range []struct {
-		gen  uint32
-		want uint32
-	}{{42, tcOK}, {43, tcRedirect}} {
+		gen   uint32
+		frame []byte
+		want  uint32
+	}{{42, probe, tcOK}, {43, probe, tcRedirect}, {43, finProbe, tcOK}} {
 		next.Gen = c.gen
 		if err := fp.Put(&scratch, key, next); err != nil {
 			t.Fatal(err)
 		}
-		if ret, _ := run(append([]byte(nil), probe...)); ret != c.want {
-			t.Errorf("an entry of Gen %d behind the ledger of Gen 42: %d, want %d", c.gen, ret, c.want)
+		if ret, out := run(append([]byte(nil), c.frame...)); ret != c.want || c.want == tcOK && !bytes.Equal(out, c.frame) {
+			t.Errorf("an entry of Gen %d behind the ledger of Gen 42, FIN %v: %d, want %d", c.gen, wire.TCP(c.frame[34:]).Has(wire.TCPFlagFIN), ret, c.want)
 		}
 	}
 }
@@ -391,8 +413,8 @@ func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
 func TestShimTakesTheClientsAcksWithEchoesOn(t *testing.T) {
 	for _, isnB := range []wire.Seq{0x1000, 0x90000000} {
 		sc := newShimConn(t, ShimConfig{KernelFastPath: true, KernelEcho: true}, isnB, 0x2000, nil)
-		if ups := takeFastPaths(sc.h); len(ups) != 1 || !ups[0].Entry.Echo {
-			t.Fatalf("ISN %#x: at the Splice %+v, want a Put of echoes", uint32(isnB), ups)
+		if ups := takeFastPaths(sc.h); len(ups) != 1 || !ups[0].Entry.Echo || !ups[0].Ahead {
+			t.Fatalf("ISN %#x: at the Splice %+v, want a Put of echoes, ahead of the pass's frames", uint32(isnB), ups)
 		}
 		h, srv := sc.h, sc.srv
 		srv.reply(make([]byte, 1000)) // sent by the kernel; its echo not read yet
@@ -400,6 +422,14 @@ func TestShimTakesTheClientsAcksWithEchoesOn(t *testing.T) {
 		h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), t0+ms)
 		if n := h.sh.Stats().WireOutOfWindow - before; n != 0 {
 			t.Errorf("ISN %#x: the client's ACK of an echoed reply taken as out of window", uint32(isnB))
+		}
+		// A reply the shim sends itself moves AllowFrom past it with a
+		// Put that must follow the pass's frames.
+		if toClient, _ := framesOn(t, h.input(PortHost, srv.reply(make([]byte, 100)), t0+2*ms)); len(toClient) != 1 {
+			t.Fatalf("ISN %#x: a reply left to the shim: %d frames to the client", uint32(isnB), len(toClient))
+		}
+		if ups := takeFastPaths(h); len(ups) != 1 || ups[0].Delete || ups[0].Ahead {
+			t.Errorf("ISN %#x: after a reply the shim sent: %+v, want a Put behind the pass's frames", uint32(isnB), ups)
 		}
 	}
 }

@@ -33,11 +33,13 @@ import (
 // config map, written only by the shim's daemon) says how to translate
 // and bounds the frames, and the program takes a frame only if all of
 // these hold: unfragmented IPv4 without options, TCP with ACK and no
-// SYN, FIN, RST or URG; payload; a timestamp option, if the connection
+// SYN, RST or URG; payload; a timestamp option, if the connection
 // uses timestamps, where Linux puts it (NOP, NOP, TS first); the frame
-// ends before RespEnd (Middle: the frame that completes the response is
-// the shim's, which reports the service time), or the entry allows
-// echoes; and no frame the program left to the TAP on that connection
+// ends before RespEnd and carries no FIN (Middle: the frame that
+// completes the response is the shim's, which reports the service time),
+// or the entry allows echoes (an echo may carry the FIN: a server that
+// closes after a short response sends its only reply with it, and the
+// shim reads the echo as it would the reply); and no frame the program left to the TAP on that connection
 // ends after AllowFrom. The last keeps the
 // order of a connection's frames: the ledger map (written only by the
 // program) records the highest end of the data frames it left to the
@@ -372,7 +374,8 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 	const (
 		ethIPv4  = 0x0800
 		tsWord   = 0x0101080a // NOP, NOP, kind 8, length 10
-		flagsBad = 0x01 | 0x02 | 0x04 | 0x20
+		flagFIN  = 0x01
+		flagsBad = 0x02 | 0x04 | 0x20
 		flagACK  = 0x10
 	)
 	csum := func(helper asm.BuiltinFunc, off int32, from, to int16, flags int32) asm.Instructions {
@@ -424,7 +427,8 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.Add.Reg32(asm.R1, asm.R9),
 		asm.StoreMem(asm.RFP, stEnd, asm.R1, asm.Word),
 		asm.StoreImm(asm.RFP, stGen, 0, asm.Word),
-		// Flags: ACK, and none of SYN, FIN, RST, URG.
+		// Flags: ACK, and none of SYN, RST, URG (a FIN only in an echo,
+		// below).
 		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte),
 		asm.JSet.Imm(asm.R0, flagsBad, "punt"),
 		asm.JSet.Imm(asm.R0, flagACK, "acked"),
@@ -445,7 +449,9 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		// end) > 0, the kernel's alone; otherwise an echo, if allowed.
 		asm.JSet.Imm(asm.R9, cfgFlagMiddle, "middle"),
 		asm.Ja.Label("notmiddle"),
-		asm.LoadMem(asm.R2, asm.R8, cfgRespEnd, asm.Word).WithSymbol("middle"),
+		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte).WithSymbol("middle"),
+		asm.JSet.Imm(asm.R0, flagFIN, "notmiddle"),
+		asm.LoadMem(asm.R2, asm.R8, cfgRespEnd, asm.Word),
 		asm.LoadMem(asm.R3, asm.RFP, stEnd, asm.Word),
 		asm.Sub.Reg32(asm.R2, asm.R3),
 		asm.JSLE.Imm32(asm.R2, 0, "notmiddle"),
