@@ -79,14 +79,22 @@ func bpfErrArgs(err error) []any {
 // once: the shim's own bound on splices (splice.ShimConfig.MaxEntries).
 const maxFastPathEntries = 65536
 
-// applyFastPaths applies the pass's fast-path commands, in order, once
-// the pass's wire frames are sent (a Put lets the kernel send replies
-// that must not overtake them). Of several Puts for one connection only
-// the last is applied: each supersedes the one before.
-func (w *worker) applyFastPaths() {
+// applyFastPaths applies the pass's fast-path commands, in order: with
+// ahead, before the pass's wire frames are sent, those marked Ahead (a
+// connection's first Put, whose replies none of those frames carry: the
+// kernel's first reply is then often translated by the kernel rather
+// than waiting for this pass); without, the rest once they are sent (a
+// Put lets the kernel send replies that must not overtake them). Of
+// several commands for one connection only the last is applied: each
+// supersedes the one before. It reports how many it left.
+func (w *worker) applyFastPaths(ahead bool) (left int) {
 	ups := w.out.FastPaths
 	for i, u := range ups {
 		if !u.Delete && supersededPut(ups[i+1:], u.Key) {
+			continue
+		}
+		if u.Ahead != ahead {
+			left++
 			continue
 		}
 		var err error
@@ -102,6 +110,7 @@ func (w *worker) applyFastPaths() {
 			}
 		}
 	}
+	return left
 }
 
 // supersededPut reports whether a later command names key.

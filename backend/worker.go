@@ -648,11 +648,16 @@ func (w *worker) flush(now splice.Time) {
 		}
 	}
 	// A pass that hands replies to the kernel sends its own first: the
-	// kernel's must not overtake them (fastpath.go).
-	w.wireToHold = w.wireInHolds && len(w.out.FastPaths) == 0 && w.loop.Load().holdLikely(now)
-	w.writeWire()
+	// kernel's must not overtake them (fastpath.go). A connection's
+	// first Put has none in the pass, and goes before.
+	after := 0
 	if len(w.out.FastPaths) > 0 {
-		w.applyFastPaths()
+		after = w.applyFastPaths(true)
+	}
+	w.wireToHold = w.wireInHolds && after == 0 && w.loop.Load().holdLikely(now)
+	w.writeWire()
+	if after > 0 {
+		w.applyFastPaths(false)
 	}
 	if len(w.tapFrames) > 0 {
 		if w.tap != nil {

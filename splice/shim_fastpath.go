@@ -37,7 +37,8 @@ package splice
 // a reply still waiting in the TAP's queue keeps the fast path shut until
 // this engine has handled it and said so with another Put. The daemon
 // applies the commands after it has sent the pass's wire frames, so a
-// frame the kernel takes never overtakes one the shim sends.
+// frame the kernel takes never overtakes one the shim sends; only a Put
+// made before any reply was handled (Ahead) may go before them.
 
 import "github.com/qsplice/qsplice/splice/wire"
 
@@ -46,6 +47,14 @@ type FastPathUpdate struct {
 	Key    wire.FastPathKey
 	Entry  wire.FastPathEntry // for a Put
 	Delete bool
+	// Ahead: a Put for a connection none of whose replies this engine
+	// has handled (the one its Splice makes), so none waits in the
+	// pass's output and the daemon may apply it before sending that:
+	// the kernel's first reply often follows the SYN-ACK within tens of
+	// microseconds, about what the pass's wire write takes. (A reply the
+	// program left to the TAP meanwhile holds the kernel back by its
+	// ledger until a later Put.)
+	Ahead bool
 }
 
 // TakeFastPaths moves the fast-path commands queued since the last call
@@ -94,7 +103,8 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 	if middle {
 		e.Middle, e.RespEnd = true, ent.respEnd
 	}
-	s.fastQueue = append(s.fastQueue, FastPathUpdate{Key: wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort), Entry: e})
+	s.fastQueue = append(s.fastQueue, FastPathUpdate{Key: wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort), Entry: e,
+		Ahead: ent.sndNxt == ent.isnB+1})
 	ent.fastOn, ent.fastMiddle, ent.fastEcho, ent.fastEnd = true, middle, e.Echo, ent.respEnd
 	s.stats.FastPathOffers++
 }
