@@ -262,6 +262,9 @@ type spliceEntry struct {
 	// has it, where a bare ACK or RST gets no answer (owesAck).
 	owedAcks  uint8
 	cliFinEnd wire.Seq
+	// cliFinAnswered: a segment of the kernel acknowledged the client's
+	// FIN.
+	cliFinAnswered bool
 
 	// The handshake it was installed on, to recognise a Splice sent with
 	// the SYN when it comes again (shim_atsyn.go).

@@ -233,3 +233,36 @@ func TestKernelsAnswerToAnUnseenSYNReachesTheFrontEnd(t *testing.T) {
 		h.checkCounters()
 	}
 }
+
+// TestKernelsAnswerToAClientFINThatBeatTheEchoReachesTheClient: with
+// echoes the kernel sends its last reply and FIN itself, and the client
+// may answer with its own FIN before the shim reads the echo. The
+// kernel's ACK of that FIN then comes after both FINs; it is the
+// client's answer, owed, not the answer to a SYN the shim never saw
+// (which took it from the client, who sent its FIN again until it gave
+// up: in the lab, one connection in ten under wrk's 1K close load).
+func TestKernelsAnswerToAClientFINThatBeatTheEchoReachesTheClient(t *testing.T) {
+	h := newShim(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true, KernelFastPath: true, KernelEcho: true})
+	sp := guardSplice(1, 30005, 0x100)
+	c := newTurnover(sp)
+	h.input(PortHost, c.synAck, t0)
+	if err := h.sh.AddSplice(&sp, t0); err != nil {
+		t.Fatal(err)
+	}
+	reqEnd := wire.Seq(sp.RequestEnd)
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	finSeq := 0x501 + wire.Seq(len(resp))
+	last := c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN, 0x501, reqEnd, resp)
+	// The kernel sent it; the client answered it, FIN and all.
+	h.input(PortWire, c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagFIN, reqEnd, finSeq+1, nil), t0+2*ms)
+	if toClient, _ := framesOn(t, h.input(PortHost, markEcho(last), t0+2*ms)); len(toClient) != 0 {
+		t.Fatalf("the echo went to the client again (%d frames)", len(toClient))
+	}
+	lastAck := c2FromHost(&sp, wire.TCPFlagACK, finSeq+1, reqEnd+1, nil)
+	toClient, toFE := framesOn(t, h.input(PortHost, lastAck, t0+3*ms))
+	if len(toClient) != 1 || len(toFE) != 0 || h.sh.Entries() != 1 {
+		t.Fatalf("the kernel's ACK of the client's FIN: %d frames to the client, %d to the front-end, %d entries; want 1, 0, 1",
+			len(toClient), len(toFE), h.sh.Entries())
+	}
+	h.checkCounters()
+}

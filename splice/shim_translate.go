@@ -2,6 +2,7 @@ package splice
 
 import (
 	"bytes"
+	"math"
 	"time"
 
 	"github.com/qsplice/qsplice/splice/httphead"
@@ -104,8 +105,20 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 			ent.srvNxt = end
 		}
 	}
-	if flags&wire.TCPFlagFIN != 0 {
+	if ent.cliFin && flags&wire.TCPFlagACK != 0 && ent.cliFinEnd.LessEq(t.Ack()) {
+		ent.cliFinAnswered = true
+	}
+	if flags&wire.TCPFlagFIN != 0 && !ent.srvFin {
 		ent.srvFin = true
+		if ent.cliFin && !ent.cliFinAnswered && ent.owedAcks < math.MaxUint8 {
+			// The client's FIN reached the kernel before this engine
+			// knew of the server's: the kernel sent its FIN itself (an
+			// echo) and the client answered before the echo was read.
+			// The kernel's answer to that FIN is still to come, after
+			// both FINs: owed (owesAck), not an answer to a SYN never
+			// seen, which would take it from the client.
+			ent.owedAcks++
+		}
 	}
 	if flags&wire.TCPFlagRST != 0 {
 		ent.reset, ent.resetByWire = true, false // the kernel's own: final
