@@ -193,6 +193,10 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 	t := p.TCP
 	flags := t.Flags()
 	seq := t.Seq()
+	if answeredAhead(f, t) {
+		e.hold(f, p)
+		return
+	}
 	// RST only at rcvNxt, SYN challenged, numbers in range (fe_validate.go).
 	if !e.validClient(f, t, now, out) {
 		return
@@ -343,6 +347,25 @@ func (e *FrontEnd) parseHead(f *flow, now Time, out *Output) {
 		e.ackClient(f, now, out)
 		e.answer(f, 400, err.Error(), now, out)
 	}
+}
+
+// answeredAhead reports whether t, from the client of f, acknowledges a
+// reply the back-end sent before this engine has C2's numbers: with the
+// Splice sent with C2's SYN the shim may install it, and the kernel send
+// its reply straight to the client (an echo, shim_fastpath.go), before the
+// SYN-ACK crossing the shim reaches us. Such a segment (its ACK past what
+// we sent, within the window our SYN gave the back-end) is held as the
+// splice-wait's are and goes on C2 with them; judged now it would be
+// refused as acknowledging what we never sent, the client's answer to
+// the reply lost, and its FIN resent until the kernel's timer sent the
+// reply again.
+func answeredAhead(f *flow, t wire.TCP) bool {
+	if !f.atSYN || f.state != stConnecting && f.state != stSpliceWait ||
+		t.Flags()&(wire.TCPFlagACK|wire.TCPFlagSYN|wire.TCPFlagRST) != wire.TCPFlagACK {
+		return false
+	}
+	a := t.Ack()
+	return f.sndNxt.LessThan(a) && a.LessEq(f.sndNxt+65535+1)
 }
 
 // hold keeps a copy of a client frame that arrives while the shim is being

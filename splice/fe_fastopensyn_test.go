@@ -452,3 +452,52 @@ func TestASYNACKOfTheFrontEndsOwnSYNIsNoSpliceAck(t *testing.T) {
 		t.Fatalf("a second ACK gave %d more EvSpliceTaken", len(evs))
 	}
 }
+
+// TestClientsAnswerBeforeC2sSynAckWaitsForIt: the kernel took the request
+// in the front-end's SYN, and the shim, with the Splice installed, let the
+// kernel send its reply straight to the client (an echo). The client's
+// ACK of it and its FIN can then reach the front-end before C2's SYN-ACK,
+// which crosses the shim. They acknowledge bytes the front-end never
+// sent; refused, the client's answer was lost and its FIN resent until
+// the kernel's timer sent the reply again, 200 ms later. They are held,
+// and go on C2 in the back-end's numbers after the handshake's last ACK.
+func TestClientsAnswerBeforeC2sSynAckWaitsForIt(t *testing.T) {
+	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
+	opts := wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5}
+	// The first handoff learns the kernel's cookie.
+	_, out := dispatchCarrying(t, h, newClient(40100, 0x30000000, fullOffer(9)), t0)
+	h.input((&fastOpenKernel{newServer(0x1000, opts)}).answer(t, onlyFrame(t, out)), t0+ms)
+
+	c := newClient(40101, 0x40000000, fullOffer(9))
+	now := t0 + 10*ms
+	id, out := dispatchCarrying(t, h, c, now)
+	synFrame := onlyFrame(t, out)
+	if !bytes.Equal(decodeTCP(t, synFrame).payload(), []byte(shortRequest)) {
+		t.Fatal("the second handoff's SYN does not carry the request")
+	}
+	h.call(func(out *Output) {
+		if err := h.fe.SpliceAcked(id, now, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	const replyLen = 1290 // and the FIN
+	ack := c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt+replyLen+1, nil)
+	fin := c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.rcvNxt+replyLen+1, nil)
+	for i, f := range [][]byte{ack, fin} {
+		if out := h.input(f, now+ms/10); len(out.Frames) != 0 {
+			t.Fatalf("the client's answer %d before C2's SYN-ACK: %d frames, want it held", i, len(out.Frames))
+		}
+	}
+	k := &fastOpenKernel{newServer(0x2000, opts)}
+	fs := copyFrames(h.input(k.answer(t, synFrame), now+ms))
+	if len(fs) != 3 {
+		t.Fatalf("%d frames for the SYN-ACK, want the handshake's last ACK and the client's two segments", len(fs))
+	}
+	reqEnd := c.isn + 1 + wire.Seq(len(shortRequest))
+	expectTCP(t, fs[0], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1))
+	expectTCP(t, fs[1], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen+1))
+	expectTCP(t, fs[2], flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen+1))
+	if st := h.fe.Stats(); st.Drops[dropAckOutOfRange] != 0 {
+		t.Errorf("%d client segments dropped as acknowledging what was not sent", st.Drops[dropAckOutOfRange])
+	}
+}
