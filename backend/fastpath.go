@@ -33,7 +33,7 @@ const (
 )
 
 // FastPathUsage documents the -reply-fastpath flag.
-const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent; costs more per short connection); off (every reply crosses the shim)"
+const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (experimental: also the others, whose originals come back to the shim marked as sent, which takes the shim's wake-up off a response's first byte; loses throughput under many short connections, docs/results.md); off (every reply crosses the shim)"
 
 // ParseFastPathMode reads the -reply-fastpath flag's value.
 func ParseFastPathMode(s string) (FastPathMode, error) {

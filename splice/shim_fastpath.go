@@ -26,9 +26,10 @@ package splice
 // everything it does with a reply but send it, so the response's head is
 // read, its end and service time reported and the front-end's copy made,
 // while the client has its bytes one wake-up of the shim sooner. That is
-// the first reply of every response, the time to first byte. Echoes are
-// allowed from the Splice on, until a rewrite or a reset; FIN, RST, pure
-// ACKs and replies with options the kernel cannot find come here as
+// the first reply of every response, the time to first byte (with the
+// FIN, when the server closes after a short response). Echoes are
+// allowed from the Splice on, until a rewrite or a reset; RST, pure ACKs,
+// a bare FIN and replies with options the kernel cannot find come here as
 // before.
 //
 // Order. A Put says AllowFrom = the end of the replies this engine has
