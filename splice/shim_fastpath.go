@@ -50,7 +50,8 @@ type FastPathUpdate struct {
 	Delete bool
 	// Ahead: a Put for a connection none of whose replies this engine
 	// has handled (the one its Splice makes), so none waits in the
-	// pass's output and the daemon may apply it before sending that:
+	// pass's output, and with no command for its tuple before it in the
+	// pass: the daemon may apply it before sending that output:
 	// the kernel's first reply often follows the SYN-ACK within tens of
 	// microseconds, about what the pass's wire write takes. (A reply the
 	// program left to the TAP meanwhile holds the kernel back by its
@@ -104,10 +105,23 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 	if middle {
 		e.Middle, e.RespEnd = true, ent.respEnd
 	}
-	s.fastQueue = append(s.fastQueue, FastPathUpdate{Key: wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort), Entry: e,
-		Ahead: ent.sndNxt == ent.isnB+1})
+	key := wire.MakeFastPathKey(k.srcIP, k.dstIP, k.srcPort, k.dstPort)
+	s.fastQueue = append(s.fastQueue, FastPathUpdate{Key: key, Entry: e,
+		Ahead: ent.sndNxt == ent.isnB+1 && !s.fastQueued(key)})
 	ent.fastOn, ent.fastMiddle, ent.fastEcho, ent.fastEnd = true, middle, e.Echo, ent.respEnd
 	s.stats.FastPathOffers++
+}
+
+// fastQueued reports whether a command for key waits in this pass's
+// queue: a Put may not go ahead of it (the Delete of the entry a new
+// connection on the tuple superseded would then take the new one's).
+func (s *Shim) fastQueued(key wire.FastPathKey) bool {
+	for i := range s.fastQueue {
+		if s.fastQueue[i].Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // closeFastPath takes ent's replies back from the kernel.

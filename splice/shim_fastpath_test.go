@@ -433,3 +433,31 @@ func TestShimTakesTheClientsAcksWithEchoesOn(t *testing.T) {
 		}
 	}
 }
+
+// TestAPutGoesAheadOnlyOfAnEmptyQueueForItsTuple: a connection's first
+// Put may go ahead of the pass's frames, but not ahead of a command for
+// the same tuple earlier in the pass: the Delete of the entry the new
+// connection replaced would then be applied after it and take the new
+// connection's entry out of the kernel.
+func TestAPutGoesAheadOnlyOfAnEmptyQueueForItsTuple(t *testing.T) {
+	h := newShim(t, ShimConfig{KernelFastPath: true, KernelEcho: true, Linger: 5 * time.Second})
+	old := guardSplice(1, 30007, 0x100)
+	h.input(PortHost, kernelSynAck(&old, 0x500, wire.Seq(old.RequestEnd)-1), t0)
+	if err := h.sh.AddSplice(&old, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ups := takeFastPaths(h); len(ups) != 1 || !ups[0].Ahead {
+		t.Fatalf("the first connection's Put: %+v, want one, ahead", ups)
+	}
+	// A new connection on the tuple, in one pass: the old entry's
+	// Delete, then the new one's Put.
+	next := guardSplice(2, 30007, 0x9000)
+	h.input(PortHost, kernelSynAck(&next, 0x70000, wire.Seq(next.RequestEnd)-1), t0+ms)
+	if err := h.sh.AddSplice(&next, t0+ms); err != nil {
+		t.Fatal(err)
+	}
+	ups := takeFastPaths(h)
+	if len(ups) != 2 || !ups[0].Delete || ups[1].Delete || ups[1].Ahead {
+		t.Fatalf("a Splice replacing an entry on its tuple: %+v, want its Delete, then a Put not ahead of it", ups)
+	}
+}
