@@ -186,17 +186,8 @@ func TestSynAckOnALingeringTupleSupersedesIt(t *testing.T) {
 // An ACK for the client's FIN sent again stays the old client's.
 func TestKernelsAnswerToAnUnseenSYNReachesTheFrontEnd(t *testing.T) {
 	for _, finAgain := range []bool{false, true} {
-		h := newShim(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true})
-		sp := guardSplice(1, 30005, 0x100)
-		c := newTurnover(sp)
-		h.input(PortHost, c.synAck, t0)
-		if err := h.sh.AddSplice(&sp, t0); err != nil {
-			t.Fatal(err)
-		}
-		reqEnd := wire.Seq(sp.RequestEnd)
-		resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		finSeq := 0x501 + wire.Seq(len(resp))
-		h.input(PortHost, c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN, 0x501, reqEnd, resp), t0+ms)
+		h, sp, reqEnd, finSeq, last := closingConn(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true})
+		h.input(PortHost, last, t0+ms)
 		clientFIN := c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagFIN, reqEnd, finSeq+1, nil)
 		h.input(PortWire, clientFIN, t0+2*ms)
 		lastAck := c2FromHost(&sp, wire.TCPFlagACK, finSeq+1, reqEnd+1, nil)
@@ -242,17 +233,7 @@ func TestKernelsAnswerToAnUnseenSYNReachesTheFrontEnd(t *testing.T) {
 // (which took it from the client, who sent its FIN again until it gave
 // up: in the lab, one connection in ten under wrk's 1K close load).
 func TestKernelsAnswerToAClientFINThatBeatTheEchoReachesTheClient(t *testing.T) {
-	h := newShim(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true, KernelFastPath: true, KernelEcho: true})
-	sp := guardSplice(1, 30005, 0x100)
-	c := newTurnover(sp)
-	h.input(PortHost, c.synAck, t0)
-	if err := h.sh.AddSplice(&sp, t0); err != nil {
-		t.Fatal(err)
-	}
-	reqEnd := wire.Seq(sp.RequestEnd)
-	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-	finSeq := 0x501 + wire.Seq(len(resp))
-	last := c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN, 0x501, reqEnd, resp)
+	h, sp, reqEnd, finSeq, last := closingConn(t, ShimConfig{Linger: 5 * time.Second, KernelSYNs: true, KernelFastPath: true, KernelEcho: true})
 	// The kernel sent it; the client answered it, FIN and all.
 	h.input(PortWire, c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagFIN, reqEnd, finSeq+1, nil), t0+2*ms)
 	if toClient, _ := framesOn(t, h.input(PortHost, markEcho(last), t0+2*ms)); len(toClient) != 0 {
@@ -265,4 +246,21 @@ func TestKernelsAnswerToAClientFINThatBeatTheEchoReachesTheClient(t *testing.T) 
 			len(toClient), len(toFE), h.sh.Entries())
 	}
 	h.checkCounters()
+}
+
+// closingConn is a connection spliced on a shim made with cfg, about to
+// close: the end of its request, and the kernel's only reply, an empty
+// response with the FIN, whose sequence number is finSeq.
+func closingConn(t *testing.T, cfg ShimConfig) (h *shimHarness, sp proto.Splice, reqEnd, finSeq wire.Seq, last []byte) {
+	t.Helper()
+	h = newShim(t, cfg)
+	sp = guardSplice(1, 30005, 0x100)
+	h.input(PortHost, newTurnover(sp).synAck, t0)
+	if err := h.sh.AddSplice(&sp, t0); err != nil {
+		t.Fatal(err)
+	}
+	reqEnd = wire.Seq(sp.RequestEnd)
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	finSeq = 0x501 + wire.Seq(len(resp))
+	return h, sp, reqEnd, finSeq, c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN, 0x501, reqEnd, resp)
 }
