@@ -82,7 +82,7 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 	if !s.cfg.KernelFastPath {
 		return
 	}
-	if ent.rw.on || ent.reset {
+	if ent.rw.on || ent.ended() {
 		s.closeFastPath(ent)
 		return
 	}
@@ -122,6 +122,22 @@ func (s *Shim) fastQueued(key wire.FastPathKey) bool {
 		}
 	}
 	return false
+}
+
+// endFastPath takes ent's replies back from the kernel once its
+// connection is over (both FINs, or a RST). Nothing the kernel could take
+// is left to come, and the entry must not outlive the connection: the
+// front-end's handoff ports come round within the shim's linger at a few
+// thousand connections a second, and the kernel's first reply on the
+// next connection of the tuple, which often comes before the shim has
+// read that connection's SYN or its Splice, would be translated with
+// this one's numbers and sent to this one's client (under wrk's 1K close
+// load with echoes, dozens of connections a second then waited 200 ms
+// for the kernel to send their reply again).
+func (s *Shim) endFastPath(ent *spliceEntry) {
+	if ent.fastOn && ent.ended() {
+		s.closeFastPath(ent)
+	}
 }
 
 // closeFastPath takes ent's replies back from the kernel.

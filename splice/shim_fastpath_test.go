@@ -461,3 +461,36 @@ func TestAPutGoesAheadOnlyOfAnEmptyQueueForItsTuple(t *testing.T) {
 		t.Fatalf("a Splice replacing an entry on its tuple: %+v, want its Delete, then a Put not ahead of it", ups)
 	}
 }
+
+// TestTheKernelForgetsAConnectionWhenItEnds: with echoes a connection's
+// entry lives from its Splice, and it is taken out of the kernel as soon
+// as both FINs are known, not when the shim forgets the connection after
+// its linger: the front-end's handoff ports come round within the linger,
+// and the next connection's first reply, which may precede its Splice,
+// would have been translated with this one's numbers towards this one's
+// client. Its replies the shim then sends itself.
+func TestTheKernelForgetsAConnectionWhenItEnds(t *testing.T) {
+	h, sp, reqEnd, finSeq, last := closingConn(t, ShimConfig{Linger: 5 * time.Second, KernelFastPath: true, KernelEcho: true})
+	if ups := takeFastPaths(h); len(ups) != 1 || ups[0].Delete {
+		t.Fatalf("at the Splice: %+v, want a Put", ups)
+	}
+	h.input(PortHost, markEcho(last), t0+ms)
+	if ups := takeFastPaths(h); len(ups) != 0 {
+		t.Fatalf("after the server's FIN alone: %+v, want nothing", ups)
+	}
+	h.input(PortWire, c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagFIN, reqEnd, finSeq+1, nil), t0+2*ms)
+	if ups := takeFastPaths(h); len(ups) != 1 || !ups[0].Delete {
+		t.Fatalf("after both FINs: %+v, want the entry's Delete", ups)
+	}
+	// The server's FIN sent again goes through the shim, translated,
+	// and opens nothing.
+	if toClient, _ := framesOn(t, h.input(PortHost, last, t0+300*ms)); len(toClient) != 1 {
+		t.Errorf("the server's last reply sent again: %d frames to the client, want it", len(toClient))
+	}
+	if ups := takeFastPaths(h); len(ups) != 0 {
+		t.Errorf("after the last reply again: %+v, want nothing", ups)
+	}
+	if h.sh.Entries() != 1 {
+		t.Errorf("%d entries, want the connection kept for its linger", h.sh.Entries())
+	}
+}

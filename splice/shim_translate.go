@@ -250,6 +250,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			ent.reset, ent.resetByWire = true, true
 		}
 		s.finishResponse(ent, out)
+		s.endFastPath(ent)
 		s.arm(ent, now)
 		return true
 	}
@@ -282,6 +283,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		ent.cliFin = true
 		ent.cliFinEnd = t.Seq() + wire.Seq(len(t.Payload())) + 1
 	}
+	s.endFastPath(ent)
 	s.arm(ent, now)
 	return true
 }
