@@ -226,6 +226,9 @@ type ShimStats struct {
 	// Replies the kernel sent itself and gave this engine for the rest
 	// (echoes), and echoes of connections no longer here (dropped).
 	Echoes, EchoBytes, EchoesOrphaned uint64
+	// Requests that came before the echo of the response they follow
+	// was read, and waited for it (nextRequest).
+	RequestsAheadOfEchoes uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.
@@ -291,6 +294,9 @@ type spliceEntry struct {
 	firstReply   Time // the response's first byte (timelines, issue 11)
 	drained      bool // the client acknowledged all reply bytes so far
 	drainedAt    Time
+	// nextReq is a request that came ahead of the echo of the response
+	// before it (shim_fastpath.go): in service once that one ends.
+	nextReq nextRequest
 
 	// The front-end's last pure ACK passed to the host in the current
 	// output, and the highest ACK seen from the wire

@@ -41,7 +41,11 @@ package splice
 // frame the kernel takes never overtakes one the shim sends; only a Put
 // made before any reply was handled (Ahead) may go before them.
 
-import "github.com/qsplice/qsplice/splice/wire"
+import (
+	"bytes"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
 
 // FastPathUpdate is one command for the kernel's reply fast path.
 type FastPathUpdate struct {
@@ -163,6 +167,58 @@ func (s *Shim) noteFastPathGap(ent *spliceEntry, seq wire.Seq) {
 	ent.replyBytes += gap
 	ent.srvNxt = seq
 	s.stats.FastPathBytes += gap
+}
+
+// nextRequest is a request that came ahead of the echo of the response
+// before it. With echoes the client may have a short response whole and
+// send its next request on the connection (keep-alive) before this
+// engine has read that response's echo: the request then finds the last
+// one still in service with no reply read. Taken as part of it, the way
+// a request that comes before any reply is, its own response would have
+// looked like the last one's sent again: never reported, and never
+// handed to the kernel's middle (an 8 MiB response after a 1 KiB one
+// crossed the shim as 140 echoes). So it waits for the response it
+// follows to end, and is in service from its arrival.
+type nextRequest struct {
+	waiting bool
+	at      Time
+	ack     wire.Seq // the client's ACK: it had the replies before it
+	head    bool     // a HEAD request (observeRequest)
+}
+
+// awaitEcho notes the request in t, which acknowledges replies this
+// engine has not read while the request in service has none read: it
+// waits for that response (nextRequest). A second one joins the first,
+// as a request joins the one in service before any reply is read.
+func (s *Shim) awaitEcho(ent *spliceEntry, t wire.TCP, now Time) {
+	if ent.nextReq.waiting {
+		return
+	}
+	ent.nextReq = nextRequest{waiting: true, at: now, ack: t.Ack(), head: bytes.HasPrefix(t.Payload(), []byte("HEAD "))}
+	s.stats.RequestsAheadOfEchoes++
+}
+
+// endsResponse reports whether the response in service on ent is over
+// because the request waiting behind it says so: one whose head gave no
+// length ends where the client had it all when it sent the next request
+// (as it ends at the next request when no echo is involved).
+func (r nextRequest) endsResponse(ent *spliceEntry) bool {
+	return r.waiting && ent.responding && !ent.respEndKnown && r.ack.LessEq(ent.srvNxt)
+}
+
+// startNextRequest puts the waiting request in service once the response
+// before it ended (finishResponse), unless the connection was reset.
+func (s *Shim) startNextRequest(ent *spliceEntry) {
+	r := ent.nextReq
+	ent.nextReq = nextRequest{}
+	if !r.waiting || ent.reset {
+		return
+	}
+	ent.inService, ent.served = true, true
+	ent.reqStart = r.at
+	ent.headRequest = r.head
+	s.active++
+	s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
 }
 
 // sentEdge is the highest sequence number the kernel may have sent on

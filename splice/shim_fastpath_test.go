@@ -494,3 +494,86 @@ func TestTheKernelForgetsAConnectionWhenItEnds(t *testing.T) {
 		t.Errorf("%d entries, want the connection kept for its linger", h.sh.Entries())
 	}
 }
+
+// TestAKeepAliveRequestThatOvertakesAnEchoWaitsForItsResponse: with
+// echoes the client may have a short response whole, and send its next
+// request on the connection, before this engine has read the echo of
+// that response. The request then arrives while the last one is still
+// in service with no reply seen: it waits for that response to end (the
+// echo, read next, ends it) and is then in service from its arrival, so
+// the next response's middle goes to the kernel and both responses are
+// reported, each with its own bytes and service time. Before, the
+// request merged into the one in service and the next response counted
+// as a retransmission of the last: an 8 MiB keep-alive response after a
+// 1 KiB one crossed the shim as 140 echoes, the kernel never took its
+// middle, and its service time never reached the front-end.
+func TestAKeepAliveRequestThatOvertakesAnEchoWaitsForItsResponse(t *testing.T) {
+	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, KernelEcho: true, IdleTimeout: time.Minute})
+	h, srv := sc.h, sc.srv
+	takeFastPaths(h)
+	head1 := "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"
+	first := srv.reply(append([]byte(head1), make([]byte, 1000)...)) // the kernel sent it; its echo waits in the TAP
+	firstEnd := srv.nxt
+	reqAt := now + 2*ms
+	out := h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, []byte("GET /data/3000 HTTP/1.1\r\nHost: h\r\n\r\n")), reqAt)
+	if evs := eventsOf(out, EvResponseDone); len(evs) != 0 {
+		t.Fatalf("the next request reported %+v before the last response's echo was read", evs)
+	}
+	srv.rcvNxt = sc.cliSeq // the kernel acknowledges the request
+	ev := onlyEvent(t, h.input(PortHost, markEcho(first), now+3*ms), EvResponseDone)
+	if ev.Bytes != uint64(len(head1)+1000) || wire.Seq(ev.ResponseEnd) != firstEnd || ev.ServiceTime != 3*time.Millisecond {
+		t.Errorf("the first response: %+v, want %d bytes ending at %d, served in 3ms", ev, len(head1)+1000, firstEnd)
+	}
+	if h.sh.Active() != 1 {
+		t.Errorf("after the first response: %d requests in service, want the next one", h.sh.Active())
+	}
+
+	head2 := "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n"
+	start := srv.nxt
+	if evs := eventsOf(h.input(PortHost, markEcho(srv.reply(append([]byte(head2), make([]byte, 1000)...))), now+4*ms), EvResponseDone); len(evs) != 0 {
+		t.Fatalf("the next response's first reply reported %+v", evs)
+	}
+	ups := takeFastPaths(h)
+	if len(ups) != 1 || !ups[0].Entry.Middle || ups[0].Entry.RespEnd != start+wire.Seq(len(head2)+3000) {
+		t.Fatalf("after the next response's first reply: %+v, want a Put of its middle up to %d", ups, start+wire.Seq(len(head2)+3000))
+	}
+	srv.reply(make([]byte, 1000)) // the kernel's, never seen here
+	ev = onlyEvent(t, h.input(PortHost, srv.reply(make([]byte, 1000)), now+6*ms), EvResponseDone)
+	if ev.Bytes != uint64(len(head2)+3000) || ev.ServiceTime != 4*time.Millisecond {
+		t.Errorf("the next response: %+v, want %d bytes served in 4ms (from its request's arrival)", ev, len(head2)+3000)
+	}
+	if h.sh.Active() != 0 {
+		t.Errorf("%d requests in service at the end, want none", h.sh.Active())
+	}
+	h.checkCounters()
+}
+
+// TestAResponseOfUnknownLengthEndsWhereTheRequestAheadOfItsEchoSaysSo:
+// a response whose head gives no length ends at the next request; when
+// that request came ahead of the response's echo, the response ends once
+// the echoes read reach what the client had when it sent the request,
+// and the request is in service from its arrival.
+func TestAResponseOfUnknownLengthEndsWhereTheRequestAheadOfItsEchoSaysSo(t *testing.T) {
+	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, KernelEcho: true, IdleTimeout: time.Minute})
+	h, srv := sc.h, sc.srv
+	first := srv.reply([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"))
+	rest := srv.reply([]byte("0\r\n\r\n"))
+	reqAt := now + 2*ms
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n")), reqAt)
+	srv.rcvNxt = sc.cliSeq
+	if evs := eventsOf(h.input(PortHost, markEcho(first), now+3*ms), EvResponseDone); len(evs) != 0 {
+		t.Fatalf("ended before the echoes reached the client's ACK: %+v", evs)
+	}
+	ev := onlyEvent(t, h.input(PortHost, markEcho(rest), now+4*ms), EvResponseDone)
+	if wire.Seq(ev.ResponseEnd) != srv.nxt || ev.ServiceTime != 4*time.Millisecond {
+		t.Errorf("the first response: %+v, want it to end at %d after 4ms", ev, srv.nxt)
+	}
+	if h.sh.Active() != 1 || h.sh.Stats().RequestsAheadOfEchoes != 1 {
+		t.Errorf("%d in service, %d requests ahead of echoes; want the next request, 1", h.sh.Active(), h.sh.Stats().RequestsAheadOfEchoes)
+	}
+	ev = onlyEvent(t, h.input(PortHost, srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")), now+7*ms), EvResponseDone)
+	if ev.ServiceTime != 5*time.Millisecond {
+		t.Errorf("the next response: %+v, want served in 5ms, from its request's arrival", ev)
+	}
+	h.checkCounters()
+}

@@ -125,7 +125,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	}
 	// The server is done with a request once it has sent every byte its
 	// head announced: that frees its slot, whatever the client's pace.
-	done := n > 0 && ent.inService && ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt)
+	done := n > 0 && ent.inService && (ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt) || ent.nextReq.endsResponse(ent))
 	if echo {
 		// The kernel sent it: everything but the sending.
 		s.stats.Echoes++
@@ -269,6 +269,10 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			// A pipelined or keep-alive request before the last
 			// response was fully acknowledged: close that one first.
 			s.finishResponse(ent, out)
+		} else if ent.inService && flags&wire.TCPFlagACK != 0 && ent.sndNxt.LessThan(t.Ack()) {
+			// The client has replies this engine has not read: the
+			// last response began, as an echo still in the TAP.
+			s.awaitEcho(ent, t, now)
 		}
 		if !ent.inService {
 			ent.inService, ent.served = true, true
@@ -315,6 +319,7 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 	ent.drained = false
 	ent.replyBytes = 0
 	s.active--
+	s.startNextRequest(ent)
 }
 
 // responseHeadLimit bounds the search for the end of a response head: a
