@@ -577,3 +577,25 @@ func TestAResponseOfUnknownLengthEndsWhereTheRequestAheadOfItsEchoSaysSo(t *test
 	}
 	h.checkCounters()
 }
+
+// TestNoPutAfterTheServersLastReply: a reply with the server's FIN that
+// the kernel left to the shim moves AllowFrom past it, but nothing the
+// kernel could take is left to come, so no Put follows (it was a system
+// call more per short connection whose only reply the shim sent); the
+// connection's end still takes the entry back.
+func TestNoPutAfterTheServersLastReply(t *testing.T) {
+	h, sp, reqEnd, finSeq, last := closingConn(t, ShimConfig{Linger: 5 * time.Second, KernelFastPath: true, KernelEcho: true})
+	if ups := takeFastPaths(h); len(ups) != 1 || ups[0].Delete {
+		t.Fatalf("at the Splice: %+v, want a Put", ups)
+	}
+	if toClient, _ := framesOn(t, h.input(PortHost, last, t0+ms)); len(toClient) != 1 {
+		t.Fatalf("the server's only reply, with its FIN: %d frames to the client, want 1", len(toClient))
+	}
+	if ups := takeFastPaths(h); len(ups) != 0 {
+		t.Errorf("after the server's last reply: %+v, want nothing", ups)
+	}
+	h.input(PortWire, c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagFIN, reqEnd, finSeq+1, nil), t0+2*ms)
+	if ups := takeFastPaths(h); len(ups) != 1 || !ups[0].Delete {
+		t.Errorf("after both FINs: %+v, want the entry's Delete", ups)
+	}
+}
