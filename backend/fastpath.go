@@ -86,10 +86,15 @@ const maxFastPathEntries = 65536
 // kernel's first reply is then often translated by the kernel rather
 // than waiting for this pass); without, the rest once they are sent (a
 // Put lets the kernel send replies that must not overtake them). Of
-// several commands for one connection only the last is applied: each
-// supersedes the one before. It reports how many it left.
+// several commands for one connection only the last Put is applied: each
+// supersedes the one before, so a connection's Deletes come before its
+// Put, and the batch (link.FastPathBatch: one system call for the
+// Deletes, one for the Puts) keeps that order. It reports how many
+// commands it left.
 func (w *worker) applyFastPaths(ahead bool) (left int) {
 	ups := w.out.FastPaths
+	b := &w.fastBatch
+	b.Reset()
 	for i, u := range ups {
 		if !u.Delete && supersededPut(ups[i+1:], u.Key) {
 			continue
@@ -98,17 +103,19 @@ func (w *worker) applyFastPaths(ahead bool) (left int) {
 			left++
 			continue
 		}
-		var err error
 		if u.Delete {
-			err = w.d.fast.Delete(&w.fastScratch, u.Key)
+			b.Delete(u.Key)
 		} else {
-			err = w.d.fast.Put(&w.fastScratch, u.Key, u.Entry)
+			b.Put(u.Key, u.Entry)
 		}
-		if err != nil {
-			// The entry stays the shim's: its replies keep crossing it.
-			if w.fastErrors.Add(1) == 1 {
-				w.d.log.Warn("reply fast path: a map update failed; those replies cross the shim", "err", fmt.Errorf("worker %d: %w", w.id, err))
-			}
+	}
+	if b.Len() == 0 {
+		return left
+	}
+	if failed, err := w.d.fast.Apply(b); failed > 0 {
+		// Those entries stay the shim's: their replies keep crossing it.
+		if w.fastErrors.Add(uint64(failed)) == uint64(failed) {
+			w.d.log.Warn("reply fast path: a map update failed; those replies cross the shim", "err", fmt.Errorf("worker %d: %w", w.id, err))
 		}
 	}
 	return left

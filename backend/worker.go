@@ -118,7 +118,7 @@ type worker struct {
 	handoffs    atomic.Uint64
 	handoffLost atomic.Uint64
 	fastErrors  atomic.Uint64 // fast-path map updates that failed (fastpath.go)
-	fastScratch link.FastPathScratch
+	fastBatch   link.FastPathBatch
 
 	nextYield splice.Time // see yieldEvery
 

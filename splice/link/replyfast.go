@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -166,6 +167,8 @@ type ReplyFastPath struct {
 	prog   *ebpf.Program
 	attach tcAttachment
 	hook   Hook
+	// noBatch: the kernel refused a batch command (replyfast_batch.go).
+	noBatch atomic.Bool
 }
 
 // NewReplyFastPath loads the program for a shim whose wire is the device
