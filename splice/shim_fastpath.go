@@ -180,13 +180,19 @@ func (s *Shim) noteFastPathGap(ent *spliceEntry, seq wire.Seq) {
 // nextRequest is a request that came ahead of the echo of the response
 // before it. With echoes the client may have a short response whole and
 // send its next request on the connection (keep-alive) before this
-// engine has read that response's echo: the request then finds the last
-// one still in service with no reply read. Taken as part of it, the way
-// a request that comes before any reply is, its own response would have
-// looked like the last one's sent again: never reported, and never
-// handed to the kernel's middle (an 8 MiB response after a 1 KiB one
-// crossed the shim as 140 echoes). So it waits for the response it
-// follows to end, and is in service from its arrival.
+// engine has read all of that response's echoes: the request then finds
+// the last one still in service with none or only part of its replies
+// read. Taken as part of it (none read), the way a request that comes
+// before any reply is, its own response looked like the last one sent
+// again; taken as the end of it (part read), the rest of the last
+// response looked like a new one without a head, and its own head was
+// never read: either way it was never reported, and never handed to the
+// kernel's middle (an 8 MiB response after a 1 KiB one crossed the shim
+// as 140 echoes). So it waits for the response it follows to end, and
+// is in service from its arrival. Such a request acknowledges replies
+// this engine has not read; so does one that comes while the kernel
+// sends the middle of a response, which likewise waits for its end (it
+// used to cut the response short).
 type nextRequest struct {
 	waiting bool
 	at      Time
@@ -195,9 +201,9 @@ type nextRequest struct {
 }
 
 // awaitEcho notes the request in t, which acknowledges replies this
-// engine has not read while the request in service has none read: it
-// waits for that response (nextRequest). A second one joins the first,
-// as a request joins the one in service before any reply is read.
+// engine has not read while a request is in service: it waits for that
+// one's response to end (nextRequest). A second one joins the first, as
+// a request joins the one in service before any reply is read.
 func (s *Shim) awaitEcho(ent *spliceEntry, t wire.TCP, now Time) {
 	if ent.nextReq.waiting {
 		return

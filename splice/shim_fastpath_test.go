@@ -548,6 +548,46 @@ func TestAKeepAliveRequestThatOvertakesAnEchoWaitsForItsResponse(t *testing.T) {
 	h.checkCounters()
 }
 
+// TestAKeepAliveRequestAheadOfTheLastEchoOfAResponseWaitsForIt: the
+// same when the shim has read part of the last response (its head, which
+// the kernel left to it) and the rest is an echo still in the TAP. Taken
+// as the end of that response, the rest of it looked like a response
+// without a head, and the next response's head was never read: CI's lab
+// test saw the 8 MiB response cross as echoes again after the first fix.
+func TestAKeepAliveRequestAheadOfTheLastEchoOfAResponseWaitsForIt(t *testing.T) {
+	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, KernelEcho: true, IdleTimeout: time.Minute})
+	h, srv := sc.h, sc.srv
+	takeFastPaths(h)
+	head1 := "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"
+	if toClient, _ := framesOn(t, h.input(PortHost, srv.reply([]byte(head1)), now+ms)); len(toClient) != 1 {
+		t.Fatalf("the head the kernel left to the shim: %d frames to the client", len(toClient))
+	}
+	body := srv.reply(make([]byte, 1000)) // the kernel's echo; not read yet
+	reqAt := now + 2*ms
+	out := h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, []byte("GET /data/3000 HTTP/1.1\r\nHost: h\r\n\r\n")), reqAt)
+	if evs := eventsOf(out, EvResponseDone); len(evs) != 0 {
+		t.Fatalf("the next request ended the last response with only its head read: %+v", evs)
+	}
+	srv.rcvNxt = sc.cliSeq
+	ev := onlyEvent(t, h.input(PortHost, markEcho(body), now+3*ms), EvResponseDone)
+	if ev.Bytes != uint64(len(head1)+1000) {
+		t.Errorf("the first response: %+v, want %d bytes", ev, len(head1)+1000)
+	}
+	takeFastPaths(h)
+	head2 := "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n"
+	start := srv.nxt
+	h.input(PortHost, markEcho(srv.reply(append([]byte(head2), make([]byte, 1000)...))), now+4*ms)
+	if ups := takeFastPaths(h); len(ups) != 1 || !ups[0].Entry.Middle || ups[0].Entry.RespEnd != start+wire.Seq(len(head2)+3000) {
+		t.Fatalf("after the next response's first reply: %+v, want a Put of its middle", ups)
+	}
+	srv.reply(make([]byte, 1000))
+	ev = onlyEvent(t, h.input(PortHost, srv.reply(make([]byte, 1000)), now+6*ms), EvResponseDone)
+	if ev.Bytes != uint64(len(head2)+3000) || ev.ServiceTime != 4*time.Millisecond {
+		t.Errorf("the next response: %+v, want %d bytes served in 4ms", ev, len(head2)+3000)
+	}
+	h.checkCounters()
+}
+
 // TestAResponseOfUnknownLengthEndsWhereTheRequestAheadOfItsEchoSaysSo:
 // a response whose head gives no length ends at the next request; when
 // that request came ahead of the response's echo, the response ends once

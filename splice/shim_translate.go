@@ -265,14 +265,15 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 		// the request, a client resending a segment) is neither a new
 		// request nor the end of the response in progress.
 		ent.reqNxt = t.Seq() + wire.Seq(n)
-		if ent.responding {
+		if ent.inService && flags&wire.TCPFlagACK != 0 && ent.sndNxt.LessThan(t.Ack()) {
+			// The client has replies this engine has not read (echoes
+			// still in the TAP, or the kernel's middle): the response
+			// in service is not over here yet.
+			s.awaitEcho(ent, t, now)
+		} else if ent.responding {
 			// A pipelined or keep-alive request before the last
 			// response was fully acknowledged: close that one first.
 			s.finishResponse(ent, out)
-		} else if ent.inService && flags&wire.TCPFlagACK != 0 && ent.sndNxt.LessThan(t.Ack()) {
-			// The client has replies this engine has not read: the
-			// last response began, as an echo still in the TAP.
-			s.awaitEcho(ent, t, now)
 		}
 		if !ent.inService {
 			ent.inService, ent.served = true, true
