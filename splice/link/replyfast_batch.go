@@ -13,8 +13,9 @@ import (
 //
 // Every spliced connection costs the shim at least two map updates with
 // echoes on (the Put its Splice makes, the Delete its end makes), more
-// when it handles a reply itself; one bpf(2) call each was about a
-// twentieth of the shim's CPU per request under many short connections.
+// when it handles a reply itself; one bpf(2) call each was more than
+// half of the shim's system calls under wrk's 1K close load (2.05 a
+// connection; docs/results.md, twenty-sixth session).
 // BPF_MAP_DELETE_BATCH and BPF_MAP_UPDATE_BATCH (Linux 5.6) apply a whole
 // pass's worth in one call each. The Deletes go first: of a
 // connection's commands in one pass the caller keeps only the last Put
