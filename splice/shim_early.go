@@ -103,13 +103,9 @@ func (s *Shim) startEarlyRequest(ent *spliceEntry, r earlyRequest) {
 		return
 	}
 	ent.reqNxt = r.end
-	ent.inService, ent.served = true, true
-	ent.reqStart = r.at
-	ent.headRequest = r.head
+	s.startService(ent, r.at, r.head)
 	ent.cliFin = r.fin
 	ent.lastSeen = max(ent.lastSeen, r.at)
-	s.active++
-	s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
 }
 
 // Held request segments (see the top of this file).

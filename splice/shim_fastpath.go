@@ -41,11 +41,7 @@ package splice
 // frame the kernel takes never overtakes one the shim sends; only a Put
 // made before any reply was handled (Ahead) may go before them.
 
-import (
-	"bytes"
-
-	"github.com/qsplice/qsplice/splice/wire"
-)
+import "github.com/qsplice/qsplice/splice/wire"
 
 // FastPathUpdate is one command for the kernel's reply fast path.
 type FastPathUpdate struct {
@@ -208,7 +204,7 @@ func (s *Shim) awaitEcho(ent *spliceEntry, t wire.TCP, now Time) {
 	if ent.nextReq.waiting {
 		return
 	}
-	ent.nextReq = nextRequest{waiting: true, at: now, ack: t.Ack(), head: bytes.HasPrefix(t.Payload(), []byte("HEAD "))}
+	ent.nextReq = nextRequest{waiting: true, at: now, ack: t.Ack(), head: isHeadRequest(t.Payload())}
 	s.stats.RequestsAheadOfEchoes++
 }
 
@@ -228,11 +224,7 @@ func (s *Shim) startNextRequest(ent *spliceEntry) {
 	if !r.waiting || ent.reset {
 		return
 	}
-	ent.inService, ent.served = true, true
-	ent.reqStart = r.at
-	ent.headRequest = r.head
-	s.active++
-	s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
+	s.startService(ent, r.at, r.head)
 }
 
 // sentEdge is the highest sequence number the kernel may have sent on

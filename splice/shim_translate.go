@@ -276,12 +276,7 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 			s.finishResponse(ent, out)
 		}
 		if !ent.inService {
-			ent.inService, ent.served = true, true
-			ent.drained = false // whatever drained before belongs to the last response
-			ent.reqStart = now
-			ent.headRequest = bytes.HasPrefix(t.Payload(), []byte("HEAD "))
-			s.active++
-			s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
+			s.startService(ent, now, isHeadRequest(t.Payload()))
 		}
 	}
 	if flags&wire.TCPFlagFIN != 0 && !ent.cliFin {
@@ -292,6 +287,23 @@ func (s *Shim) observeRequest(ent *spliceEntry, p *wire.Packet, now Time, out *O
 	s.arm(ent, now)
 	return true
 }
+
+// startService puts a request that arrived at at in service on ent:
+// the one this engine saw (observeRequest), one that crossed before the
+// Splice (startEarlyRequest), one that waited for the response before
+// it (startNextRequest).
+func (s *Shim) startService(ent *spliceEntry, at Time, head bool) {
+	ent.inService, ent.served = true, true
+	ent.drained = false // whatever drained before belongs to the last response
+	ent.reqStart = at
+	ent.headRequest = head
+	s.active++
+	s.stats.PeakActive = max(s.stats.PeakActive, uint64(s.active))
+}
+
+// isHeadRequest reports whether a request's first bytes are a HEAD's:
+// its response has no body.
+func isHeadRequest(payload []byte) bool { return bytes.HasPrefix(payload, []byte("HEAD ")) }
 
 // finishResponse reports a served request: its service time runs from the
 // request's first byte arriving to the last response byte leaving the

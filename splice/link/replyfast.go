@@ -239,6 +239,11 @@ type FastPathScratch struct {
 func (f *ReplyFastPath) Put(s *FastPathScratch, k wire.FastPathKey, e wire.FastPathEntry) error {
 	s.key = k
 	encodeFastPathEntry(s.val[:], e)
+	return f.update(s)
+}
+
+// update writes s's key and encoded value to the config map.
+func (f *ReplyFastPath) update(s *FastPathScratch) error {
 	return mapElem(unix.BPF_MAP_UPDATE_ELEM, f.config.FD(), unsafe.Pointer(&s.key), unsafe.Pointer(&s.val))
 }
 

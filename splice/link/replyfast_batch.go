@@ -118,7 +118,7 @@ func (f *ReplyFastPath) applyOneByOne(b *FastPathBatch) (failed int, err error) 
 	}
 	for i := range b.putKeys {
 		b.scratch.key, b.scratch.val = b.putKeys[i], b.putVals[i]
-		if e := mapElem(unix.BPF_MAP_UPDATE_ELEM, f.config.FD(), unsafe.Pointer(&b.scratch.key), unsafe.Pointer(&b.scratch.val)); e != nil {
+		if e := f.update(&b.scratch); e != nil {
 			failed++
 			err = firstErr(err, e)
 		}
