@@ -30,7 +30,7 @@ type Status struct {
 	// (every frame to the worker that owns its connection) or "flows"
 	// (the tun driver's flow table; see HandedOver); empty with one queue.
 	TAPSteering string `json:"tap_steering,omitempty"`
-	// ReplyFastPath: "tcx: middle" (or "tcx: echo"; "tc: ..." on a
+	// ReplyFastPath: "tcx: echo" (or "tcx: middle"; "tc: ..." on a
 	// kernel without TCX, a clsact filter) when the kernel
 	// translates replies (fastpath.go), else "off" and why; FastPath
 	// counts what it sent, FastPathErrors the map updates that failed.

@@ -85,8 +85,8 @@ type Config struct {
 	// FastPathEcho the other replies too, and sends them out of the wire
 	// device, uncopied. It needs CAP_BPF and CAP_NET_ADMIN (TCX on Linux
 	// 6.6+, else a clsact filter); without, the daemon says why and every reply crosses the shim as before.
-	// The zero value is off; qsplice-backend's flag defaults to middle
-	// (echo is opt-in: fastpath.go).
+	// The zero value is off; qsplice-backend's flag defaults to echo
+	// (fastpath.go).
 	ReplyFastPath FastPathMode
 	// SYNFastPath runs the kernel's SYN fast path when it can
 	// (synfast.go): a TC program on the wire's ingress hands the

@@ -34,14 +34,14 @@
 // another worker owns, half of them under short connections, are handed
 // over to it (readTAP says when and why).
 //
-// With CAP_BPF and TCX (-reply-fastpath, middle by default), most of a
+// With CAP_BPF and TCX (-reply-fastpath, echo by default), most of a
 // large response never reaches a worker (fastpath.go,
 // Config.ReplyFastPath): a TC program on the TAP's egress
 // translates the replies between a response's first and last and
 // redirects them to the wire device, as each shard's engine allows
-// (splice/shim_fastpath.go); with echo it sends the other replies too
-// and gives the worker their originals, marked as sent (echoes), so a
-// response's first byte need not wait for a worker to wake. The worker applies
+// (splice/shim_fastpath.go); it sends the other replies too and gives
+// the worker their originals, marked as sent (echoes), so a response's
+// first byte need not wait for a worker to wake. The worker applies
 // its shard's commands after sending the pass's wire frames. The SYN fast path
 // (-syn-fastpath, synfast.go, on by default) hands the front-end's SYNs
 // that carry their request from the wire's ingress to the TAP in the

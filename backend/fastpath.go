@@ -16,17 +16,17 @@ import (
 // the entries of its own connections, so no two workers write one entry.
 
 // FastPathMode says what the kernel's reply fast path may send. The
-// daemon's flag defaults to FastPathMiddle; Config's zero value is off.
+// daemon's flag defaults to FastPathEcho; Config's zero value is off.
 //
-// FastPathEcho is opt-in: it also sends the other replies of a response
-// from the kernel, as echoes, which takes the shim's wake-up off a
-// response's first byte when the connection's Put wins the race with
-// the first reply, and puts an entry per connection from the Splice to
-// its end. As the default it failed CI's lab test two runs in four (a
-// keep-alive follow-up's 8 MiB response crossed the shim as echoes, the
-// kernel never taking its middle), twice for causes found and fixed and
-// once for one not reproduced here (docs/results.md, twenty-sixth
-// session).
+// FastPathEcho also sends the other replies of a response from the
+// kernel, as echoes, which takes the shim's wake-up off a response's
+// first byte when the connection's Put wins the race with the first
+// reply; it puts an entry per connection from the Splice to the
+// connection's end (docs/results.md, twenty-first, twenty-fifth and
+// twenty-seventh sessions: the three orders of frames that kept the
+// kernel from a keep-alive response's middle with echoes are fixed).
+// FastPathMiddle only sends the middle of a response, with an entry only
+// while a response is in its middle.
 type FastPathMode string
 
 // The fast path's modes.
@@ -37,7 +37,7 @@ const (
 )
 
 // FastPathUsage documents the -reply-fastpath flag.
-const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and every reply crosses the shim; /status: reply_fastpath): middle (the replies between a response's first and last, never copied through this process); echo (also the others, whose originals come back to the shim marked as sent, which takes the shim's wake-up off a response's first byte; not yet the default: docs/results.md, twenty-sixth session); off (every reply crosses the shim)"
+const FastPathUsage = "let the kernel translate replies (a TC program on the TAP's egress, through TCX on Linux 6.6+, else a clsact filter; needs CAP_BPF and CAP_NET_ADMIN, else a warning says why and every reply crosses the shim; /status: reply_fastpath): echo (the replies between a response's first and last, never copied through this process, and the others too, whose originals come back to the shim marked as sent, which takes the shim's wake-up off a response's first byte); middle (only the replies between a response's first and last); off (every reply crosses the shim)"
 
 // ParseFastPathMode reads the -reply-fastpath flag's value.
 func ParseFastPathMode(s string) (FastPathMode, error) {

@@ -73,8 +73,8 @@ type ShimConfig struct {
 	// KernelFastPath: the daemon runs the kernel's reply fast path, and
 	// the engine hands it the replies in the middle of responses
 	// (issue 7, shim_fastpath.go). KernelEcho lets it send the other
-	// replies too and give their originals here (echoes), which is
-	// opt-in (docs/results.md, twenty-sixth session).
+	// replies too and give their originals here (echoes; the daemon's
+	// default, docs/results.md, twenty-seventh session).
 	KernelFastPath bool
 	KernelEcho     bool
 	// KernelSYNs: the daemon runs the kernel's SYN fast path on the

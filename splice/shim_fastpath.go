@@ -1,8 +1,8 @@
 package splice
 
 // The kernel's reply fast path (issue 7; the program: splice/link/replyfast.go).
-// On when the daemon has the program (ShimConfig.KernelFastPath); echoes
-// (KernelEcho) are opt-in.
+// On when the daemon has the program (ShimConfig.KernelFastPath), with
+// echoes (KernelEcho) by default.
 //
 // With ShimConfig.KernelFastPath the daemon runs a TC program on the
 // TAP's egress that translates a reply in the middle of a response the

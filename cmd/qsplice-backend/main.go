@@ -97,7 +97,7 @@ func main() {
 	txRing := flag.String("tx-ring", "off", link.TxRingFlagUsage)
 	gatherFlag := flag.String("gather", backend.DefaultGather.String(), "offload TAP: "+gather.Usage("workers")+"; BELOW and ABOVE are shares of the CPU time the workers' threads use")
 	tapIO := flag.String("tap-io", string(backend.TAPIOAuto), backend.TAPIOUsage)
-	fastPath := flag.String("reply-fastpath", string(backend.FastPathMiddle), backend.FastPathUsage)
+	fastPath := flag.String("reply-fastpath", string(backend.FastPathEcho), backend.FastPathUsage)
 	flag.BoolVar(&cfg.SYNFastPath, "syn-fastpath", true, backend.SYNFastPathUsage)
 	flag.DurationVar(&cfg.RxHold, "rx-hold", backend.DefaultRxHold, "offload TAP: longest receive-moderation hold; under a steady stream of bulk super-frames from the TAP a worker waits up to this long so that one pass translates and sends several (0: never hold)")
 	allowRoot := flag.Bool(privilege.AllowRootFlag, false, privilege.AllowRootUsage)

@@ -200,7 +200,7 @@ func checkVMFastPaths(t *testing.T, l *Lab, client *http.Client) {
 		t.Fatal(err)
 	}
 	t.Logf("guest's fast paths: replies %q %+v, SYNs %q %+v", shim.ReplyFastPath, shim.FastPath, shim.SYNFastPath, shim.SYNFast)
-	if !strings.HasSuffix(shim.ReplyFastPath, ": middle") || shim.FastPath.Bytes < 32<<20 || shim.FastPath.Failed != 0 {
+	if !strings.HasSuffix(shim.ReplyFastPath, ": echo") || shim.FastPath.Bytes < 32<<20 || shim.FastPath.Failed != 0 {
 		t.Errorf("the guest's reply fast path %q carried %+v of a 64 MB download; want it on and most of it", shim.ReplyFastPath, shim.FastPath)
 	}
 	if !strings.HasSuffix(shim.SYNFastPath, ": ingress") || shim.SYNFast.Frames < newConns/2 {
