@@ -292,7 +292,7 @@ func responseReplies(rng *rand.Rand, body int, pieces int) [][]byte {
 }
 
 // TestEchoesInAnyOrderKeepEachKeepAliveResponse: a 1000-byte response,
-// then on the same connection a 30000-byte one, in thousands of orders
+// then on the same connection a 30000-byte one, in a thousand orders
 // of the events above. Every response is reported once with its own
 // bytes and end (so each head was read where it is), and the second,
 // whose head this engine reads with replies of its middle still to come,
@@ -302,9 +302,9 @@ func responseReplies(rng *rand.Rand, body int, pieces int) [][]byte {
 // (nextRequest, and TestTheServersLastReplySentAgainStartsNoResponse,
 // which this test found). The same without echoes (the middle only).
 func TestEchoesInAnyOrderKeepEachKeepAliveResponse(t *testing.T) {
-	seeds := 3000
+	seeds := 1000 // without the fix over a third of them fail, from seed 3 on
 	if testing.Short() {
-		seeds = 300
+		seeds = 200
 	}
 	for _, echo := range []bool{true, false} {
 		for seed := range seeds {
