@@ -51,6 +51,7 @@ var (
 	shimSYNFast    = fam("qsplice_shim_syn_fastpath_on", "1 while the kernel's SYN fast path is attached to the wire's ingress (syn_fastpath in /status says why not).", isGauge)
 	shimSYNFrames  = fam("qsplice_shim_syn_fastpath_frames_total", "SYNs with data (the front-end's, carrying their request) the kernel took from the wire into the TAP itself.", isCounter)
 	shimFastOffers = fam("qsplice_shim_reply_fastpath_offers_total", "Fast-path entries the shim's engine put (one or more per large response), and map updates that failed (failed).", isCounter, "what")
+	shimResponses  = fam("qsplice_shim_responses_total", "Responses whose first reply the shim read, by who sent that reply to the client: the kernel, as an echo (echoed: the connection's fast-path entry reached the kernel before the server's first reply, and the first byte did not wait for the shim to wake), or the shim (shim).", isCounter, "first_reply")
 	shimKernDrops  = fam("qsplice_shim_kernel_drops_total", "Frames the kernel dropped because a wire socket's buffer was full.", isCounter)
 
 	shimCtlSent     = fam("qsplice_shim_control_sent_total", "Control messages sent to the front-end, by type.", isCounter, "message")
@@ -78,7 +79,7 @@ var (
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
 		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
-		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimFastPath, &shimFastFrames, &shimFastBytes, &shimFastOffers, &shimSYNFast, &shimSYNFrames, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
+		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimFastPath, &shimFastFrames, &shimFastBytes, &shimFastOffers, &shimResponses, &shimSYNFast, &shimSYNFrames, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
 	}
 )
@@ -194,6 +195,8 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	shimSYNFrames.Emit(ch, n(st.SYNFast.Frames))
 	shimFastOffers.Emit(ch, n(s.FastPathOffers), "put")
 	shimFastOffers.Emit(ch, n(st.FastPathErrors), "failed")
+	shimResponses.Emit(ch, n(s.ResponsesFirstEchoed), "echoed")
+	shimResponses.Emit(ch, n(s.Responses-s.ResponsesFirstEchoed), "shim")
 
 	c := &st.Control
 	shimCtlSent.Emit(ch, n(c.Registers), "register")

@@ -229,6 +229,12 @@ type ShimStats struct {
 	// Requests that came before the echo of the response they follow
 	// was read, and waited for it (nextRequest).
 	RequestsAheadOfEchoes uint64
+	// Responses whose first reply this engine read, and of them those
+	// whose first reply the kernel had sent itself (an echo): the share
+	// is how often a connection's entry reached the kernel before the
+	// server's first reply, so that the first byte did not wait for the
+	// shim to wake (qsplice-bench-proxy reports it with the first byte).
+	Responses, ResponsesFirstEchoed uint64
 }
 
 // spliceEntry is one spliced connection as the shim sees it.

@@ -190,8 +190,10 @@ func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
 	if ev := onlyEvent(t, out, EvResponseDone); ev.Bytes != uint64(len(resp)) {
 		t.Errorf("reported %d bytes, want %d", ev.Bytes, len(resp))
 	}
-	if st := h.sh.Stats(); st.Echoes != 1 || st.EchoBytes != uint64(len(resp)) || st.Translated != 0 {
-		t.Errorf("Echoes %d, EchoBytes %d, Translated %d", st.Echoes, st.EchoBytes, st.Translated)
+	if st := h.sh.Stats(); st.Echoes != 1 || st.EchoBytes != uint64(len(resp)) || st.Translated != 0 ||
+		st.Responses != 1 || st.ResponsesFirstEchoed != 1 {
+		t.Errorf("Echoes %d, EchoBytes %d, Translated %d, Responses %d (first reply echoed %d); want 1, %d, 0, 1 (1)",
+			st.Echoes, st.EchoBytes, st.Translated, st.Responses, st.ResponsesFirstEchoed, len(resp))
 	}
 	h.checkCounters()
 
@@ -206,6 +208,9 @@ func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
 	plain, now := fastPathConn(t, ShimConfig{KernelFastPath: true})
 	if toClient, _ := framesOn(t, plain.h.input(PortHost, markEcho(plain.srv.reply(resp)), now)); len(toClient) != 1 {
 		t.Errorf("without echoes, a TTL 0 reply: %d frames to the client, want 1", len(toClient))
+	}
+	if st := plain.h.sh.Stats(); st.Responses != 1 || st.ResponsesFirstEchoed != 0 {
+		t.Errorf("without echoes: Responses %d, first reply echoed %d; want 1, 0", st.Responses, st.ResponsesFirstEchoed)
 	}
 }
 

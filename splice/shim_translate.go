@@ -113,6 +113,10 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 			ent.responding = true
 			ent.srvNxt = from
 			ent.firstReply = now
+			s.stats.Responses++
+			if echo {
+				s.stats.ResponsesFirstEchoed++
+			}
 			ent.respEnd, ent.respEndKnown = responseEnd(from, t.Payload()[from-t.Seq():], ent.headRequest)
 		}
 		ent.lastReply = now

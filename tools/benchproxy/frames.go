@@ -292,6 +292,16 @@ func shimFrames(ctx context.Context, l *lab.Lab) (uint64, error) {
 	return st.Wire.RxFrames + st.Wire.TxFrames + st.TAP.RxFrames + st.TAP.TxFrames + 2*st.FastPath.Frames + st.FastPath.Echoed, nil
 }
 
+// shimFirstReplies reads the shim's count of responses and of those whose
+// first reply the kernel echoed off its /status.
+func shimFirstReplies(ctx context.Context, l *lab.Lab) (FirstReplies, error) {
+	st, err := shimStatus(ctx, l)
+	if err != nil {
+		return FirstReplies{}, err
+	}
+	return FirstReplies{Responses: st.Shim.Responses, Echoed: st.Shim.ResponsesFirstEchoed}, nil
+}
+
 // shimStatus reads the shim's /status, from the client's namespace.
 func shimStatus(ctx context.Context, l *lab.Lab) (*backend.Status, error) {
 	client := l.HTTPClient("c1")

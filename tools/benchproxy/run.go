@@ -136,6 +136,9 @@ type target struct {
 	// loops read the daemons' gathering counters, by role (qsplice
 	// only).
 	loops map[string]func(context.Context) (*Loops, error)
+	// responses reads the shim's count of responses and of those whose
+	// first reply the kernel echoed (qsplice only).
+	responses func(context.Context) (FirstReplies, error)
 }
 
 func (t target) url(size int64) string {
@@ -290,7 +293,8 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 			loops: map[string]func(context.Context) (*Loops, error){
 				RoleFrontend: func(ctx context.Context) (*Loops, error) { return frontendLoops(ctx, l) },
 				RoleShim:     func(ctx context.Context) (*Loops, error) { return shimLoops(ctx, l) },
-			}})
+			},
+			responses: func(ctx context.Context) (FirstReplies, error) { return shimFirstReplies(ctx, l) }})
 	}
 	for _, t := range targets {
 		res.Systems = append(res.Systems, &SystemResult{Name: t.name})
@@ -389,6 +393,7 @@ func (r *run) round(ctx context.Context, round int, targets []target, rounds [][
 	}
 	for i, t := range targets {
 		r.progress("TTFB%s: %s, %d sequential new connections", of, t.name, o.TTFBRequests)
+		before, counted := r.firstReplies(ctx, t)
 		tt, err := measureTTFB(ctx, t.ns, t.addr, "/data/"+content.FormatSize(SmallSize), o.TTFBRequests)
 		if err != nil {
 			if err := failed(r.systems[i], "TTFB", err); err != nil {
@@ -396,10 +401,29 @@ func (r *run) round(ctx context.Context, round int, targets []target, rounds [][
 			}
 			continue
 		}
-		this(i).TTFB = &tt
 		r.progress("  p50 %.0f us, p99 %.0f us", tt.P50us, tt.P99us)
+		if after, ok := r.firstReplies(ctx, t); ok && counted {
+			tt.FirstReplies = after.since(before)
+			r.progress("  %v", tt.FirstReplies)
+		}
+		this(i).TTFB = &tt
 	}
 	return nil
+}
+
+// firstReplies reads t's count of responses and of their first replies
+// the kernel echoed, if t has one; ok is false without (the reason
+// goes to the progress).
+func (r *run) firstReplies(ctx context.Context, t target) (f FirstReplies, ok bool) {
+	if t.responses == nil {
+		return f, false
+	}
+	f, err := t.responses(ctx)
+	if err != nil {
+		r.progress("  first replies not counted: %v", err)
+		return f, false
+	}
+	return f, true
 }
 
 func cpuSummary(m map[string]float64, unit string) string {

@@ -374,6 +374,11 @@ CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 					s.Name, l.name, w.Errors(), w.Requests, w.ErrConnect, w.ErrRead, w.ErrWrite, w.ErrStatus, w.ErrTimeout))
 			}
 		}
+		for _, t := range s.ttfbs() {
+			if t.ttfb != nil && t.ttfb.FirstReplies.Responses > 0 {
+				notes = append(notes, fmt.Sprintf("%s %s: %v", s.Name, t.name, t.ttfb.FirstReplies))
+			}
+		}
 		for _, f := range s.Frames {
 			if f.Error != "" {
 				notes = append(notes, fmt.Sprintf("%s %s syscalls/allocs not counted: %s", s.Name, f.Process, firstLine(f.Error)))
@@ -397,6 +402,25 @@ CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 		}
 	}
 	return b.String()
+}
+
+// namedTTFB is a first-byte measurement with its name in the notes.
+type namedTTFB struct {
+	name string
+	ttfb *TTFB
+}
+
+// ttfbs are the system's first-byte measurements for the notes: every
+// round's when there were several.
+func (s *SystemResult) ttfbs() []namedTTFB {
+	if len(s.Rounds) == 0 {
+		return []namedTTFB{{"TTFB", s.TTFB}}
+	}
+	var out []namedTTFB
+	for k, r := range s.Rounds {
+		out = append(out, namedTTFB{fmt.Sprintf("TTFB (round %d)", k+1), r.TTFB})
+	}
+	return out
 }
 
 // namedLoad is a load with its name in the notes.

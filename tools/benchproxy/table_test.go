@@ -194,6 +194,29 @@ func TestLoopsNote(t *testing.T) {
 	}
 }
 
+// The first-byte note says how often the kernel echoed a response's
+// first reply, per round, from the shim's counters before and after.
+func TestFirstRepliesNote(t *testing.T) {
+	before := FirstReplies{Responses: 100, Echoed: 40}
+	after := FirstReplies{Responses: 140, Echoed: 70}
+	if got := after.since(before); got != (FirstReplies{Responses: 40, Echoed: 30}) {
+		t.Fatalf("since = %+v", got)
+	}
+	r := &Result{Systems: []*SystemResult{{Name: SystemQsplice}}}
+	r.Systems[0].setRounds([]*Round{
+		{TTFB: &TTFB{Samples: 10, P50us: 300}},
+		{TTFB: &TTFB{Samples: 10, P50us: 310, FirstReplies: after.since(before)}},
+	})
+	table := r.Table()
+	want := "qsplice TTFB (round 2): the kernel echoed the first reply of 30 of 40 responses (75%)"
+	if !strings.Contains(table, want) {
+		t.Errorf("the table's notes lack %q:\n%s", want, table)
+	}
+	if strings.Contains(table, "TTFB (round 1): the kernel") {
+		t.Errorf("a round without counts has a note:\n%s", table)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	var samples []time.Duration
 	for i := 100; i >= 1; i-- {

@@ -21,6 +21,31 @@ type TTFB struct {
 	P50us   float64 `json:"p50_us"`
 	P99us   float64 `json:"p99_us"`
 	MeanUS  float64 `json:"mean_us"`
+	// FirstReplies: qsplice's shim's count over the measurement.
+	FirstReplies FirstReplies `json:"first_replies,omitzero"`
+}
+
+// FirstReplies are the responses the shim read over a first-byte
+// measurement (its /status: Responses), and those whose first reply the
+// back-end's kernel had sent itself, as an echo (ResponsesFirstEchoed):
+// the share is how often a connection's fast-path entry reached the
+// kernel before the server's first reply, so that the first byte did not
+// wait for the shim to wake. The warm-up requests count too.
+type FirstReplies struct {
+	Responses uint64 `json:"responses"`
+	Echoed    uint64 `json:"echoed"`
+}
+
+func (f FirstReplies) since(before FirstReplies) FirstReplies {
+	return FirstReplies{Responses: f.Responses - before.Responses, Echoed: f.Echoed - before.Echoed}
+}
+
+func (f FirstReplies) String() string {
+	share := 0.0
+	if f.Responses > 0 {
+		share = 100 * float64(f.Echoed) / float64(f.Responses)
+	}
+	return fmt.Sprintf("the kernel echoed the first reply of %d of %d responses (%.0f%%)", f.Echoed, f.Responses, share)
 }
 
 // ttfbWarmup requests are made and not counted: they fill ARP caches and
