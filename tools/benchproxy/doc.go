@@ -37,7 +37,10 @@
 //   - 1K close: wrk with Connection: close, one connection per request;
 //     requests/s, latency p99 and CPU microseconds per request;
 //   - TTFB: a Go client making sequential new connections; p50 and p99
-//     from before connect() to the first response byte;
+//     from before connect() to the first response byte; for qsplice the
+//     notes say how many responses' first reply the back-end's kernel
+//     echoed (the shim's /status counters around the measurement: the
+//     rest waited for the shim to wake);
 //   - frame costs (qsplice): during a separate bulk run, perf counts the
 //     front-end's and the shim's system calls (raw_syscalls:sys_enter) and
 //     heap allocations (a uprobe on runtime.mallocgc), divided by the
