@@ -96,11 +96,11 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	// The server's last reply sent again (a timeout, a tail loss probe)
 	// may still wait in the TAP when the next request is read and put in
 	// service: with echoes the client has the reply from the kernel and
-	// asks again while the shim is slow to wake (CI's lab test, twenty-
-	// seventh session). It belongs to no response but the one that
-	// ended: taken as the start of the next, it stood in for that one's
-	// head, which was then never read (so never reported, nor handed to
-	// the kernel's middle).
+	// sends its next request while the shim is slow to wake (CI's lab
+	// test, twenty-seventh session). It belongs to no response but the
+	// one that ended: taken as the start of the next, it stood in for
+	// that one's head, which was then never read (so never reported,
+	// nor handed to the kernel's middle).
 	resent := n > 0 && !ent.responding && (t.Seq() + wire.Seq(n)).LessEq(seen)
 	if n > 0 && !resent {
 		s.noteFastPathGap(ent, t.Seq())
