@@ -47,7 +47,11 @@ type echoWorld struct {
 	toSend  [][]byte
 	last    []byte
 	lastSeq wire.Seq
+	lastFin bool
 	una     wire.Seq
+	// closes: the server sends its FIN with the last response's last
+	// reply (Connection: close).
+	closes bool
 
 	// The client, in the back-end's numbering.
 	ranges   [][2]wire.Seq // reply bytes received
@@ -78,28 +82,48 @@ func (w *echoWorld) logf(format string, args ...any) {
 func (w *echoWorld) serverSends() {
 	p := w.toSend[0]
 	w.toSend = w.toSend[1:]
-	w.last, w.lastSeq = p, w.sc.srv.nxt
-	w.kernelSends(w.sc.srv.reply(p), w.lastSeq, w.sc.srv.nxt)
+	srv := w.sc.srv
+	fin := w.closes && len(w.toSend) == 0 && w.nextResp == len(w.resps)
+	w.last, w.lastSeq, w.lastFin = p, srv.nxt, fin
+	w.kernelSends(w.serverSeg(w.lastSeq, p, fin), w.lastSeq, p, fin)
+	srv.nxt += wire.Seq(len(p))
+	if fin {
+		srv.nxt++
+	}
+}
+
+// serverSeg is the server's segment of payload p at seq, with its FIN if
+// fin.
+func (w *echoWorld) serverSeg(seq wire.Seq, p []byte, fin bool) []byte {
+	flags := uint8(wire.TCPFlagACK | wire.TCPFlagPSH)
+	if fin {
+		flags |= wire.TCPFlagFIN
+	}
+	return w.sc.srv.seg(flags, seq, w.sc.srv.rcvNxt, p)
 }
 
 // serverResends sends the last reply again: the client's ACK of it has
 // not reached the server (the shim that forwards it is slow to wake).
 func (w *echoWorld) serverResends() {
-	srv := w.sc.srv
-	f := srv.seg(wire.TCPFlagACK|wire.TCPFlagPSH, w.lastSeq, srv.rcvNxt, w.last)
 	w.logf("server sends %d..%d again", w.lastSeq, w.lastSeq+wire.Seq(len(w.last)))
-	w.kernelSends(f, w.lastSeq, w.lastSeq+wire.Seq(len(w.last)))
+	w.kernelSends(w.serverSeg(w.lastSeq, w.last, w.lastFin), w.lastSeq, w.last, w.lastFin)
 }
 
-// kernelSends puts a reply from seq to end through the kernel's program.
-func (w *echoWorld) kernelSends(f []byte, seq, end wire.Seq) {
-	switch w.programTakes(end) {
+// kernelSends puts a reply of payload p at seq (with a FIN if fin)
+// through the kernel's program.
+func (w *echoWorld) kernelSends(f []byte, seq wire.Seq, p []byte, fin bool) {
+	end := seq + wire.Seq(len(p))
+	upTo := end // what the client has once it has the frame
+	if fin {
+		upTo++
+	}
+	switch w.programTakes(end, fin) {
 	case kernelMiddle:
 		w.logf("kernel sends %d..%d (middle)", seq, end)
-		w.clientGets(seq, end)
+		w.clientGets(seq, upTo)
 	case kernelEchoes:
-		w.logf("kernel sends %d..%d (echo)", seq, end)
-		w.clientGets(seq, end)
+		w.logf("kernel sends %d..%d (echo, FIN %v)", seq, end, fin)
+		w.clientGets(seq, upTo)
 		w.tapQ = append(w.tapQ, markEcho(f))
 	default:
 		w.logf("kernel leaves %d..%d to the TAP", seq, end)
@@ -112,14 +136,14 @@ func (w *echoWorld) kernelSends(f []byte, seq, end wire.Seq) {
 
 // programTakes is the program's choice for a data frame ending at end
 // (replyfast.go), with now and then a clone the device refused.
-func (w *echoWorld) programTakes(end wire.Seq) int {
+func (w *echoWorld) programTakes(end wire.Seq, fin bool) int {
 	e := w.entry
 	if e == nil {
 		return kernelPunts
 	}
 	mode := kernelPunts
 	switch {
-	case e.Middle && end.LessThan(e.RespEnd):
+	case e.Middle && !fin && end.LessThan(e.RespEnd):
 		mode = kernelMiddle
 	case e.Echo:
 		mode = kernelEchoes
@@ -210,7 +234,11 @@ func (w *echoWorld) flush() {
 	for _, g := range w.toClient {
 		tcp := wire.TCP(g[34:])
 		seq := tcp.Seq() - wire.Seq(w.sc.sp.SeqDelta)
-		if n := len(tcp.Payload()); n > 0 {
+		n := len(tcp.Payload())
+		if tcp.Flags()&wire.TCPFlagFIN != 0 {
+			n++
+		}
+		if n > 0 {
 			w.logf("client gets %d..%d from the shim", seq, seq+wire.Seq(n))
 			w.clientGets(seq, seq+wire.Seq(n))
 		}
@@ -300,8 +328,9 @@ func responseReplies(rng *rand.Rand, body int, pieces int, chunked bool) [][]byt
 
 // TestEchoesInAnyOrderKeepEachKeepAliveResponse: a 1000-byte response
 // (in a third of the runs chunked, without a length, so that the next
-// request ends it), then on the same connection a 30000-byte one, in a
-// thousand orders
+// request ends it), then on the same connection a 30000-byte one (in
+// half the runs with the server's FIN on its last reply), in a thousand
+// orders
 // of the events above. Every response is reported once with its own
 // bytes and end (so each head was read where it is), and the second,
 // whose head this engine reads with replies of its middle still to come,
@@ -328,7 +357,7 @@ func TestEchoesInAnyOrderKeepEachKeepAliveResponse(t *testing.T) {
 func runEchoWorld(t *testing.T, echo bool, seed uint64) *echoWorld {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, KernelEcho: echo, IdleTimeout: time.Minute})
-	w := &echoWorld{t: t, rng: rng, sc: sc, now: now, requests: []string{"GET /data/30000 HTTP/1.1\r\nHost: h\r\n\r\n"}}
+	w := &echoWorld{t: t, rng: rng, sc: sc, now: now, closes: rng.IntN(2) == 0, requests: []string{"GET /data/30000 HTTP/1.1\r\nHost: h\r\n\r\n"}}
 	// The Splice's Put reaches the kernel before the request does.
 	for _, u := range takeFastPaths(sc.h) {
 		e := u.Entry
