@@ -49,6 +49,10 @@ type echoWorld struct {
 	lastSeq wire.Seq
 	lastFin bool
 	una     wire.Seq
+	sent    []sentSeg // every reply sent, for a timeout's resend
+	// lossy: now and then a reply the kernel sends itself is lost on
+	// the way to the client, which the server's timeout resends.
+	lossy bool
 	// closes: the server sends its FIN with the last response's last
 	// reply (Connection: close).
 	closes bool
@@ -85,11 +89,19 @@ func (w *echoWorld) serverSends() {
 	srv := w.sc.srv
 	fin := w.closes && len(w.toSend) == 0 && w.nextResp == len(w.resps)
 	w.last, w.lastSeq, w.lastFin = p, srv.nxt, fin
+	w.sent = append(w.sent, sentSeg{srv.nxt, p, fin})
 	w.kernelSends(w.serverSeg(w.lastSeq, p, fin), w.lastSeq, p, fin)
 	srv.nxt += wire.Seq(len(p))
 	if fin {
 		srv.nxt++
 	}
+}
+
+// sentSeg is a reply the server sent.
+type sentSeg struct {
+	seq wire.Seq
+	p   []byte
+	fin bool
 }
 
 // serverSeg is the server's segment of payload p at seq, with its FIN if
@@ -109,6 +121,22 @@ func (w *echoWorld) serverResends() {
 	w.kernelSends(w.serverSeg(w.lastSeq, w.last, w.lastFin), w.lastSeq, w.last, w.lastFin)
 }
 
+// serverTimesOut sends the first reply the client has not acknowledged
+// again (a retransmission timeout).
+func (w *echoWorld) serverTimesOut() {
+	for _, g := range w.sent {
+		if w.una.LessThan(g.seq+wire.Seq(len(g.p))) || g.fin && w.una == g.seq+wire.Seq(len(g.p)) {
+			w.logf("server times out, sends %d..%d again", g.seq, g.seq+wire.Seq(len(g.p)))
+			w.kernelSends(w.serverSeg(g.seq, g.p, g.fin), g.seq, g.p, g.fin)
+			return
+		}
+	}
+}
+
+// lost reports whether a reply the kernel sends itself never reaches the
+// client.
+func (w *echoWorld) lost() bool { return w.lossy && w.rng.IntN(8) == 0 }
+
 // kernelSends puts a reply of payload p at seq (with a FIN if fin)
 // through the kernel's program.
 func (w *echoWorld) kernelSends(f []byte, seq wire.Seq, p []byte, fin bool) {
@@ -120,10 +148,14 @@ func (w *echoWorld) kernelSends(f []byte, seq wire.Seq, p []byte, fin bool) {
 	switch w.programTakes(end, fin) {
 	case kernelMiddle:
 		w.logf("kernel sends %d..%d (middle)", seq, end)
-		w.clientGets(seq, upTo)
+		if !w.lost() {
+			w.clientGets(seq, upTo)
+		}
 	case kernelEchoes:
 		w.logf("kernel sends %d..%d (echo, FIN %v)", seq, end, fin)
-		w.clientGets(seq, upTo)
+		if !w.lost() {
+			w.clientGets(seq, upTo)
+		}
 		w.tapQ = append(w.tapQ, markEcho(f))
 	default:
 		w.logf("kernel leaves %d..%d to the TAP", seq, end)
@@ -329,8 +361,9 @@ func responseReplies(rng *rand.Rand, body int, pieces int, chunked bool) [][]byt
 // TestEchoesInAnyOrderKeepEachKeepAliveResponse: a 1000-byte response
 // (in a third of the runs chunked, without a length, so that the next
 // request ends it), then on the same connection a 30000-byte one (in
-// half the runs with the server's FIN on its last reply), in a thousand
-// orders
+// half the runs with the server's FIN on its last reply; in half, with
+// replies the kernel sent lost on the way and sent again on a timeout),
+// in a thousand orders
 // of the events above. Every response is reported once with its own
 // bytes and end (so each head was read where it is), and the second,
 // whose head this engine reads with replies of its middle still to come,
@@ -357,7 +390,7 @@ func TestEchoesInAnyOrderKeepEachKeepAliveResponse(t *testing.T) {
 func runEchoWorld(t *testing.T, echo bool, seed uint64) *echoWorld {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	sc, now := fastPathConn(t, ShimConfig{KernelFastPath: true, KernelEcho: echo, IdleTimeout: time.Minute})
-	w := &echoWorld{t: t, rng: rng, sc: sc, now: now, closes: rng.IntN(2) == 0, requests: []string{"GET /data/30000 HTTP/1.1\r\nHost: h\r\n\r\n"}}
+	w := &echoWorld{t: t, rng: rng, sc: sc, now: now, closes: rng.IntN(2) == 0, lossy: rng.IntN(2) == 0, requests: []string{"GET /data/30000 HTTP/1.1\r\nHost: h\r\n\r\n"}}
 	// The Splice's Put reaches the kernel before the request does.
 	for _, u := range takeFastPaths(sc.h) {
 		e := u.Entry
@@ -373,7 +406,7 @@ func runEchoWorld(t *testing.T, echo bool, seed uint64) *echoWorld {
 			moves = append(moves, w.serverSends)
 		}
 		if w.last != nil && w.una.LessThan(w.lastSeq+wire.Seq(len(w.last))) && rng.IntN(4) == 0 {
-			moves = append(moves, w.serverResends)
+			moves = append(moves, w.serverResends, w.serverTimesOut)
 		}
 		switch {
 		case w.flushing:
