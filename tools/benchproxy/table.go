@@ -361,22 +361,23 @@ CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 		for _, phase := range slices.Sorted(maps.Keys(s.Failures)) {
 			notes = append(notes, fmt.Sprintf("%s %s FAILED: %s", s.Name, phase, firstLine(s.Failures[phase])))
 		}
-		for _, l := range s.loads() {
-			if l.load != nil && l.load.Loops != nil {
-				notes = append(notes, fmt.Sprintf("%s %s: front-end %v", s.Name, l.name, l.load.Loops))
+		for _, nr := range s.namedRounds() {
+			r := nr.round
+			for _, l := range []namedLoad{{"bulk" + nr.suffix, r.Bulk}, {"1K close" + nr.suffix, r.Small}} {
+				if l.load != nil && l.load.Loops != nil {
+					notes = append(notes, fmt.Sprintf("%s %s: front-end %v", s.Name, l.name, l.load.Loops))
+				}
+				if l.load != nil && l.load.ShimLoops != nil {
+					notes = append(notes, fmt.Sprintf("%s %s: shim %v", s.Name, l.name, l.load.ShimLoops))
+				}
+				if l.load != nil && l.load.Wrk.Errors() > 0 {
+					w := l.load.Wrk
+					notes = append(notes, fmt.Sprintf("%s %s: %d of %d requests failed (connect %d, read %d, write %d, status %d, timeout %d)",
+						s.Name, l.name, w.Errors(), w.Requests, w.ErrConnect, w.ErrRead, w.ErrWrite, w.ErrStatus, w.ErrTimeout))
+				}
 			}
-			if l.load != nil && l.load.ShimLoops != nil {
-				notes = append(notes, fmt.Sprintf("%s %s: shim %v", s.Name, l.name, l.load.ShimLoops))
-			}
-			if l.load != nil && l.load.Wrk.Errors() > 0 {
-				w := l.load.Wrk
-				notes = append(notes, fmt.Sprintf("%s %s: %d of %d requests failed (connect %d, read %d, write %d, status %d, timeout %d)",
-					s.Name, l.name, w.Errors(), w.Requests, w.ErrConnect, w.ErrRead, w.ErrWrite, w.ErrStatus, w.ErrTimeout))
-			}
-		}
-		for _, t := range s.ttfbs() {
-			if t.ttfb != nil && t.ttfb.FirstReplies.Responses > 0 {
-				notes = append(notes, fmt.Sprintf("%s %s: %v", s.Name, t.name, t.ttfb.FirstReplies))
+			if t := r.TTFB; t != nil && t.FirstReplies.Responses > 0 {
+				notes = append(notes, fmt.Sprintf("%s TTFB%s: %v", s.Name, nr.suffix, t.FirstReplies))
 			}
 		}
 		for _, f := range s.Frames {
@@ -404,40 +405,28 @@ CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 	return b.String()
 }
 
-// namedTTFB is a first-byte measurement with its name in the notes.
-type namedTTFB struct {
-	name string
-	ttfb *TTFB
-}
-
-// ttfbs are the system's first-byte measurements for the notes: every
-// round's when there were several.
-func (s *SystemResult) ttfbs() []namedTTFB {
-	if len(s.Rounds) == 0 {
-		return []namedTTFB{{"TTFB", s.TTFB}}
-	}
-	var out []namedTTFB
-	for k, r := range s.Rounds {
-		out = append(out, namedTTFB{fmt.Sprintf("TTFB (round %d)", k+1), r.TTFB})
-	}
-	return out
-}
-
 // namedLoad is a load with its name in the notes.
 type namedLoad struct {
 	name string
 	load *Load
 }
 
-// loads are the system's loads for the notes: every round's when there
-// were several.
-func (s *SystemResult) loads() []namedLoad {
+// namedRound is a round's figures with what its notes add to each
+// phase's name.
+type namedRound struct {
+	suffix string
+	round  *Round
+}
+
+// namedRounds are the system's rounds for the notes: every round's, or
+// with one round the system's own figures, unnumbered.
+func (s *SystemResult) namedRounds() []namedRound {
 	if len(s.Rounds) == 0 {
-		return []namedLoad{{"bulk", s.Bulk}, {"1K close", s.Small}}
+		return []namedRound{{"", &Round{Bulk: s.Bulk, Small: s.Small, TTFB: s.TTFB}}}
 	}
-	var out []namedLoad
+	var out []namedRound
 	for k, r := range s.Rounds {
-		out = append(out, namedLoad{fmt.Sprintf("bulk (round %d)", k+1), r.Bulk}, namedLoad{fmt.Sprintf("1K close (round %d)", k+1), r.Small})
+		out = append(out, namedRound{fmt.Sprintf(" (round %d)", k+1), r})
 	}
 	return out
 }
