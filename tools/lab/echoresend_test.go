@@ -1,12 +1,8 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +53,7 @@ func TestEchoesOutliveAResendWhileTheShimSleeps(t *testing.T) {
 		_, err := GetJSON(context.Background(), admin, status, &s)
 		return err == nil && s.Active == 1
 	})
-	retrans := kernelRetransmissions(t, shim.pid)
+	retrans := kernelRetransmissions(t, l)
 	if err := syscall.Kill(shim.pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +82,7 @@ func TestEchoesOutliveAResendWhileTheShimSleeps(t *testing.T) {
 		second <- err
 	}()
 	waitFor(t, "the back-end's kernel to send a reply again", func() bool {
-		return kernelRetransmissions(t, shim.pid) > retrans
+		return kernelRetransmissions(t, l) > retrans
 	})
 	wake()
 	if err := <-second; err != nil {
@@ -100,45 +96,18 @@ func TestEchoesOutliveAResendWhileTheShimSleeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the kernel's middle carried %d bytes, echoed %d; shim %+v; the back-end's kernel resent %d segments",
-		s.FastPath.Bytes, s.FastPath.Echoed, s.Shim, kernelRetransmissions(t, shim.pid)-retrans)
+		s.FastPath.Bytes, s.FastPath.Echoed, s.Shim, kernelRetransmissions(t, l)-retrans)
 	if s.FastPath.Bytes < 4<<20 {
 		t.Errorf("the kernel's middle carried %d bytes of the 8 MiB response (%d echoes, %d requests ahead of echoes), want most of it",
 			s.FastPath.Bytes, s.Shim.Echoes, s.Shim.RequestsAheadOfEchoes)
 	}
 }
 
-// kernelRetransmissions is the TCP segments the kernel of pid's network
-// namespace has sent again (RetransSegs in /proc/net/snmp).
-func kernelRetransmissions(t *testing.T, pid int) uint64 {
+// kernelRetransmissions is the TCP segments the back-end's kernel has
+// sent again.
+func kernelRetransmissions(t *testing.T, l *Lab) int64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/net/snmp", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var names []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 || fields[0] != "Tcp:" {
-			continue
-		}
-		if names == nil {
-			names = fields
-			continue
-		}
-		for i, name := range names {
-			if name == "RetransSegs" && i < len(fields) {
-				n, err := strconv.ParseUint(fields[i], 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-		}
-	}
-	t.Fatalf("/proc/%d/net/snmp: no Tcp RetransSegs (%v)", pid, sc.Err())
-	return 0
+	return nstatCounter(t, l, backendHost(1), "TcpRetransSegs")
 }
 
 // waitFor polls cond until it holds, for at most 10 s.
