@@ -331,8 +331,10 @@ func isHeadRequest(payload []byte) bool { return bytes.HasPrefix(payload, []byte
 // server, which is what the request cost the back-end.
 func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 	if !ent.inService {
-		// Reply bytes with no request in service: a retransmission of
-		// an answered request. Forget them, drained state included.
+		// Reply bytes with no request in service: a response that ran
+		// past the length its head gave, or the new tail of a reply
+		// sent again (one wholly sent before starts nothing:
+		// translateReply). Forget them, drained state included.
 		ent.responding = false
 		ent.drained = false
 		return
