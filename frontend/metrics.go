@@ -84,6 +84,7 @@ var (
 	feCtlRefused    = fam("qsplice_frontend_control_refused_total", "Control datagrams refused, by reason (forged, replayed, reflected, from the wrong address, ...).", isCounter, "reason")
 	feFlows         = fam("qsplice_frontend_flows", "Client connections held by the engine.", isGauge)
 	feRefunds       = fam("qsplice_frontend_refunds_total", "Charged requests given back to their customers.", isCounter)
+	feLateFeedback  = fam("qsplice_frontend_feedback_after_close_total", "Requests whose connection closed before their back-end reported them: the Feedback came within the wait and the request was charged what it cost (served), or it did not and it was charged as a typical request (unreported).", isCounter, "outcome")
 	feQueue         = fam("qsplice_frontend_queue_length", "Requests waiting for a back-end.", isGauge)
 	feRequests      = fam("qsplice_frontend_requests_total", "Request heads parsed.", isCounter)
 	feHandoffs      = fam("qsplice_frontend_handoffs_total", "Handoffs by outcome.", isCounter, "outcome")
@@ -153,7 +154,7 @@ var (
 	feScrapeError = fam("qsplice_frontend_scrape_error", "The event loop did not answer the snapshot request.", isGauge)
 
 	frontendFamilies = []*exposition.Family{
-		&feFrames, &feDrops, &feRSTsSup, &feCtlRefused, &feFlows, &feRefunds, &feQueue, &feRequests,
+		&feFrames, &feDrops, &feRSTsSup, &feCtlRefused, &feFlows, &feRefunds, &feLateFeedback, &feQueue, &feRequests,
 		&feHandoffs, &feShortCuts, &feFollowUps, &feChunked, &feChallenge, &feTimeWait, &feReplyBytes, &feFwdBytes, &feKernelDrops,
 		&feLimit, &feSources, &feHandoffPorts, &feLimitRefusals, &feLimitCloses, &feRebuilt,
 		&custOffered, &custAdmitted, &custServed, &custOutside, &custRefunded, &custAbandoned, &custRejected,
@@ -194,6 +195,8 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	}
 	feFlows.Emit(ch, n(e.Flows))
 	feRefunds.Emit(ch, n(st.Refunds))
+	feLateFeedback.Emit(ch, n(st.LateFeedbacks), "served")
+	feLateFeedback.Emit(ch, n(st.LateUnreported), "unreported")
 	feQueue.Emit(ch, float64(st.Queue))
 	feRequests.Emit(ch, n(e.Requests))
 	feHandoffs.Emit(ch, n(e.HandoffsDone), "done")

@@ -172,6 +172,9 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 	c.noteSize(rec, m.ResponseBytes)
 	c.feedbackCompleted(m.ResponseBytes, now)
 	c.served(rec, m.ServiceTime, now, out)
+	if rec == nil {
+		c.lateFeedback(flow, m, now, out) // the flow closed first
+	}
 	// Where the response ended lets a refused follow-up on the same
 	// connection be answered in its stream; a flow already gone or not
 	// spliced has no use for it.

@@ -197,9 +197,16 @@ type Controller struct {
 	// spareRecs are records of flows gone, for the next ones
 	// (requests.go).
 	spareRecs []*flowRec
-	splices   spliceTimers
-	custs     map[string]*customerStats
-	refunds   uint64
+	// late are closed flows waiting for the Feedback of requests their
+	// back-end had not reported (latefeedback.go), lateOrder when each
+	// wait ends; lateServed and lateUnreported count the requests whose
+	// Feedback came after the close and those it never did.
+	late                       map[splice.FlowID]lateFlow
+	lateOrder                  []lateDue
+	lateServed, lateUnreported uint64
+	splices                    spliceTimers
+	custs                      map[string]*customerStats
+	refunds                    uint64
 
 	// Control-protocol binding (binding.go): the newest flow id the
 	// engine reported, and the control messages refused by reason.
@@ -311,6 +318,7 @@ func (c *Controller) Control(from netip.AddrPort, msg proto.Message, now splice.
 func (c *Controller) Tick(now splice.Time, out *Output) {
 	now = c.advance(now)
 	c.expire(now, out)
+	c.expireLate(now, out)
 	c.lifoTick(now, out)
 	c.resendSplices(now, out)
 	c.checkBackends(now, out)
@@ -337,6 +345,7 @@ func (c *Controller) NextDeadline() splice.Time {
 		at(splice.Time(c.lifo.started + c.lifo.interval))
 	}
 	at(c.splices.next(c))
+	at(c.nextLate())
 	for _, be := range c.order {
 		at(be.nextCheck(c.cfg.KeepaliveInterval))
 		if len(be.ready) > 0 {

@@ -360,13 +360,34 @@ func TestFeedbackCorrectsTheCharge(t *testing.T) {
 		t.Errorf("charged %.3f credits for 40 ms + 10 ms at 20 ms typical, want 2.5", got)
 	}
 	// A request whose connection closes before its Feedback is charged
-	// as one normal request; a late Feedback changes nothing.
+	// what it cost when the Feedback comes after the close, within
+	// lateFeedbackWait (with echoes the client can close before the shim
+	// reported: latefeedback.go) ...
 	h.request(3, "A.example", t0+sec)
 	h.spliced(3, t0+sec)
-	h.closed(3, splice.CloseRST, t0+sec+ms)
+	h.closed(3, splice.CloseFIN, t0+sec+ms)
+	if a := h.customer("A", t0+sec+ms); math.Abs(a.Charged-3.5) > 1e-9 || a.Served != 2 {
+		t.Errorf("closed before its Feedback: charged %.3f, served %d; want 3.5 (one at dispatch) and 2", a.Charged, a.Served)
+	}
 	h.feedback(3, 100*time.Millisecond, t0+sec+2*ms)
-	if a := h.customer("A", t0+sec); math.Abs(a.Charged-3.5) > 1e-9 || a.Served != 2 {
-		t.Errorf("after a close before Feedback: charged %.3f, served %d; want 3.5 and 2", a.Charged, a.Served)
+	if a := h.customer("A", t0+sec+2*ms); math.Abs(a.Charged-7.5) > 1e-9 || a.Served != 3 {
+		t.Errorf("after its Feedback came late: charged %.3f, served %d; want 7.5 and 3", a.Charged, a.Served)
+	}
+	// ... and as one normal request when none comes by then; a Feedback
+	// after that changes nothing.
+	h.request(4, "A.example", t0+2*sec)
+	h.spliced(4, t0+2*sec)
+	h.closed(4, splice.CloseRST, t0+2*sec+ms)
+	if d := h.c.NextDeadline(); d != t0+2*sec+ms+splice.Time(lateFeedbackWait) {
+		t.Fatalf("next deadline %d, want the wait's end %d", d, t0+2*sec+ms+splice.Time(lateFeedbackWait))
+	}
+	h.tick(t0 + 2*sec + ms + splice.Time(lateFeedbackWait))
+	h.feedback(4, 100*time.Millisecond, t0+3*sec+2*ms)
+	if a := h.customer("A", t0+3*sec+2*ms); math.Abs(a.Charged-8.5) > 1e-9 || a.Served != 3 {
+		t.Errorf("after a close with no Feedback in time: charged %.3f, served %d; want 8.5 and 3", a.Charged, a.Served)
+	}
+	if st := h.c.Status(t0 + 3*sec + 2*ms); st.LateFeedbacks != 1 || st.LateUnreported != 1 {
+		t.Errorf("late feedbacks %d, unreported %d; want 1 and 1", st.LateFeedbacks, st.LateUnreported)
 	}
 }
 

@@ -57,7 +57,9 @@
 //     whether a request of it waits in a queue or parked, whether a
 //     Splice awaits its SpliceAck (with the resend schedule), and whether
 //     it waits ready. A close deletes the record and undoes each of those
-//     in one place (closed).
+//     in one place (closed); the requests that reached the back-end
+//     unreported wait, closed, for a Feedback that may still come
+//     (latefeedback.go).
 //
 // The engine owns the TCP side of each flow, including the held request
 // of a connection waiting ready; how long it may wait (Config.SlotWait) is

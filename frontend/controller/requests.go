@@ -398,8 +398,9 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 
 // closed forgets a flow the engine closed, undoing everything the
 // controller holds for it. A request that never reached its back-end is
-// refunded; one that did, and whose Feedback did not come first, is
-// charged as one normal request.
+// refunded; one that did, and whose Feedback did not come first, waits
+// for it a while (latefeedback.go), then is charged as one normal
+// request.
 func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	rec := c.flows[ev.Flow]
 	if c.logs(slog.LevelDebug) {
@@ -409,11 +410,11 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 		return // never queued, or a second report (a failed handoff, then the answer)
 	}
 	delete(c.flows, ev.Flow)
-	c.tlClosed(rec, ev, out)
 	c.shrinkFlows()
-	defer c.keepRec(rec)
 	be := rec.be
 	if be == nil {
+		c.tlClosed(rec, ev, out)
+		c.keepRec(rec)
 		return // its request, if queued, is dropped when it comes out
 	}
 	c.unpromise(rec, be)
@@ -427,17 +428,28 @@ func (c *Controller) closed(ev splice.Event, now splice.Time, out *Output) {
 	if rec.ready {
 		be.ready = slices.DeleteFunc(be.ready, func(r readyConn) bool { return r.flow == rec.id })
 	}
+	// Requests that reached the back-end stay on the record, unreported,
+	// for a Feedback that may still come (latefeedback.go); their slots
+	// are free now.
+	unreported := 0
 	for _, r := range rec.serving {
-		switch {
-		case !r.sent:
+		if r.sent {
+			rec.serving[unreported] = r
+			unreported++
+		} else {
 			c.refund(r.customer, r.credited)
-		case r.credited && c.credit != nil:
-			c.credit.Complete(r.customer, c.typicalService())
 		}
 		c.release(be, r, now)
 	}
+	rec.serving = rec.serving[:unreported]
 	c.fillSlots(be, now, out)
 	c.dispatch(now, out)
+	if unreported > 0 {
+		c.awaitLateFeedback(rec, ev, now, out)
+		return
+	}
+	c.tlClosed(rec, ev, out)
+	c.keepRec(rec)
 }
 
 // Spare flow records: a connection per request would otherwise allocate

@@ -109,6 +109,12 @@ type Status struct {
 	// Refunds counts charges given back: requests that never reached a
 	// back-end or whose back-end died.
 	Refunds uint64 `json:"refunds"`
+	// LateFeedbacks counts requests whose Feedback came after their
+	// connection closed, within the wait (latefeedback.go), and were
+	// charged what they cost; LateUnreported those whose Feedback did not
+	// come by the wait's end, charged as typical requests.
+	LateFeedbacks  uint64 `json:"late_feedbacks"`
+	LateUnreported uint64 `json:"late_unreported"`
 	// Queue is the number of requests waiting for a back-end.
 	Queue int `json:"queue"`
 	// Lifo is the class-based policies' state; nil without them.
@@ -207,7 +213,7 @@ type LifoStatus struct {
 // nothing the scheduling depends on.
 func (c *Controller) Status(now splice.Time) Status {
 	now = max(now, c.now)
-	st := Status{Refunds: c.refunds, Flows: len(c.flows), Backends: []BackendStatus{}, ControlRefused: maps.Clone(c.refused)}
+	st := Status{Refunds: c.refunds, LateFeedbacks: c.lateServed, LateUnreported: c.lateUnreported, Flows: len(c.flows), Backends: []BackendStatus{}, ControlRefused: maps.Clone(c.refused)}
 	if st.ControlRefused == nil {
 		st.ControlRefused = map[string]uint64{}
 	}

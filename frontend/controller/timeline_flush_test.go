@@ -25,8 +25,9 @@ func (e *liveEngine) LiveTimeline(id splice.FlowID) (splice.FlowTimeline, uint64
 // TestFlushTimelinesWritesTheConnectionsStillHeld: at the stop, every
 // connection the controller still holds gets its record, in flow order,
 // marked AtStop, with the engine's steps so far and the controller's;
-// one already closed gets none (its record went out at its close), and
-// one flushed writes no second record when it closes afterwards.
+// one closed and waiting for its request's Feedback (latefeedback.go)
+// gets its closed record, one whose record went out at its close none,
+// and one flushed writes no second record when it closes afterwards.
 func TestFlushTimelinesWritesTheConnectionsStillHeld(t *testing.T) {
 	cfg := creditConfig(sched.CustomerSpec{Name: "a", Reservation: 100})
 	cfg.Timelines = true
@@ -47,17 +48,29 @@ func TestFlushTimelinesWritesTheConnectionsStillHeld(t *testing.T) {
 	}
 	h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(6), ServiceTime: 5 * time.Millisecond, ResponseBytes: 100}, t0+20*ms)
 	h.eng.flows[7].state = "closed"
-	if out := h.event(splice.Event{Kind: splice.EvClosed, Flow: 7, Backend: 1, Reason: splice.CloseFIN, Timeline: eng.live[7]}, t0+30*ms); len(out.Timelines) != 1 {
-		t.Fatalf("%d records at flow 7's close", len(out.Timelines))
+	if out := h.event(splice.Event{Kind: splice.EvClosed, Flow: 7, Backend: 1, Reason: splice.CloseFIN, Timeline: eng.live[7]}, t0+30*ms); len(out.Timelines) != 0 {
+		t.Fatalf("%d records at flow 7's close, before its request's Feedback", len(out.Timelines))
 	}
 	delete(eng.live, 7)
+	// Flow 8 closes after its Feedback: its record goes out at the close.
+	h.request(8, "a.example", t0+8*ms)
+	h.spliced(8, t0+10*ms)
+	h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(8), ServiceTime: 5 * time.Millisecond, ResponseBytes: 100}, t0+20*ms)
+	h.eng.flows[8].state = "closed"
+	if out := h.event(splice.Event{Kind: splice.EvClosed, Flow: 8, Backend: 1, Reason: splice.CloseFIN}, t0+30*ms); len(out.Timelines) != 1 {
+		t.Fatalf("%d records at flow 8's close, after its Feedback", len(out.Timelines))
+	}
 
 	h.out.Reset()
 	h.c.FlushTimelines(t0+40*ms, &h.out)
 	recs := h.out.Timelines
-	if len(recs) != 2 || recs[0].Flow != 5 || recs[1].Flow != 6 {
-		t.Fatalf("flushed %+v, want flows 5 and 6", recs)
+	if len(recs) != 3 || recs[0].Flow != 5 || recs[1].Flow != 6 || recs[2].Flow != 7 {
+		t.Fatalf("flushed %+v, want flows 5, 6 and 7", recs)
 	}
+	if r := recs[2]; r.AtStop || r.Reason != "fin" {
+		t.Errorf("flow 7, closed, flushed as at_stop %v, reason %q", r.AtStop, r.Reason)
+	}
+	recs = recs[:2]
 	for _, r := range recs {
 		if !r.AtStop || r.Reason != "" || r.Backend != 1 || r.ForwardedBytes != 33 || r.Request != 1 {
 			t.Errorf("flow %d: at_stop %v, reason %q, back-end %d, forwarded %d, request %d", r.Flow, r.AtStop, r.Reason, r.Backend, r.ForwardedBytes, r.Request)

@@ -176,6 +176,66 @@ func TestShimTimesEndByTheFeedback(t *testing.T) {
 	}
 }
 
+// TestTimelineOfAConnectionClosedBeforeItsFeedback: with the kernel's
+// echoes the client can have its response and close before the shim has
+// reported it, and the engine's close reach the controller before the
+// Feedback (CI's lab timeline test saw a record without its response).
+// The record waits for the Feedback and goes out with it, the response
+// in it; a connection whose Feedback never comes gets its record when
+// the wait ends.
+func TestTimelineOfAConnectionClosedBeforeItsFeedback(t *testing.T) {
+	cfg := creditConfig(sched.CustomerSpec{Name: "a", Reservation: 100})
+	cfg.Timelines = true
+	h := newHarness(t, cfg)
+	h.register(1, 4, 1, t0)
+	for f := splice.FlowID(5); f <= 6; f++ {
+		h.eng.flows[f] = &fakeFlow{state: "queued"}
+		h.event(splice.Event{Kind: splice.EvRequest, Flow: f, Request: &splice.RequestInfo{Method: "GET", Host: "a.example",
+			Path: "/x", Port: 80, Client: netip.MustParseAddrPort("198.18.0.10:40000"), HeadLen: 40}}, t0+3*ms)
+		h.connected(f, t0+5*ms)
+		h.spliceAck(f, t0+9*ms) // one way 2 ms: the request reached the shim at 11 ms
+		var et splice.FlowTimeline
+		et.At[splice.StepRequestSent], et.At[splice.StepClose] = t0+9*ms, t0+30*ms
+		et.Have = 1<<splice.StepRequestSent | 1<<splice.StepClose
+		h.eng.flows[f].state = "closed"
+		if out := h.event(splice.Event{Kind: splice.EvClosed, Flow: f, Backend: 1, Reason: splice.CloseFIN, Timeline: et}, t0+30*ms); len(out.Timelines) != 0 {
+			t.Fatalf("flow %d: a record at the close, before the Feedback: %+v", f, out.Timelines)
+		}
+	}
+	out := h.control(&proto.Feedback{BackendID: 1, RequestID: h.c.requestID(5), ServiceTime: 15 * time.Millisecond,
+		FirstByte: 10 * time.Millisecond, ResponseBytes: 5000}, t0+31*ms)
+	if len(out.Timelines) != 1 {
+		t.Fatalf("%d records with flow 5's late Feedback, want 1", len(out.Timelines))
+	}
+	r := out.Timelines[0]
+	for s, want := range map[timeline.Step]splice.Time{
+		timeline.FirstByte: t0 + 21*ms,
+		timeline.LastByte:  t0 + 26*ms,
+		timeline.Feedback:  t0 + 31*ms,
+		timeline.Close:     t0 + 30*ms,
+	} {
+		if got, ok := r.Get(s); !ok || splice.Time(got) != want {
+			t.Errorf("%v at %v (%v), want %v", s, time.Duration(got)-time.Duration(t0), ok, time.Duration(want-t0))
+		}
+	}
+	if r.Flow != 5 || r.Reason != "fin" || r.ResponseBytes != 5000 {
+		t.Errorf("flow %d, reason %q, %d response bytes; want 5, fin, 5000", r.Flow, r.Reason, r.ResponseBytes)
+	}
+	if err := r.CheckOrder(); err != nil {
+		t.Error(err)
+	}
+	if out := h.tick(t0 + 30*ms + splice.Time(lateFeedbackWait) - 1); len(out.Timelines) != 0 {
+		t.Fatalf("flow 6's record before its wait ended: %+v", out.Timelines)
+	}
+	out = h.tick(t0 + 30*ms + splice.Time(lateFeedbackWait))
+	if len(out.Timelines) != 1 || out.Timelines[0].Flow != 6 {
+		t.Fatalf("records at the wait's end %+v, want flow 6's", out.Timelines)
+	}
+	if _, ok := out.Timelines[0].Get(timeline.Feedback); ok {
+		t.Errorf("flow 6 has a Feedback it never got")
+	}
+}
+
 // TestTimelinesOffEmitsNothing: without Config.Timelines the controller
 // keeps and emits no timeline.
 func TestTimelinesOffEmitsNothing(t *testing.T) {
