@@ -154,12 +154,6 @@ type EngineStatus struct {
 	// because one did and acknowledged the request.
 	RequestAcksDelayed uint64 `json:"request_acks_delayed"`
 	RequestAcksSaved   uint64 `json:"request_acks_saved"`
-	// C2's last handshake ACK when the back-end's kernel took the request
-	// in the front-end's SYN (splice/fe_ackdelay.go): sent late, because
-	// nothing else went on C2 in time, or not at all, because a client
-	// segment forwarded on C2 completed the handshake.
-	C2AcksDelayed uint64 `json:"c2_acks_delayed"`
-	C2AcksSaved   uint64 `json:"c2_acks_saved"`
 	// Client pure ACKs written over the flow's previous one in the same
 	// pass instead of forwarded (splice/fe_ackcoalesce.go).
 	AcksCoalesced uint64 `json:"acks_coalesced"`
@@ -226,7 +220,6 @@ func (d *Daemon) status() Status {
 			FollowUpsRefused: es.FollowUpsRefused, FollowUpsReset: es.FollowUpsReset,
 			RSTsSuppressed: es.RSTsSuppressed, SynCookiesSent: es.SynCookiesSent, SynCookiesByLink: es.SynCookiesByLink,
 			RequestAcksDelayed: es.RequestAcksDelayed, RequestAcksSaved: es.RequestAcksSaved,
-			C2AcksDelayed: es.C2AcksDelayed, C2AcksSaved: es.C2AcksSaved,
 			AcksCoalesced: es.AcksCoalesced,
 			Rewrites:      es.Rewrites, RewriteBusy: es.RewriteBusy, RewriteAbsorbed: es.RewriteAbsorbed, RewriteResent: es.RewriteResent,
 			Answered: map[string]uint64{},

@@ -212,21 +212,10 @@ func requestInTheFrontEndsSYN(t *testing.T, kernelSYNs, late bool, synCopy synCo
 		// The handshake's last ACK: the front-end's when its own SYN
 		// brought the request (the Splice may be late or lost, and its
 		// resends carry no request), else the shim sends the request.
-		// The front-end owes it (fe_ackdelay.go): with no client segment
-		// to forward on C2 here, it goes when C2AckDelay has passed.
 		feOut := copyFrames(h.input(crossed[0], now+ms))
-		if taken {
-			if len(feOut) != 0 {
-				t.Fatalf("handoff %d: the front-end answered the SYN-ACK that took its SYN's request with %d frames, want its last ACK owed", i, len(feOut))
-			}
-			if out := h.tick(now + ms + Time(defaultC2AckDelay) - 1); len(out.Frames) != 0 {
-				t.Fatalf("handoff %d: %d frames before the owed ACK was due", i, len(out.Frames))
-			}
-			feOut = copyFrames(h.tick(now + ms + Time(defaultC2AckDelay)))
-		}
 		switch {
 		case taken && len(feOut) != 1:
-			t.Fatalf("handoff %d: the front-end sent %d frames when its owed ACK came due, want its last ACK", i, len(feOut))
+			t.Fatalf("handoff %d: the front-end answered the SYN-ACK that took its SYN's request with %d frames, want its last ACK", i, len(feOut))
 		case taken:
 			ack := expectTCP(t, feOut[0], seqIs(isnC+1+wire.Seq(len(shortRequest))), ackIs(k.srv.isn+1))
 			if len(ack.payload()) != 0 || ack.tcp.SYN || !ack.tcp.ACK {
@@ -478,9 +467,7 @@ func TestASYNACKOfTheFrontEndsOwnSYNIsNoSpliceAck(t *testing.T) {
 // which crosses the shim. They acknowledge bytes the front-end never
 // sent; refused, the client's answer was lost and its FIN resent until
 // the kernel's timer sent the reply again, 200 ms later. They are held,
-// and go on C2 in the back-end's numbers once the SYN-ACK came; the first
-// completes the handshake, so the front-end's own last ACK, owed, is
-// never sent (fe_ackdelay.go).
+// and go on C2 in the back-end's numbers after the handshake's last ACK.
 func TestClientsAnswerBeforeC2sSynAckWaitsForIt(t *testing.T) {
 	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
 	opts := wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5}
@@ -510,70 +497,14 @@ func TestClientsAnswerBeforeC2sSynAckWaitsForIt(t *testing.T) {
 	}
 	k := &fastOpenKernel{newServer(0x2000, opts)}
 	fs := copyFrames(h.input(k.answer(t, synFrame), now+ms))
-	if len(fs) != 2 {
-		t.Fatalf("%d frames for the SYN-ACK, want the client's two segments", len(fs))
+	if len(fs) != 3 {
+		t.Fatalf("%d frames for the SYN-ACK, want the handshake's last ACK and the client's two segments", len(fs))
 	}
 	reqEnd := c.isn + 1 + wire.Seq(len(shortRequest))
-	expectTCP(t, fs[0], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen+1))
-	expectTCP(t, fs[1], flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen+1))
+	expectTCP(t, fs[0], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1))
+	expectTCP(t, fs[1], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen+1))
+	expectTCP(t, fs[2], flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen+1))
 	if st := h.fe.Stats(); st.Drops[dropAckOutOfRange] != 0 {
 		t.Errorf("%d client segments dropped as acknowledging what was not sent", st.Drops[dropAckOutOfRange])
 	}
-	if out := h.tick(now + ms + Time(defaultC2AckDelay)); len(out.Frames) != 0 {
-		t.Errorf("the owed ACK went out after the client's segments completed the handshake: %d frames", len(out.Frames))
-	}
-	if st := h.fe.Stats(); st.C2AcksSaved != 1 || st.C2AcksDelayed != 0 {
-		t.Errorf("C2 ACKs saved %d, delayed %d; want 1, 0", st.C2AcksSaved, st.C2AcksDelayed)
-	}
-}
-
-// TestTheClientsAnswerCompletesC2sHandshake: the kernel took the request
-// in the front-end's SYN and answered it; the front-end owes the
-// handshake's last ACK, and the client's ACK of the reply, forwarded on
-// C2 in the back-end's numbers, acknowledges the SYN-ACK too: the owed
-// ACK is never sent, a frame less per connection (fe_ackdelay.go). With
-// no answer from the client by C2AckDelay, it goes.
-func TestTheClientsAnswerCompletesC2sHandshake(t *testing.T) {
-	h := newFE(t, func(c *FrontEndConfig) { c.SpliceAtSYN, c.FastOpen, c.FastOpenInSYN = true, true, true })
-	opts := wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5}
-	_, out := dispatchCarrying(t, h, newClient(40100, 0x30000000, fullOffer(9)), t0)
-	h.input((&fastOpenKernel{newServer(0x1000, opts)}).answer(t, onlyFrame(t, out)), t0+ms)
-
-	const replyLen = 1290
-	for i, answers := range []bool{true, false} {
-		c := newClient(40101+uint16(i), 0x40000000, fullOffer(9))
-		now := t0 + Time(10+100*i)*ms
-		id, out := dispatchCarrying(t, h, c, now)
-		synFrame := onlyFrame(t, out)
-		h.call(func(out *Output) {
-			if err := h.fe.SpliceAcked(id, now, out); err != nil {
-				t.Fatal(err)
-			}
-		})
-		k := &fastOpenKernel{newServer(0x2000, opts)}
-		if out := h.input(k.answer(t, synFrame), now+ms); len(out.Frames) != 0 {
-			t.Fatalf("connection %d: %d frames for the SYN-ACK that took the request, want the last ACK owed", i, len(out.Frames))
-		}
-		reqEnd := c.isn + 1 + wire.Seq(len(shortRequest))
-		if answers {
-			fs := copyFrames(h.input(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt+replyLen, nil), now+ms+ms/2))
-			if len(fs) != 1 {
-				t.Fatalf("connection %d: the client's ACK of the reply made %d frames, want it on C2", i, len(fs))
-			}
-			expectTCP(t, fs[0], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1+replyLen))
-		}
-		fs := copyFrames(h.tick(now + ms + Time(defaultC2AckDelay)))
-		switch {
-		case answers && len(fs) != 0:
-			t.Fatalf("connection %d: %d frames when the owed ACK came due after the client's answer", i, len(fs))
-		case !answers && len(fs) != 1:
-			t.Fatalf("connection %d: %d frames when the owed ACK came due, want it", i, len(fs))
-		case !answers:
-			expectTCP(t, fs[0], flagsAre(wire.TCPFlagACK), seqIs(reqEnd), ackIs(k.srv.isn+1), payloadIs(nil))
-		}
-	}
-	if st := h.fe.Stats(); st.C2AcksSaved != 1 || st.C2AcksDelayed != 1 {
-		t.Errorf("C2 ACKs saved %d, delayed %d; want 1, 1", st.C2AcksSaved, st.C2AcksDelayed)
-	}
-	h.checkCounters()
 }

@@ -109,7 +109,6 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	e.stats.ForwardedFrames++
 	e.stats.TxFrames++
 	out.send(PortWire, eth[:p.End])
-	e.sentOnC2(f) // it acknowledges the SYN-ACK too
 	if pure {
 		f.notePureAck(out, f.cliAck)
 	} else {

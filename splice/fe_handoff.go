@@ -316,10 +316,9 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 			// resends carry no request), and a Fast Open socket sends
 			// nothing again before its handshake completes. So the
 			// handshake's last ACK is ours, not the shim's
-			// (shim_carry.go sendCarried); the client's answer to the
-			// reply, forwarded on C2, usually makes it first
-			// (fe_ackdelay.go).
-			e.oweC2Ack(f, now, out)
+			// (shim_carry.go sendCarried).
+			var ob [wire.TSOptionLen]byte
+			e.toBackend(f, f.reqUna, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
 		}
 	}
 	f.cliNxt = f.rw.toC(f.reqEnd, true)

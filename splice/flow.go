@@ -119,10 +119,6 @@ type flow struct {
 	// (fe_ackdelay.go); anything sent to the client at rcvNxt clears it.
 	ackOwed   bool
 	ackOwedBy Time
-	// c2AckOwed: the handshake's last ACK on C2 was held back until
-	// c2AckOwedBy (fe_ackdelay.go); any segment sent on C2 clears it.
-	c2AckOwed   bool
-	c2AckOwedBy Time
 	// pendAck is the client's last pure ACK forwarded in the current
 	// output, which a later one may overwrite (fe_ackcoalesce.go).
 	pendAck pendingAck
@@ -232,7 +228,6 @@ func (e *FrontEnd) ackClient(f *flow, now Time, out *Output) {
 // toBackend builds a segment on C2 from the handoff address.
 func (e *FrontEnd) toBackend(f *flow, seq, ack wire.Seq, flags uint8, opts, payload []byte, out *Output) {
 	f.clearPendingAck()
-	e.sentOnC2(f)
 	tf := wire.TCPFrame{
 		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
 		Src: e.handoff, Dst: f.bIP,

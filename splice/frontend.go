@@ -88,11 +88,6 @@ type FrontEndConfig struct {
 	// whole in one segment may wait for the response to carry it
 	// (fe_ackdelay.go; 40 ms; negative: ACK at once).
 	RequestAckDelay time.Duration
-	// C2AckDelay is how long the handshake's last ACK on C2, when the
-	// back-end's kernel took the request in the front-end's SYN, may wait
-	// for a client segment forwarded on C2 to complete the handshake
-	// instead (fe_ackdelay.go; 10 ms; negative: ACK at once).
-	C2AckDelay time.Duration
 
 	// Sharding (issue 7, shard.go): this engine is shard Shard of Shards
 	// (0 or 1: not sharded). It picks only handoff ports whose C2 replies
@@ -195,7 +190,6 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.FlowLifetime, 30*time.Second)
 	def(&c.HalfCloseTimeout, 30*time.Second)
 	def(&c.RequestAckDelay, defaultRequestAckDelay)
-	def(&c.C2AckDelay, defaultC2AckDelay)
 	if c.ChallengeACKLimit == 0 {
 		c.ChallengeACKLimit = defaultChallengeACKLimit
 	}

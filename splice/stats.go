@@ -142,11 +142,6 @@ type FrontEndStats struct {
 	// response had reached the client by RequestAckDelay, or not sent
 	// because one had.
 	RequestAcksDelayed, RequestAcksSaved uint64
-	// C2AcksDelayed and C2AcksSaved: the handshake's last ACK on a C2
-	// whose SYN carried the request, sent when C2AckDelay passed, or not
-	// sent because a segment on C2 completed the handshake first
-	// (fe_ackdelay.go).
-	C2AcksDelayed, C2AcksSaved uint64
 	// AcksCoalesced counts client pure ACKs written over the flow's
 	// previous one in the same pass instead of sent (fe_ackcoalesce.go).
 	AcksCoalesced uint64
