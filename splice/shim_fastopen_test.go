@@ -342,18 +342,27 @@ func TestShimPutsARequestOnlyInItsOwnSYN(t *testing.T) {
 	}
 }
 
+// synWithRequest is a shim that learnt a Fast Open cookie and then took
+// the Splice and the SYN, with the request, of connection 42 (back-end
+// ISN isnB, client ISN isnC): the kernel has the request, and its
+// SYN-ACK is still to come. It returns the Splice and the request's end.
+func synWithRequest(t *testing.T, isnB, isnC wire.Seq) (*shimHarness, proto.Splice, wire.Seq) {
+	t.Helper()
+	h := fastOpenShim(t)
+	learnCookie(t, h, t0)
+	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
+	h.sh.AddSplice(&m, t0+ms)
+	h.input(PortWire, foSYN(&classic, isnC, true), t0+ms)
+	return h, classic, isnC + 1 + wire.Seq(len(carriedReq))
+}
+
 // With several workers the server's first reply can reach the shim
 // before the kernel's SYN-ACK (which the tun driver put on another
 // worker's queue): the reply waits for the SYN-ACK and leaves translated,
 // to the client, never to the front-end as it came.
 func TestShimHoldsAReplyThatBeatsItsSynAck(t *testing.T) {
 	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
-	h := fastOpenShim(t)
-	learnCookie(t, h, t0)
-	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
-	h.sh.AddSplice(&m, t0+ms)
-	h.input(PortWire, foSYN(&classic, isnC, true), t0+ms)
-	reqEnd := isnC + 1 + wire.Seq(len(carriedReq))
+	h, classic, reqEnd := synWithRequest(t, isnB, isnC)
 	reply := c2FromHost(&classic, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, reqEnd, []byte("HTTP/1.1 200 OK\r\n\r\n"))
 	if out := h.input(PortHost, reply, t0+ms+ms/10); len(out.Frames) != 0 {
 		t.Fatalf("a reply before its SYN-ACK left as %d frames", len(out.Frames))
@@ -406,12 +415,7 @@ func TestShimHoldsAReplyThatBeatsItsSynAck(t *testing.T) {
 // reported (the front-end's timeline test, 1 run in 5 with offloads off).
 func TestTheServersFINLeavesAfterTheRepliesHeldBeforeIt(t *testing.T) {
 	const isnB, isnC = wire.Seq(0x70000000), wire.Seq(0x1000)
-	h := fastOpenShim(t)
-	learnCookie(t, h, t0)
-	classic, m := foConn(shimHandoffPort, 42, isnB, isnC)
-	h.sh.AddSplice(&m, t0+ms)
-	h.input(PortWire, foSYN(&classic, isnC, true), t0+ms)
-	reqEnd := isnC + 1 + wire.Seq(len(carriedReq))
+	h, classic, reqEnd := synWithRequest(t, isnB, isnC)
 	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n")
 	body := []byte("abcdefgh")
 	seq := isnB + 1
