@@ -78,13 +78,7 @@ func (c *Controller) lateFeedback(flow splice.FlowID, m *proto.Feedback, now spl
 	}
 	rec := lf.rec
 	c.lateServed++
-	r := popFront(&rec.serving)
-	if r.credited && c.credit != nil {
-		c.credit.Complete(r.customer, m.ServiceTime)
-	}
-	cs := c.stats(r.customer)
-	cs.served++
-	cs.response.Observe(r.dispatched.Sub(r.arrival) + m.ServiceTime)
+	c.chargeServed(popFront(&rec.serving), m.ServiceTime)
 	c.tlFeedback(rec, m, now, out)
 	if len(rec.serving) == 0 {
 		c.settleLate(flow, out)

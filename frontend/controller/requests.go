@@ -377,9 +377,7 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 		return // already released: closed or reconciled
 	}
 	r := popFront(&rec.serving)
-	if r.credited && c.credit != nil {
-		c.credit.Complete(r.customer, service)
-	}
+	c.chargeServed(r, service)
 	be := rec.be
 	if r.sent {
 		slot := now.Sub(r.sentAt)
@@ -388,12 +386,21 @@ func (c *Controller) served(rec *flowRec, service time.Duration, now splice.Time
 		be.slotTimes.Observe(slot)
 		be.slotExcess += slot - service
 	}
-	cs := c.stats(r.customer)
-	cs.served++
-	cs.response.Observe(r.dispatched.Sub(r.arrival) + service)
 	c.release(be, r, now)
 	c.fillSlots(be, now, out)
 	c.dispatch(now, out)
+}
+
+// chargeServed charges r's customer what r cost its back-end (service,
+// as measured there) and counts it served: on its Feedback, before the
+// close (served) or after it (lateFeedback).
+func (c *Controller) chargeServed(r servingReq, service time.Duration) {
+	if r.credited && c.credit != nil {
+		c.credit.Complete(r.customer, service)
+	}
+	cs := c.stats(r.customer)
+	cs.served++
+	cs.response.Observe(r.dispatched.Sub(r.arrival) + service)
 }
 
 // closed forgets a flow the engine closed, undoing everything the
