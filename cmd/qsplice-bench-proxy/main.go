@@ -43,7 +43,13 @@ For every system, in turn:
   TTFB      a Go client, sequential new connections for 1K: p50/p99 from
             before connect() to the first response byte
 and for qsplice, under bulk load: system calls (raw_syscalls tracepoint) and
-heap allocations (uprobe on runtime.mallocgc) per frame, counted with perf.
+heap allocations (uprobe on runtime.mallocgc) per frame, counted with perf;
+and for nginx, HAProxy and qsplice, where the CPU of the 1K close load goes:
+perf samples the processes during one more such load, and the share of their
+CPU spent inside their own system calls in the kernel's receive processing
+of the frames they sent (a veth delivers on the sender's CPU; on separate
+machines the receivers' CPU does it) is shown, with the CPU per request
+less that share.
 
 The table goes to stdout with the issue's targets; the raw figures to
 OUT/result.json, the table to OUT/table.txt, and a plot of the three targeted

@@ -44,14 +44,20 @@
 //   - frame costs (qsplice): during a separate bulk run, perf counts the
 //     front-end's and the shim's system calls (raw_syscalls:sys_enter) and
 //     heap allocations (a uprobe on runtime.mallocgc), divided by the
-//     frames each moved, from their /status link counters.
+//     frames each moved, from their /status link counters;
+//   - where the CPU goes (nginx, HAProxy, qsplice): after the rounds, the
+//     1K close load once more while perf samples the processes' stacks;
+//     the share of samples in the kernel's receive processing inside the
+//     process's own system calls is what a veth makes the sender pay for
+//     delivering its frames (delivery.go), and the table shows the CPU
+//     per request without it too: the processes' own work.
 //
 // With Options.Rounds above 1 (-rounds; make bench-proxy runs 3) the
 // three loads run that many times in turn, and the table takes every
 // figure's median over the rounds, the ratios and verdicts of the
 // medians, and counts the rounds that met each target on their own
 // figures: one round on a shared machine can land in another program's
-// burst. The frame costs are counted once.
+// burst. The frame costs and where the CPU goes are measured once.
 //
 // The Result holds the raw figures (result.json); Rows and Table derive
 // the ratios and verdicts, WritePlot draws the targeted figures with

@@ -80,3 +80,32 @@ func FuzzParseOffloads(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParsePerfStacks(f *testing.F) {
+	f.Add(perfStacksOutput)
+	f.Add(" 1 \n\tffffffff81eb094e net_rx_action\n\tffffffff8223c951 do_syscall_64\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		counts, err := ParsePerfStacks(out)
+		if err != nil {
+			return
+		}
+		// Every sample starts at a line that is neither blank nor a
+		// frame, and no sample delivers more than once.
+		headers := 0
+		for _, line := range strings.Split(out, "\n") {
+			if strings.TrimSpace(line) != "" && line[0] != '\t' {
+				headers++
+			}
+		}
+		total := 0
+		for pid, c := range counts {
+			if pid < 0 || c.Samples <= 0 || c.Delivering < 0 || c.Delivering > c.Samples {
+				t.Errorf("pid %d: %+v from %q", pid, c, out)
+			}
+			total += c.Samples
+		}
+		if total != headers {
+			t.Errorf("%d samples counted, %d headers in %q", total, headers, out)
+		}
+	})
+}

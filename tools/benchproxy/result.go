@@ -88,6 +88,10 @@ type SystemResult struct {
 	Rounds []*Round `json:"rounds,omitempty"`
 	// Frames are qsplice's per-frame costs, one per daemon.
 	Frames []*FrameCost `json:"frame_costs,omitempty"`
+	// Deliveries are, per process role, the share of its CPU under the
+	// 1K close load spent delivering the frames it sent (delivery.go),
+	// sampled once after the rounds.
+	Deliveries []*Delivery `json:"deliveries,omitempty"`
 	// Failures are the measurements that failed, by phase ("bulk",
 	// "1K close", "TTFB", "frame costs"), with the error.
 	Failures map[string]string `json:"failures,omitempty"`
@@ -126,6 +130,15 @@ func medianOf[T any](rounds []*Round, part func(*Round) *T, headline func(*T) fl
 	}
 	slices.SortStableFunc(have, func(a, b *T) int { return cmp.Compare(headline(a), headline(b)) })
 	return have[(len(have)-1)/2]
+}
+
+func (s *SystemResult) delivery(role string) *Delivery {
+	for _, d := range s.Deliveries {
+		if d.Role == role {
+			return d
+		}
+	}
+	return nil
 }
 
 func (s *SystemResult) frameCost(process string) *FrameCost {

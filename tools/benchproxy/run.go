@@ -349,6 +349,20 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 			}
 		}
 	}
+	for i, t := range targets {
+		if t.name != SystemNginx && t.name != SystemHAProxy && t.name != SystemQsplice {
+			continue
+		}
+		r.progress("where the CPU goes: %s under the 1K close load, sampled for %v", t.name, o.FrameWindow)
+		res.Systems[i].Deliveries = r.sampleDelivery(ctx, t, o.FrameWindow)
+		for _, d := range res.Systems[i].Deliveries {
+			if d.Error != "" {
+				r.progress("  %s: not sampled: %s", d.Role, d.Error)
+			} else {
+				r.progress("  %s: %.0f%% of %d samples delivering what it sent", d.Role, 100*d.Share, d.Samples)
+			}
+		}
+	}
 	r.progress("done; removing the lab and the chain")
 	return res, errors.Join(failures...)
 }

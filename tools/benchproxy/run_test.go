@@ -134,6 +134,19 @@ func TestRunMeasuresEverySystem(t *testing.T) {
 			t.Errorf("%s frame costs: %+v", f.Process, f)
 		}
 	}
+	// The proxies and both daemons were sampled under the 1K close load,
+	// and each delivered some of what it sent on its own CPU: every one
+	// of them sends on veths.
+	for name, roles := range map[string][]string{SystemNginx: {RoleProxy}, SystemHAProxy: {RoleProxy},
+		SystemQsplice: {RoleFrontend, RoleShim}} {
+		s := res.system(name)
+		for _, role := range roles {
+			d := s.delivery(role)
+			if d == nil || d.Error != "" || d.Samples < 50 || d.Delivering == 0 || d.Share >= 1 {
+				t.Errorf("%s %s delivery: %+v", name, role, d)
+			}
+		}
+	}
 	// Every row has a figure from every system it applies to, and every
 	// row with a target a verdict.
 	for _, row := range res.Rows() {
@@ -143,7 +156,7 @@ func TestRunMeasuresEverySystem(t *testing.T) {
 			want = Systems
 		case strings.HasSuffix(row.Figure, "| shim"):
 			want = []string{SystemNginx, SystemHAProxy, SystemShim, SystemQsplice}
-		case strings.Contains(row.Figure, "CPU"):
+		case strings.Contains(row.Figure, "CPU"), strings.Contains(row.Figure, "delivering"):
 			want = []string{SystemNginx, SystemHAProxy, SystemQsplice}
 		}
 		for _, s := range want {

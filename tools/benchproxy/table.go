@@ -105,6 +105,41 @@ func ttfbP99(s *SystemResult) (float64, bool) {
 	return s.TTFB.P99us, true
 }
 
+// deliveryRole is the role whose delivery share stands for a system in
+// the rows: the proxy's, or qsplice's given role.
+func deliveryRole(s *SystemResult, qspliceRole string) string {
+	switch s.Name {
+	case SystemNginx, SystemHAProxy:
+		return RoleProxy
+	case SystemQsplice:
+		return qspliceRole
+	}
+	return ""
+}
+
+// deliveryShare is the share of a system's CPU under the 1K close load
+// spent delivering what it sent (delivery.go).
+func deliveryShare(qspliceRole string) value {
+	return func(s *SystemResult) (float64, bool) {
+		d := s.delivery(deliveryRole(s, qspliceRole))
+		if d == nil || d.Error != "" || d.Samples == 0 {
+			return 0, false
+		}
+		return d.Share, true
+	}
+}
+
+// ownPerRequest is a system's CPU per short request less the share it
+// spent delivering what it sent: its own work.
+func ownPerRequest(qspliceRole string) value {
+	perReq, share := cpuFigure(smallLoad, perRequest, qspliceRole), deliveryShare(qspliceRole)
+	return func(s *SystemResult) (float64, bool) {
+		c, ok1 := perReq(s)
+		d, ok2 := share(s)
+		return c * (1 - d), ok1 && ok2
+	}
+}
+
 func frameFigure(process string, perFrame func(*FrameCost) float64) value {
 	return func(s *SystemResult) (float64, bool) {
 		f := s.frameCost(process)
@@ -175,6 +210,8 @@ var rowSpecs = []struct {
 		&check{text: "<=1x nginx", met: atMostTimesNginx(1)}},
 	{"1K close: CPU-us/req, proxy | shim", "%.1f", cpuFigure(smallLoad, perRequest, RoleShim), nil},
 	{"1K close: CPU-us/req, proxy | front-end+shim", "%.1f", cpuFigure(smallLoad, perRequest, RoleFrontend, RoleShim), nil},
+	{"1K close: share delivering own sends, proxy | front-end", "%.2f", deliveryShare(RoleFrontend), nil},
+	{"1K close: CPU-us/req less delivery, proxy | front-end", "%.1f", ownPerRequest(RoleFrontend), nil},
 	{"TTFB 1K new conn: p50 us", "%.0f", ttfbP50,
 		&check{text: "<=direct+200us", met: atMostDirectPlus(200)}},
 	{"TTFB 1K new conn: p99 us", "%.0f", ttfbP99, nil},
@@ -266,7 +303,7 @@ func (r *Result) roundViews() [][]*SystemResult {
 	views := make([][]*SystemResult, n)
 	for k := range views {
 		for _, s := range r.Systems {
-			v := &SystemResult{Name: s.Name, Frames: s.Frames}
+			v := &SystemResult{Name: s.Name, Frames: s.Frames, Deliveries: s.Deliveries}
 			if k < len(s.Rounds) {
 				v.Bulk, v.Small, v.TTFB = s.Rounds[k].Bulk, s.Rounds[k].Small, s.Rounds[k].TTFB
 			}
@@ -353,7 +390,13 @@ to the first response byte. Syscalls and allocations are counted with perf
 (tracepoint raw_syscalls:sys_enter, uprobe on runtime.mallocgc) in a separate
 window of bulk load, per frame read or written on any of the daemon's links
 (its /status counters); they are the whole process's, and the notes give them
-per second, under load and at rest. Other programs on the machine share its
+per second, under load and at rest. A veth delivers a frame on the sender's
+CPU, so a process's CPU includes the receiving kernel's work on what it sent
+(for the front-end and the proxies, on separate machines the receivers' CPU
+does it): "share delivering own sends" is the
+share of perf's samples of the process, in a separate window of the 1K close
+load, in net_rx_action inside its own system calls, and "less delivery" the
+CPU per request without that share. Other programs on the machine share its
 CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 `)
 	var notes []string
@@ -378,6 +421,14 @@ CPUs, so the figures are noisy: compare ratios, rerun to be sure.
 			}
 			if t := r.TTFB; t != nil && t.FirstReplies.Responses > 0 {
 				notes = append(notes, fmt.Sprintf("%s TTFB%s: %v", s.Name, nr.suffix, t.FirstReplies))
+			}
+		}
+		for _, d := range s.Deliveries {
+			if d.Error != "" {
+				notes = append(notes, fmt.Sprintf("%s %s delivery share not sampled: %s", s.Name, d.Role, firstLine(d.Error)))
+			} else {
+				notes = append(notes, fmt.Sprintf("%s %s under the 1K close load: %d of %d samples delivering what it sent in %.1fs",
+					s.Name, d.Role, d.Delivering, d.Samples, d.Seconds))
 			}
 		}
 		for _, f := range s.Frames {
