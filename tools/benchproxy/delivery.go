@@ -115,7 +115,8 @@ func ParsePerfStacks(out string) (map[int]StackCounts, error) {
 // second in, and returns a Delivery per role.
 func (r *run) sampleDelivery(ctx context.Context, t target, window time.Duration) []*Delivery {
 	var roles []string
-	pids := map[string][]int{}
+	pids := map[string][]int{} // by role
+	var all []int
 	var out []*Delivery
 	fail := func(err error) []*Delivery {
 		for _, role := range roles {
@@ -131,13 +132,14 @@ func (r *run) sampleDelivery(ctx context.Context, t target, window time.Duration
 				return fail(err)
 			}
 			pids[role] = p
+			all = append(all, p...)
 		}
 	}
 	if len(roles) == 0 {
 		return nil
 	}
 	if _, err := exec.LookPath("perf"); err != nil {
-		return fail(fmt.Errorf("perf is not installed (Debian package linux-perf)"))
+		return fail(errNoPerf)
 	}
 	wait, err := wrkRun{ns: t.ns, url: t.url(SmallSize), conns: r.o.SmallConns, duration: window + 2*time.Second,
 		close: true, script: r.script}.start(ctx)
@@ -149,7 +151,7 @@ func (r *run) sampleDelivery(ctx context.Context, t target, window time.Duration
 	case <-ctx.Done():
 	case <-time.After(time.Second):
 	}
-	counts, serr := r.perfStacks(ctx, t.name, pids, window)
+	counts, serr := r.perfStacks(ctx, t.name, all, window)
 	if _, err := wait(); err != nil && serr == nil {
 		serr = err
 	}
@@ -174,12 +176,10 @@ func (r *run) sampleDelivery(ctx context.Context, t target, window time.Duration
 }
 
 // perfStacks samples the processes' stacks for window and counts them.
-func (r *run) perfStacks(ctx context.Context, tag string, pids map[string][]int, window time.Duration) (map[int]StackCounts, error) {
-	var list []string
-	for _, ps := range pids {
-		for _, p := range ps {
-			list = append(list, strconv.Itoa(p))
-		}
+func (r *run) perfStacks(ctx context.Context, tag string, pids []int, window time.Duration) (map[int]StackCounts, error) {
+	list := make([]string, len(pids))
+	for i, p := range pids {
+		list[i] = strconv.Itoa(p)
 	}
 	data := filepath.Join(r.dir, "perf-delivery-"+tag+".data")
 	rec := exec.CommandContext(ctx, "perf", "record", "-q", "-e", "cpu-clock", "-F", strconv.Itoa(deliveryRate),

@@ -42,7 +42,7 @@ func (r *run) newFrameCounter(l *lab.Lab, fePid, shimPid int) (*frameCounter, er
 	}}
 	if _, err := exec.LookPath("perf"); err != nil {
 		for _, d := range fc.daemons {
-			d.cost.Error = "perf is not installed (Debian package linux-perf)"
+			d.cost.Error = errNoPerf.Error()
 		}
 		return fc, nil
 	}

@@ -24,6 +24,9 @@ const (
 	mallocSymbol = "runtime.mallocgc"
 )
 
+// errNoPerf is why nothing perf measures was measured.
+var errNoPerf = errors.New("perf is not installed (Debian package linux-perf)")
+
 // ParsePerfStat reads the output of perf stat -x, and returns the count of
 // every event by name. "<not counted>" (the task never ran while the
 // counter was on) counts as 0; "<not supported>" is an error.
