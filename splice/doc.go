@@ -434,8 +434,9 @@
 // Each flow (and each shim entry) has one current deadline, and each
 // engine one set of them with lazy deletion (timers.go: FIFO lanes for
 // the deadlines a fixed span after their push, which fall due in push
-// order, and a queue.Heap for the rest): moving a deadline earlier pushes a new entry and leaves the old one,
-// which Tick skips because it no longer matches the owner's armed entry.
+// order, and a queue.Heap for the rest): moving a deadline earlier
+// pushes a new entry and leaves the old one, which Tick skips because it
+// no longer matches the owner's armed entry.
 // A deadline that moves later (the idle timer every packet refreshes, a
 // flow's next state) is not pushed at all; when the earlier entry fires,
 // the owner finds the later time and pushes that. NextDeadline may therefore report a stale, earlier time: Tick

@@ -138,18 +138,22 @@ func (d *deadlines) popDue(now Time) (deadlineEntry, bool) {
 	}
 	if lane < 0 {
 		_, got := d.h.Pop()
-		if d.h.Cap() >= shrinkMinCap && d.h.Len() < d.h.Cap()/shrinkSlack {
+		if mostlyEmpty(d.h.Len(), d.h.Cap()) {
 			d.h.Compact()
 		}
 		return got, true
 	}
 	l := &d.lanes[lane]
 	got := l.PopFront()
-	if l.Cap() >= shrinkMinCap && l.Len() < l.Cap()/shrinkSlack {
+	if mostlyEmpty(l.Len(), l.Cap()) {
 		l.Compact()
 	}
 	return got, true
 }
+
+// mostlyEmpty reports whether a store of n entries in room for c is to
+// be given back (shrinkSlack).
+func mostlyEmpty(n, c int) bool { return c >= shrinkMinCap && n < c/shrinkSlack }
 
 func (d *deadlines) len() int {
 	n := d.h.Len()
