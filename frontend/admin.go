@@ -58,6 +58,10 @@ type Status struct {
 	// "off" and why; SYNsAnsweredByLink counts the SYN-ACKs it sent.
 	SYNAnswer          string `json:"syn_answer"`
 	SYNsAnsweredByLink uint64 `json:"syns_answered_by_link"`
+	// SYNsHidden: the links read IPv4 after tc ingress, so the engines
+	// never see the SYNs the program answered (synhide.go), nor count
+	// them in syn_cookies_by_link.
+	SYNsHidden bool `json:"syns_hidden"`
 	// Heap (issue 9, the live adversarial tests): the daemon's Go heap,
 	// read by the admin handler outside the event loop. HeapAlloc is the
 	// bytes of live and not yet collected objects, HeapInuse the bytes of
@@ -231,6 +235,7 @@ func (d *Daemon) status() Status {
 	if d.syna != nil {
 		st.SYNAnswer, st.SYNsAnsweredByLink = d.syna.status()
 	}
+	st.SYNsHidden = d.shards[0].arp != nil
 	if g := d.gather; g != nil {
 		st.Gathered = g.Want()
 		st.Gathers, st.Spreads = g.Counts()

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/qsplice/qsplice/frontend/controller"
 	"github.com/qsplice/qsplice/frontend/timeline"
 	"github.com/qsplice/qsplice/proto"
@@ -96,7 +98,18 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	} else if boot.syna == nil && cfg.SYNAnswer {
 		log.Info("SYNs answered by the engine", "reason", strings.TrimPrefix(boot.synaState, "off: "))
 	}
-	links, err := openLinks(&cfg, lc)
+	hide, why := hidesSYNs(&cfg, boot.syna)
+	if boot.syna != nil && !hide {
+		log.Info("the engines read every SYN", "reason", why)
+	}
+	links, err := openLinks(&cfg, lc, hide)
+	if err == nil && hide {
+		if boot.arp, err = openARP(&cfg); err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+		}
+	}
 	if err != nil {
 		boot.syna.close()
 		return nil, err
@@ -104,6 +117,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	closeAll := func() {
 		for _, l := range links {
 			l.Close()
+		}
+		if boot.arp != nil {
+			boot.arp.Close()
 		}
 		boot.syna.close()
 	}
@@ -154,8 +170,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 // openLinks opens the link of each worker: an AF_PACKET socket per
 // worker, members of one fanout group when there are several (shard.go),
 // or the TAP device. lc says whether the filter also keeps the control
-// datagrams (linkcontrol.go).
-func openLinks(cfg *Config, lc linkControlSource) ([]link.Link, error) {
+// datagrams (linkcontrol.go); hide, that the sockets read IPv4 after tc
+// ingress, where the SYNs the program answered are gone (synhide.go).
+func openLinks(cfg *Config, lc linkControlSource, hide bool) ([]link.Link, error) {
 	switch cfg.LinkType {
 	case "afpacket":
 		owned := append(append(cfg.VIPs[:0:0], cfg.VIPs...), cfg.Handoff)
@@ -169,6 +186,9 @@ func openLinks(cfg *Config, lc linkControlSource) ([]link.Link, error) {
 			filter = link.FilterIPv4DstAndUDP(owned, lc.src.Addr())
 		}
 		acfg := link.AFPacketConfig{Filter: filter, Promiscuous: true, VNetHdr: true, RxRing: cfg.RxRing}
+		if hide {
+			acfg.Protocol = unix.ETH_P_IP
+		}
 		if cfg.Workers > 1 {
 			acfg.Fanout = &link.Fanout{Group: uint16(os.Getpid()), Mode: link.FanoutPorts}
 		}
@@ -220,6 +240,9 @@ type daemonBoot struct {
 	secret    [32]byte
 	syna      *synAnswer
 	synaState string
+	// arp is shard 0's ARP socket when the links hide the SYNs the
+	// program answered (synhide.go); nil when they read every protocol.
+	arp *link.AFPacket
 }
 
 // newBoot starts engine time now and makes the secret: from
@@ -261,7 +284,9 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 	for i, l := range links {
 		ecfg := engineConfig(&cfg, i, len(links))
 		ecfg.CookieSecret = secret
-		ecfg.LinkAnswersSYNs = d.syna != nil
+		// With hidden SYNs every SYN an engine reads is one the program
+		// passed on: the engine's to answer.
+		ecfg.LinkAnswersSYNs = d.syna != nil && boot.arp == nil
 		if d.linkCtl.on() {
 			ecfg.ControlAddr, ecfg.ControlMAC = d.linkCtl.src, d.linkCtl.mac
 		}
@@ -279,6 +304,9 @@ func newDaemon(cfg Config, log *slog.Logger, links []link.Link, ctl *controlConn
 			sh.lctl = newLinkControl()
 		}
 		d.shards = append(d.shards, sh)
+	}
+	if boot.arp != nil {
+		d.shards[0].arp, d.shards[0].arpBatch = boot.arp, link.NewBatch(arpBatchFrames, arpFrameSize)
 	}
 	d.engines = &shardedEngine{shards: d.shards, touched: make([]bool, len(d.shards))}
 	// RequestIDs of this run carry a prefix of their own (issue 9).

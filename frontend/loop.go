@@ -22,6 +22,8 @@ import (
 //
 //   - its link is readable: a BatchLink (AF_PACKET) is drained by the
 //     loop itself, one recvmmsg(2) per pass, with no goroutine hand-off;
+//   - (shard 0) its ARP socket is readable, when the link hides the
+//     SYNs the kernel answered (synhide.go);
 //   - (shard 0) the control socket is readable: the loop reads the
 //     datagrams waiting with one recvmmsg(2) and hands them to the
 //     controller in the same pass (control.go);
@@ -66,6 +68,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		for _, s := range d.shards {
 			s.poller.Close()
 			s.link.Close()
+			if s.arp != nil {
+				s.arp.Close()
+			}
 		}
 		d.syna.close() // after the sockets: none reads a SYN it did not see
 	}()
@@ -78,6 +83,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	if err := d.shards[0].poller.Add(d.ctl.sock.FD(), tokControl); err != nil {
 		return fmt.Errorf("frontend: %w", err)
+	}
+	if a := d.shards[0].arp; a != nil {
+		if err := d.shards[0].poller.Add(a.FD(), tokARP); err != nil {
+			return fmt.Errorf("frontend: %w", err)
+		}
 	}
 	go func() {
 		<-ctx.Done()
@@ -228,7 +238,7 @@ func (s *shard) run(ctx context.Context) error {
 		}
 		// A hold does not report the links: read them anyway, they are
 		// what the hold waited for.
-		control, own, gathered := false, held, held
+		control, own, gathered, arp := false, held, held, false
 		for _, tok := range ready[:n] {
 			switch tok {
 			case tokLink:
@@ -237,10 +247,17 @@ func (s *shard) run(ctx context.Context) error {
 				control = true
 			case tokGather:
 				gathered = true
+			case tokARP:
+				arp = true
 			}
 		}
 		if own {
 			if err := s.readBatch(bl); err != nil {
+				return err
+			}
+		}
+		if arp {
+			if err := s.readARP(); err != nil {
 				return err
 			}
 		}

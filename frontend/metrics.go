@@ -225,7 +225,9 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feCtlLink.Emit(ch, n(st.Engine.ControlFromLink), "taken")
 	feCtlLink.Emit(ch, n(st.Engine.ControlFromLinkDropped), "dropped")
 	feCookies.Emit(ch, n(e.SynCookiesSent), "sent")
-	feCookies.Emit(ch, n(e.SynCookiesByLink), "sent_by_link")
+	// The program's own count: with hidden SYNs the engines see none
+	// of its SYNs (synhide.go).
+	feCookies.Emit(ch, n(st.SYNsAnsweredByLink), "sent_by_link")
 	feCookies.Emit(ch, n(e.Accepted), "accepted")
 	feCookies.Emit(ch, n(st.Drops["bad-cookie"]), "invalid") // splice.DropReasonName of the bad-cookie drop
 	for s, v := range e.Answered {

@@ -70,6 +70,10 @@ type shard struct {
 	// (linkcontrol.go): ahead of the engine's frames, and behind them.
 	lctl linkControl
 	rb   *link.Batch // a BatchLink's frames of one pass
+	// arp (shard 0, when the links hide the answered SYNs) is the socket
+	// ARP comes in on, arpBatch its frames of one pass (synhide.go).
+	arp      *link.AFPacket
+	arpBatch *link.Batch
 	// sendInWait: the pass's frames are queued on ringLink and go out in
 	// the next wait's io_uring_enter (loop.go, Config.RingWait).
 	sendInWait bool

@@ -16,7 +16,9 @@ import (
 // The SYN answer in the daemon (issue 7): a TC program on the link's
 // ingress (splice/link/synanswer.go) answers clients' SYNs with the
 // engine's SYN cookie in the kernel, so a new connection's SYN-ACK does
-// not wait for a shard's loop to wake. The engines still read every SYN
+// not wait for a shard's loop to wake. The links then read IPv4 after tc
+// ingress and never see the SYNs the program answered (synhide.go). Where
+// they cannot (-timeline, a bridge's port), the engines read every SYN
 // (AF_PACKET taps a frame before tc ingress), keep their timeline, and
 // send nothing for the ones the program answered
 // (splice.FrontEndConfig.LinkAnswersSYNs, the same rule as the program's).

@@ -21,6 +21,13 @@ func (e *FrontEnd) inputClient(p *wire.Packet, v synVerdict, now Time, out *Outp
 		e.linger(f, now, CloseFIN, out) // reports the close if not done yet
 		e.free(f, now)
 		f = nil
+	} else if f != nil && f.closed() && flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagACK && e.newOnLingering(p, key, now) {
+		// The same, when the link hid the SYN (it answered it,
+		// fe_linksyn.go): the new connection's first segment carries a
+		// valid cookie, which no segment of the old one does.
+		e.linger(f, now, CloseFIN, out)
+		e.free(f, now)
+		f = nil
 	}
 	if f == nil {
 		switch {
@@ -378,4 +385,21 @@ func (e *FrontEnd) hold(f *flow, p *wire.Packet) {
 		return
 	}
 	f.held = append(f.held, append([]byte(nil), p.Eth[:p.End]...))
+}
+
+// newOnLingering reports whether p, an ACK on a tuple whose flow is
+// closed and lingering, opens a new connection: its acknowledgement is a
+// valid cookie for its sequence number. A straggler of the old
+// connection acknowledges our own sequence space, which a cookie check
+// takes for its own with the odds of guessing a cookie.
+func (e *FrontEnd) newOnLingering(p *wire.Packet, key fourTuple, now Time) bool {
+	if !e.isPort(key.dstPort) {
+		return false
+	}
+	o := &e.opts
+	if wire.ParseOptions(p.TCP, o) != nil {
+		return false
+	}
+	_, ok := e.cookies.check(now, key, p.TCP.Ack(), p.TCP.Seq(), o.HasTS, o.TSEcr)
+	return ok
 }

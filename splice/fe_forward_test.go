@@ -302,42 +302,62 @@ func TestICMPFragNeededForAReplyReachesTheBackendInC2Numbers(t *testing.T) {
 	sc.h.checkCounters()
 }
 
+// TestSynOnLingeringTupleStartsANewConnection: a client that reuses the
+// tuple of a flow kept for stragglers gets a new connection, whether the
+// engine sees its SYN or, when the link answered it and hid it
+// (AFPacketConfig.Protocol), only the cookie's final ACK.
 func TestSynOnLingeringTupleStartsANewConnection(t *testing.T) {
-	t.Run("answered", func(t *testing.T) {
-		h, c := acceptedClient(t, nil)
-		out := h.input(c.data([]byte("BAD\x01\r\n\r\n")), t0+ms)
-		body, _ := answerOf(t, &Output{Frames: out.Frames[1:]}, c)
-		h.input(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.isnF+2+wire.Seq(len(body)), nil), t0+2*ms)
-		if h.fe.byID[1].state != stLinger {
-			t.Fatalf("flow in state %v, want linger", h.fe.byID[1].state)
+	for _, hidden := range []bool{false, true} {
+		name := "seen"
+		if hidden {
+			name = "hidden"
 		}
-		reuse(t, h, c, t0+3*ms)
-	})
-	t.Run("spliced-reset", func(t *testing.T) {
-		sc := connectSpliced(t, defaultSpliceParams())
-		sc.forward(t, sc.c.seg(wire.TCPFlagRST, sc.c.nxt, 0, nil))
-		reuse(t, sc.h, sc.c, sc.now+ms)
-	})
-	t.Run("spliced-both-fins", func(t *testing.T) {
-		sc := connectSpliced(t, defaultSpliceParams())
-		c, srv := sc.c, sc.srv
-		sc.forward(t, c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.isnF+1, nil))
-		// The shim's copy of the server's FIN.
-		sc.h.input(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, c.nxt+1, nil), sc.now+ms)
-		reuse(t, sc.h, c, sc.now+2*ms)
-	})
+		t.Run(name+"/answered", func(t *testing.T) {
+			h, c := acceptedClient(t, nil)
+			out := h.input(c.data([]byte("BAD\x01\r\n\r\n")), t0+ms)
+			body, _ := answerOf(t, &Output{Frames: out.Frames[1:]}, c)
+			h.input(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.isnF+2+wire.Seq(len(body)), nil), t0+2*ms)
+			if h.fe.byID[1].state != stLinger {
+				t.Fatalf("flow in state %v, want linger", h.fe.byID[1].state)
+			}
+			// A straggler of the old connection is the old one's.
+			h.input(c.seg(wire.TCPFlagACK, c.nxt+1, c.isnF+2+wire.Seq(len(body)), nil), t0+2*ms)
+			if f := h.fe.byID[1]; f == nil || f.state != stLinger {
+				t.Fatalf("a straggler of the old connection ended its lingering flow")
+			}
+			reuse(t, h, c, t0+3*ms, hidden)
+		})
+		t.Run(name+"/spliced-reset", func(t *testing.T) {
+			sc := connectSpliced(t, defaultSpliceParams())
+			sc.forward(t, sc.c.seg(wire.TCPFlagRST, sc.c.nxt, 0, nil))
+			reuse(t, sc.h, sc.c, sc.now+ms, hidden)
+		})
+		t.Run(name+"/spliced-both-fins", func(t *testing.T) {
+			sc := connectSpliced(t, defaultSpliceParams())
+			c, srv := sc.c, sc.srv
+			sc.forward(t, c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.isnF+1, nil))
+			// The shim's copy of the server's FIN.
+			sc.h.input(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, c.nxt+1, nil), sc.now+ms)
+			reuse(t, sc.h, c, sc.now+2*ms, hidden)
+		})
+	}
 }
 
 // reuse sends a SYN with a new ISN on c's tuple and expects a new
-// connection that works.
-func reuse(t *testing.T, h *feHarness, old *testClient, now Time) {
+// connection that works. hidden: the SYN goes to a twin engine, as if the
+// link answered it and h never saw it.
+func reuse(t *testing.T, h *feHarness, old *testClient, now Time, hidden bool) {
 	t.Helper()
 	oldPort := map[uint16]bool{}
 	for k := range h.fe.byC2 {
 		oldPort[k.hport] = true
 	}
 	c := newClient(old.port, old.isn+0x01000000, old.offer)
-	sa := decodeTCP(t, onlyFrame(t, h.input(c.syn(), now)))
+	answerer := h
+	if hidden {
+		answerer = newFE(t, nil)
+	}
+	sa := decodeTCP(t, onlyFrame(t, answerer.input(c.syn(), now)))
 	if !sa.tcp.SYN || !sa.tcp.ACK || sa.ack() != c.isn+1 {
 		t.Fatalf("new SYN on a lingering tuple answered with flags %#x ack %#x", sa.flags(), uint32(sa.ack()))
 	}

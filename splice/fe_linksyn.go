@@ -3,7 +3,10 @@ package splice
 import "github.com/qsplice/qsplice/splice/wire"
 
 // Which SYNs the link answers (FrontEndConfig.LinkAnswersSYNs; the
-// program: splice/link/synanswer.go). The engine sees each SYN the
+// program: splice/link/synanswer.go). Normally the engine sees only
+// the SYNs the program passed on (the link reads after tc ingress,
+// frontend/synhide.go) and answers them all. When it reads every
+// protocol (with -timeline), the engine sees each SYN the
 // program saw, and must know whether the program answered it: one it
 // takes for answered that was not would get no SYN-ACK until the
 // client's retransmission a second later; one answered by both gets two

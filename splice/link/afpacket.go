@@ -81,6 +81,16 @@ type AFPacketConfig struct {
 	// with RxRing. If the kernel refuses the ring (TxRingError says why),
 	// the socket sends with sendmmsg.
 	TxRing *TxRingConfig
+	// Protocol binds the socket to one EtherType (unix.ETH_P_IP,
+	// unix.ETH_P_ARP) instead of every protocol (zero: ETH_P_ALL). Linux
+	// hands a received frame to the sockets of every protocol (taps)
+	// before the interface's tc ingress runs, and to those of one
+	// protocol after it: such a socket does not read what a tc ingress
+	// program redirected or dropped (the front-end's answered SYNs,
+	// synanswer.go), nor, on an interface enslaved to a bridge or a
+	// bond, anything at all (their handler takes the frame before the
+	// protocols' turn).
+	Protocol uint16
 }
 
 // AFPacket is a Link over a raw AF_PACKET socket bound to one interface.
@@ -100,7 +110,7 @@ type AFPacketConfig struct {
 // include an outgoing frame; open the link before sending.
 //
 // The socket is created with protocol 0, which receives nothing, gets its
-// filter, and only then is bound to the interface and ETH_P_ALL, so no
+// filter, and only then is bound to the interface and its protocol, so no
 // unfiltered frame is ever queued. Every option set afterwards
 // (PACKET_VNET_HDR, PACKET_QDISC_BYPASS, PACKET_FANOUT) is accepted on a
 // bound socket, and the vnet header is built when a frame is read, not
@@ -158,14 +168,19 @@ type txState struct {
 var _ BatchLink = (*AFPacket)(nil)
 
 // OpenAFPacket opens a raw AF_PACKET socket on ifname receiving every
-// protocol (ETH_P_ALL). It needs CAP_NET_RAW and must run in the network
+// protocol (ETH_P_ALL), or one protocol after tc ingress
+// (AFPacketConfig.Protocol). It needs CAP_NET_RAW and must run in the network
 // namespace that owns the interface; the socket stays in that namespace.
 func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
-	raw, err := openPacketSocket(ifi.Index, cfg.Filter)
+	proto := cfg.Protocol
+	if proto == 0 {
+		proto = unix.ETH_P_ALL
+	}
+	raw, err := openPacketSocket(ifi.Index, proto, cfg.Filter)
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: %w", ifname, err)
 	}
@@ -215,8 +230,9 @@ func OpenAFPacket(ifname string, cfg AFPacketConfig) (*AFPacket, error) {
 }
 
 // openPacketSocket opens a raw AF_PACKET socket bound to the interface
-// with index ifindex and ETH_P_ALL, with filter attached before the bind.
-func openPacketSocket(ifindex int, filter []bpf.RawInstruction) (*pollFD, error) {
+// with index ifindex and protocol proto, with filter attached before the
+// bind.
+func openPacketSocket(ifindex int, proto uint16, filter []bpf.RawInstruction) (*pollFD, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
@@ -230,7 +246,7 @@ func openPacketSocket(ifindex int, filter []bpf.RawInstruction) (*pollFD, error)
 			return fail("attach filter", err)
 		}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: ifindex}); err != nil {
 		return fail("bind", err)
 	}
 	p, err := newPollFD(fd)

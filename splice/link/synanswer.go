@@ -22,11 +22,15 @@ import (
 // at the engine's pass) and sends it back out of the same device
 // (bpf_redirect to the egress), in the softirq that received the SYN.
 //
-// The engine still sees the SYN: AF_PACKET hands a frame to its sockets
-// before tc ingress runs. It does everything but send the SYN-ACK for the
-// SYNs the program answers (splice.FrontEndConfig.LinkAnswersSYNs), which
-// it knows by the same rule (splice/fe_linksyn.go, linkAnswersSYN); a test
-// runs both on the same frames (splice/fe_linksyn_link_test.go). The rule:
+// A socket bound to IPv4 alone (AFPacketConfig.Protocol) reads frames
+// after tc ingress and never sees the SYNs the program answered: the
+// front-end's links do that (frontend/synhide.go). A socket of every
+// protocol still sees the SYN: AF_PACKET hands a frame to those sockets
+// before tc ingress runs. An engine behind one does everything but send
+// the SYN-ACK for the SYNs the program answers
+// (splice.FrontEndConfig.LinkAnswersSYNs), which it knows by the same
+// rule (splice/fe_linksyn.go, linkAnswersSYN); a test runs both on the
+// same frames (splice/fe_linksyn_link_test.go). The rule:
 //
 //   - the checks every engine makes at ingress (ingress.go): IPv4 without
 //     options, not a fragment, a valid IP checksum, TTL above 0, a unicast

@@ -70,6 +70,11 @@ func TestImpairedDownloadsShowRetransmissionsInTimelines(t *testing.T) {
 		if !ok {
 			t.Fatalf("flow %d has no cookie_ack", r.Flow)
 		}
+		// With -timeline the engines read every SYN, also those the
+		// link answered (frontend/synhide.go).
+		if _, ok := r.Get(timeline.SYN); !ok {
+			t.Errorf("flow %d has no syn step", r.Flow)
+		}
 		marks := r.Retransmissions()
 		if !slices.IsSortedFunc(marks, func(a, b timeline.Retx) int { return int(a.At - b.At) }) {
 			t.Errorf("flow %d: retransmissions out of order: %v", r.Flow, marks)

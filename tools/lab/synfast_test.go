@@ -81,10 +81,13 @@ func TestShortConnectionsThroughTheSYNFastPath(t *testing.T) {
 	}
 
 	// The front-end's SYN answer: Linux's SYNs are all the kernel's to
-	// answer, and the engine answered none of them itself.
+	// answer, the engine answered none of them itself, and with the SYNs
+	// hidden (frontend/synhide.go) it never saw one, but accepted every
+	// connection.
 	var fe struct {
 		SYNAnswer string `json:"syn_answer"`
 		Answered  uint64 `json:"syns_answered_by_link"`
+		Hidden    bool   `json:"syns_hidden"`
 		Engine    struct {
 			SynCookiesSent   uint64 `json:"syn_cookies_sent"`
 			SynCookiesByLink uint64 `json:"syn_cookies_by_link"`
@@ -95,8 +98,12 @@ func TestShortConnectionsThroughTheSYNFastPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("front-end: SYN answer %q, %d answered by the link; engine %+v", fe.SYNAnswer, fe.Answered, fe.Engine)
-	if fe.SYNAnswer != "tcx: ingress" || fe.Answered < conns || fe.Engine.SynCookiesByLink < conns || fe.Engine.SynCookiesSent != 0 {
+	if fe.SYNAnswer != "tcx: ingress" || fe.Answered < conns || fe.Engine.SynCookiesSent != 0 {
 		t.Errorf("want every one of %d SYNs answered by the link (tcx: ingress) and none by the engine", conns)
+	}
+	if !fe.Hidden || fe.Engine.SynCookiesByLink != 0 || fe.Engine.Accepted < conns {
+		t.Errorf("want the SYNs hidden from the engine (it saw %d) and all %d connections accepted (%d)",
+			fe.Engine.SynCookiesByLink, conns, fe.Engine.Accepted)
 	}
 }
 
