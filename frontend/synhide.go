@@ -48,20 +48,35 @@ const arpFrameSize = 256
 // hidesSYNs reports whether the links are to hide the SYNs the program
 // answers, and if not, why.
 func hidesSYNs(cfg *Config, syna *synAnswer) (bool, string) {
-	if syna == nil {
+	return hidesSYNsOf(cfg, syna != nil, masterOf)
+}
+
+// hidesSYNsOf is hidesSYNs with the program's presence and the lookup of
+// the link's master device (its index, 0 for none) as arguments.
+func hidesSYNsOf(cfg *Config, answering bool, master func(link string) (int, error)) (bool, string) {
+	if !answering {
 		return false, "no SYN answer"
 	}
 	if cfg.Timeline != "" {
 		return false, "-timeline takes each connection's SYN step from its SYN"
 	}
-	l, err := netlink.LinkByName(cfg.Link)
+	m, err := master(cfg.Link)
 	if err != nil {
 		return false, fmt.Sprintf("link %s: %v", cfg.Link, err)
 	}
-	if l.Attrs().MasterIndex != 0 {
+	if m != 0 {
 		return false, "the link is a bridge's or a bond's port"
 	}
 	return true, ""
+}
+
+// masterOf is the index of the device name is enslaved to, 0 for none.
+func masterOf(name string) (int, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return 0, err
+	}
+	return l.Attrs().MasterIndex, nil
 }
 
 // openARP opens shard 0's ARP socket on the link.
