@@ -106,7 +106,10 @@ type (
 
 // EngineStatus is the engine's counters.
 type EngineStatus struct {
-	Flows           uint64 `json:"flows"`
+	Flows uint64 `json:"flows"`
+	// SpareBytes: the spare flow records and request buffers the
+	// engines keep for the next connections (splice.FrontEndStats).
+	SpareBytes      uint64 `json:"spare_bytes"`
 	RxFrames        uint64 `json:"rx_frames"`
 	TxFrames        uint64 `json:"tx_frames"`
 	Accepted        uint64 `json:"accepted"`
@@ -211,7 +214,7 @@ func (d *Daemon) status() Status {
 		Reloads: reloads, ReloadsFailed: reloadsFailed, VNetRefused: vnetRefused,
 		Drops: map[string]uint64{},
 		Engine: EngineStatus{
-			Flows: es.Flows, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
+			Flows: es.Flows, SpareBytes: es.SpareBytes, RxFrames: es.RxFrames, TxFrames: es.TxFrames, Accepted: es.Accepted,
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,

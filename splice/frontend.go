@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"github.com/qsplice/qsplice/internal/queue"
 	"github.com/qsplice/qsplice/splice/httphead"
@@ -313,6 +314,7 @@ func (e *FrontEnd) Stats() FrontEndStats {
 	s.Flows = uint64(len(e.byID))
 	s.Sources = uint64(len(e.sources))
 	s.HandoffPorts = uint64(len(e.byC2))
+	s.SpareBytes = uint64(len(e.spareFlows))*uint64(unsafe.Sizeof(flow{})) + uint64(e.spareBufBytes)
 	return s
 }
 

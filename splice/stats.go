@@ -132,6 +132,10 @@ type FrontEndStats struct {
 	HandoffPortsInTimeWait, HandoffTimeWaitResets uint64
 	// TablesRebuilt counts maps rebuilt smaller after a peak.
 	TablesRebuilt uint64
+	// SpareBytes is what the spare flow records and request buffers
+	// kept for the next connections hold now (flow.go): memory a flood
+	// leaves in use by design, at least minSpare of each once used.
+	SpareBytes uint64
 	// Sources is the number of client addresses holding flows or ports
 	// now; HandoffPorts the handoff connections held now.
 	Sources, HandoffPorts uint64

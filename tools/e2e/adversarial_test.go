@@ -35,6 +35,7 @@ const (
 	refusedSYNSourcePath    = "limits.refused_syn_source"
 	refusedAcceptSourcePath = "limits.refused_accept_source"
 	flowsPath               = "engine.flows"
+	spareBytesPath          = "engine.spare_bytes"
 	heapInusePath           = "heap_inuse_bytes"
 	heapAllocPath           = "heap_alloc_bytes"
 	kernelDropsPath         = "kernel_drops"
@@ -159,6 +160,7 @@ func latencyBound(unloadedP99 float64) float64 { return max(2*unloadedP99, unloa
 // legitimate client's requests succeed, and once the attacker's flows
 // have expired the front-end's heap is back within 10% of where it
 // started (what the first collection after they expired found live,
+// less the spare records and buffers the engines keep by design,
 // against the heap in use before).
 func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	requireLive(t)
@@ -203,6 +205,13 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	after := rawStatus(t, l)
 	flowsLeft, _ := lookupNumber(after, flowsPath)
 	heapAfter := waitForGC(t, l, after)
+	// The engines keep spare flow records and request buffers for the
+	// next connections, up to 256 of each per shard after a load that
+	// used them (splice/flow.go): 0.8 MB in the runs that found this,
+	// about 6% of the heap before, which a fresh front-end does not
+	// hold. That is memory kept by design, not left behind by the
+	// attack, and without it the check failed one run in three.
+	spare, _ := lookupNumber(after, spareBytesPath)
 	refusedSYNAfter, _ := lookupNumber(after, refusedSYNSourcePath)
 	refusedAcceptAfter, _ := lookupNumber(after, refusedAcceptSourcePath)
 	refusedSYN := refusedSYNAfter - refusedSYNBefore
@@ -210,8 +219,8 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	logLoad(t, "second source during the attack", legit)
 	t.Logf("attacker: %v", sum)
 	series.log(t)
-	t.Logf("heap: %.0f bytes in use before the attack, %.0f live after its flows expired (%+.1f%%)",
-		heapBefore, heapAfter, 100*(heapAfter/heapBefore-1))
+	t.Logf("heap: %.0f bytes in use before the attack, %.0f live after its flows expired (%+.1f%%), %.0f of them spare records and buffers",
+		heapBefore, heapAfter, 100*(heapAfter/heapBefore-1), spare)
 
 	// Every SYN reached the front-end: answered, or dropped by the cap.
 	if sum.Sent != flows || float64(sum.Answered)+refusedSYN < flows*9/10 {
@@ -233,8 +242,8 @@ func TestAdversarialLiveStateExhaustion(t *testing.T) {
 	if flowsLeft > 2 {
 		t.Errorf("%.0f flows left 90 s after the attack: the attacker's flows do not expire", flowsLeft)
 	}
-	if heapAfter > 1.10*heapBefore {
-		t.Errorf("heap live %.0f bytes after the flows expired, %.0f in use before: more than 10%% above", heapAfter, heapBefore)
+	if heapAfter-spare > 1.10*heapBefore {
+		t.Errorf("heap live %.0f bytes after the flows expired (%.0f of them spares), %.0f in use before: more than 10%% above", heapAfter, spare, heapBefore)
 	}
 }
 
