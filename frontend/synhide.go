@@ -24,7 +24,7 @@ import (
 //
 //   - the SYN that reuses the tuple of a lingering flow: the new
 //     connection's first segment shows it instead, by its valid cookie
-//     (splice/fe_client.go, newOnLingering);
+//     (splice/fe_client.go, startsAnew);
 //   - the SYN's step in the handoff timelines: with -timeline the
 //     sockets read every protocol, as before;
 //   - SYNs counted by the engines (syn_cookies_by_link): the program's

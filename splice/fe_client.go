@@ -15,17 +15,10 @@ func (e *FrontEnd) inputClient(p *wire.Packet, v synVerdict, now Time, out *Outp
 	key := fourTuple{srcIP: ip.Src(), dstIP: ip.Dst(), srcPort: t.SrcPort(), dstPort: t.DstPort()}
 	flags := t.Flags()
 	f := e.flows[key]
-	if f != nil && f.closed() && flags&(wire.TCPFlagSYN|wire.TCPFlagACK) == wire.TCPFlagSYN {
-		// Port reuse (design trap 10): a fresh SYN on a tuple we keep only
-		// for stragglers starts a new connection.
+	if f != nil && f.closed() && e.startsAnew(p, key, flags, now) {
+		// Port reuse (design trap 10): a new connection on a tuple we
+		// keep only for stragglers.
 		e.linger(f, now, CloseFIN, out) // reports the close if not done yet
-		e.free(f, now)
-		f = nil
-	} else if f != nil && f.closed() && flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagACK && e.newOnLingering(p, key, now) {
-		// The same, when the link hid the SYN (it answered it,
-		// fe_linksyn.go): the new connection's first segment carries a
-		// valid cookie, which no segment of the old one does.
-		e.linger(f, now, CloseFIN, out)
 		e.free(f, now)
 		f = nil
 	}
@@ -387,12 +380,21 @@ func (e *FrontEnd) hold(f *flow, p *wire.Packet) {
 	f.held = append(f.held, append([]byte(nil), p.Eth[:p.End]...))
 }
 
-// newOnLingering reports whether p, an ACK on a tuple whose flow is
-// closed and lingering, opens a new connection: its acknowledgement is a
-// valid cookie for its sequence number. A straggler of the old
-// connection acknowledges our own sequence space, which a cookie check
-// takes for its own with the odds of guessing a cookie.
-func (e *FrontEnd) newOnLingering(p *wire.Packet, key fourTuple, now Time) bool {
+// startsAnew reports whether p, on a tuple whose flow is closed and
+// lingering, opens a new connection: a fresh SYN, or, when the link hid
+// the SYN (it answered it, frontend/synhide.go), an ACK whose
+// acknowledgement is a valid cookie for its sequence number. A
+// straggler of the old connection acknowledges our own sequence space,
+// which a cookie check takes for its own with the odds of guessing a
+// cookie.
+func (e *FrontEnd) startsAnew(p *wire.Packet, key fourTuple, flags uint8, now Time) bool {
+	switch flags & (wire.TCPFlagSYN | wire.TCPFlagACK | wire.TCPFlagRST) {
+	case wire.TCPFlagSYN, wire.TCPFlagSYN | wire.TCPFlagRST:
+		return true
+	case wire.TCPFlagACK:
+	default:
+		return false
+	}
 	if !e.isPort(key.dstPort) {
 		return false
 	}
