@@ -33,6 +33,9 @@ It builds, on addresses in 198.18.0.0/15 only, and removes afterwards:
     http-keep-alive) in the middle, and "direct": the client talking to the
     back-end's kernel through plain IP forwarding, no proxy and no shim.
 The chain's links get the offloads the lab's links have (-offloads).
+nginx reuses its upstream connections, which the front-end cannot (a C2
+per client connection); -nginx-upstream fresh makes it connect anew for
+every request, so two runs tell what that costs a proxy.
 
 For every system, in turn:
   bulk      wrk, SIZE objects over CONNS keep-alive connections: MB/s, and
@@ -77,6 +80,7 @@ func main() {
 	workers := flag.Int("workers", 0, "-workers of both qsplice daemons (0: their default, one per CPU)")
 	feArgs := flag.String("frontend-args", "", "extra flags of qsplice-frontend, space-separated (an A/B of one setting: -frontend-args '-rx-hold -1ms')")
 	beArgs := flag.String("backend-args", "", "extra flags of qsplice-backend, space-separated (-backend-args '-tap-io uring')")
+	upstream := flag.String("nginx-upstream", "pooled", "how nginx-as-proxy reaches the back-end: pooled (kept-alive connections, the default) or fresh (a new connection per request, as the front-end opens one per client connection: the difference is what an upstream connection per request costs a proxy)")
 	bin := flag.String("bin", "", "directory of qsplice-frontend and qsplice-backend (default: this program's directory)")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), usage)
@@ -116,6 +120,13 @@ func main() {
 	}
 	if o.Only, err = benchproxy.ParseSystems(*only); err != nil {
 		fail(fmt.Errorf("-only: %w", err))
+	}
+	switch *upstream {
+	case "pooled":
+	case "fresh":
+		o.FreshUpstream = true
+	default:
+		fail(fmt.Errorf("-nginx-upstream: %q, want pooled or fresh", *upstream))
 	}
 	switch *offloads {
 	case "lab":

@@ -53,6 +53,9 @@ type chain struct {
 	prefix string // namespaces are prefix+"c", "p", "b"
 	dir    string // configurations, logs, content
 	procs  []*proc
+	// freshUpstream: the nginx proxy keeps no upstream connection alive
+	// (Options.FreshUpstream).
+	freshUpstream bool
 }
 
 func (c *chain) ns(host string) string { return c.prefix + host }
@@ -191,7 +194,7 @@ func (c *chain) startServers(ctx context.Context, sizes []int64, proxies map[str
 			return err
 		}
 		conf := filepath.Join(c.dir, s.name+".conf")
-		if err := writeTemplate(conf, s.conf, confParams{Dir: dir, Root: root}); err != nil {
+		if err := writeTemplate(conf, s.conf, confParams{Dir: dir, Root: root, FreshUpstream: c.freshUpstream}); err != nil {
 			return err
 		}
 		p, err := startProc(c.dir, s.name, s.ns, s.argv(conf, dir)...)
@@ -219,6 +222,8 @@ func (c *chain) proxyPids(name string) ([]int, error) {
 type confParams struct {
 	Dir  string // the server's private directory: pid, temp paths, error log
 	Root string // document root, files under Root/data/
+	// FreshUpstream: the nginx proxy keeps no upstream connection alive.
+	FreshUpstream bool
 }
 
 func writeTemplate(path string, t *template.Template, p confParams) error {
@@ -272,21 +277,28 @@ http {
 // of keep-alive connections to the back-end. Responses stream through
 // its memory buffers; temporary files are off, so a slow client costs
 // no disk writes (what an L7 proxy for large objects would be set to).
+// With FreshUpstream the pool is left out: nginx then asks the back-end
+// to close after each response (its default "Connection: close") and
+// connects anew for the next request, as the front-end opens C2.
 var proxyNginxConf = template.Must(template.New("proxy-nginx").Parse(nginxCommon + `worker_processes auto;
 http {
 ` + nginxHTTPCommon + `    keepalive_timeout 75s;
     keepalive_requests 1000000;
     upstream backend {
         server ` + chainBackendAddr + `:80;
+{{- if not .FreshUpstream}}
         keepalive 64;
         keepalive_requests 1000000;
+{{- end}}
     }
     server {
         listen ` + chainProxyAddr + `:8081 backlog=4096;
         location / {
             proxy_pass http://backend;
             proxy_http_version 1.1;
+{{- if not .FreshUpstream}}
             proxy_set_header Connection "";
+{{- end}}
             proxy_max_temp_file_size 0;
         }
     }

@@ -71,6 +71,9 @@ type Settings struct {
 	// FrontendArgs and BackendArgs are the daemons' extra flags.
 	FrontendArgs []string `json:"frontend_args,omitempty"`
 	BackendArgs  []string `json:"backend_args,omitempty"`
+	// FreshUpstream: nginx-as-proxy opened a new upstream connection per
+	// request (Options.FreshUpstream) instead of reusing kept-alive ones.
+	FreshUpstream bool `json:"nginx_fresh_upstream,omitempty"`
 }
 
 // SystemResult is one system's figures; a nil part was not measured.

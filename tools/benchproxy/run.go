@@ -47,8 +47,15 @@ type Options struct {
 	// FrontendArgs and BackendArgs are extra flags of the qsplice
 	// daemons, for an A/B of one setting (-rx-hold -1, -tap-io uring).
 	FrontendArgs, BackendArgs []string
-	BinDir                    string    // the qsplice binaries; default the running executable's directory
-	Progress                  io.Writer // progress lines; nil: none
+	// FreshUpstream makes nginx-as-proxy open a new connection to the
+	// back-end for every request, as qsplice's front-end does for every
+	// client connection, instead of reusing its pool of keep-alive
+	// connections (the default, and what an nginx in front of a busy
+	// back-end is set to). The difference between two runs is what an
+	// upstream connection per request costs a proxy on this machine.
+	FreshUpstream bool
+	BinDir        string    // the qsplice binaries; default the running executable's directory
+	Progress      io.Writer // progress lines; nil: none
 }
 
 // SmallSize is the object size of the one-connection-per-request load and
@@ -209,7 +216,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		BulkSize: o.BulkSize, BulkConns: o.BulkConns, SmallSize: SmallSize, SmallConns: o.SmallConns,
 		LoadSeconds: o.Duration.Round(time.Second).Seconds(), TTFBRequests: o.TTFBRequests,
 		FrameWindowSecs: o.FrameWindow.Seconds(), Rounds: o.Rounds, Workers: o.Workers,
-		FrontendArgs: o.FrontendArgs, BackendArgs: o.BackendArgs,
+		FrontendArgs: o.FrontendArgs, BackendArgs: o.BackendArgs, FreshUpstream: o.FreshUpstream,
 	}}
 	selected := func(s string) bool { return slices.Contains(o.Only, s) }
 	sizes := []int64{SmallSize, o.BulkSize}
@@ -247,6 +254,7 @@ func (r *run) measure(ctx context.Context) (*Result, error) {
 		if err := buildChain(c, res.LinkOffloads); err != nil {
 			return nil, err
 		}
+		c.freshUpstream = o.FreshUpstream
 		if err := c.startServers(ctx, sizes, map[string]bool{SystemNginx: selected(SystemNginx), SystemHAProxy: selected(SystemHAProxy)}); err != nil {
 			return nil, err
 		}

@@ -336,6 +336,9 @@ func (r *Result) Table() string {
 	}
 	fmt.Fprintf(&b, "qsplice bench-proxy  %s  %d CPUs  kernel %s  link offloads: %v  qsplice workers: %s\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host.CPUs, r.Host.Kernel, r.LinkOffloads, workers)
+	if st.FreshUpstream {
+		b.WriteString("nginx: a new upstream connection per request (-nginx-upstream fresh), not its default pool of kept-alive ones\n")
+	}
 	if len(st.FrontendArgs)+len(st.BackendArgs) > 0 {
 		fmt.Fprintf(&b, "qsplice-frontend extra flags: %q  qsplice-backend extra flags: %q\n", st.FrontendArgs, st.BackendArgs)
 	}
