@@ -15,6 +15,11 @@
 //	                                                 HAProxy :8082 (mode http)
 //	                                                 ip_forward: "direct"
 //
+// nginx keeps its upstream connections alive; with Options.FreshUpstream
+// (-nginx-upstream fresh) it connects anew for every request, as the
+// front-end opens a C2 for every client connection, and the difference
+// between two runs is what that costs a proxy.
+//
 // The chain's back-end serves the same files with the same nginx settings
 // as the lab's back-end, and its links get the lab's offloads, so the
 // five systems (direct, nginx, HAProxy, the shim alone, qsplice through
