@@ -2,6 +2,7 @@ package benchproxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -27,5 +28,32 @@ func TestNginxProxyUpstreamPooledOrFresh(t *testing.T) {
 				t.Errorf("fresh=%v: %q missing\n%s", fresh, directive, conf)
 			}
 		}
+	}
+}
+
+// TestTableSaysWhichNginx: a run with -nginx-upstream fresh says so in
+// the table's header, and one with the pool does not, so two tables
+// side by side cannot be mistaken for each other; the setting survives
+// result.json.
+func TestTableSaysWhichNginx(t *testing.T) {
+	const note = "nginx: a new upstream connection per request"
+	r := sampleResult()
+	if strings.Contains(r.Table(), note) {
+		t.Errorf("a pooled run's table says %q", note)
+	}
+	r.Settings.FreshUpstream = true
+	if !strings.Contains(r.Table(), note) {
+		t.Errorf("a fresh run's table lacks %q:\n%s", note, r.Table())
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Settings.FreshUpstream || !strings.Contains(string(data), `"nginx_fresh_upstream":true`) {
+		t.Errorf("result.json lost the setting: %s", data)
 	}
 }
