@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cleanup()
+	pruneAbandoned()
 	var suffix [3]byte
 	rand.Read(suffix[:])
 	cfg := lab.DefaultConfig("e" + hex.EncodeToString(suffix[:]))
@@ -65,6 +67,24 @@ func run(m *testing.M) int {
 		}
 	}()
 	return m.Run()
+}
+
+// pruneAbandoned removes the shared labs of earlier runs that were
+// killed before their teardown (lab.Abandoned): named as run names them,
+// nothing running in them, made more than ten minutes ago.
+func pruneAbandoned() {
+	ours := regexp.MustCompile(`^e[0-9a-f]{6}$`)
+	names, err := lab.Abandoned(ours.MatchString, 10*time.Minute, time.Now())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: looking for abandoned labs:", err)
+	}
+	for _, name := range names {
+		if err := lab.Down(name, ""); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: removing abandoned lab %s: %v\n", name, err)
+			continue
+		}
+		fmt.Printf("e2e: removed lab %s, abandoned by a run killed before its teardown\n", name)
+	}
 }
 
 // binaries returns a directory with the qsplice binaries: QSPLICE_BIN
