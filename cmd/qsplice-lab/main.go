@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,10 @@ State (key, pidfiles, logs, nginx config and files, lab.json) is kept in
 usage:
   qsplice-lab up      [flags]                 build and start (idempotent)
   qsplice-lab down    [-name N] [-state-dir D] stop and remove everything
+  qsplice-lab prune   [-older D] [-match RE]
+                      remove every lab (named by RE) left with no process in any
+                      of its namespaces, made more than D (10m) ago: what a run
+                      killed before its teardown leaves behind
   qsplice-lab status  [-name N] [-state-dir D]
   qsplice-lab capture [-name N] [-count N] [-duration D] LINK FILE
                       LINK is a host (c1, fe, b1...): its switch port, both directions
@@ -83,6 +88,8 @@ func main() {
 		err = cmdUp(ctx, args)
 	case "down":
 		err = cmdDown(args)
+	case "prune":
+		err = cmdPrune(args)
 	case "status":
 		err = cmdStatus(ctx, args)
 	case "capture":
@@ -94,7 +101,7 @@ func main() {
 	case "relay": // started by impair in the switch namespace
 		err = cmdRelay(args)
 	default:
-		err = fmt.Errorf("unknown verb %q (up, down, status, capture, exec, impair; -h for help)", verb)
+		err = fmt.Errorf("unknown verb %q (up, down, prune, status, capture, exec, impair; -h for help)", verb)
 	}
 	var exit exitCode
 	if errors.Is(err, flag.ErrHelp) {
@@ -234,6 +241,45 @@ func cmdUp(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("try: qsplice-lab exec -name %s%s c1 -- curl -sI http://%s/\n", c.Name, stateFlag, lab.VIP)
 	return nil
+}
+
+// cmdPrune removes the labs lab.Abandoned finds: nothing runs in them
+// any more, and they are old enough that no run can still be building
+// them.
+func cmdPrune(args []string) error {
+	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
+	older := fs.Duration("older", 10*time.Minute, "only labs whose namespaces were all made longer ago than this (a lab being built has no process for a moment)")
+	match := fs.String("match", "", "only labs whose name matches this regular expression (default: every lab)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("prune: unexpected arguments %q", pos)
+	}
+	if *older < 0 {
+		return fmt.Errorf("prune: -older %v: must not be negative", *older)
+	}
+	re, err := regexp.Compile(*match)
+	if err != nil {
+		return fmt.Errorf("prune: -match: %w", err)
+	}
+	names, err := lab.Abandoned(re.MatchString, *older, time.Now())
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range names {
+		if err := lab.Down(name, ""); err != nil {
+			errs = append(errs, fmt.Errorf("lab %s: %w", name, err))
+			continue
+		}
+		fmt.Printf("lab %s removed: nothing ran in it\n", name)
+	}
+	if len(names) == 0 && len(errs) == 0 {
+		fmt.Println("no abandoned lab")
+	}
+	return errors.Join(errs...)
 }
 
 func cmdDown(args []string) error {

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"flag"
+	"github.com/qsplice/qsplice/tools/lab"
+	"github.com/qsplice/qsplice/tools/netns"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -81,5 +86,36 @@ func TestUpFlagsBuildConfig(t *testing.T) {
 	}
 	if _, err := config(); err == nil {
 		t.Error("bad -files accepted")
+	}
+}
+
+// TestPruneRemovesOnlyTheAbandonedLabsItMatches: two labs with nothing
+// running in them, as killed runs leave them; prune with a -match that
+// names one removes that one and leaves the other (the match keeps the
+// test off the labs other packages' tests are building meanwhile).
+func TestPruneRemovesOnlyTheAbandonedLabsItMatches(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces")
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	gone, kept := "p"+hex.EncodeToString(b[:])[:7], "q"+hex.EncodeToString(b[:])[:7]
+	for _, name := range []string{gone, kept} {
+		t.Cleanup(func() { lab.Down(name, t.TempDir()) })
+		if err := netns.Add("qs-" + name + "-sw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmdPrune([]string{"-older", "0s", "-match", "^" + gone + "$"}); err != nil {
+		t.Fatal(err)
+	}
+	if netns.Exists("qs-" + gone + "-sw") {
+		t.Errorf("lab %s is still there", gone)
+	}
+	if !netns.Exists("qs-" + kept + "-sw") {
+		t.Errorf("lab %s, which -match does not name, was removed", kept)
+	}
+	if err := cmdPrune([]string{"-older", "-1s"}); err == nil {
+		t.Error("a negative -older was taken")
 	}
 }
