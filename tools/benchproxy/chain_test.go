@@ -56,4 +56,20 @@ func TestTableSaysWhichNginx(t *testing.T) {
 	if !back.Settings.FreshUpstream || !strings.Contains(string(data), `"nginx_fresh_upstream":true`) {
 		t.Errorf("result.json lost the setting: %s", data)
 	}
+	// The plot names the bar too, in every panel nginx has one.
+	for _, p := range r.panels() {
+		for _, b := range p.bars {
+			if b.system == SystemNginx && b.name != "nginx, fresh" {
+				t.Errorf("panel %q calls fresh nginx %q", p.title, b.name)
+			}
+		}
+	}
+	r.Settings.FreshUpstream = false
+	for _, p := range r.panels() {
+		for _, b := range p.bars {
+			if want := systemNames[b.system]; b.name != want {
+				t.Errorf("panel %q calls %s %q, want %q", p.title, b.system, b.name, want)
+			}
+		}
+	}
 }

@@ -35,6 +35,7 @@ const PlotFile = "bench-proxy.png"
 // and every round's total.
 type plotBar struct {
 	system string
+	name   string // under the bar
 	parts  []plotPart
 	rounds []float64
 }
@@ -81,7 +82,7 @@ func (r *Result) panels() []plotPanel {
 			if roles == nil {
 				continue
 			}
-			bar := plotBar{system: s.Name}
+			bar := plotBar{system: s.Name, name: r.systemName(s.Name)}
 			for _, role := range roles {
 				var vs []float64
 				for _, view := range views {
@@ -114,7 +115,7 @@ func (r *Result) panels() []plotPanel {
 	small := cpuPanel("1K close: CPU-us per request", "CPU-us/request", smallLoad, perRequest, frontendFirst)
 	ttfb := plotPanel{title: "time to first byte, new connection: p50", unit: "us"}
 	for i, s := range r.Systems {
-		bar := plotBar{system: s.Name}
+		bar := plotBar{system: s.Name, name: r.systemName(s.Name)}
 		var vs []float64
 		for _, view := range views {
 			if t := view[i].TTFB; t != nil {
@@ -161,6 +162,15 @@ var (
 	systemNames = map[string]string{SystemDirect: "direct", SystemNginx: "nginx", SystemHAProxy: "HAProxy",
 		SystemShim: "shim alone", SystemQsplice: "qsplice"}
 )
+
+// systemName is what the plot calls a system: nginx says how it reached
+// the back-end when that was not through its pool (-nginx-upstream).
+func (r *Result) systemName(system string) string {
+	if system == SystemNginx && r.Settings.FreshUpstream {
+		return "nginx, fresh"
+	}
+	return systemNames[system]
+}
 
 // plainTicks are gonum's default ticks labelled without trailing zeros
 // (250, not 250.00).
@@ -239,7 +249,7 @@ func plotOf(p plotPanel) (*plot.Plot, error) {
 	}
 	var dots plotter.XYs
 	for i, b := range p.bars {
-		names = append(names, systemNames[b.system])
+		names = append(names, b.name)
 		highest = max(highest, b.total())
 		for _, v := range b.rounds {
 			dots = append(dots, plotter.XY{X: float64(i), Y: v})
