@@ -243,7 +243,7 @@ func cmdUp(ctx context.Context, args []string) error {
 	return nil
 }
 
-// cmdPrune removes the labs lab.Abandoned finds: nothing runs in them
+// cmdPrune removes the labs lab.Abandoned finds (lab.Prune): nothing runs in them
 // any more, and they are old enough that no run can still be building
 // them.
 func cmdPrune(args []string) error {
@@ -264,22 +264,14 @@ func cmdPrune(args []string) error {
 	if err != nil {
 		return fmt.Errorf("prune: -match: %w", err)
 	}
-	names, err := lab.Abandoned(re.MatchString, *older, time.Now())
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, name := range names {
-		if err := lab.Down(name, ""); err != nil {
-			errs = append(errs, fmt.Errorf("lab %s: %w", name, err))
-			continue
-		}
+	removed, err := lab.Prune(re.MatchString, *older, time.Now())
+	for _, name := range removed {
 		fmt.Printf("lab %s removed: nothing ran in it\n", name)
 	}
-	if len(names) == 0 && len(errs) == 0 {
+	if len(removed) == 0 && err == nil {
 		fmt.Println("no abandoned lab")
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 func cmdDown(args []string) error {

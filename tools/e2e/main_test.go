@@ -74,16 +74,12 @@ func run(m *testing.M) int {
 // nothing running in them, made more than ten minutes ago.
 func pruneAbandoned() {
 	ours := regexp.MustCompile(`^e[0-9a-f]{6}$`)
-	names, err := lab.Abandoned(ours.MatchString, 10*time.Minute, time.Now())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: looking for abandoned labs:", err)
-	}
-	for _, name := range names {
-		if err := lab.Down(name, ""); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: removing abandoned lab %s: %v\n", name, err)
-			continue
-		}
+	removed, err := lab.Prune(ours.MatchString, 10*time.Minute, time.Now())
+	for _, name := range removed {
 		fmt.Printf("e2e: removed lab %s, abandoned by a run killed before its teardown\n", name)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: removing abandoned labs:", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -68,4 +69,20 @@ func Abandoned(want func(name string) bool, olderThan time.Duration, now time.Ti
 	}
 	sort.Strings(names)
 	return names, errors.Join(errs...)
+}
+
+// Prune removes with Down every lab Abandoned finds, and returns the
+// names of those it removed; the errors of the others are joined.
+func Prune(want func(name string) bool, olderThan time.Duration, now time.Time) ([]string, error) {
+	names, err := Abandoned(want, olderThan, now)
+	errs := []error{err}
+	var removed []string
+	for _, name := range names {
+		if err := Down(name, ""); err != nil {
+			errs = append(errs, fmt.Errorf("lab %s: %w", name, err))
+			continue
+		}
+		removed = append(removed, name)
+	}
+	return removed, errors.Join(errs...)
 }

@@ -12,7 +12,7 @@ import (
 // TestAbandonedLabsAreThoseWithNothingRunning builds the namespaces of
 // two labs, as a killed run leaves them, and starts a process in one of
 // them: only the empty lab is abandoned, only once it is old enough, and
-// a name the caller does not want is never listed.
+// a name the caller does not want is never listed; Prune removes it.
 func TestAbandonedLabsAreThoseWithNothingRunning(t *testing.T) {
 	requireRoot(t)
 	empty, busy := randomName(t), randomName(t)
@@ -57,5 +57,13 @@ func TestAbandonedLabsAreThoseWithNothingRunning(t *testing.T) {
 	}
 	if got, _ := Abandoned(func(string) bool { return false }, 0, now.Add(time.Second)); len(got) != 0 {
 		t.Errorf("labs no one asked about are listed: %v", got)
+	}
+	// Prune takes down the abandoned one only.
+	removed, err := Prune(ours, 0, now.Add(time.Second))
+	if err != nil || !slices.Equal(removed, []string{empty}) {
+		t.Errorf("Prune removed %v (%v), want [%s]", removed, err, empty)
+	}
+	if netns.Exists(nsPrefix(empty)+"sw") || !netns.Exists(nsPrefix(busy)+"b1") {
+		t.Errorf("after Prune: %s still has namespaces, or %s lost its", empty, busy)
 	}
 }
