@@ -127,7 +127,7 @@
 //	12 dur   KeepaliveInterval
 //
 // Splice (type 3), front-end -> back-end, 61 bytes (73 with bit 3 of Flags;
-// 8+n more with bit 5):
+// 8+n more with bit 5; 17 more for a reused C2):
 //
 //	0  u64   RequestID
 //	8  u32   Customer
@@ -166,6 +166,12 @@
 //	   u32   RequestTSVal   | the window and TSval of the request's
 //	   u16   n              | segment, and its n bytes (1..896), which
 //	   n     Request       /  end at RequestEnd
+//	   u8    1             \  only for a reused C2 (Reuse.On), after
+//	   u32   ServerNext     | all of the above, and never with bits
+//	   u32   FrontNext      | 3 to 7: extension 1, moving a C2 idle
+//	   u32   ClientDelta    | since its last client's response to this
+//	   u32   ClientTSOffset/  client (docs/pooled-c2.md); another kind
+//	                          byte is refused
 //
 // SpliceAck (type 4), back-end -> front-end, 14+n bytes:
 //

@@ -22,6 +22,7 @@ func FuzzUnmarshal(f *testing.F) {
 	for _, m := range sampleMessages() {
 		f.Add(mustMarshal(f, testKey, m))
 	}
+	f.Add(mustMarshal(f, testKey, reuseSplice()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkCanonical(t, data)
 		// Random bytes practically never carry a valid tag, which would

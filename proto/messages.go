@@ -130,7 +130,43 @@ type Splice struct {
 	RequestWindow uint16
 	RequestTSVal  uint32
 	Request       []byte
+
+	// Reuse, when On, moves a C2 that served an earlier client, and is
+	// idle since, to this Splice's client (docs/pooled-c2.md). It travels
+	// after everything else, as extension 1.
+	Reuse SpliceReuse
 }
+
+// SpliceReuse is the part of a Splice that moves an established C2 to a
+// new client. C2's request direction then no longer starts at the
+// client's ISN, nor carries the client's TSvals: both are shifted, and
+// the shim shifts back what the server says of them (its ACK, SACK edges
+// and TS echo). SeqDelta maps the server's numbers from ServerNext on;
+// TSOffset holds the client-facing TSval that the server's last TSval
+// maps to (the shim, which saw it, completes the offset); RequestEnd is
+// in C2's numbers, past FrontNext.
+type SpliceReuse struct {
+	On bool
+	// ServerNext is the server's next sequence number on C2 (n_b):
+	// anything it sends below it belongs to the last client.
+	ServerNext uint32
+	// FrontNext is C2's next request sequence number (n_f), where this
+	// client's first byte goes.
+	FrontNext uint32
+	// ClientDelta: client seq + ClientDelta = C2 seq.
+	ClientDelta uint32
+	// ClientTSOffset: client TSval + ClientTSOffset = TSval on C2.
+	ClientTSOffset uint32
+}
+
+// spliceExtReuse is the kind byte of the SpliceReuse extension.
+const spliceExtReuse = 1
+
+// reuseRefusedWith are the Splice flags a reused C2 cannot have: it has
+// no SYN for the Splice to ride on or the request to go in, and its
+// first request's target is not rewritten (not yet: the correction
+// point would have to compose with ClientDelta).
+const reuseRefusedWith = SpliceRewrite | SpliceAtSYN | SpliceRequest | SpliceImplicitAck | SpliceKeepsCookie
 
 // SpliceAck answers a Splice: OK means the shim now translates replies of
 // that connection; otherwise Reason says why not.
@@ -319,6 +355,17 @@ func (m *Splice) encode(e *encoder) {
 		e.u16(uint16(len(m.Request)))
 		e.b = append(e.b, m.Request...)
 	}
+	if r := m.Reuse; r.On {
+		if m.Flags&reuseRefusedWith != 0 {
+			e.fail("Reuse", "a reused C2 with flags %#02x (no SYN, no rewritten target)", m.Flags&reuseRefusedWith)
+			return
+		}
+		e.u8(spliceExtReuse)
+		e.u32(r.ServerNext)
+		e.u32(r.FrontNext)
+		e.u32(r.ClientDelta)
+		e.u32(r.ClientTSOffset)
+	}
 }
 
 func (m *Splice) decode(d *decoder) {
@@ -372,6 +419,22 @@ func (m *Splice) decode(d *decoder) {
 		if p, ok := d.take("Request", n); ok {
 			m.Request = p
 		}
+	}
+	m.Reuse = SpliceReuse{}
+	if len(d.b) == 0 || d.err != nil {
+		return
+	}
+	switch kind := d.u8("Extension"); kind {
+	case spliceExtReuse:
+		if m.Flags&reuseRefusedWith != 0 {
+			d.fail("Reuse", "a reused C2 with flags %#02x (no SYN, no rewritten target)", m.Flags&reuseRefusedWith)
+			return
+		}
+		m.Reuse = SpliceReuse{On: true,
+			ServerNext: d.u32("Reuse.ServerNext"), FrontNext: d.u32("Reuse.FrontNext"),
+			ClientDelta: d.u32("Reuse.ClientDelta"), ClientTSOffset: d.u32("Reuse.ClientTSOffset")}
+	default:
+		d.fail("Extension", "trailing bytes of unknown extension kind %d", kind)
 	}
 }
 

@@ -1,0 +1,94 @@
+package proto
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func reuseSplice() *Splice {
+	m := goldenSplice()
+	m.Reuse = SpliceReuse{On: true, ServerNext: 0xfffffffa, FrontNext: 0x01020304, ClientDelta: 0x80000000, ClientTSOffset: 0xffff0001}
+	return m
+}
+
+// TestSpliceReuseTravelsAsAnExtension: a Splice that moves an idle C2 to
+// a new client (docs/pooled-c2.md) carries its four numbers after
+// everything else, behind a kind byte, so every other Splice keeps its
+// layout and a shim that does not know the extension refuses it as
+// trailing bytes rather than installing a translation it cannot finish.
+func TestSpliceReuseTravelsAsAnExtension(t *testing.T) {
+	m := reuseSplice()
+	b := mustMarshal(t, testKey, m)
+	plain := mustMarshal(t, testKey, goldenSplice())
+	if len(b) != len(plain)+17 {
+		t.Fatalf("reuse Splice is %d bytes, want %d", len(b), len(plain)+17)
+	}
+	body := bodyOf(b)
+	if got := body[len(bodyOf(plain))]; got != spliceExtReuse {
+		t.Fatalf("extension kind %d, want %d", got, spliceExtReuse)
+	}
+	got, err := unmarshal(testKey, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+	}
+	// Without On the numbers neither travel nor come back.
+	m2 := goldenSplice()
+	m2.Reuse = SpliceReuse{ServerNext: 1, FrontNext: 2, ClientDelta: 3, ClientTSOffset: 4}
+	got, err = unmarshal(testKey, mustMarshal(t, testKey, m2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.(*Splice).Reuse; r != (SpliceReuse{}) {
+		t.Errorf("reuse without On decoded as %+v", r)
+	}
+}
+
+// TestSpliceReuseRefused: a reused C2 has no SYN and its target is not
+// rewritten, so neither end takes a reuse with those flags; an unknown
+// extension kind and a cut-off extension are refused, naming the field.
+func TestSpliceReuseRefused(t *testing.T) {
+	for _, flag := range []uint8{SpliceRewrite, SpliceAtSYN} {
+		m := reuseSplice()
+		m.Flags |= flag
+		if flag == SpliceRewrite {
+			m.RewriteStart, m.RewriteEnd = 1, 2
+		}
+		_, err := Append(nil, testKey, testHeader(m), m)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "Reuse" {
+			t.Errorf("flag %#x: Append error %v, want a FieldError for Reuse", flag, err)
+		}
+		// The same bytes built by hand are refused on the way in.
+		m.Reuse.On = false
+		b := mustMarshal(t, testKey, m)
+		body := append(bodyOf(b)[:len(bodyOf(b)):len(bodyOf(b))], spliceExtReuse, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4)
+		_, err = unmarshal(testKey, seal(testKey, Version, uint8(TypeSplice), uint8(ToBackend), 0, BackendOf(m), body))
+		if !errors.As(err, &fe) || fe.Field != "Reuse" {
+			t.Errorf("flag %#x: decode error %v, want a FieldError for Reuse", flag, err)
+		}
+	}
+	plain := bodyOf(mustMarshal(t, testKey, goldenSplice()))
+	for _, c := range []struct {
+		name  string
+		tail  []byte
+		field string
+	}{
+		{"unknown kind", []byte{2, 0, 0, 0, 0}, "Extension"},
+		{"cut off", []byte{spliceExtReuse, 0, 0, 0, 1, 0, 0}, "Reuse.FrontNext"},
+	} {
+		body := append(append([]byte(nil), plain...), c.tail...)
+		_, err := unmarshal(testKey, seal(testKey, Version, uint8(TypeSplice), uint8(ToBackend), 0, BackendOf(goldenSplice()), body))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: error %v, want a malformed %s", c.name, err, c.field)
+		}
+		if c.name == "unknown kind" && (err == nil || !strings.Contains(err.Error(), "trailing")) {
+			t.Errorf("unknown kind: error %v does not say trailing bytes", err)
+		}
+	}
+}
