@@ -163,6 +163,9 @@ type ShimStats struct {
 	WireRSTRefused       uint64 // wire RSTs not at the exact sequence: passed, splice kept
 	WireOutOfWindow      uint64 // other wire segments the kernel would not accept: passed, ignored
 	ResetsCancelled      uint64 // wire RSTs after which the kernel kept sending
+	RefusedNotIdle       uint64 // Splices that would move a C2 not idle, or not where they say (shim_pool.go)
+	SplicesReused        uint64 // C2s moved to a later client (also in Splices)
+	RepliesOfLastClient  uint64 // replies on a moved C2 from before the move: dropped
 	ExpiredLifetime      uint64 // entries ended by MaxLifetime (also in Expired)
 
 	// Early requests (issue 7, shim_early.go): request segments that
@@ -329,6 +332,18 @@ type spliceEntry struct {
 	fastMiddle bool
 	fastEcho   bool
 	fastEnd    wire.Seq
+
+	// A C2 moved to a later client (shim_pool.go): what the Splice said
+	// (reuse, and its TSOffset as sent, spliceTS), the offset of the
+	// client's TSvals on C2, and where the new client's replies start
+	// (epoch; epochOn until one at or past it came). tsLastB is the
+	// server's newest TSval, which such a Splice's TSOffset builds on.
+	reuse    proto.SpliceReuse
+	spliceTS uint32
+	cliTSOff uint32
+	epoch    wire.Seq
+	epochOn  bool
+	tsLastB  uint32
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -411,6 +426,9 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	}
 	key := fourTuple{srcIP: s.hostIP, dstIP: m.HandoffIP.As4(), srcPort: m.BackendPort, dstPort: m.HandoffPort}
 	s.handoffs.learn(key.dstIP) // the daemon took m only with the front-end's key
+	if m.Reuse.On {
+		return s.reuseSplice(m, key, now) // a C2 that served another client (shim_pool.go)
+	}
 	if m.Flags&proto.SpliceAtSYN != 0 {
 		return s.addSpliceAtSYN(m, key, now)
 	}
@@ -444,7 +462,8 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		reqEnd:  wire.Seq(m.RequestEnd),
 		rcvAck:  hs.isnF + 1, rcvWnd: uint32(hs.window), sndNxt: hs.isnB + 1,
 		isnB: hs.isnB, synTSval: hs.tsVal, synWScale: hs.wscale, synTS: hs.ts, synAckAt: hs.at,
-		reqNxt: hs.isnF + 1, pendAck: pendingAck{idx: -1},
+		tsLastB: hs.tsVal,
+		reqNxt:  hs.isnF + 1, pendAck: pendingAck{idx: -1},
 		born: now, lastSeen: now, deadline: Never,
 	}
 	if hs.wscale > 0 {

@@ -75,6 +75,13 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	}
 	flags := t.Flags()
 	n := len(t.Payload())
+	if ent.epochOn && ent.lastClientsReply(t, n) {
+		s.stats.RepliesOfLastClient++ // never to the new client (shim_pool.go)
+		return
+	}
+	if ent.ts {
+		ent.noteServerTS(o)
+	}
 	// An echo: the kernel sent this reply itself and gives it here for
 	// everything else (shim_fastpath.go).
 	echo := s.cfg.KernelEcho && p.IP.TTL() == 0
@@ -198,6 +205,9 @@ func rewriteReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr, o *wire.TCP
 		t.SetSeq(t.Seq() + wire.Seq(ent.seqDelta))
 		if ent.ts && o.HasTS {
 			t.SetUint32At(o.TSOffset, o.TSVal+ent.tsOffset)
+			if ent.cliTSOff != 0 {
+				t.SetUint32At(o.TSOffset+4, o.TSEcr-ent.cliTSOff)
+			}
 		}
 		if ent.scaled {
 			t.SetWindow(rescaleWindow(t.Window(), ent.wsShift))
@@ -212,6 +222,9 @@ func rewriteReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr, o *wire.TCP
 		t.SetSeqUpdate(t.Seq() + wire.Seq(ent.seqDelta))
 		if ent.ts && o.HasTS {
 			t.SetUint32AtUpdate(o.TSOffset, o.TSVal+ent.tsOffset)
+			if ent.cliTSOff != 0 {
+				t.SetUint32AtUpdate(o.TSOffset+4, o.TSEcr-ent.cliTSOff)
+			}
 		}
 		if ent.scaled {
 			t.SetWindowUpdate(rescaleWindow(t.Window(), ent.wsShift))

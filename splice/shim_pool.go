@@ -1,0 +1,168 @@
+package splice
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Pooled handoff connections, the shim's side (docs/pooled-c2.md).
+//
+// A C2 whose client connection ended cleanly may serve the next client of
+// the same back-end, which spares the back-end's kernel an accept and
+// both machines the handshake's and the close's frames. The front-end
+// moves it with a Splice that carries proto.SpliceReuse; the shim's entry
+// for the C2 then translates for the new client:
+//
+//	                        first client            a later client
+//	request seq on C2       client's (C2 began      client's + ClientDelta
+//	                        at its ISN)
+//	reply ACK, SACK edges   unchanged               - ClientDelta (a rewrite
+//	                                                point at FrontNext)
+//	reply TS echo           unchanged               - ClientTSOffset
+//	reply seq, TSval        + SeqDelta, TSOffset    the same, from the Splice
+//
+// The client-side sequence offset is a correction point that changes no
+// bytes (rewrite.go): startB = endB = FrontNext, before = after =
+// ClientDelta, so every path that already maps a rewritten connection's
+// request numbers maps a reused one's. The TS echo needs its own offset:
+// the new client's clock has nothing to do with the last one's, and the
+// server's PAWS check wants C2's TSvals to keep growing.
+//
+// The Splice's TSOffset is the client-facing TSval that the server's last
+// TSval maps to; the shim, which saw that TSval, completes the offset.
+// The server's next TSvals only grow from it, so translated ones never
+// go below that base.
+//
+// A C2 is moved only when it is idle: no FIN or RST from either side, no
+// request in service, every request byte acknowledged by the kernel,
+// every reply byte by the last client, and the Splice's ServerNext and
+// FrontNext are exactly where the shim saw the C2 stand. A reply that
+// starts below ServerNext belongs to the last client (the server's
+// retransmission, sent before it had the last ACK) and is dropped, never
+// translated to the new one; the first reply at or past it ends that
+// rule, since the kernel sends its queue in order.
+
+// ErrSpliceNotIdle refuses a Splice that would move a C2 that is not
+// idle, or not where the Splice says it stands.
+var ErrSpliceNotIdle = errors.New("splice: the C2 to reuse is not idle where the Splice says")
+
+// reuseSplice installs m, a Splice with Reuse.On, on the entry of key.
+func (s *Shim) reuseSplice(m *proto.Splice, key fourTuple, now Time) error {
+	ent := s.entries[key]
+	if ent != nil && ent.reusedBy(m) {
+		return nil // a resent Splice: keep the live state
+	}
+	if err := s.checkReuse(m, ent); err != nil {
+		s.stats.SplicesRefused++
+		return err
+	}
+	r := m.Reuse
+	s.closeFastPath(ent) // the last client's translation leaves the kernel first
+	if s.byReq[ent.requestID] == ent {
+		delete(s.byReq, ent.requestID)
+	}
+	ent.requestID = m.RequestID
+	ent.client, ent.vip, ent.cport, ent.vport = m.ClientIP.As4(), m.VIP.As4(), m.ClientPort, m.VIPPort
+	ent.cliMAC = m.ClientNextHopMAC
+	ent.seqDelta = m.SeqDelta
+	ent.tsOffset = m.TSOffset - ent.tsLastB
+	ent.spliceTS = m.TSOffset
+	ent.scaled = m.Flags&proto.SpliceWindowScale != 0
+	ent.wsShift = int(m.WScaleBackend) - int(m.WScaleFrontend)
+	ent.reqEnd, ent.reqAcked = wire.Seq(m.RequestEnd), false
+	front := wire.Seq(r.FrontNext)
+	ent.rw = rewriteRec{on: true, startB: front, endB: front,
+		startC: front - wire.Seq(r.ClientDelta), endC: front - wire.Seq(r.ClientDelta),
+		before: r.ClientDelta, after: r.ClientDelta}
+	ent.rwSplice, ent.rwAcked = ent.rw, true
+	ent.cliTSOff = r.ClientTSOffset
+	ent.reuse = r
+	ent.epoch, ent.epochOn = wire.Seq(r.ServerNext), true
+	// What the entry knew of the last client's requests and responses.
+	ent.responding, ent.drained = false, false
+	ent.replyBytes, ent.respEndKnown, ent.headRequest = 0, false, false
+	ent.nextReq = nextRequest{}
+	ent.pendAck = pendingAck{idx: -1}
+	ent.lastSeen = now
+	ent.deadline = Never // its timers were filed under the last RequestID
+	s.byReq[m.RequestID] = ent
+	s.stats.Splices++
+	s.stats.SplicesReused++
+	s.arm(ent, now)
+	return nil
+}
+
+// checkReuse decides whether m may move ent's C2 to m's client; nil, or
+// the reason, counted.
+func (s *Shim) checkReuse(m *proto.Splice, ent *spliceEntry) error {
+	if err := s.checkPortAndID(m, ent); err != nil {
+		return err
+	}
+	if ent == nil {
+		s.stats.RefusedNotIdle++
+		return fmt.Errorf("%w: no C2 on %v:%d", ErrSpliceNotIdle, m.HandoffIP, m.HandoffPort)
+	}
+	r := m.Reuse
+	var why string
+	switch {
+	case m.Flags&(proto.SpliceAtSYN|proto.SpliceRewrite) != 0:
+		why = "a reused C2 has no SYN and no rewritten target"
+	case ent.reset || ent.cliFin || ent.srvFin:
+		why = "it is closing"
+	case ent.inService || ent.responding || ent.nextReq.waiting:
+		why = "a response is under way"
+	case !ent.reqAcked || ent.rcvAck != ent.reqNxt:
+		why = "the kernel has not acknowledged every request byte"
+	case !ent.wireAckSeen || ent.wireAck != ent.sndNxt:
+		why = "the last client has not acknowledged every reply byte"
+	case wire.Seq(r.ServerNext) != ent.sndNxt || wire.Seq(r.FrontNext) != ent.reqNxt:
+		why = fmt.Sprintf("it stands at server %d, request %d, not %d, %d",
+			uint32(ent.sndNxt), uint32(ent.reqNxt), r.ServerNext, r.FrontNext)
+	case m.RequestEnd-r.FrontNext == 0 || m.RequestEnd-r.FrontNext > s.cfg.MaxRequestAhead:
+		why = fmt.Sprintf("RequestEnd %d is not within %d bytes after %d", m.RequestEnd, s.cfg.MaxRequestAhead, r.FrontNext)
+	case (m.Flags&proto.SpliceTimestamps != 0) != ent.ts:
+		why = "its timestamps were negotiated otherwise"
+	case m.Flags&proto.SpliceWindowScale != 0 && m.WScaleBackend != ent.hostShift:
+		why = fmt.Sprintf("back-end window scale %d, the kernel's is %d", m.WScaleBackend, ent.hostShift)
+	default:
+		return nil
+	}
+	s.stats.RefusedNotIdle++
+	return fmt.Errorf("%w: %v:%d: %s", ErrSpliceNotIdle, m.HandoffIP, m.HandoffPort, why)
+}
+
+// reusedBy reports whether m is the reuse Splice that moved ent to its
+// present client, sent again.
+func (ent *spliceEntry) reusedBy(m *proto.Splice) bool {
+	return ent.reuse.On && ent.reuse == m.Reuse && ent.requestID == m.RequestID &&
+		ent.client == m.ClientIP.As4() && ent.cport == m.ClientPort &&
+		ent.vip == m.VIP.As4() && ent.vport == m.VIPPort && ent.cliMAC == m.ClientNextHopMAC &&
+		ent.seqDelta == m.SeqDelta && ent.spliceTS == m.TSOffset && ent.reqEnd == wire.Seq(m.RequestEnd) &&
+		ent.scaled == (m.Flags&proto.SpliceWindowScale != 0) &&
+		ent.wsShift == int(m.WScaleBackend)-int(m.WScaleFrontend)
+}
+
+// lastClientsReply reports whether the server's segment t (n payload
+// bytes) is the last client's, to be dropped: data that starts below the
+// reuse's ServerNext. The first one at or past it ends the rule.
+func (ent *spliceEntry) lastClientsReply(t wire.TCP, n int) bool {
+	if n == 0 {
+		return false
+	}
+	if t.Seq().LessThan(ent.epoch) {
+		return true
+	}
+	ent.epochOn = false
+	return false
+}
+
+// noteServerTS keeps the server's newest TSval, which a reuse Splice's
+// TSOffset is based on.
+func (ent *spliceEntry) noteServerTS(o *wire.TCPOptions) {
+	if o.HasTS && int32(o.TSVal-ent.tsLastB) > 0 {
+		ent.tsLastB = o.TSVal
+	}
+}

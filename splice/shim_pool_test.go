@@ -1,0 +1,240 @@
+package splice
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Pooled C2s, the shim's side (shim_pool.go): a C2 that served one
+// client, idle since, is moved to the next by a Splice with Reuse.On.
+
+var client2IP = ip4("198.19.7.8")
+
+const (
+	client2Port  = 40001
+	client2ISN   = wire.Seq(0x9000_0000)
+	client2TSval = uint32(5)
+	// The C2's TSvals for the second client run from here (the server's
+	// PAWS check wants them above the first client's, 7).
+	c2TSForClient2 = uint32(0x4000_0000)
+)
+
+// request is an HTTP request head of exactly n bytes.
+func request(n int) []byte {
+	b := []byte("GET /a HTTP/1.1\r\nHost: h\r\nX-Pad: ")
+	b = append(b, bytes.Repeat([]byte("p"), n-len(b)-4)...)
+	return append(b, "\r\n\r\n"...)
+}
+
+// idleC2 is a shimConn whose first request (100 bytes) was served and
+// acknowledged both ways: a C2 the front-end may pool. It returns where
+// the first response started.
+func idleC2(t *testing.T, cfg ShimConfig) (sc *shimConn, respStart wire.Seq, resp []byte) {
+	t.Helper()
+	sc = newShimConn(t, cfg, 0x1000, 0x2000, nil)
+	h, srv := sc.h, sc.srv
+	now := t0 + ms
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, request(100)), now)
+	h.input(PortHost, srv.seg(wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil), now)
+	resp = []byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+	respStart = srv.nxt
+	if ev := onlyEvent(t, h.input(PortHost, srv.reply(resp), now+ms), EvResponseDone); ev.RequestID != sc.sp.RequestID {
+		t.Fatalf("first response reported for request %d", ev.RequestID)
+	}
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), now+2*ms)
+	return sc, respStart, resp
+}
+
+// reuseFor is the Splice that moves sc's C2 to the second client, for a
+// request of reqLen bytes.
+func reuseFor(sc *shimConn, reqLen int) proto.Splice {
+	m := sc.sp
+	m.RequestID = sc.sp.RequestID + 1
+	m.ClientIP, m.ClientPort = client2IP.Addr(), client2Port
+	m.SeqDelta = 0x1234_5678
+	m.TSOffset = 0x7000_0000 // the client-facing TSval of the server's last
+	m.Reuse = proto.SpliceReuse{On: true,
+		ServerNext: uint32(sc.srv.nxt), FrontNext: uint32(sc.cliSeq),
+		ClientDelta:    uint32(sc.cliSeq - (client2ISN + 1)),
+		ClientTSOffset: c2TSForClient2 - client2TSval,
+	}
+	m.RequestEnd = uint32(sc.cliSeq) + uint32(reqLen)
+	return m
+}
+
+func TestShimMovesAnIdleC2ToTheNextClient(t *testing.T) {
+	sc, respStart, resp := idleC2(t, ShimConfig{})
+	h, srv := sc.h, sc.srv
+	m := reuseFor(sc, 60)
+	now := t0 + 10*ms
+	if err := h.sh.AddSplice(&m, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sh.AddSplice(&m, now); err != nil { // resent: a no-op
+		t.Fatalf("resent reuse Splice: %v", err)
+	}
+	// The front-end sends the second client's request on C2, shifted
+	// into C2's numbers and TS clock.
+	sc.cliTS = client2TSval + m.Reuse.ClientTSOffset
+	out := h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, request(60)), now)
+	if len(out.Frames) != 1 || out.Frames[0].Port != PortHost {
+		t.Fatalf("request: %d frames out", len(out.Frames))
+	}
+	srv.rcvNxt, srv.peerTS = sc.cliSeq, sc.cliTS
+	srv.tsVal += 1000 // a second later on the server's clock
+	ackSent := srv.seg(wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil)
+	toClient, toFE := framesOn(t, h.input(PortHost, ackSent, now+ms))
+	if len(toClient) != 1 || len(toFE) != 1 {
+		t.Fatalf("ACK of the request: %d to the client, %d copies", len(toClient), len(toFE))
+	}
+	// Everything the server says of the request moves back into the
+	// second client's numbers; its own numbers into the front-end's.
+	want := func(sent []byte) []check {
+		s := decodeTCP(t, sent)
+		val, ecr, _ := s.ts()
+		return []check{
+			ethTo(routerMAC), from(vipA, webPort), to(client2IP, client2Port),
+			seqIs(s.seq() + wire.Seq(m.SeqDelta)), ackIs(s.ack() - wire.Seq(m.Reuse.ClientDelta)),
+			tsIs(val-(srv.tsVal-1000)+m.TSOffset, ecr-m.Reuse.ClientTSOffset), payloadIs(s.payload()),
+		}
+	}
+	got := expectTCP(t, toClient[0], want(ackSent)...)
+	if val, ecr, _ := got.ts(); val != m.TSOffset+1000 || ecr != client2TSval {
+		t.Errorf("TSval %#x TSecr %d, want %#x and the client's own %d", val, ecr, m.TSOffset+1000, client2TSval)
+	}
+	if got.ack() != client2ISN+1+60 {
+		t.Errorf("ACK %#x, want the client's %#x", uint32(got.ack()), uint32(client2ISN+1+60))
+	}
+	// A SACK block names request bytes too.
+	sacked := srv.frame(wire.TCPFlagACK, srv.nxt, srv.rcvNxt-20, segOpts(&[2]uint32{srv.tsVal, srv.peerTS},
+		wire.SACKBlock{Left: srv.rcvNxt - 10, Right: srv.rcvNxt}), nil)
+	s := expectTCP(t, onlyFrame(t, h.input(PortHost, sacked, now+ms)), ackIs(client2ISN+1+40))
+	if blocks := sackBlocks(s); len(blocks) != 1 || blocks[0] != (wire.SACKBlock{Left: client2ISN + 1 + 50, Right: client2ISN + 1 + 60}) {
+		t.Errorf("SACK blocks %v, want the second client's 51-61", blocks)
+	}
+	// The server's retransmission of the first client's response, sent
+	// before it had that client's last ACK, goes to nobody.
+	old := srv.seg(wire.TCPFlagACK|wire.TCPFlagPSH, respStart, srv.rcvNxt, resp)
+	if out := h.input(PortHost, old, now+2*ms); len(out.Frames) != 0 || len(out.Events) != 0 {
+		t.Errorf("the last client's reply: %d frames, %d events", len(out.Frames), len(out.Events))
+	}
+	// The response is reported for the second request.
+	reply := srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	out = h.input(PortHost, reply, now+3*ms)
+	ev := onlyEvent(t, out, EvResponseDone)
+	if ev.RequestID != m.RequestID || ev.ResponseEnd != uint32(srv.nxt) {
+		t.Errorf("response reported as %+v, want request %d ending at %d", ev, m.RequestID, uint32(srv.nxt))
+	}
+	expectTCP(t, onlyFrame(t, out), want(reply)...)
+	// And the replies that follow the new one are no longer suspect.
+	if h.sh.entries[sc.h.sh.byReq[m.RequestID].key].epochOn {
+		t.Error("the epoch rule still holds after the new client's first reply")
+	}
+	st := h.sh.Stats()
+	if st.SplicesReused != 1 || st.RepliesOfLastClient != 1 || st.Splices != 2 || st.Entries != 1 {
+		t.Errorf("stats: reused %d, last client's replies %d, splices %d, entries %d",
+			st.SplicesReused, st.RepliesOfLastClient, st.Splices, st.Entries)
+	}
+	if h.sh.byReq[sc.sp.RequestID] != nil {
+		t.Error("the first request's ID still names the entry")
+	}
+	h.checkCounters()
+}
+
+// sackBlocks are the SACK blocks of s.
+func sackBlocks(s *seen) []wire.SACKBlock {
+	var bs []wire.SACKBlock
+	for _, o := range s.tcp.Options {
+		if o.OptionType != 5 {
+			continue
+		}
+		for d := o.OptionData; len(d) >= 8; d = d[8:] {
+			bs = append(bs, wire.SACKBlock{Left: wire.Seq(be32(d)), Right: wire.Seq(be32(d[4:]))})
+		}
+	}
+	return bs
+}
+
+func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+
+// TestShimMovesOnlyAnIdleC2: a C2 that is busy, closing, not where the
+// Splice says, or not there at all stays with its client, and the
+// refusal says why.
+func TestShimMovesOnlyAnIdleC2(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		prep func(sc *shimConn, m *proto.Splice)
+		want error
+	}{
+		{"request in service", func(sc *shimConn, m *proto.Splice) {
+			sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, sc.srv.nxt, request(50)), t0+5*ms)
+		}, ErrSpliceNotIdle},
+		{"reply bytes unacknowledged", func(sc *shimConn, m *proto.Splice) {
+			sc.h.input(PortHost, sc.srv.reply([]byte("late")), t0+5*ms)
+			m.Reuse.ServerNext = uint32(sc.srv.nxt)
+		}, ErrSpliceNotIdle},
+		{"server's FIN", func(sc *shimConn, m *proto.Splice) {
+			sc.h.input(PortHost, sc.srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, sc.srv.nxt, sc.srv.rcvNxt, nil), t0+5*ms)
+		}, ErrSpliceNotIdle},
+		{"client's FIN", func(sc *shimConn, m *proto.Splice) {
+			sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagFIN, sc.srv.nxt, nil), t0+5*ms)
+		}, ErrSpliceNotIdle},
+		{"another server position", func(sc *shimConn, m *proto.Splice) { m.Reuse.ServerNext++ }, ErrSpliceNotIdle},
+		{"another request position", func(sc *shimConn, m *proto.Splice) { m.Reuse.FrontNext-- }, ErrSpliceNotIdle},
+		{"no request", func(sc *shimConn, m *proto.Splice) { m.RequestEnd = m.Reuse.FrontNext }, ErrSpliceNotIdle},
+		{"timestamps off", func(sc *shimConn, m *proto.Splice) { m.Flags &^= proto.SpliceTimestamps }, ErrSpliceNotIdle},
+		{"another back-end scale", func(sc *shimConn, m *proto.Splice) { m.WScaleBackend = 3 }, ErrSpliceNotIdle},
+		{"no such C2", func(sc *shimConn, m *proto.Splice) { m.HandoffPort++ }, ErrSpliceNotIdle},
+		{"not a web port", func(sc *shimConn, m *proto.Splice) { m.BackendPort = 22 }, ErrSpliceNotWebPort},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc, _, _ := idleC2(t, ShimConfig{})
+			m := reuseFor(sc, 60)
+			c.prep(sc, &m)
+			before := sc.h.sh.Stats()
+			err := sc.h.sh.AddSplice(&m, t0+10*ms)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("AddSplice: %v, want %v", err, c.want)
+			}
+			st := sc.h.sh.Stats()
+			if st.SplicesRefused != before.SplicesRefused+1 || st.SplicesReused != 0 {
+				t.Errorf("refused %d -> %d, reused %d", before.SplicesRefused, st.SplicesRefused, st.SplicesReused)
+			}
+			if sc.h.sh.byReq[sc.sp.RequestID] == nil || sc.h.sh.byReq[m.RequestID] != nil {
+				t.Error("the refused Splice moved the entry")
+			}
+			sc.h.checkCounters()
+		})
+	}
+}
+
+// TestShimTakesTheLastClientsTranslationOutOfTheKernel: with the kernel's
+// reply fast path, moving a C2 deletes the last client's entry there
+// before anything else, and puts none for the new client (the program
+// cannot shift ACKs and TS echoes; every reply crosses the shim).
+func TestShimTakesTheLastClientsTranslationOutOfTheKernel(t *testing.T) {
+	sc, _, _ := idleC2(t, ShimConfig{KernelFastPath: true, KernelEcho: true})
+	h := sc.h
+	h.out.Reset()
+	h.sh.TakeFastPaths(&h.out)
+	if len(h.out.FastPaths) == 0 || h.out.FastPaths[len(h.out.FastPaths)-1].Delete {
+		t.Fatalf("the first client's connection has no entry in the kernel: %+v", h.out.FastPaths)
+	}
+	m := reuseFor(sc, 60)
+	if err := h.sh.AddSplice(&m, t0+10*ms); err != nil {
+		t.Fatal(err)
+	}
+	sc.cliTS = client2TSval + m.Reuse.ClientTSOffset
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, sc.srv.nxt, request(60)), t0+10*ms)
+	sc.srv.rcvNxt = sc.cliSeq
+	h.input(PortHost, sc.srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")), t0+11*ms)
+	h.out.Reset()
+	h.sh.TakeFastPaths(&h.out)
+	if len(h.out.FastPaths) != 1 || !h.out.FastPaths[0].Delete {
+		t.Fatalf("fast-path commands after the move: %+v, want the one delete", h.out.FastPaths)
+	}
+}
