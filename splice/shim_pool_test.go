@@ -159,7 +159,9 @@ func sackBlocks(s *seen) []wire.SACKBlock {
 	return bs
 }
 
-func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 // TestShimMovesOnlyAnIdleC2: a C2 that is busy, closing, not where the
 // Splice says, or not there at all stays with its client, and the
