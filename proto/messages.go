@@ -141,10 +141,8 @@ type Splice struct {
 // new client. C2's request direction then no longer starts at the
 // client's ISN, nor carries the client's TSvals: both are shifted, and
 // the shim shifts back what the server says of them (its ACK, SACK edges
-// and TS echo). SeqDelta maps the server's numbers from ServerNext on;
-// TSOffset holds the client-facing TSval that the server's last TSval
-// maps to (the shim, which saw it, completes the offset); RequestEnd is
-// in C2's numbers, past FrontNext.
+// and TS echo). SeqDelta and TSOffset map the server's numbers as in any
+// Splice; RequestEnd is in C2's numbers, past FrontNext.
 type SpliceReuse struct {
 	On bool
 	// ServerNext is the server's next sequence number on C2 (n_b):

@@ -333,17 +333,13 @@ type spliceEntry struct {
 	fastEcho   bool
 	fastEnd    wire.Seq
 
-	// A C2 moved to a later client (shim_pool.go): what the Splice said
-	// (reuse, and its TSOffset as sent, spliceTS), the offset of the
-	// client's TSvals on C2, and where the new client's replies start
-	// (epoch; epochOn until one at or past it came). tsLastB is the
-	// server's newest TSval, which such a Splice's TSOffset builds on.
+	// A C2 moved to a later client (shim_pool.go): what the Splice said,
+	// the offset of the client's TSvals on C2, and where the new client's
+	// replies start (epoch; epochOn until one at or past it came).
 	reuse    proto.SpliceReuse
-	spliceTS uint32
 	cliTSOff uint32
 	epoch    wire.Seq
 	epochOn  bool
-	tsLastB  uint32
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -462,8 +458,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 		reqEnd:  wire.Seq(m.RequestEnd),
 		rcvAck:  hs.isnF + 1, rcvWnd: uint32(hs.window), sndNxt: hs.isnB + 1,
 		isnB: hs.isnB, synTSval: hs.tsVal, synWScale: hs.wscale, synTS: hs.ts, synAckAt: hs.at,
-		tsLastB: hs.tsVal,
-		reqNxt:  hs.isnF + 1, pendAck: pendingAck{idx: -1},
+		reqNxt: hs.isnF + 1, pendAck: pendingAck{idx: -1},
 		born: now, lastSeen: now, deadline: Never,
 	}
 	if hs.wscale > 0 {

@@ -31,10 +31,10 @@ import (
 // the new client's clock has nothing to do with the last one's, and the
 // server's PAWS check wants C2's TSvals to keep growing.
 //
-// The Splice's TSOffset is the client-facing TSval that the server's last
-// TSval maps to; the shim, which saw that TSval, completes the offset.
-// The server's next TSvals only grow from it, so translated ones never
-// go below that base.
+// SeqDelta and TSOffset map the server's numbers as in any Splice. The
+// front-end bases TSOffset on the server's TSval as it last saw it, which
+// the server's clock has since passed: the new client's TSvals run ahead
+// of the front-end's own clock, never behind what it sent that client.
 //
 // A C2 is moved only when it is idle: no FIN or RST from either side, no
 // request in service, every request byte acknowledged by the kernel,
@@ -68,8 +68,7 @@ func (s *Shim) reuseSplice(m *proto.Splice, key fourTuple, now Time) error {
 	ent.client, ent.vip, ent.cport, ent.vport = m.ClientIP.As4(), m.VIP.As4(), m.ClientPort, m.VIPPort
 	ent.cliMAC = m.ClientNextHopMAC
 	ent.seqDelta = m.SeqDelta
-	ent.tsOffset = m.TSOffset - ent.tsLastB
-	ent.spliceTS = m.TSOffset
+	ent.tsOffset = m.TSOffset
 	ent.scaled = m.Flags&proto.SpliceWindowScale != 0
 	ent.wsShift = int(m.WScaleBackend) - int(m.WScaleFrontend)
 	ent.reqEnd, ent.reqAcked = wire.Seq(m.RequestEnd), false
@@ -140,7 +139,7 @@ func (ent *spliceEntry) reusedBy(m *proto.Splice) bool {
 	return ent.reuse.On && ent.reuse == m.Reuse && ent.requestID == m.RequestID &&
 		ent.client == m.ClientIP.As4() && ent.cport == m.ClientPort &&
 		ent.vip == m.VIP.As4() && ent.vport == m.VIPPort && ent.cliMAC == m.ClientNextHopMAC &&
-		ent.seqDelta == m.SeqDelta && ent.spliceTS == m.TSOffset && ent.reqEnd == wire.Seq(m.RequestEnd) &&
+		ent.seqDelta == m.SeqDelta && ent.tsOffset == m.TSOffset && ent.reqEnd == wire.Seq(m.RequestEnd) &&
 		ent.scaled == (m.Flags&proto.SpliceWindowScale != 0) &&
 		ent.wsShift == int(m.WScaleBackend)-int(m.WScaleFrontend)
 }
@@ -157,12 +156,4 @@ func (ent *spliceEntry) lastClientsReply(t wire.TCP, n int) bool {
 	}
 	ent.epochOn = false
 	return false
-}
-
-// noteServerTS keeps the server's newest TSval, which a reuse Splice's
-// TSOffset is based on.
-func (ent *spliceEntry) noteServerTS(o *wire.TCPOptions) {
-	if o.HasTS && int32(o.TSVal-ent.tsLastB) > 0 {
-		ent.tsLastB = o.TSVal
-	}
 }

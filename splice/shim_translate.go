@@ -79,9 +79,6 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 		s.stats.RepliesOfLastClient++ // never to the new client (shim_pool.go)
 		return
 	}
-	if ent.ts {
-		ent.noteServerTS(o)
-	}
 	// An echo: the kernel sent this reply itself and gives it here for
 	// everything else (shim_fastpath.go).
 	echo := s.cfg.KernelEcho && p.IP.TTL() == 0
