@@ -117,7 +117,11 @@ func (e *FrontEnd) answerAcked(f *flow, ack wire.Seq, now Time, out *Output) {
 	if f.sndUna == f.sndNxt {
 		// Everything including our FIN is acknowledged. The client's FIN
 		// may still come; linger answers it.
-		e.linger(f, now, CloseAnswered, out)
+		reason := CloseAnswered
+		if f.c2Pooled {
+			reason = CloseFIN // a served connection whose C2 was pooled (fe_pool.go)
+		}
+		e.linger(f, now, reason, out)
 		return
 	}
 	f.rto = now.Add(e.cfg.RTOMin)

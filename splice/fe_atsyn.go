@@ -115,10 +115,15 @@ func (f *flow) ownTSval(now Time) uint32 {
 	return v
 }
 
+// c2Start is C2's sequence number of the client's first byte: the
+// client's own on a C2 opened for it (its SYN used the client's ISN), C2's
+// next byte on a pooled one (fe_pool.go).
+func (f *flow) c2Start() wire.Seq { return f.c2First }
+
 // requestEnd is the sequence number on C2 just past the first request
 // (and the client's FIN, when it came with it).
 func (f *flow) requestEnd() wire.Seq {
-	end := f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	end := f.c2Start() + wire.Seq(len(f.buf))
 	if f.finInBuf {
 		end++
 	}

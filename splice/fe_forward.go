@@ -43,6 +43,10 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		f.cliAckAt = now
 	}
 	e.spliceProven(f, t, out)
+	if flags&wire.TCPFlagFIN != 0 && e.poolsAtClientFIN(f, t) {
+		e.poolAtClientFIN(f, t, o, ackAdvanced, now, out) // C2 outlives the client (fe_pool.go)
+		return
+	}
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
 		return // the flow is ours again; the segment's ACK was all it brought
 	}
@@ -88,6 +92,9 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	if o.HasTS && f.tsB && o.TSEcr != 0 {
 		t.SetUint32AtUpdate(o.TSOffset+4, o.TSEcr-f.tsOffset)
+	}
+	if o.HasTS && f.cliTSOff != 0 {
+		t.SetUint32AtUpdate(o.TSOffset, o.TSVal+f.cliTSOff) // a pooled C2's clock (fe_pool.go)
 	}
 	eth := p.Eth
 	eth.SetSrc(e.cfg.MAC)

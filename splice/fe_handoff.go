@@ -49,6 +49,9 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 		e.stats.RefusedPortsSource++
 		return ErrSourcePorts
 	}
+	if e.reuseC2(f, b, now, out) {
+		return nil // a pooled C2: its Splice, no SYN (fe_pool.go)
+	}
 	port, ok := e.allocPort(b, f, now)
 	if !ok {
 		return ErrNoPorts
@@ -59,6 +62,7 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 	e.takePort(f)
 	f.state = stConnecting
 	f.retries = 0
+	f.c2SYN, f.c2First = f.syn, f.syn.clientISN+1
 	f.synData, f.synBare = false, false
 	f.tl.stamp(StepC2SYN, now)
 	e.stats.HandoffsStarted++
@@ -153,6 +157,10 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 	t := p.TCP
 	f := e.c2Flow(p)
 	if f == nil {
+		if pc := e.pool.byKey[c2Key{p.IP.Src(), t.SrcPort(), t.DstPort()}]; pc != nil {
+			e.inputPooled(pc, p, out) // an idle C2's server closes (fe_pool.go)
+			return
+		}
 		e.drop(dropNoFlow)
 		return
 	}
@@ -367,7 +375,9 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 	if f.syn.sack {
 		s.Flags |= proto.SpliceSACK
 	}
-	if f.rw.on {
+	if f.reused {
+		s.Reuse = f.spliceReuse() // its correction point is the reuse's
+	} else if f.rw.on {
 		s.Flags |= proto.SpliceRewrite
 		s.RewriteStart, s.RewriteEnd, s.RequestOffset = uint32(f.rw.startB), uint32(f.rw.endB), f.rw.after
 	}
@@ -449,7 +459,7 @@ func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
 	var ob [wire.TSOptionLen]byte
 	opts := f.c2TSOption(&ob)
 	mss -= len(opts)
-	base := f.syn.clientISN + 1
+	base := f.c2Start()
 	off := int(f.reqUna - base)
 	for off < len(f.buf) {
 		n := min(mss, len(f.buf)-off)
@@ -521,7 +531,7 @@ func (e *FrontEnd) abortC2(f *flow, out *Output) {
 	}
 	// The back-end accepts a RST only at its rcv_nxt (RFC 5961): the end
 	// of what reached it, handed over by us or forwarded from the client.
-	seq := f.syn.clientISN + 1 + wire.Seq(len(f.buf))
+	seq := f.c2Start() + wire.Seq(len(f.buf))
 	if f.finInBuf {
 		seq++
 	}

@@ -285,7 +285,7 @@ func (e *FrontEnd) trackFollowUps(f *flow) {
 		f.kaState = kaChunked
 		// f.buf holds the back-end's bytes (a rewritten target): the
 		// client's numbers are wanted here.
-		f.nextReq = f.rw.toC(f.syn.clientISN+1+wire.Seq(len(f.buf)), true)
+		f.nextReq = f.rw.toC(f.c2Start()+wire.Seq(len(f.buf)), true)
 	}
 }
 

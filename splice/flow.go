@@ -164,6 +164,16 @@ type flow struct {
 	// TCP validation (fe_validate.go).
 	ck segCheck
 
+	// Pooled handoff connections (fe_pool.go): c2SYN are the options C2
+	// was opened with (its first client's); reused says C2 served an
+	// earlier client, and cliTSOff is added to this client's TSvals on
+	// it; c2Pooled says C2 went back to the pool when this client closed.
+	c2SYN    synInfo
+	c2First  wire.Seq // C2's sequence number of the client's first byte
+	reused   bool
+	cliTSOff uint32
+	c2Pooled bool
+
 	// Handoff timeline (issue 11, timeline.go): when each step happened.
 	tl FlowTimeline
 }
@@ -249,7 +259,7 @@ func (f *flow) c2TSOption(b *[wire.TSOptionLen]byte) []byte {
 	if !f.syn.ts || !f.tsB {
 		return nil
 	}
-	return b[:wire.EncodeTS(b[:], f.tsRecent, f.tsLastB)]
+	return b[:wire.EncodeTS(b[:], f.tsRecent+f.cliTSOff, f.tsLastB)]
 }
 
 // flowIn returns flow id if it is in state want: the daemon's calls name

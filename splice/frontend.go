@@ -126,6 +126,14 @@ type FrontEndConfig struct {
 	// (fe_linksyn.go). Replay and the simulator leave it off.
 	LinkAnswersSYNs bool
 
+	// PoolC2 keeps a handoff connection whose client connection ended
+	// cleanly for the next request to its back-end (fe_pool.go): at
+	// most PoolPerBackend idle ones a back-end (64), each for at most
+	// PoolIdle (30 s: keep it below the servers' keep-alive timeout).
+	PoolC2         bool
+	PoolPerBackend int
+	PoolIdle       time.Duration
+
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
 	// other steps are stamped whether it is set or not.
@@ -191,6 +199,10 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.FlowLifetime, 30*time.Second)
 	def(&c.HalfCloseTimeout, 30*time.Second)
 	def(&c.RequestAckDelay, defaultRequestAckDelay)
+	def(&c.PoolIdle, 30*time.Second)
+	if c.PoolPerBackend == 0 {
+		c.PoolPerBackend = 64
+	}
 	if c.ChallengeACKLimit == 0 {
 		c.ChallengeACKLimit = defaultChallengeACKLimit
 	}
@@ -277,6 +289,8 @@ type FrontEnd struct {
 	// are put together here on their way to C2.
 	rwScratch []byte
 	syns      synTable // when recent SYNs came, with Timelines (timeline.go)
+
+	pool c2Pool // idle handoff connections (fe_pool.go)
 }
 
 // NewFrontEnd validates cfg and returns an engine.
@@ -305,6 +319,7 @@ func NewFrontEnd(cfg FrontEndConfig) (*FrontEnd, error) {
 	for _, v := range cfg.VIPs {
 		e.vips = append(e.vips, wire.IP4From(v))
 	}
+	e.pool.init()
 	return e, nil
 }
 
@@ -435,10 +450,13 @@ func (e *FrontEnd) inputARP(p *wire.Packet, out *Output) {
 
 // NextDeadline is when Tick next has work; the caller may sleep until then
 // or until a frame arrives, whichever is first.
-func (e *FrontEnd) NextDeadline() Time { return e.timers.next() }
+func (e *FrontEnd) NextDeadline() Time { return min(e.timers.next(), e.poolDeadline()) }
 
 // Tick runs the timers due at now.
 func (e *FrontEnd) Tick(now Time, out *Output) {
+	if len(e.pool.order) > 0 {
+		e.expirePool(now, out)
+	}
 	for {
 		ent, ok := e.timers.popDue(now)
 		if !ok {

@@ -434,6 +434,9 @@ func (e *FrontEnd) allocPortFor(dest c2Dest, f *flow, now Time) (uint16, bool) {
 		if _, used := e.byC2[c2Key{dest.ip, dest.port, p}]; used {
 			continue
 		}
+		if _, pooled := e.pool.byKey[c2Key{dest.ip, dest.port, p}]; pooled {
+			continue
+		}
 		if ledger == nil || ledger.record(int(p-first)).takesSYN(f, now) {
 			e.nextPort[dest] = next
 			return p, true

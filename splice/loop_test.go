@@ -132,9 +132,13 @@ func (l *splicedLoop) clientGets(fs [][]byte) []*seen {
 	return ss
 }
 
-func newSplicedLoop(t *testing.T) *splicedLoop {
+func newSplicedLoop(t *testing.T) *splicedLoop { return newSplicedLoopWith(t, nil) }
+
+// newSplicedLoopWith is newSplicedLoop with the front-end's
+// configuration adjusted by mod.
+func newSplicedLoopWith(t *testing.T, mod func(*FrontEndConfig)) *splicedLoop {
 	t.Helper()
-	n := &loopNet{t: t, fe: newFE(t, nil), shim: newShim(t, ShimConfig{}), now: t0}
+	n := &loopNet{t: t, fe: newFE(t, mod), shim: newShim(t, ShimConfig{}), now: t0}
 	l := &splicedLoop{loopNet: n, c: newClient(41000, 0xfffffe00, fullOffer(123456)),
 		srv: newServer(0x00000100, wire.SynOptions{MSS: 1460, WScale: 9, SACKPermitted: true, TS: true, TSVal: 0xfffffff0})}
 	c, srv := l.c, l.srv

@@ -65,6 +65,11 @@ type FrontEndStats struct {
 	HandoffsStarted    uint64
 	HandoffsDone       uint64 // splice acknowledged, request sent
 	HandoffsFailed     uint64
+	// Pooled handoff connections (fe_pool.go): C2s put in the pool when
+	// their client closed, handoffs that took one instead of opening
+	// one, and pooled C2s reset when idle for PoolIdle or closed by
+	// their server.
+	C2Pooled, C2Reused, C2PoolExpired, C2PoolClosedByServer uint64
 	// SplicesAtSYN: handoffs whose Splice went with C2's SYN (issue 7,
 	// fe_atsyn.go); SpliceAtSYNLagged: of them, those whose SYN-ACK came
 	// a millisecond or more later, so our own TSvals to the client lag.

@@ -1,0 +1,331 @@
+package splice
+
+import (
+	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Handoff connections kept alive between client connections (issue 7,
+// docs/pooled-c2.md): the front-end's side. With FrontEndConfig.PoolC2
+// a C2 whose client connection ended cleanly goes into its back-end's
+// pool instead of being closed, and the next request dispatched to that
+// back-end takes it instead of opening one: no accept in the back-end's
+// kernel, no handshake, no close.
+//
+// Which C2s are kept. A keep-alive client that closes its connection
+// when nothing is under way -- every response it asked for reported
+// ended by the shim's Feedback (ResponseEnded) and acknowledged, every
+// byte it sent forwarded, no FIN or RST from the server -- sends a FIN
+// that would close C2 too. The front-end does not forward it: it sends
+// C2 the segment's ACK alone (the server must see the last ACK, or it
+// sends its last reply again), moves C2 to the pool, and closes the
+// client's side itself, as an answer with no bytes: its FIN from the end
+// of the last response, its TSvals never behind the last the client
+// echoed (fe_refuse.go does the same when it takes a connection back).
+//
+// Numbers on a reused C2. C2's request direction began at its first
+// client's ISN and carries that client's TSvals; a later client's go on
+// C2 shifted, so C2's sequence numbers and TSvals keep growing:
+//
+//   - cliDelta = n_f - (c + 1), n_f C2's next request byte: a correction
+//     point that changes no bytes (rewrite.go: startC = endC = c + 1,
+//     before = after = cliDelta), so every path that maps a rewritten
+//     connection's request numbers (forwardClient, the request and its
+//     resends, a RST's sequence, follow-up rewrites, which compose with
+//     it) maps a reused one's, and the shim maps the server's ACK and SACK
+//     back with the same record (shim_pool.go);
+//   - cliTSOff, added to the client's TSvals on C2, puts the client's
+//     latest TSval at the TSval after the last one C2 carried (the
+//     server's PAWS check); the shim takes it off the server's TS echo;
+//   - seqDelta and tsOffset map the server's numbers as for a new C2,
+//     from its next byte n_b (isnB is taken as n_b - 1) and from its
+//     TSval as the front-end last saw it, which the server's clock has
+//     passed since: translated TSvals run ahead of ours, never behind.
+//
+// C2's MSS, SACK, timestamps and window scale were fixed by its first
+// client's SYN, so it serves only a client whose SYN offered the same
+// SACK, timestamps and window scale and an MSS at least C2's. Nothing
+// else about the request changes: the Splice goes first (a round trip to
+// the shim, with Splice.Reuse), and only its SpliceAck lets the request
+// go, since the shim cannot tell a request for the new client from one
+// for the last until it has the Splice. (A request with the Splice
+// would be taken for the last client's.)
+//
+// The pool's life. Pooled C2s are kept per back-end, newest first, at
+// most PoolPerBackend of them; each for at most PoolIdle (below the
+// server's keep-alive timeout), then reset. A FIN or RST from the server
+// on a pooled C2 (its keep-alive timeout, a restart) reaches the
+// front-end in the shim's header copy and takes it out of the pool; a
+// FIN is answered with a RST, which frees the server's socket at once.
+// Until a new client takes it the shim's entry still names the last
+// client, so a server FIN also reaches that client, which has closed and
+// ignores or resets it (the front-end keeps PoolIdle below the server's
+// timeout so that this is rare).
+
+// pooledC2 is an idle handoff connection, with what a reuse needs.
+type pooledC2 struct {
+	key     c2Key
+	backend Backend
+	srvNxt  wire.Seq // n_b: the server's next sequence number
+	c2Nxt   wire.Seq // n_f: C2's next request byte
+	tsNext  uint32   // the lowest TSval C2 may carry next
+	tsLastB uint32   // the server's TSval as the front-end last saw it
+	tsB     bool
+	mssB    uint16
+	wsB     int
+	syn     synInfo // C2's SYN options: its first client's
+	since   Time
+}
+
+// poolRef is a pooled C2 in the order it was pooled: the oldest expires
+// first (PoolIdle is one span for all).
+type poolRef struct {
+	key   c2Key
+	since Time
+}
+
+// c2Pool holds the pooled C2s: by back-end, newest last, and by key.
+type c2Pool struct {
+	byDest map[c2Dest][]*pooledC2
+	byKey  map[c2Key]*pooledC2
+	order  []poolRef // pooling order, oldest first; stale refs skipped
+	spare  []*pooledC2
+}
+
+func (p *c2Pool) init() {
+	p.byDest = make(map[c2Dest][]*pooledC2)
+	p.byKey = make(map[c2Key]*pooledC2)
+}
+
+// remove takes pc out of the pool's maps (its order ref goes stale).
+func (p *c2Pool) remove(pc *pooledC2) {
+	dest := c2Dest{pc.key.bIP, pc.key.bPort}
+	list := p.byDest[dest]
+	for i, x := range list {
+		if x == pc {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(p.byDest, dest)
+	} else {
+		p.byDest[dest] = list
+	}
+	delete(p.byKey, pc.key)
+	if len(p.spare) < 64 {
+		*pc = pooledC2{}
+		p.spare = append(p.spare, pc)
+	}
+}
+
+func (p *c2Pool) newEntry() *pooledC2 {
+	if n := len(p.spare); n > 0 {
+		pc := p.spare[n-1]
+		p.spare = p.spare[:n-1]
+		return pc
+	}
+	return new(pooledC2)
+}
+
+// PooledC2s is the number of idle handoff connections held now.
+func (e *FrontEnd) PooledC2s() int { return len(e.pool.byKey) }
+
+// poolsAtClientFIN reports whether f's client FIN t may end f's client
+// connection while its C2 goes into the pool: nothing is under way
+// (see the file comment) and the pool has room.
+func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
+	if !e.cfg.PoolC2 || f.state != stSpliced || !f.c2Up || f.srvFin || f.srvRST || f.cliFin {
+		return false
+	}
+	if t.Flags()&(wire.TCPFlagFIN|wire.TCPFlagSYN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagFIN|wire.TCPFlagACK ||
+		len(t.Payload()) != 0 || t.Seq() != f.cliNxt {
+		return false
+	}
+	if f.kaState != kaForward || f.nextReq != f.cliNxt || len(f.kaBuf) != 0 || f.spliceUnproven {
+		return false // a follow-up begun, or the Splice not known taken
+	}
+	if f.respPending != 0 || !f.respEndKnown || f.cliAck != f.respEnd {
+		return false
+	}
+	if f.rw.on && !(f.reused && f.rw.startB == f.rw.endB) || f.rwPending || f.reqUna.LessThan(f.reqEnd) {
+		return false // a rewritten target: its correction point would outlive it
+	}
+	return len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) < e.cfg.PoolPerBackend
+}
+
+// poolAtClientFIN moves f's C2 to the pool and closes the client's side
+// (poolsAtClientFIN said it may): t is the client's FIN, o its options,
+// already validated and noted by forwardClient.
+func (e *FrontEnd) poolAtClientFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackAdvanced bool, now Time, out *Output) {
+	c2Next := f.rw.toB(f.cliNxt)
+	if ackAdvanced {
+		// The server must have the client's last ACK: without it, it
+		// sends its last reply again, on a C2 that may serve another
+		// client by then (the shim drops it there, but the server
+		// waits for nothing).
+		var ob [wire.TSOptionLen]byte
+		var opts []byte
+		if o.HasTS && f.tsB {
+			opts = ob[:wire.EncodeTS(ob[:], o.TSVal+f.cliTSOff, o.TSEcr-f.tsOffset)]
+		}
+		e.toBackend(f, c2Next, t.Ack()-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
+		e.stats.ForwardedFrames++
+	}
+	pc := e.pool.newEntry()
+	*pc = pooledC2{
+		key: f.c2Key(), backend: f.backend,
+		srvNxt: f.respEnd - wire.Seq(f.seqDelta), c2Nxt: c2Next,
+		tsNext:  f.tsMax + f.cliTSOff + 1,
+		tsLastB: f.tsLastB, tsB: f.tsB, mssB: f.mssB, wsB: f.wsB,
+		syn: f.c2SYN, since: now,
+	}
+	dest := c2Dest{pc.key.bIP, pc.key.bPort}
+	e.pool.byDest[dest] = append(e.pool.byDest[dest], pc)
+	e.pool.byKey[pc.key] = pc
+	e.pool.order = append(e.pool.order, poolRef{pc.key, now})
+	if e.byC2[pc.key] == f {
+		delete(e.byC2, pc.key)
+	}
+	f.c2Up = false // C2 is the pool's now: nothing of f's goes there any more
+	e.stats.C2Pooled++
+
+	// The client's side is ours: acknowledge its FIN and send ours from
+	// the end of the last response.
+	f.cliFin = true
+	f.rcvNxt = t.Seq() + 1
+	f.ansBase = f.respEnd
+	f.sndUna, f.sndNxt = f.respEnd, f.respEnd
+	f.tsFloor, f.tsFloorSet = f.cliTSecr, f.syn.ts
+	f.c2Pooled = true
+	f.tl.stamp(StepClose, now)
+	e.closeQuietly(f, now, out)
+}
+
+// reuseC2 hands queued flow f a pooled C2 of back-end b, if one fits its
+// SYN options, and sends the Splice that moves it (EvSplice): true if it
+// did.
+func (e *FrontEnd) reuseC2(f *flow, b Backend, now Time, out *Output) bool {
+	if !e.cfg.PoolC2 || f.rwPending || f.finInBuf {
+		return false
+	}
+	dest := c2Dest{wire.IP4From(b.IP), b.Port}
+	list := e.pool.byDest[dest]
+	var pc *pooledC2
+	for i := len(list) - 1; i >= 0; i-- { // the newest first
+		if c := list[i]; c.fits(f) && c.backend.MAC == b.MAC {
+			pc = c
+			break
+		}
+	}
+	if pc == nil {
+		return false
+	}
+	c := *pc
+	e.pool.remove(pc)
+	f.backend, f.bIP, f.hport = b, c.key.bIP, c.key.hport
+	e.takePort(f)
+	f.reused, f.c2SYN, f.c2First = true, c.syn, c.c2Nxt
+	f.c2Up = true
+	f.state = stSpliceWait
+	f.retries = 0
+	f.tl.stamp(StepC2SYN, now)
+	f.tl.stamp(StepC2SYNACK, now)
+	e.stats.HandoffsStarted++
+	e.stats.C2Reused++
+
+	f.isnB = c.srvNxt - 1
+	f.mssB, f.wsB, f.tsB = c.mssB, c.wsB, c.tsB
+	f.seqDelta = uint32(f.isnF - f.isnB)
+	if f.tsB {
+		f.tsLastB = c.tsLastB
+		f.tsOffset = tsClock(now) + 1 - c.tsLastB
+		f.cliTSOff = c.tsNext - f.tsMax
+	}
+	start := f.syn.clientISN + 1
+	delta := uint32(c.c2Nxt - start)
+	f.rw = rewriteRec{on: true, startC: start, endC: start, startB: c.c2Nxt, endB: c.c2Nxt, before: delta, after: delta}
+	f.reqEnd = f.requestEnd()
+	f.reqUna, f.reqNxt = c.c2Nxt, c.c2Nxt
+	f.cliNxt = f.rw.toC(f.reqEnd, true)
+	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + 65535)
+	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
+	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: e.spliceMessage(f)})
+	return true
+}
+
+// fits reports whether pc may serve f: C2's options are the ones f's
+// client offered (its MSS no smaller than C2's).
+func (pc *pooledC2) fits(f *flow) bool {
+	return pc.syn.ts == f.syn.ts && pc.syn.sack == f.syn.sack && pc.syn.wscale == f.syn.wscale && pc.syn.mss <= f.syn.mss
+}
+
+// spliceReuse is the Splice's Reuse part for f's reused C2.
+func (f *flow) spliceReuse() proto.SpliceReuse {
+	return proto.SpliceReuse{On: true,
+		ServerNext: uint32(f.isnB + 1), FrontNext: uint32(f.rw.startB),
+		ClientDelta: f.rw.before, ClientTSOffset: f.cliTSOff}
+}
+
+// inputPooled handles a segment from a back-end to the handoff port of
+// a pooled C2: the shim's copy of the server's FIN or RST, at the
+// server's next sequence number, from the back-end's address, port and
+// MAC. Anything else is dropped, as for a free port.
+func (e *FrontEnd) inputPooled(pc *pooledC2, p *wire.Packet, out *Output) {
+	t := p.TCP
+	flags := t.Flags()
+	if p.Eth.Src() != pc.backend.MAC || t.Seq() != pc.srvNxt || flags&(wire.TCPFlagFIN|wire.TCPFlagRST) == 0 || flags&wire.TCPFlagSYN != 0 {
+		e.drop(dropUnexpected)
+		return
+	}
+	if flags&wire.TCPFlagRST == 0 {
+		if flags&wire.TCPFlagACK == 0 || t.Ack() != pc.c2Nxt {
+			e.drop(dropUnexpected)
+			return
+		}
+		e.resetPooled(pc, out) // the server closes: free its socket at once
+	}
+	e.stats.C2PoolClosedByServer++
+	e.pool.remove(pc)
+}
+
+// resetPooled sends a RST on pooled C2 pc, at the server's rcv_nxt.
+func (e *FrontEnd) resetPooled(pc *pooledC2, out *Output) {
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: pc.backend.MAC,
+		Src: e.handoff, Dst: pc.key.bIP, SrcPort: pc.key.hport, DstPort: pc.key.bPort,
+		Seq: pc.c2Nxt, Flags: wire.TCPFlagRST,
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.TxFrames++
+}
+
+// poolDeadline is when the oldest pooled C2 expires.
+func (e *FrontEnd) poolDeadline() Time {
+	for len(e.pool.order) > 0 {
+		r := e.pool.order[0]
+		if pc := e.pool.byKey[r.key]; pc != nil && pc.since == r.since {
+			return r.since.Add(e.cfg.PoolIdle)
+		}
+		e.pool.order = e.pool.order[1:] // stale: taken or closed since
+	}
+	e.pool.order = e.pool.order[:0]
+	return Never
+}
+
+// expirePool resets the pooled C2s idle for PoolIdle by now.
+func (e *FrontEnd) expirePool(now Time, out *Output) {
+	for {
+		due := e.poolDeadline()
+		if due == Never || now < due {
+			return
+		}
+		pc := e.pool.byKey[e.pool.order[0].key]
+		e.pool.order = e.pool.order[1:]
+		e.resetPooled(pc, out)
+		e.stats.C2PoolExpired++
+		e.pool.remove(pc)
+	}
+}

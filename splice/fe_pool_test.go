@@ -1,0 +1,317 @@
+package splice
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/qsplice/qsplice/splice/wire"
+)
+
+// Pooled handoff connections, both engines in memory (fe_pool.go,
+// shim_pool.go): a C2 that served one client serves the next.
+
+func pooling(c *FrontEndConfig) { c.PoolC2 = true }
+
+// answer has the server send resp on l's C2 and the client take it, and
+// hands the shim's report of its end to the front-end, as the daemon
+// does with the Feedback.
+func (l *splicedLoop) answer(c *testClient, id FlowID, resp []byte) *seen {
+	l.t.Helper()
+	n := l.loopNet
+	n.now += ms
+	n.fromServer(l.srv.reply(resp))
+	s := l.clientGetsOn(c, n.takeClient())
+	done := onlyEvent(l.t, &Output{Events: n.shEvents}, EvResponseDone)
+	n.shEvents = nil
+	if done.RequestID != uint64(id) {
+		l.t.Fatalf("response reported for request %d, want %d", done.RequestID, id)
+	}
+	n.routeFE(n.fe.call(func(out *Output) {
+		if err := n.fe.fe.ResponseEnded(id, done.ResponseEnd, n.now, out); err != nil {
+			l.t.Fatal(err)
+		}
+	}))
+	return s
+}
+
+// clientGetsOn checks that the one frame in fs comes from the VIP to c
+// and lets c take it.
+func (l *splicedLoop) clientGetsOn(c *testClient, fs [][]byte) *seen {
+	l.t.Helper()
+	s := expectTCP(l.t, one(l.t, fs), ethTo(routerMAC), from(vipA, webPort), to(c.ip, c.port))
+	c.receive(s)
+	return s
+}
+
+// closeToPool has c, which has everything, close: the front-end pools
+// the C2 and answers the client's FIN itself. newAck says the FIN brings
+// the client's ACK of the last reply, which the server must then get; an
+// ACK the server already has goes nowhere. It returns the front-end's
+// FIN.
+func (l *splicedLoop) closeToPool(c *testClient, newAck bool) *seen {
+	l.t.Helper()
+	n, srv := l.loopNet, l.srv
+	n.now += ms
+	c.tsVal += 3
+	n.fromClient(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.rcvNxt, nil))
+	// The server gets the last ACK, never the FIN.
+	if newAck {
+		ack := expectTCP(l.t, one(l.t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt), payloadIs(nil))
+		srv.receive(ack)
+	} else if fs := n.takeServer(); len(fs) != 0 {
+		l.t.Fatalf("a FIN with an old ACK sent %d frames to the server", len(fs))
+	}
+	fin := expectTCP(l.t, one(l.t, n.takeClient()), from(vipA, webPort), to(c.ip, c.port),
+		flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c.rcvNxt), ackIs(c.nxt+1))
+	if v, _, _ := fin.ts(); int32(v-c.peerTS) < 0 {
+		t := l.t
+		t.Errorf("the front-end's FIN has TSval %#x, behind the %#x the client has seen: PAWS drops it", v, c.peerTS)
+	}
+	c.nxt++ // its FIN
+	c.receive(fin)
+	c.rcvNxt++
+	n.now += ms
+	n.fromClient(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil))
+	if len(n.toClient) != 0 || len(n.toServer) != 0 {
+		l.t.Fatalf("the client's last ACK moved %d frames to it, %d to the server", len(n.toClient), len(n.toServer))
+	}
+	return fin
+}
+
+// connect brings c through the handshake and its request req: the
+// front-end reports the request. It returns the flow and every TSval the
+// front-end sent c.
+func (l *splicedLoop) connect(c *testClient, req []byte) (FlowID, []uint32) {
+	l.t.Helper()
+	n := l.loopNet
+	n.feEvents = nil
+	n.fromClient(c.syn())
+	sa := l.clientGetsOn(c, n.takeClient())
+	c.isnF, c.rcvNxt, c.ts = sa.seq(), sa.seq()+1, true
+	v, _, _ := sa.ts()
+	tsvals := []uint32{v}
+	n.now += ms
+	c.tsVal++
+	n.fromClient(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil))
+	n.now += ms
+	n.fromClient(c.data(req))
+	for _, f := range n.takeClient() {
+		s := expectTCP(l.t, f, to(c.ip, c.port))
+		c.receive(s)
+		v, _, _ := s.ts()
+		tsvals = append(tsvals, v)
+	}
+	id := onlyEvent(l.t, &Output{Events: n.feEvents}, EvRequest).Flow
+	n.feEvents = nil
+	return id, tsvals
+}
+
+func TestPooledC2ServesTheNextClient(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv, c1 := l.loopNet, l.srv, l.c
+	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	c2Tuple := l.fe.fe.byID[l.id].c2Key()
+	lastC2TS := c1.tsVal + 3 // the FIN's, which C2 carried in the last ACK
+	l.closeToPool(c1, true)
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN || ev[0].Flow != l.id {
+		t.Errorf("first client's close: events %+v, want its EvClosed fin", n.feEvents)
+	}
+	if n.fe.fe.PooledC2s() != 1 {
+		t.Fatalf("%d pooled C2s after the first client closed, want 1", n.fe.fe.PooledC2s())
+	}
+
+	// A second client, whose clock is far behind the first's (the
+	// server's PAWS check) and whose ISN is anywhere.
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	req2 := []byte("GET /second HTTP/1.1\r\nHost: loop.test\r\n\r\n")
+	id2, feTSvals := l.connect(c2, req2)
+	n.now += ms
+	n.routeFE(n.fe.call(func(out *Output) {
+		if err := n.fe.fe.Dispatch(id2, testBackend, n.now, out); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	if len(n.toServer) != 0 {
+		t.Fatalf("dispatching on a pooled C2 sent %d frames to the server (a SYN?)", len(n.toServer))
+	}
+	ev := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice)
+	n.feEvents = nil
+	sp := ev.Splice
+	if !sp.Reuse.On || sp.HandoffPort != c2Tuple.hport || sp.Reuse.ServerNext != uint32(srv.nxt) || sp.Reuse.FrontNext != uint32(srv.rcvNxt) {
+		t.Fatalf("Splice %+v: want a reuse of port %d at server %#x, request %#x", sp, c2Tuple.hport, uint32(srv.nxt), uint32(srv.rcvNxt))
+	}
+	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
+		t.Fatal(err)
+	}
+	n.routeFE(n.fe.call(func(out *Output) {
+		if err := n.fe.fe.SpliceAcked(id2, n.now, out); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	// The request goes on C2 where the first client's bytes ended, with a
+	// TSval after the last one C2 carried.
+	rs := expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), ackIs(srv.nxt), payloadIs(req2))
+	reqTS, _, _ := rs.ts()
+	if int32(reqTS-lastC2TS) <= 0 {
+		t.Errorf("second request's TSval %#x is not after C2's last %#x: the server's PAWS drops it", reqTS, lastC2TS)
+	}
+	tsShift := reqTS - c2.tsVal // the client's clock onto C2's
+	srv.receive(rs)
+
+	// The response reaches the second client in its own numbers.
+	srv.tsVal += 40
+	resp2 := []byte("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+	got := l.answer(c2, id2, resp2)
+	expectTCP(t, got.raw, seqIs(c2.isnF+1), ackIs(c2.nxt), payloadIs(resp2))
+	val, ecr, _ := got.ts()
+	if ecr != c2.tsVal {
+		t.Errorf("reply echoes TSval %#x, want the second client's own %#x", ecr, c2.tsVal)
+	}
+	for _, v := range feTSvals {
+		if int32(val-v) < 0 {
+			t.Errorf("reply TSval %#x is behind the front-end's %#x: PAWS drops it", val, v)
+		}
+	}
+	// Its ACK reaches the server in C2's numbers, echoing the server's
+	// own TSval.
+	n.now += ms
+	c2.tsVal++
+	n.fromClient(c2.seg(wire.TCPFlagACK, c2.nxt, c2.rcvNxt, nil))
+	expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), ackIs(srv.nxt), tsIs(c2.tsVal+tsShift, srv.tsVal))
+
+	// The second client closes too: the same C2 goes back to the pool.
+	l.closeToPool(c2, false)
+	st := n.fe.fe.Stats()
+	if st.C2Pooled != 2 || st.C2Reused != 1 || n.fe.fe.PooledC2s() != 1 {
+		t.Errorf("pooled %d, reused %d, in the pool %d; want 2, 1, 1", st.C2Pooled, st.C2Reused, n.fe.fe.PooledC2s())
+	}
+	if ss := n.shim.sh.Stats(); ss.SplicesReused != 1 || ss.Splices != 2 {
+		t.Errorf("shim: %d splices, %d reused; want 2, 1", ss.Splices, ss.SplicesReused)
+	}
+
+	// Idle for PoolIdle, it is reset at the server's rcv_nxt, and both
+	// engines forget it.
+	n.now += 31 * s1
+	n.routeFE(n.fe.tick(n.now))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagRST), seqIs(srv.rcvNxt))
+	if n.fe.fe.PooledC2s() != 0 || n.fe.fe.Stats().C2PoolExpired != 1 {
+		t.Errorf("after PoolIdle: %d pooled, %d expired", n.fe.fe.PooledC2s(), n.fe.fe.Stats().C2PoolExpired)
+	}
+	for i := 0; i < 4; i++ {
+		n.now += 5 * s1
+		n.routeFE(n.fe.tick(n.now))
+		n.routeShim(n.shim.tick(n.now))
+	}
+	if n.fe.fe.Flows() != 0 || n.shim.sh.Entries() != 0 || n.fe.fe.NextDeadline() != Never {
+		t.Errorf("after the linger: %d flows, %d shim entries, next deadline %v", n.fe.fe.Flows(), n.shim.sh.Entries(), n.fe.fe.NextDeadline())
+	}
+	n.fe.checkCounters()
+	n.shim.checkCounters()
+}
+
+// TestC2NotPooledUnlessIdle: a client FIN that comes before it
+// acknowledged the response, or with no pooling configured, closes C2 as
+// before: the FIN goes to the server.
+func TestC2NotPooledUnlessIdle(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		mod   func(*FrontEndConfig)
+		acked bool
+	}{
+		{"response unacknowledged", pooling, false},
+		{"pooling off", nil, true},
+		{"pool full", func(c *FrontEndConfig) { c.PoolC2, c.PoolPerBackend = true, -1 }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newSplicedLoopWith(t, c.mod)
+			n, c1 := l.loopNet, l.c
+			l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+			ack := c1.rcvNxt
+			if !c.acked {
+				ack--
+			}
+			n.now += ms
+			n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, ack, nil))
+			expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN))
+			if len(n.toClient) != 0 || n.fe.fe.PooledC2s() != 0 {
+				t.Errorf("%d frames to the client, %d pooled", len(n.toClient), n.fe.fe.PooledC2s())
+			}
+		})
+	}
+}
+
+// TestPooledC2ClosedByItsServer: the server's FIN on a pooled C2 (its
+// keep-alive timeout) reaches the front-end in the shim's copy; the
+// front-end resets C2, which frees the server's socket, and forgets it.
+// A next request opens a new C2.
+func TestPooledC2ClosedByItsServer(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv, c1 := l.loopNet, l.srv, l.c
+	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	l.closeToPool(c1, true)
+	n.now += 10 * s1
+	n.fromServer(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt, nil))
+	n.takeClient() // the shim still names the last client, which ignores it
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagRST), seqIs(srv.rcvNxt))
+	if n.fe.fe.PooledC2s() != 0 || n.fe.fe.Stats().C2PoolClosedByServer != 1 {
+		t.Fatalf("%d pooled, %d closed by the server", n.fe.fe.PooledC2s(), n.fe.fe.Stats().C2PoolClosedByServer)
+	}
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	id2, _ := l.connect(c2, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagSYN), seqIs(c2.isn))
+}
+
+// TestPooledC2ServesOnlyMatchingClients: C2's options were its first
+// client's; a client that offered other ones gets a C2 of its own.
+func TestPooledC2ServesOnlyMatchingClients(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		offer wire.SynOptions
+		reuse bool
+	}{
+		{"same options", fullOffer(5), true},
+		{"no SACK", wire.SynOptions{MSS: 1460, WScale: 7, TS: true, TSVal: 5}, false},
+		{"another scale", wire.SynOptions{MSS: 1460, WScale: 6, SACKPermitted: true, TS: true, TSVal: 5}, false},
+		{"smaller MSS", wire.SynOptions{MSS: 1200, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newSplicedLoopWith(t, pooling)
+			n := l.loopNet
+			l.answer(l.c, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+			l.closeToPool(l.c, true)
+			c2 := newClient(41001, 0x4000_0000, c.offer)
+			id2, _ := l.connect(c2, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+			n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+			toServer := n.takeServer()
+			if reused := len(toServer) == 0; reused != c.reuse {
+				t.Errorf("reused %v (%d frames to the server), want %v", reused, len(toServer), c.reuse)
+			}
+		})
+	}
+}
+
+// TestPooledC2RequestWaitsForItsSplice: on a reused C2 the request goes
+// only after the SpliceAck, and a Splice the shim refuses (the C2 was
+// not idle there) leaves the client a 503 it may retry: nothing reached
+// the server.
+func TestPooledC2RequestWaitsForItsSplice(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n := l.loopNet
+	l.answer(l.c, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	l.closeToPool(l.c, true)
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	id2, _ := l.connect(c2, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+	onlyEvent(t, &Output{Events: n.feEvents}, EvSplice)
+	n.now += 3 * s1
+	n.routeFE(n.fe.tick(n.now))
+	if len(n.toServer) != 1 {
+		t.Fatalf("%d frames to the server after the Splice went unanswered, want C2's reset", len(n.toServer))
+	}
+	expectTCP(t, n.toServer[0], flagsAre(wire.TCPFlagRST))
+	ans := l.clientGetsOn(c2, n.takeClient())
+	if !bytes.HasPrefix(ans.payload(), []byte("HTTP/1.1 503")) {
+		t.Errorf("client got %q, want a 503", ans.payload())
+	}
+}
