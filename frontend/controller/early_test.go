@@ -255,3 +255,17 @@ func TestFeedbackBeforeTheSYNACKAcknowledgesAnImplicitSplice(t *testing.T) {
 		t.Fatalf("the late SYN-ACK timed the handoff again: %d", b.Handoff.N)
 	}
 }
+
+// A request on a pooled C2 (splice/fe_pool.go) waits for its SpliceAck
+// even when it could go early: until the shim has the Splice it takes a
+// request on that C2 for the last client's.
+func TestRequestOnAPooledC2WaitsForItsSpliceAck(t *testing.T) {
+	h := newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 1, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.wantCalls("dispatch-carrying 1 b1")
+	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
+	h.wantCalls()
+	h.spliceAck(1, t0+3*ms)
+	h.wantCalls("splice-acked 1")
+}

@@ -282,13 +282,17 @@ func (h *harness) followUp(flow splice.FlowID, host string, now splice.Time) *Ou
 
 // connected has the engine report that flow's C2 is up: EvSplice.
 func (h *harness) connected(flow splice.FlowID, now splice.Time) *Output {
+	return h.connectedWith(flow, proto.Splice{RequestID: uint64(flow)}, now)
+}
+
+// connectedWith is connected with the EvSplice carrying sp.
+func (h *harness) connectedWith(flow splice.FlowID, sp proto.Splice, now splice.Time) *Output {
 	f := h.eng.flows[flow]
 	if f.state != "connecting" {
 		h.t.Fatalf("flow %d is %s, not connecting", flow, f.state)
 	}
 	f.state = "splice-wait"
-	return h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: f.backend,
-		Splice: proto.Splice{RequestID: uint64(flow)}}, now)
+	return h.event(splice.Event{Kind: splice.EvSplice, Flow: flow, Backend: f.backend, Splice: sp}, now)
 }
 
 // closed has the engine report flow gone.

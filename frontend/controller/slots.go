@@ -218,7 +218,9 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	c.tlSpliceSent(rec, now)
 	// A request its Splice carries is on its way once the shim has the
 	// Splice: it takes its slot now, whatever changed since Dispatch.
-	if p.msg.Flags&proto.SpliceRequest != 0 || c.goesEarly(rec, rec.be) {
+	// Never on a pooled C2 (splice/fe_pool.go): until its Splice is in,
+	// the shim takes a request there for the last client's.
+	if p.msg.Flags&proto.SpliceRequest != 0 || !p.msg.Reuse.On && c.goesEarly(rec, rec.be) {
 		rec.early = true
 		c.sendFirstRequest(rec, now, out)
 	}
