@@ -30,10 +30,11 @@ var (
 	shimTransBytes = fam("qsplice_shim_translated_bytes_total", "Payload bytes of the replies rewritten towards a client.", isCounter)
 	shimCopies     = fam("qsplice_shim_frontend_copies_total", "Header-only copies of replies sent to the front-end.", isCounter)
 	shimMalformed  = fam("qsplice_shim_malformed_frames_total", "Frames that failed parsing (passed unchanged).", isCounter)
-	shimDrops      = fam("qsplice_shim_drops_total", "Frames dropped, by reason: spliced replies the shim cannot translate, frames from the wire refused for their headers, and echoes of replies the kernel sent for a connection the shim no longer has (echo-orphaned).", isCounter, "reason")
+	shimDrops      = fam("qsplice_shim_drops_total", "Frames dropped, by reason: spliced replies the shim cannot translate, frames from the wire refused for their headers, echoes of replies the kernel sent for a connection the shim no longer has (echo-orphaned), and replies on a reused handoff connection from before it was moved to its client (last-client).", isCounter, "reason")
 	shimSplices    = fam("qsplice_shim_splices_total", "Splices installed.", isCounter)
 	shimRefused    = fam("qsplice_shim_splices_refused_total", "Splices refused, by reason.", isCounter, "reason")
 	shimReplaced   = fam("qsplice_shim_splices_replaced_total", "Entries replaced by a Splice for a new handshake on their tuple.", isCounter)
+	shimReused     = fam("qsplice_shim_splices_reused_total", "Idle handoff connections moved to a later client by a Splice with Reuse (also in qsplice_shim_splices_total).", isCounter)
 	shimExpired    = fam("qsplice_shim_expired_total", "Entries expired (idle, after the close, or at their lifetime).", isCounter)
 	shimExpiredLt  = fam("qsplice_shim_expired_lifetime_total", "Entries ended by their maximum lifetime (also in qsplice_shim_expired_total).", isCounter)
 	shimHandshakes = fam("qsplice_shim_handshakes_total", "Kernel SYN-ACKs on web ports recorded as handoff handshakes, those pushed out by newer ones (evicted), and those to an address that is not a handoff one, not recorded (not_handoff: a client of the host's own address).", isCounter, "outcome")
@@ -77,7 +78,7 @@ var (
 
 	shimFamilies = []*exposition.Family{
 		&shimRegistered, &shimEntries, &shimActive, &shimPeak, &shimPassed, &shimTranslated, &shimTransBytes,
-		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimExpired,
+		&shimCopies, &shimMalformed, &shimDrops, &shimSplices, &shimRefused, &shimReplaced, &shimReused, &shimExpired,
 		&shimExpiredLt, &shimHandshakes, &shimWireGuard, &shimEarly, &shimFastOpen, &shimLinkFrames, &shimLinkBytes, &shimLinkErrors,
 		&shimLinkDrops, &shimLinkInWait, &shimGathered, &shimGathers, &shimBusy, &shimKernDrops, &shimFastPath, &shimFastFrames, &shimFastBytes, &shimFastOffers, &shimResponses, &shimSYNFast, &shimSYNFrames, &shimCtlSent, &shimCtlReceived, &shimAcksImplied, &shimCtlWire, &shimCtlSentPath, &shimCtlRefused, &shimCtlBad,
 		&shimCtlIgnored, &shimRegs, &shimReregs, &shimWorkerFrames, &shimWorkerEntries, &shimWorkerPassed, &shimScrapeError,
@@ -126,7 +127,7 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 		{"martian-source", s.IngressMartianSource}, {"own-source", s.IngressOwnSource},
 		{"multicast-source-mac", s.IngressMulticastMAC}, {"ttl-zero", s.IngressTTLZero},
 		{"ip-options", s.IngressIPOptions},
-		{"echo-orphaned", s.EchoesOrphaned},
+		{"echo-orphaned", s.EchoesOrphaned}, {"last-client", s.RepliesOfLastClient},
 	} {
 		shimDrops.Emit(ch, n(d.v), d.reason)
 	}
@@ -137,10 +138,12 @@ func collectShim(ch chan<- prometheus.Metric, st *Status) {
 	}{
 		{"not-web-port", s.RefusedNotWebPort}, {"no-handshake", s.RefusedNoHandshake},
 		{"inconsistent", s.RefusedInconsistent}, {"request-in-use", s.RefusedRequestInUse}, {"full", s.RefusedFull},
+		{"not-idle", s.RefusedNotIdle},
 	} {
 		shimRefused.Emit(ch, n(r.v), r.reason)
 	}
 	shimReplaced.Emit(ch, n(s.SplicesReplaced))
+	shimReused.Emit(ch, n(s.SplicesReused))
 	shimExpired.Emit(ch, n(s.Expired))
 	shimExpiredLt.Emit(ch, n(s.ExpiredLifetime))
 	shimHandshakes.Emit(ch, n(s.Handshakes), "recorded")

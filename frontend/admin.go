@@ -123,10 +123,18 @@ type EngineStatus struct {
 	SplicesAtSYN    uint64 `json:"splices_at_syn"`
 	RequestsCarried uint64 `json:"requests_carried"`
 	RequestsInSYN   uint64 `json:"requests_in_syn"`
-	Retransmits     uint64 `json:"retransmits"`
-	ForwardedFrames uint64 `json:"forwarded_frames"`
-	ForwardedBytes  uint64 `json:"forwarded_bytes"`
-	HandedOffBytes  uint64 `json:"handed_off_bytes"`
+	// Handoff connections kept alive between client connections
+	// (splice/fe_pool.go): put in the pool, taken from it, reset there
+	// after the pool's idle time or closed by their server; and in it now.
+	C2Pooled             uint64 `json:"c2_pooled"`
+	C2Reused             uint64 `json:"c2_reused"`
+	C2PoolExpired        uint64 `json:"c2_pool_expired"`
+	C2PoolClosedByServer uint64 `json:"c2_pool_closed_by_server"`
+	PooledC2s            uint64 `json:"pooled_c2s"`
+	Retransmits          uint64 `json:"retransmits"`
+	ForwardedFrames      uint64 `json:"forwarded_frames"`
+	ForwardedBytes       uint64 `json:"forwarded_bytes"`
+	HandedOffBytes       uint64 `json:"handed_off_bytes"`
 	// ControlFromLink counts the control datagrams the engines took off
 	// the link for the control socket (splice/fe_control.go), and
 	// ControlFromLinkDropped those they dropped for a bad length or
@@ -218,6 +226,8 @@ func (d *Daemon) status() Status {
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,
+			C2Pooled: es.C2Pooled, C2Reused: es.C2Reused, C2PoolExpired: es.C2PoolExpired,
+			C2PoolClosedByServer: es.C2PoolClosedByServer, PooledC2s: es.PooledC2s,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes,
 			ControlFromLink: es.ControlTaken, ControlFromLinkDropped: es.ControlBadLength + es.ControlBadChecksum, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			FollowUps: es.FollowUps, AckStorms: es.AckStorms,

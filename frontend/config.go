@@ -75,6 +75,12 @@ type Config struct {
 	// SpliceAtSYN sends a request's Splice with C2's SYN, so the shim's
 	// SpliceAck comes with the SYN-ACK (splice.FrontEndConfig.SpliceAtSYN).
 	SpliceAtSYN bool
+	// PoolC2 keeps handoff connections alive between client connections
+	// (splice.FrontEndConfig.PoolC2): at most PoolPerBackend idle ones a
+	// back-end, each for at most PoolIdle (0: the engine's defaults).
+	PoolC2         bool
+	PoolPerBackend int
+	PoolIdle       time.Duration
 	// SYNAnswer answers clients' SYNs in the kernel, with a TC program on
 	// an afpacket link's ingress (synanswer.go); off, or where the
 	// program cannot load, the engines answer them.

@@ -357,8 +357,9 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		FlowLifetime: cfg.FlowLifetime, HalfCloseTimeout: cfg.HalfCloseTimeout,
 		HandoffPortFirst: cfg.HandoffPortFirst, HandoffPortLast: cfg.HandoffPortLast,
 		Shard: i, Shards: n,
-		Timelines:     cfg.Timeline != "",
-		SpliceAtSYN:   cfg.SpliceAtSYN,
+		Timelines:   cfg.Timeline != "",
+		SpliceAtSYN: cfg.SpliceAtSYN,
+		PoolC2:      cfg.PoolC2, PoolPerBackend: cfg.PoolPerBackend, PoolIdle: cfg.PoolIdle,
 		FastOpen:      cfg.FastOpen,
 		FastOpenInSYN: cfg.FastOpenInSYN,
 	}

@@ -88,6 +88,8 @@ var (
 	feQueue         = fam("qsplice_frontend_queue_length", "Requests waiting for a back-end.", isGauge)
 	feRequests      = fam("qsplice_frontend_requests_total", "Request heads parsed.", isCounter)
 	feHandoffs      = fam("qsplice_frontend_handoffs_total", "Handoffs by outcome.", isCounter, "outcome")
+	fePool          = fam("qsplice_frontend_pooled_c2_total", "Handoff connections kept alive between client connections (-pool-c2): put in the pool when their client closed (pooled), taken by a later request (reused), reset after the pool's idle time (expired), closed by their server while pooled (closed_by_server).", isCounter, "what")
+	fePoolNow       = fam("qsplice_frontend_pooled_c2", "Idle handoff connections in the pool now.", isGauge)
 	feShortCuts     = fam("qsplice_frontend_handoff_short_cuts_total", "Handoffs that took a short cut (issue 7): the Splice sent with C2's SYN (splice_at_syn), the request carried in it (request_carried), the request taken by the back-end's kernel in C2's SYN (request_in_syn, TCP Fast Open).", isCounter, "what")
 	feFollowUps     = fam("qsplice_frontend_follow_ups_total", "Requests that followed on spliced keep-alive connections, by what became of them besides scheduling.", isCounter, "outcome")
 	feChunked       = fam("qsplice_frontend_chunked_bodies_total", "Chunked request bodies followed to their end.", isCounter)
@@ -155,7 +157,7 @@ var (
 
 	frontendFamilies = []*exposition.Family{
 		&feFrames, &feDrops, &feRSTsSup, &feCtlRefused, &feFlows, &feRefunds, &feLateFeedback, &feQueue, &feRequests,
-		&feHandoffs, &feShortCuts, &feFollowUps, &feChunked, &feChallenge, &feTimeWait, &feReplyBytes, &feFwdBytes, &feKernelDrops,
+		&feHandoffs, &fePool, &fePoolNow, &feShortCuts, &feFollowUps, &feChunked, &feChallenge, &feTimeWait, &feReplyBytes, &feFwdBytes, &feKernelDrops,
 		&feLimit, &feSources, &feHandoffPorts, &feLimitRefusals, &feLimitCloses, &feRebuilt,
 		&custOffered, &custAdmitted, &custServed, &custOutside, &custRefunded, &custAbandoned, &custRejected,
 		&custCharged, &custBalance, &custWait, &custResponse, &lifoUtil, &lifoLIFO,
@@ -201,6 +203,11 @@ func collectStatus(ch chan<- prometheus.Metric, st *Status) {
 	feRequests.Emit(ch, n(e.Requests))
 	feHandoffs.Emit(ch, n(e.HandoffsDone), "done")
 	feHandoffs.Emit(ch, n(e.HandoffsFailed), "failed")
+	fePool.Emit(ch, n(e.C2Pooled), "pooled")
+	fePool.Emit(ch, n(e.C2Reused), "reused")
+	fePool.Emit(ch, n(e.C2PoolExpired), "expired")
+	fePool.Emit(ch, n(e.C2PoolClosedByServer), "closed_by_server")
+	fePoolNow.Emit(ch, n(e.PooledC2s))
 	feShortCuts.Emit(ch, n(e.SplicesAtSYN), "splice_at_syn")
 	feShortCuts.Emit(ch, n(e.RequestsCarried), "request_carried")
 	feShortCuts.Emit(ch, n(e.RequestsInSYN), "request_in_syn")

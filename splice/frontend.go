@@ -329,6 +329,7 @@ func (e *FrontEnd) Stats() FrontEndStats {
 	s.Flows = uint64(len(e.byID))
 	s.Sources = uint64(len(e.sources))
 	s.HandoffPorts = uint64(len(e.byC2))
+	s.PooledC2s = uint64(len(e.pool.byKey))
 	s.SpareBytes = uint64(len(e.spareFlows))*uint64(unsafe.Sizeof(flow{})) + uint64(e.spareBufBytes)
 	return s
 }

@@ -70,6 +70,8 @@ type FrontEndStats struct {
 	// one, and pooled C2s reset when idle for PoolIdle or closed by
 	// their server.
 	C2Pooled, C2Reused, C2PoolExpired, C2PoolClosedByServer uint64
+	// PooledC2s is the number of idle handoff connections in the pool now.
+	PooledC2s uint64
 	// SplicesAtSYN: handoffs whose Splice went with C2's SYN (issue 7,
 	// fe_atsyn.go); SpliceAtSYNLagged: of them, those whose SYN-ACK came
 	// a millisecond or more later, so our own TSvals to the client lag.

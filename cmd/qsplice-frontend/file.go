@@ -39,6 +39,10 @@ type tuning struct {
 	// earlyRequest: a safe request goes with its Splice; spliceAtSYN:
 	// the Splice goes with C2's SYN.
 	earlyRequest, spliceAtSYN bool
+	// poolC2: handoff connections kept alive between client connections.
+	poolC2         bool
+	poolPerBackend int
+	poolIdle       time.Duration
 	// synAnswer: SYNs are answered in the kernel.
 	synAnswer bool
 	// fastOpen: C2's SYN asks for a Fast Open cookie when the Splice
@@ -77,6 +81,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
+	cfg.PoolC2, cfg.PoolPerBackend, cfg.PoolIdle = tune.poolC2, tune.poolPerBackend, tune.poolIdle
 	cfg.SYNAnswer = tune.synAnswer
 	cfg.FastOpen = tune.fastOpen
 	cfg.FastOpenInSYN = tune.fastOpenInSYN

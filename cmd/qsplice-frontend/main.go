@@ -99,6 +99,9 @@ func main() {
 	flag.BoolVar(&cfg.ControlSocketOnly, "control-socket-only", false, "run the control protocol through the control socket only; by default, on an AF_PACKET link whose interface has the -control address, a request's Splice goes as a frame in the batch of its pass, and the back-ends' datagrams are read off the link with the frames (the socket then refuses what came through the link): about a system call less per request")
 	flag.BoolVar(&cfg.FastOpen, "fast-open", true, "when a Splice carries its request, ask in the handoff connection's SYN for the back-end kernel's TCP Fast Open cookie (RFC 7413): a shim that has one puts the request in the SYN, and the back-end's server reads it while the SYN-ACK is on its way out (the back-end needs net.ipv4.tcp_fastopen=3 and a server listening with TCP_FASTOPEN, e.g. nginx's listen ... fastopen=N; without, nothing changes); false: no cookie option")
 	flag.BoolVar(&cfg.FastOpenInSYN, "fast-open-in-syn", true, "with -fast-open, once a back-end's SYN-ACK gave its kernel's cookie, put the cookie and the request in the SYN here, not at the shim: the SYN needs nothing from the shim, and a shim running its SYN fast path (qsplice-backend -syn-fastpath) has its kernel take it from the wire, a shim wake-up less before the first byte; false: the shim fills the SYN")
+	flag.BoolVar(&cfg.PoolC2, "pool-c2", false, "keep a handoff connection whose client closed an idle keep-alive connection, and give it to the next request for the same back-end instead of opening one: no accept, handshake or close at the back-end for that request (docs/pooled-c2.md; /status: c2_pooled, c2_reused)")
+	flag.IntVar(&cfg.PoolPerBackend, "pool-per-backend", 64, "with -pool-c2, the most idle handoff connections kept for one back-end")
+	flag.DurationVar(&cfg.PoolIdle, "pool-idle", 30*time.Second, "with -pool-c2, how long an idle handoff connection is kept before it is reset: keep it below the back-ends' keep-alive timeout (nginx: keepalive_timeout, 75s by default)")
 	flag.BoolVar(&cfg.SpliceAtSYN, "splice-at-syn", true, "send a request's Splice with the handoff connection's SYN (when the request is buffered whole and not rewritten): the shim completes it from the back-end's SYN-ACK and acknowledges it as that passes, a round trip to the shim less before the request leaves; false: after the SYN-ACK, as before")
 	flag.BoolVar(&cfg.SYNAnswer, "syn-answer", true, frontend.SYNAnswerUsage)
 	flag.IntVar(&cfg.HandoffAhead, "handoff-ahead", 2, "handoffs set up per back-end beyond its concurrency, so the C2 handshake and Splice round trip take no slot time (0: inside the slot)")
@@ -143,7 +146,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, gather: cfg.Gather, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, synAnswer: cfg.SYNAnswer, fastOpen: cfg.FastOpen, fastOpenInSYN: cfg.FastOpenInSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, gather: cfg.Gather, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, poolC2: cfg.PoolC2, poolPerBackend: cfg.PoolPerBackend, poolIdle: cfg.PoolIdle, synAnswer: cfg.SYNAnswer, fastOpen: cfg.FastOpen, fastOpenInSYN: cfg.FastOpenInSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = flagcheck.Addrs(*vips); err != nil {
