@@ -44,8 +44,11 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	}
 	e.spliceProven(f, t, out)
 	if flags&wire.TCPFlagFIN != 0 && e.poolsAtClientFIN(f, t) {
-		e.poolAtClientFIN(f, t, o, ackAdvanced, now, out) // C2 outlives the client (fe_pool.go)
+		e.holdFIN(f, t, o, ackAdvanced, now, out) // C2 may outlive the client (fe_pool.go)
 		return
+	}
+	if f.finHeld && flags&wire.TCPFlagRST == 0 && t.Seq() == f.cliNxt && len(t.Payload()) == 0 {
+		return // the held FIN sent again, or an ACK with nothing new for the server
 	}
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
 		return // the flow is ours again; the segment's ACK was all it brought
@@ -172,6 +175,14 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 					e.deadlineBy(f, f.refuseBy)
 				}
 			}()
+		}
+		if f.finHeld {
+			if now < f.finHeldBy {
+				e.deadlineBy(f, f.finHeldBy)
+				return
+			}
+			e.releaseFIN(f, now, out) // no Feedback came to pool C2 (fe_pool.go)
+			return
 		}
 		switch {
 		case f.reqUna.LessThan(f.reqEnd):

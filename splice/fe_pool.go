@@ -22,6 +22,9 @@ import (
 // client's side itself, as an answer with no bytes: its FIN from the end
 // of the last response, its TSvals never behind the last the client
 // echoed (fe_refuse.go does the same when it takes a connection back).
+// The client has the response straight from the shim, so its FIN often
+// comes before the shim's Feedback: the FIN is held for the Feedback, at
+// most PoolFINWait, then sent to C2 after all (holdFIN).
 //
 // Numbers on a reused C2. C2's request direction began at its first
 // client's ISN and carries that client's TSvals; a later client's go on
@@ -132,10 +135,11 @@ func (p *c2Pool) newEntry() *pooledC2 {
 func (e *FrontEnd) PooledC2s() int { return len(e.pool.byKey) }
 
 // poolsAtClientFIN reports whether f's client FIN t may end f's client
-// connection while its C2 goes into the pool: nothing is under way
-// (see the file comment) and the pool has room.
+// connection while its C2 goes into the pool, now or once the Feedback of
+// the last response came (see holdFIN): everything the client sent was
+// forwarded, no follow-up is begun, and nothing was rewritten.
 func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
-	if !e.cfg.PoolC2 || f.state != stSpliced || !f.c2Up || f.srvFin || f.srvRST || f.cliFin {
+	if !e.cfg.PoolC2 || f.state != stSpliced || !f.c2Up || f.srvFin || f.srvRST || f.cliFin || f.finHeld {
 		return false
 	}
 	if t.Flags()&(wire.TCPFlagFIN|wire.TCPFlagSYN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagFIN|wire.TCPFlagACK ||
@@ -145,37 +149,68 @@ func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
 	if f.kaState != kaForward || f.nextReq != f.cliNxt || len(f.kaBuf) != 0 || f.spliceUnproven {
 		return false // a follow-up begun, or the Splice not known taken
 	}
-	if f.respPending != 0 || !f.respEndKnown || f.cliAck != f.respEnd {
-		return false
-	}
 	if f.rw.on && !(f.reused && f.rw.startB == f.rw.endB) || f.rwPending || f.reqUna.LessThan(f.reqEnd) {
 		return false // a rewritten target: its correction point would outlive it
+	}
+	if f.respPending == 0 && f.respEndKnown {
+		return e.poolReady(f) // the Feedback is in: now or never
 	}
 	return len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) < e.cfg.PoolPerBackend
 }
 
-// poolAtClientFIN moves f's C2 to the pool and closes the client's side
-// (poolsAtClientFIN said it may): t is the client's FIN, o its options,
-// already validated and noted by forwardClient.
-func (e *FrontEnd) poolAtClientFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackAdvanced bool, now Time, out *Output) {
-	c2Next := f.rw.toB(f.cliNxt)
+// poolReady reports whether f's held FIN may go with C2 to the pool now:
+// every response reported ended and acknowledged, and the pool has room.
+func (e *FrontEnd) poolReady(f *flow) bool {
+	return f.respPending == 0 && f.respEndKnown && f.cliAck == f.respEnd &&
+		len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) < e.cfg.PoolPerBackend
+}
+
+// holdFIN takes the client's FIN t (its options o, validated and noted by
+// forwardClient) for the pool: C2 gets the segment's ACK alone, if it
+// brought one (the server must have the client's last ACK, or it sends
+// its last reply again, on a C2 that may serve another client by then),
+// and the FIN waits for the Feedback of the last response, which comes
+// from the shim about when the client, which had the response straight
+// from it, closes: then C2 goes to the pool (ResponseEnded). The client
+// resends its FIN only after its retransmission timeout; PoolFINWait is
+// shorter, and then the FIN goes to C2 after all, as it would have.
+func (e *FrontEnd) holdFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackAdvanced bool, now Time, out *Output) {
 	if ackAdvanced {
-		// The server must have the client's last ACK: without it, it
-		// sends its last reply again, on a C2 that may serve another
-		// client by then (the shim drops it there, but the server
-		// waits for nothing).
 		var ob [wire.TSOptionLen]byte
 		var opts []byte
 		if o.HasTS && f.tsB {
 			opts = ob[:wire.EncodeTS(ob[:], o.TSVal+f.cliTSOff, o.TSEcr-f.tsOffset)]
 		}
-		e.toBackend(f, c2Next, t.Ack()-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
+		e.toBackend(f, f.rw.toB(f.cliNxt), t.Ack()-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
 		e.stats.ForwardedFrames++
 	}
+	f.finHeld, f.finHeldBy = true, now.Add(e.cfg.PoolFINWait)
+	if e.poolReady(f) {
+		e.poolC2(f, now, out)
+		return
+	}
+	e.deadlineBy(f, f.finHeldBy)
+}
+
+// releaseFIN sends the client's held FIN to C2 after all (PoolFINWait
+// passed without the Feedback that would have pooled C2): the
+// connection closes as without a pool.
+func (e *FrontEnd) releaseFIN(f *flow, now Time, out *Output) {
+	f.finHeld = false
+	var ob [wire.TSOptionLen]byte
+	e.toBackend(f, f.rw.toB(f.cliNxt), f.cliAck-wire.Seq(f.seqDelta), wire.TCPFlagACK|wire.TCPFlagFIN, f.c2TSOption(&ob), nil, out)
+	e.stats.C2PoolFINsReleased++
+	f.deadline = Never // its timer ran: the next is armed afresh
+	e.forwardedClientSegment(f, wire.TCPFlagFIN, now, out)
+}
+
+// poolC2 moves f's C2 to the pool and closes the client's side itself
+// (its FIN is held, and poolReady).
+func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
 	pc := e.pool.newEntry()
 	*pc = pooledC2{
 		key: f.c2Key(), backend: f.backend,
-		srvNxt: f.respEnd - wire.Seq(f.seqDelta), c2Nxt: c2Next,
+		srvNxt: f.respEnd - wire.Seq(f.seqDelta), c2Nxt: f.rw.toB(f.cliNxt),
 		tsNext:  f.tsMax + f.cliTSOff + 1,
 		tsLastB: f.tsLastB, tsB: f.tsB, mssB: f.mssB, wsB: f.wsB,
 		syn: f.c2SYN, since: now,
@@ -192,8 +227,9 @@ func (e *FrontEnd) poolAtClientFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackA
 
 	// The client's side is ours: acknowledge its FIN and send ours from
 	// the end of the last response.
+	f.finHeld = false
 	f.cliFin = true
-	f.rcvNxt = t.Seq() + 1
+	f.rcvNxt = f.cliNxt + 1
 	f.ansBase = f.respEnd
 	f.sndUna, f.sndNxt = f.respEnd, f.respEnd
 	f.tsFloor, f.tsFloorSet = f.cliTSecr, f.syn.ts

@@ -218,7 +218,7 @@ func TestC2NotPooledUnlessIdle(t *testing.T) {
 		mod   func(*FrontEndConfig)
 		acked bool
 	}{
-		{"response unacknowledged", pooling, false},
+		{"response unacknowledged", pooling, false}, // the Feedback came first: now or never
 		{"pooling off", nil, true},
 		{"pool full", func(c *FrontEndConfig) { c.PoolC2, c.PoolPerBackend = true, -1 }, true},
 	} {
@@ -313,5 +313,61 @@ func TestPooledC2RequestWaitsForItsSplice(t *testing.T) {
 	ans := l.clientGetsOn(c2, n.takeClient())
 	if !bytes.HasPrefix(ans.payload(), []byte("HTTP/1.1 503")) {
 		t.Errorf("client got %q, want a 503", ans.payload())
+	}
+}
+
+// TestClientFINWaitsForTheFeedback: the client, which has the response
+// straight from the shim, often closes before the shim's Feedback
+// reaches the front-end. Its FIN waits for it (the server gets the FIN's
+// ACK at once), and C2 is pooled when it comes; without it, the FIN goes
+// to C2 after PoolFINWait, and the connection closes as without a pool.
+func TestClientFINWaitsForTheFeedback(t *testing.T) {
+	for _, feedback := range []bool{true, false} {
+		l := newSplicedLoopWith(t, pooling)
+		n, srv, c1 := l.loopNet, l.srv, l.c
+		n.now += ms
+		n.fromServer(srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")))
+		l.clientGetsOn(c1, n.takeClient())
+		done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
+		n.now += ms
+		c1.tsVal++
+		n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+		expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), ackIs(srv.nxt))
+		if len(n.toClient) != 0 {
+			t.Fatalf("the held FIN was answered before the Feedback")
+		}
+		n.now += 5 * ms
+		n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil)) // sent again: still held
+		if len(n.toClient)+len(n.toServer) != 0 {
+			t.Fatalf("the FIN sent again moved %d frames", len(n.toClient)+len(n.toServer))
+		}
+		if feedback {
+			n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, done.ResponseEnd, n.now, out) }))
+			expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), ackIs(c1.nxt+1))
+			if n.fe.fe.PooledC2s() != 1 {
+				t.Errorf("%d pooled after the Feedback, want 1", n.fe.fe.PooledC2s())
+			}
+			continue
+		}
+		n.now += 20 * ms
+		n.routeFE(n.fe.tick(n.now))
+		expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(srv.rcvNxt), ackIs(srv.nxt))
+		if st := n.fe.fe.Stats(); st.C2PoolFINsReleased != 1 || n.fe.fe.PooledC2s() != 0 {
+			t.Errorf("%d FINs released, %d pooled; want 1, 0", st.C2PoolFINsReleased, n.fe.fe.PooledC2s())
+		}
+		// The server closes too, and the connection ends as ever.
+		n.fromServer(srv.seg(wire.TCPFlagACK|wire.TCPFlagFIN, srv.nxt, srv.rcvNxt+1, nil))
+		expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN))
+		n.fromClient(c1.seg(wire.TCPFlagACK, c1.nxt+1, c1.rcvNxt+1, nil))
+		expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK))
+		n.feEvents = nil
+		for i := 0; i < 4; i++ {
+			n.now += 5 * s1
+			n.routeFE(n.fe.tick(n.now))
+			n.routeShim(n.shim.tick(n.now))
+		}
+		if n.fe.fe.Flows() != 0 || n.shim.sh.Entries() != 0 {
+			t.Errorf("after the linger: %d flows, %d shim entries", n.fe.fe.Flows(), n.shim.sh.Entries())
+		}
 	}
 }

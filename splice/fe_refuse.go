@@ -82,6 +82,9 @@ func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, now Time, out *Ou
 	if f.kaState == kaRefused && f.refusalReady() {
 		e.answerInStream(f, now, out)
 	}
+	if f.finHeld && e.poolReady(f) {
+		e.poolC2(f, now, out) // the client's FIN waited for this (fe_pool.go)
+	}
 	return nil
 }
 

@@ -173,6 +173,10 @@ type flow struct {
 	reused   bool
 	cliTSOff uint32
 	c2Pooled bool
+	// finHeld: the client's FIN waits for the last Feedback, to pool C2,
+	// until finHeldBy (fe_pool.go holdFIN).
+	finHeld   bool
+	finHeldBy Time
 
 	// Handoff timeline (issue 11, timeline.go): when each step happened.
 	tl FlowTimeline

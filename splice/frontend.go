@@ -133,6 +133,9 @@ type FrontEndConfig struct {
 	PoolC2         bool
 	PoolPerBackend int
 	PoolIdle       time.Duration
+	// PoolFINWait is how long a client's FIN waits for the Feedback of
+	// the response before it (20 ms): then C2 closes with it.
+	PoolFINWait time.Duration
 
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
@@ -200,6 +203,7 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.HalfCloseTimeout, 30*time.Second)
 	def(&c.RequestAckDelay, defaultRequestAckDelay)
 	def(&c.PoolIdle, 30*time.Second)
+	def(&c.PoolFINWait, 20*time.Millisecond)
 	if c.PoolPerBackend == 0 {
 		c.PoolPerBackend = 64
 	}

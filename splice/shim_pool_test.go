@@ -34,6 +34,14 @@ func request(n int) []byte {
 // acknowledged both ways: a C2 the front-end may pool. It returns where
 // the first response started.
 func idleC2(t *testing.T, cfg ShimConfig) (sc *shimConn, respStart wire.Seq, resp []byte) {
+	sc, respStart, resp = servedC2(t, cfg)
+	sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, sc.srv.nxt, nil), t0+3*ms)
+	return sc, respStart, resp
+}
+
+// servedC2 is idleC2 before the client's ACK of the response reached
+// the shim.
+func servedC2(t *testing.T, cfg ShimConfig) (sc *shimConn, respStart wire.Seq, resp []byte) {
 	t.Helper()
 	sc = newShimConn(t, cfg, 0x1000, 0x2000, nil)
 	h, srv := sc.h, sc.srv
@@ -45,7 +53,6 @@ func idleC2(t *testing.T, cfg ShimConfig) (sc *shimConn, respStart wire.Seq, res
 	if ev := onlyEvent(t, h.input(PortHost, srv.reply(resp), now+ms), EvResponseDone); ev.RequestID != sc.sp.RequestID {
 		t.Fatalf("first response reported for request %d", ev.RequestID)
 	}
-	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, srv.nxt, nil), now+2*ms)
 	return sc, respStart, resp
 }
 
@@ -174,8 +181,8 @@ func TestShimMovesOnlyAnIdleC2(t *testing.T) {
 		{"request in service", func(sc *shimConn, m *proto.Splice) {
 			sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, sc.srv.nxt, request(50)), t0+5*ms)
 		}, ErrSpliceNotIdle},
-		{"reply bytes unacknowledged", func(sc *shimConn, m *proto.Splice) {
-			sc.h.input(PortHost, sc.srv.reply([]byte("late")), t0+5*ms)
+		{"another response", func(sc *shimConn, m *proto.Splice) {
+			sc.h.input(PortHost, sc.srv.reply([]byte("HTTP/1.1 200 OK\r\n")), t0+5*ms)
 			m.Reuse.ServerNext = uint32(sc.srv.nxt)
 		}, ErrSpliceNotIdle},
 		{"server's FIN", func(sc *shimConn, m *proto.Splice) {
@@ -237,5 +244,25 @@ func TestShimTakesTheLastClientsTranslationOutOfTheKernel(t *testing.T) {
 	h.sh.TakeFastPaths(&h.out)
 	if len(h.out.FastPaths) != 1 || !h.out.FastPaths[0].Delete {
 		t.Fatalf("fast-path commands after the move: %+v, want the one delete", h.out.FastPaths)
+	}
+}
+
+// TestShimMovesAC2WhoseLastAckIsOnItsWay: the front-end pools a C2 once
+// the client acknowledged everything and sends C2 that ACK just before
+// the Splice that moves it; another worker of the back-end's daemon may
+// install the Splice first. The move is taken, and the late ACK still
+// reaches the kernel.
+func TestShimMovesAC2WhoseLastAckIsOnItsWay(t *testing.T) {
+	sc, _, _ := servedC2(t, ShimConfig{})
+	m := reuseFor(sc, 60)
+	if err := sc.h.sh.AddSplice(&m, t0+10*ms); err != nil {
+		t.Fatalf("reuse with the last ACK on its way: %v", err)
+	}
+	out := sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, sc.srv.nxt, nil), t0+10*ms)
+	if len(out.Frames) != 1 || out.Frames[0].Port != PortHost {
+		t.Fatalf("the late ACK: %d frames out", len(out.Frames))
+	}
+	if st := sc.h.sh.Stats(); st.SplicesReused != 1 || st.SplicesRefused != 0 {
+		t.Errorf("reused %d, refused %d", st.SplicesReused, st.SplicesRefused)
 	}
 }

@@ -70,6 +70,9 @@ type FrontEndStats struct {
 	// one, and pooled C2s reset when idle for PoolIdle or closed by
 	// their server.
 	C2Pooled, C2Reused, C2PoolExpired, C2PoolClosedByServer uint64
+	// C2PoolFINsReleased: client FINs held for the last response's
+	// Feedback that went to C2 after all (PoolFINWait passed).
+	C2PoolFINsReleased uint64
 	// PooledC2s is the number of idle handoff connections in the pool now.
 	PooledC2s uint64
 	// SplicesAtSYN: handoffs whose Splice went with C2's SYN (issue 7,

@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qsplice/qsplice/tools/lab"
+)
+
+// TestPooledC2sServeClientAfterClient: with -pool-c2 the front-end keeps
+// a handoff connection whose client closed an idle keep-alive connection
+// and gives it to the next request for that back-end (splice/fe_pool.go,
+// splice/shim_pool.go). Clients that each ask for one body and close,
+// four at a time, each asking for its own sizes from nginx and the test
+// server: every body is the exact content of its size (two clients
+// served in turn on one C2 never see each other's bytes), almost every
+// handoff after the first few reuses a C2, and the shim moved exactly
+// those.
+func TestPooledC2sServeClientAfterClient(t *testing.T) {
+	l := extraLab(t, "p", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.Nginx = true
+		cfg.Files = cfgFiles
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-pool-c2")
+	})
+	const workers, each = 4, 60
+	before := frontendStatus(t, l)
+	shimBefore := shimCounters(t, l)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := &http.Transport{
+				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					return l.Dial(ctx, "c1", network, addr)
+				},
+				DisableCompression: true,
+			}
+			c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			nginxSize := cfgFiles[w]
+			testSize := int64(1000 + 777*w)
+			for i := range each {
+				url, size := vipURL(80, nginxSize), nginxSize
+				if i%2 == 1 {
+					url, size = vipURL(8080, testSize), testSize
+				}
+				if err := getAndCheck(c, url, size); err != nil {
+					errs <- fmt.Errorf("client %d, request %d: %w", w, i, err)
+					return
+				}
+				// The client closes its idle connection: a FIN with
+				// nothing under way, which lets the C2 go to the pool.
+				tr.CloseIdleConnections()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	after := frontendStatus(t, l)
+	shimAfter := shimCounters(t, l)
+	total := uint64(workers * each)
+	pooled := after.Engine.C2Pooled - before.Engine.C2Pooled
+	reused := after.Engine.C2Reused - before.Engine.C2Reused
+	started := after.Engine.HandoffsStarted - before.Engine.HandoffsStarted
+	failed := after.Engine.HandoffsFailed - before.Engine.HandoffsFailed
+	moved := shimAfter["SplicesReused"] - shimBefore["SplicesReused"]
+	t.Logf("%d requests, each on its own client connection: %d handoffs, %d on a reused C2 (%d moved by the shim), %d C2s pooled, %d in the pool now, %d failed; shim refused %d reuses",
+		total, started, reused, moved, pooled, after.Engine.PooledC2s, failed, shimAfter["RefusedNotIdle"]-shimBefore["RefusedNotIdle"])
+	if failed != 0 {
+		t.Errorf("%d handoffs failed", failed)
+	}
+	if started != total {
+		t.Errorf("%d handoffs for %d requests", started, total)
+	}
+	if reused < total*8/10 {
+		t.Errorf("only %d of %d handoffs reused a pooled C2", reused, total)
+	}
+	if moved != reused {
+		t.Errorf("the front-end reused %d C2s, the shim moved %d", reused, moved)
+	}
+	if refused := shimAfter["RefusedNotIdle"] - shimBefore["RefusedNotIdle"]; refused != 0 {
+		t.Errorf("the shim refused %d reuses: the front-end pooled a C2 that was not idle", refused)
+	}
+}
+
+// cfgFiles are the nginx sizes TestPooledC2sServeClientAfterClient's
+// clients ask for, one each.
+var cfgFiles = []int64{1 << 10, 3 << 10, 20 << 10, 64 << 10}
+
+// shimCounters are back-end 1's shim counters (its /status "shim").
+func shimCounters(t *testing.T, l *lab.Lab) map[string]uint64 {
+	t.Helper()
+	st := backendStatus(t, l, 1)
+	shim, _ := st["shim"].(map[string]any)
+	m := map[string]uint64{}
+	for k, v := range shim {
+		if f, ok := v.(float64); ok {
+			m[k] = uint64(f)
+		}
+	}
+	return m
+}
