@@ -127,7 +127,8 @@
 //	12 dur   KeepaliveInterval
 //
 // Splice (type 3), front-end -> back-end, 61 bytes (73 with bit 3 of Flags;
-// 8+n more with bit 5; 17 more for a reused C2):
+// 8+n more with bit 5; 17 more for a reused C2, 1 more with
+// CloseResponses):
 //
 //	0  u64   RequestID
 //	8  u32   Customer
@@ -170,8 +171,11 @@
 //	   u32   ServerNext     | all of the above, and never with bits
 //	   u32   FrontNext      | 3 to 7: extension 1, moving a C2 idle
 //	   u32   ClientDelta    | since its last client's response to this
-//	   u32   ClientTSOffset/  client (docs/pooled-c2.md); another kind
-//	                          byte is refused
+//	   u32   ClientTSOffset/  client (docs/pooled-c2.md)
+//	   u8    2                only when the client asked to close
+//	                          (CloseResponses): extension 2, after
+//	                          extension 1 if both; another kind byte,
+//	                          or kinds out of order, are refused
 //
 // SpliceAck (type 4), back-end -> front-end, 14+n bytes:
 //

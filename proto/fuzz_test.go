@@ -23,6 +23,9 @@ func FuzzUnmarshal(f *testing.F) {
 		f.Add(mustMarshal(f, testKey, m))
 	}
 	f.Add(mustMarshal(f, testKey, reuseSplice()))
+	closing := reuseSplice()
+	closing.CloseResponses = true
+	f.Add(mustMarshal(f, testKey, closing))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkCanonical(t, data)
 		// Random bytes practically never carry a valid tag, which would

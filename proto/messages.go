@@ -135,6 +135,11 @@ type Splice struct {
 	// idle since, to this Splice's client (docs/pooled-c2.md). It travels
 	// after everything else, as extension 1.
 	Reuse SpliceReuse
+	// CloseResponses: the client asked to close ("Connection: close"),
+	// which the front-end took out of the request so that the server
+	// keeps C2 open; the shim writes "close" into each response's
+	// "Connection: keep-alive" (extension 2, no fields).
+	CloseResponses bool
 }
 
 // SpliceReuse is the part of a Splice that moves an established C2 to a
@@ -157,8 +162,12 @@ type SpliceReuse struct {
 	ClientTSOffset uint32
 }
 
-// spliceExtReuse is the kind byte of the SpliceReuse extension.
-const spliceExtReuse = 1
+// Splice extensions follow everything else, each a kind byte and its
+// fields, in increasing order of kind.
+const (
+	spliceExtReuse          = 1 // SpliceReuse's four numbers
+	spliceExtCloseResponses = 2 // CloseResponses, no fields
+)
 
 // reuseRefusedWith are the Splice flags a reused C2 cannot have: it has
 // no SYN for the Splice to ride on or the request to go in, and its
@@ -364,6 +373,9 @@ func (m *Splice) encode(e *encoder) {
 		e.u32(r.ClientDelta)
 		e.u32(r.ClientTSOffset)
 	}
+	if m.CloseResponses {
+		e.u8(spliceExtCloseResponses)
+	}
 }
 
 func (m *Splice) decode(d *decoder) {
@@ -418,21 +430,28 @@ func (m *Splice) decode(d *decoder) {
 			m.Request = p
 		}
 	}
-	m.Reuse = SpliceReuse{}
-	if len(d.b) == 0 || d.err != nil {
-		return
-	}
-	switch kind := d.u8("Extension"); kind {
-	case spliceExtReuse:
-		if m.Flags&reuseRefusedWith != 0 {
-			d.fail("Reuse", "a reused C2 with flags %#02x (no SYN, no rewritten target)", m.Flags&reuseRefusedWith)
+	m.Reuse, m.CloseResponses = SpliceReuse{}, false
+	for last := uint8(0); len(d.b) > 0 && d.err == nil; {
+		kind := d.u8("Extension")
+		if kind <= last {
+			d.fail("Extension", "kind %d after kind %d (trailing bytes?)", kind, last)
 			return
 		}
-		m.Reuse = SpliceReuse{On: true,
-			ServerNext: d.u32("Reuse.ServerNext"), FrontNext: d.u32("Reuse.FrontNext"),
-			ClientDelta: d.u32("Reuse.ClientDelta"), ClientTSOffset: d.u32("Reuse.ClientTSOffset")}
-	default:
-		d.fail("Extension", "trailing bytes of unknown extension kind %d", kind)
+		last = kind
+		switch kind {
+		case spliceExtReuse:
+			if m.Flags&reuseRefusedWith != 0 {
+				d.fail("Reuse", "a reused C2 with flags %#02x (no SYN, no rewritten target)", m.Flags&reuseRefusedWith)
+				return
+			}
+			m.Reuse = SpliceReuse{On: true,
+				ServerNext: d.u32("Reuse.ServerNext"), FrontNext: d.u32("Reuse.FrontNext"),
+				ClientDelta: d.u32("Reuse.ClientDelta"), ClientTSOffset: d.u32("Reuse.ClientTSOffset")}
+		case spliceExtCloseResponses:
+			m.CloseResponses = true
+		default:
+			d.fail("Extension", "trailing bytes of unknown extension kind %d", kind)
+		}
 	}
 }
 

@@ -78,7 +78,9 @@ func TestSpliceReuseRefused(t *testing.T) {
 		tail  []byte
 		field string
 	}{
-		{"unknown kind", []byte{2, 0, 0, 0, 0}, "Extension"},
+		{"unknown kind", []byte{3, 0, 0, 0, 0}, "Extension"},
+		{"kinds out of order", []byte{spliceExtCloseResponses, spliceExtReuse, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4}, "Extension"},
+		{"a kind twice", []byte{spliceExtCloseResponses, spliceExtCloseResponses}, "Extension"},
 		{"cut off", []byte{spliceExtReuse, 0, 0, 0, 1, 0, 0}, "Reuse.FrontNext"},
 	} {
 		body := append(append([]byte(nil), plain...), c.tail...)
@@ -87,8 +89,32 @@ func TestSpliceReuseRefused(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != c.field || !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: error %v, want a malformed %s", c.name, err, c.field)
 		}
-		if c.name == "unknown kind" && (err == nil || !strings.Contains(err.Error(), "trailing")) {
+		if c.name != "cut off" && (err == nil || !strings.Contains(err.Error(), "trailing")) {
 			t.Errorf("unknown kind: error %v does not say trailing bytes", err)
+		}
+	}
+}
+
+// TestSpliceCloseResponsesTravelsAsExtension2: one byte, alone or after
+// the reuse's numbers.
+func TestSpliceCloseResponsesTravelsAsExtension2(t *testing.T) {
+	plain := mustMarshal(t, testKey, goldenSplice())
+	for _, m := range []*Splice{goldenSplice(), reuseSplice()} {
+		m.CloseResponses = true
+		b := mustMarshal(t, testKey, m)
+		want := len(plain) + 1
+		if m.Reuse.On {
+			want += 17
+		}
+		if len(b) != want {
+			t.Errorf("Splice with CloseResponses (reuse %v) is %d bytes, want %d", m.Reuse.On, len(b), want)
+		}
+		got, err := unmarshal(testKey, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, m)
 		}
 	}
 }

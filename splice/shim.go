@@ -166,7 +166,11 @@ type ShimStats struct {
 	RefusedNotIdle       uint64 // Splices that would move a C2 not idle, or not where they say (shim_pool.go)
 	SplicesReused        uint64 // C2s moved to a later client (also in Splices)
 	RepliesOfLastClient  uint64 // replies on a moved C2 from before the move: dropped
-	ExpiredLifetime      uint64 // entries ended by MaxLifetime (also in Expired)
+	// Responses to a client that asked to close, whose head's
+	// "Connection: keep-alive" became "close", and those whose head had
+	// no such field in its first segment (left as they were).
+	ResponsesClosed, ResponsesNotClosed uint64
+	ExpiredLifetime                     uint64 // entries ended by MaxLifetime (also in Expired)
 
 	// Early requests (issue 7, shim_early.go): request segments that
 	// crossed before their Splice (noted), and server replies that came
@@ -338,8 +342,12 @@ type spliceEntry struct {
 	// replies start (epoch; epochOn until one at or past it came).
 	reuse    proto.SpliceReuse
 	cliTSOff uint32
-	epoch    wire.Seq
-	epochOn  bool
+	// closeResp: the client asked to close, which the front-end took out
+	// of the request; each response's "Connection: keep-alive" becomes
+	// "close" here (shim_pool.go closeResponse).
+	closeResp bool
+	epoch     wire.Seq
+	epochOn   bool
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -466,6 +474,7 @@ func (s *Shim) AddSplice(m *proto.Splice, now Time) error {
 	}
 	ent.rw = spliceRewrite(m)
 	ent.rwSplice, ent.rwAcked = ent.rw, true
+	ent.closeResp = m.CloseResponses
 	s.startEarlyRequest(ent, hs.early)
 	if s.held.n > 0 {
 		s.held.release = true // Tick passes what waited for this Splice

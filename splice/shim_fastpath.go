@@ -86,9 +86,12 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 		s.closeFastPath(ent)
 		return
 	}
+	// A response head to rewrite (shim_pool.go) must cross this engine:
+	// the kernel may send a response's middle, not its first reply.
+	echo := s.cfg.KernelEcho && !ent.closeResp
 	middle := ent.inService && ent.responding && ent.respEndKnown && ent.srvNxt.LessThan(ent.respEnd) &&
 		ent.reqAcked && ent.rwAcked && !ent.srvFin
-	if !middle && !s.cfg.KernelEcho {
+	if !middle && !echo {
 		s.closeFastPath(ent) // nothing the kernel may take now
 		return
 	}
@@ -108,7 +111,7 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 		VIP: ent.vip, Client: ent.client, VPort: ent.vport, CPort: ent.cport,
 		ClientMAC: ent.cliMAC, SeqDelta: ent.seqDelta, TSOffset: ent.tsOffset,
 		TS: ent.ts, Scaled: ent.scaled, WindowShift: ent.wsShift,
-		AllowFrom: ent.sndNxt, Echo: s.cfg.KernelEcho, Gen: uint32(ent.requestID),
+		AllowFrom: ent.sndNxt, Echo: echo, Gen: uint32(ent.requestID),
 	}
 	if middle {
 		e.Middle, e.RespEnd = true, ent.respEnd

@@ -276,7 +276,7 @@ func (ent *spliceEntry) installedBy(m *proto.Splice) bool {
 		ent.seqDelta == m.SeqDelta && ent.tsOffset == m.TSOffset && ent.reqEnd == wire.Seq(m.RequestEnd) &&
 		ent.ts == (m.Flags&proto.SpliceTimestamps != 0) && ent.scaled == (m.Flags&proto.SpliceWindowScale != 0) &&
 		ent.wsShift == int(m.WScaleBackend)-int(m.WScaleFrontend) &&
-		ent.rwSplice == spliceRewrite(m)
+		ent.rwSplice == spliceRewrite(m) && ent.closeResp == m.CloseResponses
 }
 
 // agrees checks m's numbers against the handshake the kernel made. The

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -83,6 +84,7 @@ func (s *Shim) reuseSplice(m *proto.Splice, key fourTuple, now Time) error {
 		before: r.ClientDelta, after: r.ClientDelta}
 	ent.rwSplice, ent.rwAcked = ent.rw, true
 	ent.cliTSOff = r.ClientTSOffset
+	ent.closeResp = m.CloseResponses
 	ent.reuse = r
 	ent.epoch, ent.epochOn = wire.Seq(r.ServerNext), true
 	// What the entry knew of the last client's requests and responses.
@@ -143,7 +145,7 @@ func (ent *spliceEntry) reusedBy(m *proto.Splice) bool {
 		ent.client == m.ClientIP.As4() && ent.cport == m.ClientPort &&
 		ent.vip == m.VIP.As4() && ent.vport == m.VIPPort && ent.cliMAC == m.ClientNextHopMAC &&
 		ent.seqDelta == m.SeqDelta && ent.tsOffset == m.TSOffset && ent.reqEnd == wire.Seq(m.RequestEnd) &&
-		ent.scaled == (m.Flags&proto.SpliceWindowScale != 0) &&
+		ent.scaled == (m.Flags&proto.SpliceWindowScale != 0) && ent.closeResp == m.CloseResponses &&
 		ent.wsShift == int(m.WScaleBackend)-int(m.WScaleFrontend)
 }
 
@@ -159,4 +161,27 @@ func (ent *spliceEntry) lastClientsReply(t wire.TCP, n int) bool {
 	}
 	ent.epochOn = false
 	return false
+}
+
+// closeResponse writes "close" into the "Connection: keep-alive" of the
+// response head at the start of t's payload, in place (the client asked
+// to close, which the front-end took out of the request so that the
+// server keeps C2: httphead.BlankClose). The byte count stays, so no
+// number moves; a complete checksum is updated over the head, a partial
+// one needs nothing (the device sums the payload).
+func (s *Shim) closeResponse(t wire.TCP, vh wire.VNetHdr) {
+	off := t.HeaderLen()
+	head := t[off:min(len(t), off+responseHeadLimit)]
+	var before uint16
+	if !vh.NeedsCsum() {
+		before = wire.Fold(wire.Sum(head, 0))
+	}
+	if !httphead.CloseKeepAlive(head) {
+		s.stats.ResponsesNotClosed++
+		return
+	}
+	s.stats.ResponsesClosed++
+	if !vh.NeedsCsum() {
+		t.SetChecksum(wire.UpdateChecksumRegion(t.Checksum(), before, wire.Fold(wire.Sum(head, 0))))
+	}
 }

@@ -266,3 +266,48 @@ func TestShimMovesAC2WhoseLastAckIsOnItsWay(t *testing.T) {
 		t.Errorf("reused %d, refused %d", st.SplicesReused, st.SplicesRefused)
 	}
 }
+
+// TestShimWritesCloseIntoTheResponsesOfAClientThatAskedToClose: the
+// front-end took the client's "Connection: close" out of the request
+// (Splice.CloseResponses); the shim writes it into the response's
+// "Connection: keep-alive", in place, the checksum exact, a partial
+// checksum left partial; a head without the field stays as it is. The
+// kernel's fast path may not send such a connection's first replies.
+func TestShimWritesCloseIntoTheResponsesOfAClientThatAskedToClose(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		sc := newShimConn(t, ShimConfig{KernelFastPath: true, KernelEcho: true}, 0x1000, 0x2000,
+			func(m *proto.Splice) { m.CloseResponses = true })
+		h, srv := sc.h, sc.srv
+		h.out.Reset()
+		h.sh.TakeFastPaths(&h.out)
+		for _, u := range h.out.FastPaths {
+			if !u.Delete && u.Entry.Echo {
+				t.Fatalf("the kernel may echo the first reply of a response whose head needs rewriting: %+v", u.Entry)
+			}
+		}
+		h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, request(100)), t0+ms)
+		head := "HTTP/1.1 200 OK\r\nServer: nginx\r\nConnection: keep-alive\r\nContent-Length: 4\r\n\r\nbody"
+		want := "HTTP/1.1 200 OK\r\nServer: nginx\r\nConnection: close     \r\nContent-Length: 4\r\n\r\nbody"
+		f := srv.reply([]byte(head))
+		var vh wire.VNetHdr
+		if partial {
+			vh = toPartial(t, f, 0)
+		}
+		out := h.inputVNet(PortHost, f, vh, t0+2*ms)
+		var toClient [][]byte
+		for _, o := range out.Frames {
+			if wire.IPv4(o.Data[14:]).Dst() != handoffIP {
+				b := append([]byte(nil), o.Data...)
+				completeLikeDevice(b, o.VNet) // what the device sends
+				toClient = append(toClient, b)
+			}
+		}
+		got := expectTCP(t, one(t, toClient), payloadIs([]byte(want)))
+		if ok, why := checksumsExact(got.raw); !ok {
+			t.Errorf("partial %v: checksum not exact after the rewrite: %s", partial, why)
+		}
+		if st := h.sh.Stats(); st.ResponsesClosed != 1 || st.ResponsesNotClosed != 0 {
+			t.Errorf("closed %d, not closed %d", st.ResponsesClosed, st.ResponsesNotClosed)
+		}
+	}
+}

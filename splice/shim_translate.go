@@ -117,6 +117,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 			ent.responding = true
 			ent.srvNxt = from
 			ent.firstReply = now
+			if ent.closeResp && from == t.Seq() && !echo {
+				s.closeResponse(t, vh) // before the head is read or sent (shim_pool.go)
+			}
 			s.stats.Responses++
 			if echo {
 				s.stats.ResponsesFirstEchoed++

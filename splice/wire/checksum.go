@@ -80,6 +80,14 @@ func UpdateChecksum32(check uint16, old, new uint32) uint16 {
 	return finishUpdate(sum)
 }
 
+// UpdateChecksumRegion updates check for new bytes in a region of the
+// summed data that starts at an even offset: oldSum and newSum are the
+// folded sums (Fold(Sum(region, 0))) of the region before and after. It
+// is equation 3 of RFC 1624 with the region for the 16-bit field.
+func UpdateChecksumRegion(check, oldSum, newSum uint16) uint16 {
+	return finishUpdate(uint32(^check) + uint32(^oldSum) + uint32(newSum))
+}
+
 // UpdateChecksumUnaligned updates check for a 32-bit value that starts at
 // an odd byte offset of the summed data (for example a timestamp behind a
 // single NOP). Its bytes b0..b3 then contribute b0 as the low byte of one
