@@ -50,6 +50,13 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	if f.finHeld && flags&wire.TCPFlagRST == 0 && t.Seq() == f.cliNxt && len(t.Payload()) == 0 {
 		return // the held FIN sent again, or an ACK with nothing new for the server
 	}
+	if f.closeWanted {
+		if len(t.Payload()) > 0 {
+			f.closeWanted, f.closeBy = false, 0 // another request after all: keep-alive it is
+		} else if ackAdvanced {
+			e.scheduleClose(f, now) // its ACK of the last response may be what was missing
+		}
+	}
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {
 		return // the flow is ours again; the segment's ACK was all it brought
 	}
@@ -182,6 +189,14 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 				return
 			}
 			e.releaseFIN(f, now, out) // no Feedback came to pool C2 (fe_pool.go)
+			return
+		}
+		if f.closeBy != 0 {
+			if now < f.closeBy {
+				e.deadlineBy(f, f.closeBy)
+				return
+			}
+			e.closeDue(f, now, out) // the client that asked to close did not (fe_pool.go)
 			return
 		}
 		switch {

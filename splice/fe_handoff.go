@@ -49,6 +49,7 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 		e.stats.RefusedPortsSource++
 		return ErrSourcePorts
 	}
+	e.closeAsAsked(f) // before the request can go anywhere (fe_pool.go)
 	if e.reuseC2(f, b, now, out) {
 		return nil // a pooled C2: its Splice, no SYN (fe_pool.go)
 	}
@@ -375,6 +376,7 @@ func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {
 	if f.syn.sack {
 		s.Flags |= proto.SpliceSACK
 	}
+	s.CloseResponses = f.closeWanted
 	if f.reused {
 		s.Reuse = f.spliceReuse() // its correction point is the reuse's
 	} else if f.rw.on {

@@ -2,6 +2,7 @@ package splice
 
 import (
 	"github.com/qsplice/qsplice/proto"
+	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -134,16 +135,11 @@ func (p *c2Pool) newEntry() *pooledC2 {
 // PooledC2s is the number of idle handoff connections held now.
 func (e *FrontEnd) PooledC2s() int { return len(e.pool.byKey) }
 
-// poolsAtClientFIN reports whether f's client FIN t may end f's client
-// connection while its C2 goes into the pool, now or once the Feedback of
-// the last response came (see holdFIN): everything the client sent was
-// forwarded, no follow-up is begun, and nothing was rewritten.
-func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
+// poolable reports whether f's C2 may go to the pool once its responses
+// are over: spliced, neither side closed, everything the client sent
+// forwarded, no follow-up begun, nothing rewritten.
+func (e *FrontEnd) poolable(f *flow) bool {
 	if !e.cfg.PoolC2 || f.state != stSpliced || !f.c2Up || f.srvFin || f.srvRST || f.cliFin || f.finHeld {
-		return false
-	}
-	if t.Flags()&(wire.TCPFlagFIN|wire.TCPFlagSYN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagFIN|wire.TCPFlagACK ||
-		len(t.Payload()) != 0 || t.Seq() != f.cliNxt {
 		return false
 	}
 	if f.kaState != kaForward || f.nextReq != f.cliNxt || len(f.kaBuf) != 0 || f.spliceUnproven {
@@ -151,6 +147,20 @@ func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
 	}
 	if f.rw.on && !(f.reused && f.rw.startB == f.rw.endB) || f.rwPending || f.reqUna.LessThan(f.reqEnd) {
 		return false // a rewritten target: its correction point would outlive it
+	}
+	return true
+}
+
+// poolsAtClientFIN reports whether f's client FIN t may end f's client
+// connection while its C2 goes into the pool, now or once the Feedback of
+// the last response came (see holdFIN).
+func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
+	if !e.poolable(f) {
+		return false
+	}
+	if t.Flags()&(wire.TCPFlagFIN|wire.TCPFlagSYN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagFIN|wire.TCPFlagACK ||
+		len(t.Payload()) != 0 || t.Seq() != f.cliNxt {
+		return false
 	}
 	if f.respPending == 0 && f.respEndKnown {
 		return e.poolReady(f) // the Feedback is in: now or never
@@ -205,7 +215,8 @@ func (e *FrontEnd) releaseFIN(f *flow, now Time, out *Output) {
 }
 
 // poolC2 moves f's C2 to the pool and closes the client's side itself
-// (its FIN is held, and poolReady).
+// (poolReady): after the client's held FIN, or for a client that asked
+// to close (closeWanted) before it.
 func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
 	pc := e.pool.newEntry()
 	*pc = pooledC2{
@@ -225,17 +236,64 @@ func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
 	f.c2Up = false // C2 is the pool's now: nothing of f's goes there any more
 	e.stats.C2Pooled++
 
-	// The client's side is ours: acknowledge its FIN and send ours from
-	// the end of the last response.
-	f.finHeld = false
-	f.cliFin = true
-	f.rcvNxt = f.cliNxt + 1
+	// The client's side is ours: acknowledge its FIN, if it came, and
+	// send ours from the end of the last response.
+	f.rcvNxt = f.cliNxt
+	if f.finHeld {
+		f.finHeld, f.cliFin = false, true
+		f.rcvNxt++
+	}
+	f.closeBy = 0
 	f.ansBase = f.respEnd
 	f.sndUna, f.sndNxt = f.respEnd, f.respEnd
 	f.tsFloor, f.tsFloorSet = f.cliTSecr, f.syn.ts
 	f.c2Pooled = true
 	f.tl.stamp(StepClose, now)
 	e.closeQuietly(f, now, out)
+}
+
+// closeAsAsked is for a client that sent "Connection: close" (HTTP/1.1),
+// while f is queued: with a pool, the option is blanked in the request
+// (httphead.BlankClose, the byte count kept) so that the server keeps C2
+// open, and the Splice asks the shim to write close into the responses
+// (proto.Splice.CloseResponses), so that the client still sees it.
+// Then, once the response is over and acknowledged, the front-end
+// closes the client's side as the server would have (scheduleClose),
+// unless the client closes first (holdFIN) or, ignoring its own close,
+// sends another request (then the connection simply stays open).
+func (e *FrontEnd) closeAsAsked(f *flow) {
+	if !e.cfg.PoolC2 || f.finInBuf {
+		return
+	}
+	r := &e.head
+	if httphead.Parse(f.buf, e.cfg.MaxHead, r) != nil || r.KeepAlive || string(r.Proto) != "HTTP/1.1" {
+		return
+	}
+	f.closeWanted = httphead.BlankClose(f.buf[:r.HeadLen]) > 0
+}
+
+// scheduleClose closes the client's side PoolFINWait after the last
+// response ended and was acknowledged, for a client that asked to close
+// (closeAsAsked): a client that reads until the server closes gets our
+// FIN then, and C2 goes to the pool.
+func (e *FrontEnd) scheduleClose(f *flow, now Time) {
+	if f.closeWanted && f.closeBy == 0 && e.poolable(f) && e.poolReady(f) {
+		f.closeBy = now.Add(e.cfg.PoolFINWait)
+		e.deadlineBy(f, f.closeBy)
+	}
+}
+
+// closeDue runs f's close timer (scheduleClose): the client stayed quiet,
+// so the front-end closes as the server would have.
+func (e *FrontEnd) closeDue(f *flow, now Time, out *Output) {
+	f.closeBy = 0
+	f.deadline = Never // its timer ran: the next is armed afresh
+	if e.poolable(f) && e.poolReady(f) {
+		e.stats.C2PoolClosedForClient++
+		e.poolC2(f, now, out)
+		return
+	}
+	e.armSplicedTimer(f, now)
 }
 
 // reuseC2 hands queued flow f a pooled C2 of back-end b, if one fits its

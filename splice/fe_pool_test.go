@@ -371,3 +371,66 @@ func TestClientFINWaitsForTheFeedback(t *testing.T) {
 		}
 	}
 }
+
+// TestPooledC2ForAClientThatAskedToClose: a client's "Connection: close"
+// is blanked in the request the server gets, so that it keeps C2 open;
+// the shim writes close into the response, so that the client still
+// sees it. Then C2 is pooled whichever way the client's connection
+// ends: the client closes at once (wrk, curl), or stays quiet and the
+// front-end closes after PoolFINWait as the server would have; a client
+// that ignores its own close and asks again is served on the same
+// connection.
+func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
+	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
+	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+	resp := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")
+	seen := []byte("HTTP/1.1 200 OK\r\nConnection: close     \r\nContent-Length: 2\r\n\r\nhi")
+	for _, c := range []string{"client closes", "client quiet", "client asks again"} {
+		t.Run(c, func(t *testing.T) {
+			l := newSplicedLoopAsking(t, pooling, req, atServer)
+			n, c1 := l.loopNet, l.c
+			got := l.answer(c1, l.id, resp)
+			if !bytes.Equal(got.payload(), seen) {
+				t.Fatalf("client got %q, want %q", got.payload(), seen)
+			}
+			n.now += ms
+			c1.tsVal++
+			n.fromClient(c1.seg(wire.TCPFlagACK, c1.nxt, c1.rcvNxt, nil))
+			n.takeServer()
+			switch c {
+			case "client closes":
+				l.closeToPool(c1, false)
+			case "client quiet":
+				n.now += 20 * ms
+				n.routeFE(n.fe.tick(n.now))
+				fin := expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c1.rcvNxt), ackIs(c1.nxt))
+				if len(n.toServer) != 0 {
+					t.Errorf("closing for the client sent %d frames to the server", len(n.toServer))
+				}
+				c1.receive(fin)
+				c1.rcvNxt++
+				n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+				expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
+				if st := n.fe.fe.Stats(); st.C2PoolClosedForClient != 1 {
+					t.Errorf("%d connections closed for their client, want 1", st.C2PoolClosedForClient)
+				}
+			case "client asks again":
+				n.now += ms
+				n.fromClient(c1.data([]byte("GET /again HTTP/1.1\r\nHost: loop.test\r\n\r\n")))
+				ev := onlyEvent(t, &Output{Events: n.feEvents}, EvRequest)
+				if !ev.FollowUp {
+					t.Errorf("the second request is not a follow-up: %+v", ev)
+				}
+				n.now += 50 * ms
+				n.routeFE(n.fe.tick(n.now))
+				if len(n.toClient) != 0 || n.fe.fe.PooledC2s() != 0 {
+					t.Fatalf("the connection was closed under a client asking again: %d frames, %d pooled", len(n.toClient), n.fe.fe.PooledC2s())
+				}
+				return
+			}
+			if n.fe.fe.PooledC2s() != 1 {
+				t.Errorf("%d pooled, want 1", n.fe.fe.PooledC2s())
+			}
+		})
+	}
+}

@@ -85,6 +85,7 @@ func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, now Time, out *Ou
 	if f.finHeld && e.poolReady(f) {
 		e.poolC2(f, now, out) // the client's FIN waited for this (fe_pool.go)
 	}
+	e.scheduleClose(f, now)
 	return nil
 }
 

@@ -177,6 +177,11 @@ type flow struct {
 	// until finHeldBy (fe_pool.go holdFIN).
 	finHeld   bool
 	finHeldBy Time
+	// closeWanted: the client asked to close, which was taken out of its
+	// request for C2's sake; closeBy: when the front-end closes the
+	// client's side itself if the client does not (fe_pool.go).
+	closeWanted bool
+	closeBy     Time
 
 	// Handoff timeline (issue 11, timeline.go): when each step happened.
 	tl FlowTimeline

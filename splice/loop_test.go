@@ -137,6 +137,12 @@ func newSplicedLoop(t *testing.T) *splicedLoop { return newSplicedLoopWith(t, ni
 // newSplicedLoopWith is newSplicedLoop with the front-end's
 // configuration adjusted by mod.
 func newSplicedLoopWith(t *testing.T, mod func(*FrontEndConfig)) *splicedLoop {
+	return newSplicedLoopAsking(t, mod, nil, nil)
+}
+
+// newSplicedLoopAsking is newSplicedLoopWith for the request req (nil:
+// the usual one), which reaches the server as atServer (nil: as it is).
+func newSplicedLoopAsking(t *testing.T, mod func(*FrontEndConfig), req, atServer []byte) *splicedLoop {
 	t.Helper()
 	n := &loopNet{t: t, fe: newFE(t, mod), shim: newShim(t, ShimConfig{}), now: t0}
 	l := &splicedLoop{loopNet: n, c: newClient(41000, 0xfffffe00, fullOffer(123456)),
@@ -153,6 +159,12 @@ func newSplicedLoopWith(t *testing.T, mod func(*FrontEndConfig)) *splicedLoop {
 	c.tsVal++
 	n.fromClient(c.seg(wire.TCPFlagACK, c.nxt, c.rcvNxt, nil))
 	l.req = []byte("GET /loop HTTP/1.1\r\nHost: loop.test\r\n\r\n")
+	if req != nil {
+		l.req = req
+	}
+	if atServer == nil {
+		atServer = l.req
+	}
 	n.now += ms
 	n.fromClient(c.data(l.req))
 	for _, s := range l.clientGets(n.takeClient()) {
@@ -194,8 +206,8 @@ func newSplicedLoopWith(t *testing.T, mod func(*FrontEndConfig)) *splicedLoop {
 		srv.receive(s)
 		got = append(got, s.payload()...)
 	}
-	if !bytes.Equal(got, l.req) {
-		t.Fatalf("server received %q, want %q", got, l.req)
+	if !bytes.Equal(got, atServer) {
+		t.Fatalf("server received %q, want %q", got, atServer)
 	}
 	return l
 }

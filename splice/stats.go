@@ -73,6 +73,10 @@ type FrontEndStats struct {
 	// C2PoolFINsReleased: client FINs held for the last response's
 	// Feedback that went to C2 after all (PoolFINWait passed).
 	C2PoolFINsReleased uint64
+	// C2PoolClosedForClient: client connections the front-end closed
+	// itself, as the server would have, for a client that asked to close
+	// and did not close first (C2 pooled).
+	C2PoolClosedForClient uint64
 	// PooledC2s is the number of idle handoff connections in the pool now.
 	PooledC2s uint64
 	// SplicesAtSYN: handoffs whose Splice went with C2's SYN (issue 7,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,4 +110,48 @@ func shimCounters(t *testing.T, l *lab.Lab) map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// TestPooledC2sForClientsThatAskToClose: clients that send "Connection:
+// close" (a Go client without keep-alives, checking every body; wrk
+// -H 'Connection: close') keep their behaviour: each sees close in its
+// response and closes, while the server, whose request no longer says
+// close, keeps C2 for the next client (splice/fe_pool.go closeAsAsked).
+// wrk counts no error, and most handoffs reuse a C2.
+func TestPooledC2sForClientsThatAskToClose(t *testing.T) {
+	l := extraLab(t, "q", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.Nginx = true
+		cfg.Files = cfgFiles
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-pool-c2")
+	})
+	before := frontendStatus(t, l)
+	c := l.HTTPClient("c1")
+	c.Transport.(*http.Transport).DisableKeepAlives = true
+	c.Timeout = 30 * time.Second
+	const gets = 100
+	for i := range gets {
+		size := cfgFiles[i%len(cfgFiles)]
+		if err := getAndCheck(c, vipURL(80, size), size); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	out, err := l.Command("c1", "wrk", "-t2", "-c8", "-d2s", "-H", "Connection: close", vipURL(80, 1<<10)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wrk: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "Socket errors") || strings.Contains(string(out), "Non-2xx") {
+		t.Errorf("wrk saw errors:\n%s", out)
+	}
+	after := frontendStatus(t, l)
+	started := after.Engine.HandoffsStarted - before.Engine.HandoffsStarted
+	reused := after.Engine.C2Reused - before.Engine.C2Reused
+	failed := after.Engine.HandoffsFailed - before.Engine.HandoffsFailed
+	t.Logf("%d handoffs (%d bodies checked, then wrk), %d on a reused C2, %d failed; wrk:\n%s", started, gets, reused, failed, out)
+	if failed != 0 {
+		t.Errorf("%d handoffs failed", failed)
+	}
+	if reused < started*8/10 {
+		t.Errorf("only %d of %d handoffs reused a pooled C2", reused, started)
+	}
 }
