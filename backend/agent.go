@@ -392,6 +392,7 @@ func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
 		BackendID: a.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
 		ResponseBytes: ev.Bytes, Concurrency: a.load(), ResponseEnd: ev.ResponseEnd,
 		FirstByte: ev.FirstByte, // handoff timelines (issue 11)
+		CloseSent: ev.CloseSent, // the client saw close (splice/shim_pool.go)
 	}
 	out.Send = append(out.Send, fb)
 }

@@ -185,7 +185,8 @@
 //	13 u8    n            reason length
 //	14 n     Reason       free text, bytes kept as sent
 //
-// Feedback (type 5), back-end -> front-end, 34 bytes (42 with FirstByte):
+// Feedback (type 5), back-end -> front-end, 34 bytes (8 more with
+// FirstByte, 1 more with CloseSent):
 //
 //	0  u32   BackendID
 //	4  u64   RequestID
@@ -197,6 +198,9 @@
 //	34 dur   FirstByte    optional: request arrival to the response's
 //	                      first byte at the shim; absent means not
 //	                      reported (a zero FirstByte is not sent, and refused)
+//	   u8    CloseSent    optional, last: 1, the shim wrote close into the
+//	                      response's head (Splice extension 2); absent
+//	                      means not (a 0 is not sent, and refused)
 //
 // Keepalive (type 6), either direction, 22 bytes:
 //

@@ -202,6 +202,13 @@ type Feedback struct {
 	// ServiceTime). 0 means not reported, and then the 8 bytes are not on
 	// the wire: a shim reports at least 1 ns for a response it saw start.
 	FirstByte time.Duration
+
+	// CloseSent: the response's head told the client to close, in the
+	// shim's words (Splice.CloseResponses: its "Connection: keep-alive"
+	// became "close"). The front-end then closes the client's side as
+	// the server would have. A byte (1) after FirstByte, sent only when
+	// set.
+	CloseSent bool
 }
 
 // Keepalive proves liveness in either direction and carries the current
@@ -499,6 +506,9 @@ func (m *Feedback) encode(e *encoder) {
 	if m.FirstByte != 0 {
 		e.duration("FirstByte", m.FirstByte)
 	}
+	if m.CloseSent {
+		e.u8(1)
+	}
 }
 
 func (m *Feedback) decode(d *decoder) {
@@ -516,6 +526,13 @@ func (m *Feedback) decode(d *decoder) {
 			// message that encodes to other bytes.
 			d.fail("FirstByte", "0 is sent by leaving the field out")
 		}
+	}
+	m.CloseSent = false
+	if len(d.b) == 1 { // more are trailing bytes, refused as such
+		if v := d.u8("CloseSent"); v != 1 {
+			d.fail("CloseSent", "trailing byte %d: only 1, CloseSent, may follow (false is sent by leaving it out)", v)
+		}
+		m.CloseSent = true
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func reuseSplice() *Splice {
@@ -108,6 +109,26 @@ func TestSpliceCloseResponsesTravelsAsExtension2(t *testing.T) {
 		}
 		if len(b) != want {
 			t.Errorf("Splice with CloseResponses (reuse %v) is %d bytes, want %d", m.Reuse.On, len(b), want)
+		}
+		got, err := unmarshal(testKey, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", got, m)
+		}
+	}
+}
+
+// TestFeedbackCloseSentIsOneOptionalByte: after FirstByte or without it.
+func TestFeedbackCloseSentIsOneOptionalByte(t *testing.T) {
+	for _, first := range []time.Duration{0, 3 * time.Millisecond} {
+		m := &Feedback{BackendID: 4, RequestID: 9, ServiceTime: time.Millisecond, ResponseEnd: 7, FirstByte: first, CloseSent: true}
+		plain := *m
+		plain.CloseSent = false
+		b := mustMarshal(t, testKey, m)
+		if n := len(b) - len(mustMarshal(t, testKey, &plain)); n != 1 {
+			t.Errorf("FirstByte %v: CloseSent takes %d bytes, want 1", first, n)
 		}
 		got, err := unmarshal(testKey, b)
 		if err != nil {

@@ -215,6 +215,9 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 		f.noteClientTS(o.TSVal)
 	}
 	f.cliWin = t.Window()
+	if f.poolPending {
+		e.poolPendingAck(f, t, o, now, out) // C2 waits for it (fe_pool.go)
+	}
 	if flags&wire.TCPFlagACK != 0 && f.state == stAnswering {
 		e.answerAcked(f, t.Ack(), now, out)
 		if f.state == stLinger {

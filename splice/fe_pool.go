@@ -218,6 +218,13 @@ func (e *FrontEnd) releaseFIN(f *flow, now Time, out *Output) {
 // (poolReady): after the client's held FIN, or for a client that asked
 // to close (closeWanted) before it.
 func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
+	e.detachToPool(f, now)
+	e.closeClientSide(f, now, out)
+}
+
+// detachToPool puts f's C2 in its back-end's pool: nothing of f's goes
+// there any more.
+func (e *FrontEnd) detachToPool(f *flow, now Time) {
 	pc := e.pool.newEntry()
 	*pc = pooledC2{
 		key: f.c2Key(), backend: f.backend,
@@ -233,11 +240,17 @@ func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
 	if e.byC2[pc.key] == f {
 		delete(e.byC2, pc.key)
 	}
-	f.c2Up = false // C2 is the pool's now: nothing of f's goes there any more
+	f.c2Up = false
+	f.poolPending = false
+	f.c2Pooled = true
 	e.stats.C2Pooled++
+}
 
-	// The client's side is ours: acknowledge its FIN, if it came, and
-	// send ours from the end of the last response.
+// closeClientSide takes the client's side of f: it acknowledges the
+// client's FIN, if it came (held), and sends the front-end's own from
+// the end of the last response, reliably (the answering state), its
+// TSvals never behind the last the client echoed.
+func (e *FrontEnd) closeClientSide(f *flow, now Time, out *Output) {
 	f.rcvNxt = f.cliNxt
 	if f.finHeld {
 		f.finHeld, f.cliFin = false, true
@@ -247,9 +260,49 @@ func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
 	f.ansBase = f.respEnd
 	f.sndUna, f.sndNxt = f.respEnd, f.respEnd
 	f.tsFloor, f.tsFloorSet = f.cliTSecr, f.syn.ts
-	f.c2Pooled = true
 	f.tl.stamp(StepClose, now)
 	e.closeQuietly(f, now, out)
+}
+
+// closeForClient closes f's client side at once for a client that asked
+// to close and was told so in the response (closeSent), as the server
+// would have: the client then closes after it, and is left without a
+// TIME-WAIT of its own, as with the server's close. C2 goes to the pool
+// now if the client has acknowledged the whole response, else once it
+// has (poolPendingAck): until then the server may still have to send a
+// byte again, which the shim translates for this client.
+func (e *FrontEnd) closeForClient(f *flow, now Time, out *Output) {
+	if len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) >= e.cfg.PoolPerBackend {
+		return // no room: the client closes, and C2 with it
+	}
+	e.stats.C2PoolClosedForClient++
+	if f.cliAck == f.respEnd {
+		e.poolC2(f, now, out)
+		return
+	}
+	f.poolPending = true
+	e.closeClientSide(f, now, out)
+}
+
+// poolPendingAck runs for a client segment t (options o, validated) while
+// f's client side is closing and its C2 waits for the client's ACK of
+// the response: the server gets the ACK (never past its own last byte),
+// and C2 goes to the pool once it covers the response.
+func (e *FrontEnd) poolPendingAck(f *flow, t wire.TCP, o *wire.TCPOptions, now Time, out *Output) {
+	if t.Flags()&wire.TCPFlagACK == 0 || !f.cliAck.LessThan(t.Ack()) || !f.cliAck.LessThan(f.respEnd) {
+		return
+	}
+	f.cliAck = t.Ack().Min(f.respEnd)
+	var ob [wire.TSOptionLen]byte
+	var opts []byte
+	if o.HasTS && f.tsB {
+		opts = ob[:wire.EncodeTS(ob[:], o.TSVal+f.cliTSOff, o.TSEcr-f.tsOffset)]
+	}
+	e.toBackend(f, f.rw.toB(f.cliNxt), f.cliAck-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
+	e.stats.ForwardedFrames++
+	if f.cliAck == f.respEnd {
+		e.detachToPool(f, now)
+	}
 }
 
 // closeAsAsked is for a client that sent "Connection: close" (HTTP/1.1),
@@ -272,13 +325,24 @@ func (e *FrontEnd) closeAsAsked(f *flow) {
 	f.closeWanted = httphead.BlankClose(f.buf[:r.HeadLen]) > 0
 }
 
-// scheduleClose closes the client's side PoolFINWait after the last
-// response ended and was acknowledged, for a client that asked to close
-// (closeAsAsked): a client that reads until the server closes gets our
-// FIN then, and C2 goes to the pool.
-func (e *FrontEnd) scheduleClose(f *flow, now Time) {
-	if f.closeWanted && f.closeBy == 0 && e.poolable(f) && e.poolReady(f) {
-		f.closeBy = now.Add(e.cfg.PoolFINWait)
+// scheduleClose runs when the last response on f ended (closeSent: the
+// shim told the client to close in it) and when the client's ACK
+// advances: for a client that asked to close (closeAsAsked), the
+// front-end closes the client's side at once when the response said so
+// (closeForClient); when it could not (the server announced no
+// keep-alive for the shim to turn into close), the client may well go on
+// as with any keep-alive connection, and only one that stays quiet for
+// PoolCloseWait is closed.
+func (e *FrontEnd) scheduleClose(f *flow, closeSent bool, now Time, out *Output) {
+	if !f.closeWanted || !e.poolable(f) || f.respPending != 0 || !f.respEndKnown {
+		return
+	}
+	if closeSent {
+		e.closeForClient(f, now, out)
+		return
+	}
+	if f.closeBy == 0 && e.poolReady(f) {
+		f.closeBy = now.Add(e.cfg.PoolCloseWait)
 		e.deadlineBy(f, f.closeBy)
 	}
 }

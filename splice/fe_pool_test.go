@@ -2,6 +2,7 @@ package splice
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/qsplice/qsplice/splice/wire"
@@ -27,7 +28,7 @@ func (l *splicedLoop) answer(c *testClient, id FlowID, resp []byte) *seen {
 		l.t.Fatalf("response reported for request %d, want %d", done.RequestID, id)
 	}
 	n.routeFE(n.fe.call(func(out *Output) {
-		if err := n.fe.fe.ResponseEnded(id, done.ResponseEnd, n.now, out); err != nil {
+		if err := n.fe.fe.ResponseEnded(id, done.ResponseEnd, done.CloseSent, n.now, out); err != nil {
 			l.t.Fatal(err)
 		}
 	}))
@@ -342,7 +343,7 @@ func TestClientFINWaitsForTheFeedback(t *testing.T) {
 			t.Fatalf("the FIN sent again moved %d frames", len(n.toClient)+len(n.toServer))
 		}
 		if feedback {
-			n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, done.ResponseEnd, n.now, out) }))
+			n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, done.ResponseEnd, done.CloseSent, n.now, out) }))
 			expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), ackIs(c1.nxt+1))
 			if n.fe.fe.PooledC2s() != 1 {
 				t.Errorf("%d pooled after the Feedback, want 1", n.fe.fe.PooledC2s())
@@ -373,61 +374,78 @@ func TestClientFINWaitsForTheFeedback(t *testing.T) {
 }
 
 // TestPooledC2ForAClientThatAskedToClose: a client's "Connection: close"
-// is blanked in the request the server gets, so that it keeps C2 open;
-// the shim writes close into the response, so that the client still
-// sees it. Then C2 is pooled whichever way the client's connection
-// ends: the client closes at once (wrk, curl), or stays quiet and the
-// front-end closes after PoolFINWait as the server would have; a client
-// that ignores its own close and asks again is served on the same
-// connection.
+// is blanked in the request the server gets, so that it keeps C2 open.
+// When the server announces keep-alive, the shim writes close into the
+// response and says so in the Feedback, and the front-end closes the
+// client's side at once, as the server would have (the client is not
+// left in TIME-WAIT); C2 is pooled once the client acknowledged the
+// response, the server getting that ACK. When the server announces
+// nothing, the client may go on as on any keep-alive connection: asking
+// again, it is served; staying quiet, it is closed after PoolCloseWait.
 func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
 	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
 	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
-	resp := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")
-	seen := []byte("HTTP/1.1 200 OK\r\nConnection: close     \r\nContent-Length: 2\r\n\r\nhi")
-	for _, c := range []string{"client closes", "client quiet", "client asks again"} {
-		t.Run(c, func(t *testing.T) {
+	keepAlive := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")
+	closed := []byte("HTTP/1.1 200 OK\r\nConnection: close     \r\nContent-Length: 2\r\n\r\nhi")
+	silent := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
+
+	t.Run("server says keep-alive", func(t *testing.T) {
+		l := newSplicedLoopAsking(t, pooling, req, atServer)
+		n, c1, srv := l.loopNet, l.c, l.srv
+		if got := l.answer(c1, l.id, keepAlive); !bytes.Equal(got.payload(), closed) {
+			t.Fatalf("client got %q, want %q", got.payload(), closed)
+		}
+		// The front-end's FIN follows the response at once.
+		fin := expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c1.rcvNxt), ackIs(c1.nxt))
+		if n.fe.fe.PooledC2s() != 0 {
+			t.Fatal("C2 pooled before the client acknowledged the response")
+		}
+		c1.receive(fin)
+		c1.rcvNxt++
+		n.now += ms
+		c1.tsVal++
+		n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+		// The server gets the ACK of its response, not of a FIN it never sent.
+		expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt))
+		expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
+		if n.fe.fe.PooledC2s() != 1 || n.fe.fe.Stats().C2PoolClosedForClient != 1 {
+			t.Errorf("%d pooled, %d closed for the client; want 1, 1", n.fe.fe.PooledC2s(), n.fe.fe.Stats().C2PoolClosedForClient)
+		}
+		if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
+			t.Errorf("events %+v, want one EvClosed fin", n.feEvents)
+		}
+	})
+	for _, quiet := range []bool{true, false} {
+		t.Run(fmt.Sprintf("server says nothing, client quiet %v", quiet), func(t *testing.T) {
 			l := newSplicedLoopAsking(t, pooling, req, atServer)
 			n, c1 := l.loopNet, l.c
-			got := l.answer(c1, l.id, resp)
-			if !bytes.Equal(got.payload(), seen) {
-				t.Fatalf("client got %q, want %q", got.payload(), seen)
+			if got := l.answer(c1, l.id, silent); !bytes.Equal(got.payload(), silent) {
+				t.Fatalf("client got %q", got.payload())
 			}
 			n.now += ms
 			c1.tsVal++
 			n.fromClient(c1.seg(wire.TCPFlagACK, c1.nxt, c1.rcvNxt, nil))
 			n.takeServer()
-			switch c {
-			case "client closes":
-				l.closeToPool(c1, false)
-			case "client quiet":
-				n.now += 20 * ms
-				n.routeFE(n.fe.tick(n.now))
-				fin := expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c1.rcvNxt), ackIs(c1.nxt))
-				if len(n.toServer) != 0 {
-					t.Errorf("closing for the client sent %d frames to the server", len(n.toServer))
-				}
-				c1.receive(fin)
-				c1.rcvNxt++
-				n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
-				expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
-				if st := n.fe.fe.Stats(); st.C2PoolClosedForClient != 1 {
-					t.Errorf("%d connections closed for their client, want 1", st.C2PoolClosedForClient)
-				}
-			case "client asks again":
-				n.now += ms
+			n.now += 20 * ms
+			n.routeFE(n.fe.tick(n.now))
+			if len(n.toClient) != 0 {
+				t.Fatal("closed at once for a client its response did not tell to close")
+			}
+			if !quiet {
 				n.fromClient(c1.data([]byte("GET /again HTTP/1.1\r\nHost: loop.test\r\n\r\n")))
-				ev := onlyEvent(t, &Output{Events: n.feEvents}, EvRequest)
-				if !ev.FollowUp {
+				if ev := onlyEvent(t, &Output{Events: n.feEvents}, EvRequest); !ev.FollowUp {
 					t.Errorf("the second request is not a follow-up: %+v", ev)
 				}
-				n.now += 50 * ms
+				n.now += 2 * s1
 				n.routeFE(n.fe.tick(n.now))
 				if len(n.toClient) != 0 || n.fe.fe.PooledC2s() != 0 {
-					t.Fatalf("the connection was closed under a client asking again: %d frames, %d pooled", len(n.toClient), n.fe.fe.PooledC2s())
+					t.Fatalf("closed under a client asking again: %d frames, %d pooled", len(n.toClient), n.fe.fe.PooledC2s())
 				}
 				return
 			}
+			n.now += s1
+			n.routeFE(n.fe.tick(n.now))
+			expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c1.rcvNxt), ackIs(c1.nxt))
 			if n.fe.fe.PooledC2s() != 1 {
 				t.Errorf("%d pooled, want 1", n.fe.fe.PooledC2s())
 			}

@@ -66,8 +66,11 @@ func (e *FrontEnd) refuseInStream(f *flow, status int, reason string, retryAfter
 
 // ResponseEnded records that a response on a spliced flow is complete at
 // the back-end: backendSeq is the back-end's sequence number just past its
-// last byte. A refusal waiting for it may go out now.
-func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, now Time, out *Output) error {
+// last byte. A refusal waiting for it may go out now. closeSent says the
+// shim wrote close into the response's head (proto.Feedback.CloseSent):
+// the client asked to close, and the front-end closes its side now, as
+// the server would have (fe_pool.go).
+func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, closeSent bool, now Time, out *Output) error {
 	f, err := e.flowIn(id, stSpliced)
 	if err != nil {
 		return err
@@ -85,7 +88,7 @@ func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, now Time, out *Ou
 	if f.finHeld && e.poolReady(f) {
 		e.poolC2(f, now, out) // the client's FIN waited for this (fe_pool.go)
 	}
-	e.scheduleClose(f, now)
+	e.scheduleClose(f, closeSent, now, out)
 	return nil
 }
 

@@ -182,6 +182,9 @@ type flow struct {
 	// client's side itself if the client does not (fe_pool.go).
 	closeWanted bool
 	closeBy     Time
+	// poolPending: the client's side is closing (answering) and C2 goes
+	// to the pool once the client acknowledged the response.
+	poolPending bool
 
 	// Handoff timeline (issue 11, timeline.go): when each step happened.
 	tl FlowTimeline
@@ -373,6 +376,10 @@ func (e *FrontEnd) keepBuf(b []byte) {
 func (e *FrontEnd) linger(f *flow, now Time, reason CloseReason, out *Output) {
 	if f.state == stLinger {
 		return
+	}
+	if f.poolPending {
+		e.abortC2(f, out) // the client never acknowledged the response: no pool for C2 (fe_pool.go)
+		f.poolPending = false
 	}
 	wasDispatched := f.hport != 0
 	f.state = stLinger

@@ -136,6 +136,11 @@ type FrontEndConfig struct {
 	// PoolFINWait is how long a client's FIN waits for the Feedback of
 	// the response before it (20 ms): then C2 closes with it.
 	PoolFINWait time.Duration
+	// PoolCloseWait is how long a client that asked to close, and whose
+	// response could not say close (the server announced no
+	// keep-alive), may stay quiet before the front-end closes its side
+	// (1 s; fe_pool.go scheduleClose).
+	PoolCloseWait time.Duration
 
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
@@ -204,6 +209,7 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.RequestAckDelay, defaultRequestAckDelay)
 	def(&c.PoolIdle, 30*time.Second)
 	def(&c.PoolFINWait, 20*time.Millisecond)
+	def(&c.PoolCloseWait, time.Second)
 	if c.PoolPerBackend == 0 {
 		c.PoolPerBackend = 64
 	}

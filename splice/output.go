@@ -154,6 +154,10 @@ type Event struct {
 	// response's first byte there (at least 1 ns).
 	Timeline  FlowTimeline
 	FirstByte time.Duration
+	// CloseSent (EvResponseDone): the shim wrote close into the
+	// response's head for a client that asked to close
+	// (proto.Feedback.CloseSent, shim_pool.go).
+	CloseSent bool
 
 	// At, on an EvSpliceTaken: when the SYN-ACK that stands for the
 	// SpliceAck came.

@@ -345,9 +345,10 @@ type spliceEntry struct {
 	// closeResp: the client asked to close, which the front-end took out
 	// of the request; each response's "Connection: keep-alive" becomes
 	// "close" here (shim_pool.go closeResponse).
-	closeResp bool
-	epoch     wire.Seq
-	epochOn   bool
+	closeResp  bool
+	respClosed bool // the response in service had its head rewritten so
+	epoch      wire.Seq
+	epochOn    bool
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.

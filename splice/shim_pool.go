@@ -169,7 +169,7 @@ func (ent *spliceEntry) lastClientsReply(t wire.TCP, n int) bool {
 // server keeps C2: httphead.BlankClose). The byte count stays, so no
 // number moves; a complete checksum is updated over the head, a partial
 // one needs nothing (the device sums the payload).
-func (s *Shim) closeResponse(t wire.TCP, vh wire.VNetHdr) {
+func (s *Shim) closeResponse(ent *spliceEntry, t wire.TCP, vh wire.VNetHdr) {
 	off := t.HeaderLen()
 	head := t[off:min(len(t), off+responseHeadLimit)]
 	var before uint16
@@ -181,6 +181,7 @@ func (s *Shim) closeResponse(t wire.TCP, vh wire.VNetHdr) {
 		return
 	}
 	s.stats.ResponsesClosed++
+	ent.respClosed = true
 	if !vh.NeedsCsum() {
 		t.SetChecksum(wire.UpdateChecksumRegion(t.Checksum(), before, wire.Fold(wire.Sum(head, 0))))
 	}

@@ -115,10 +115,11 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 				from = seen
 			}
 			ent.responding = true
+			ent.respClosed = false
 			ent.srvNxt = from
 			ent.firstReply = now
 			if ent.closeResp && from == t.Seq() && !echo {
-				s.closeResponse(t, vh) // before the head is read or sent (shim_pool.go)
+				s.closeResponse(ent, t, vh) // before the head is read or sent (shim_pool.go)
 			}
 			s.stats.Responses++
 			if echo {
@@ -361,6 +362,7 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 			Bytes:       ent.replyBytes,
 			ResponseEnd: uint32(ent.srvNxt),
 			FirstByte:   first,
+			CloseSent:   ent.respClosed,
 		})
 	}
 	ent.inService = false

@@ -75,7 +75,7 @@ type FrontEndStats struct {
 	C2PoolFINsReleased uint64
 	// C2PoolClosedForClient: client connections the front-end closed
 	// itself, as the server would have, for a client that asked to close
-	// and did not close first (C2 pooled).
+	// (C2 pooled, or to be once the client acknowledged the response).
 	C2PoolClosedForClient uint64
 	// PooledC2s is the number of idle handoff connections in the pool now.
 	PooledC2s uint64

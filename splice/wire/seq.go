@@ -28,3 +28,11 @@ func (s Seq) Max(t Seq) Seq {
 	}
 	return s
 }
+
+// Min returns the earlier of s and t.
+func (s Seq) Min(t Seq) Seq {
+	if t.LessThan(s) {
+		return t
+	}
+	return s
+}
