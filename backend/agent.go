@@ -391,8 +391,8 @@ func (a *Agent) Event(ev splice.Event, now splice.Time, out *AgentOutput) {
 	*fb = proto.Feedback{
 		BackendID: a.cfg.ID, RequestID: ev.RequestID, ServiceTime: ev.ServiceTime,
 		ResponseBytes: ev.Bytes, Concurrency: a.load(), ResponseEnd: ev.ResponseEnd,
-		FirstByte: ev.FirstByte, // handoff timelines (issue 11)
-		CloseSent: ev.CloseSent, // the client saw close (splice/shim_pool.go)
+		FirstByte: ev.FirstByte,                      // handoff timelines (issue 11)
+		CloseSent: ev.CloseSent, FINSent: ev.FINSent, // the client saw close, and a FIN (splice/shim_pool.go)
 	}
 	out.Send = append(out.Send, fb)
 }

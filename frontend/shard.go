@@ -386,9 +386,9 @@ func (e *shardedEngine) Abort(id splice.FlowID, now splice.Time, out *splice.Out
 	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.Abort(id, now, out) })
 }
 
-func (e *shardedEngine) ResponseEnded(id splice.FlowID, backendSeq uint32, closeSent bool, now splice.Time, out *splice.Output) error {
+func (e *shardedEngine) ResponseEnded(id splice.FlowID, re splice.ResponseEnd, now splice.Time, out *splice.Output) error {
 	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error {
-		return eng.ResponseEnded(id, backendSeq, closeSent, now, out)
+		return eng.ResponseEnded(id, re, now, out)
 	})
 }
 

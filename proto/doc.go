@@ -198,9 +198,11 @@
 //	34 dur   FirstByte    optional: request arrival to the response's
 //	                      first byte at the shim; absent means not
 //	                      reported (a zero FirstByte is not sent, and refused)
-//	   u8    CloseSent    optional, last: 1, the shim wrote close into the
-//	                      response's head (Splice extension 2); absent
-//	                      means not (a 0 is not sent, and refused)
+//	   u8    CloseSent    optional, last: bit 0, the shim wrote close into
+//	                      the response's head (Splice extension 2); bit
+//	                      1 (with bit 0 only), it sent the client a FIN
+//	                      at ResponseEnd; absent means neither (a 0 is
+//	                      not sent, and refused)
 //
 // Keepalive (type 6), either direction, 22 bytes:
 //

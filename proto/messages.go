@@ -205,10 +205,12 @@ type Feedback struct {
 
 	// CloseSent: the response's head told the client to close, in the
 	// shim's words (Splice.CloseResponses: its "Connection: keep-alive"
-	// became "close"). The front-end then closes the client's side as
-	// the server would have. A byte (1) after FirstByte, sent only when
-	// set.
-	CloseSent bool
+	// became "close"); FINSent: and the shim ended the response's last
+	// segment to the client with a FIN, as the server would have
+	// (ResponseEnd is where the FIN sits, in C2 numbers). The front-end
+	// then takes the client's side. One byte after FirstByte (bit 0
+	// CloseSent, bit 1 FINSent), sent only when not zero.
+	CloseSent, FINSent bool
 }
 
 // Keepalive proves liveness in either direction and carries the current
@@ -506,9 +508,24 @@ func (m *Feedback) encode(e *encoder) {
 	if m.FirstByte != 0 {
 		e.duration("FirstByte", m.FirstByte)
 	}
-	if m.CloseSent {
-		e.u8(1)
+	if m.FINSent && !m.CloseSent {
+		e.fail("FINSent", "a FIN without the close it follows")
 	}
+	if m.CloseSent {
+		e.u8(feedbackCloseSent | b2u8(m.FINSent)<<1)
+	}
+}
+
+const (
+	feedbackCloseSent = 1 << 0
+	feedbackFINSent   = 1 << 1
+)
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *Feedback) decode(d *decoder) {
@@ -527,12 +544,13 @@ func (m *Feedback) decode(d *decoder) {
 			d.fail("FirstByte", "0 is sent by leaving the field out")
 		}
 	}
-	m.CloseSent = false
+	m.CloseSent, m.FINSent = false, false
 	if len(d.b) == 1 { // more are trailing bytes, refused as such
-		if v := d.u8("CloseSent"); v != 1 {
-			d.fail("CloseSent", "trailing byte %d: only 1, CloseSent, may follow (false is sent by leaving it out)", v)
+		v := d.u8("CloseSent")
+		if v&^(feedbackCloseSent|feedbackFINSent) != 0 || v&feedbackCloseSent == 0 {
+			d.fail("CloseSent", "trailing byte %#x: only CloseSent (1) and FINSent (2) with it may follow (none is sent by leaving it out)", v)
 		}
-		m.CloseSent = true
+		m.CloseSent, m.FINSent = v&feedbackCloseSent != 0, v&feedbackFINSent != 0
 	}
 }
 

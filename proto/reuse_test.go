@@ -123,9 +123,9 @@ func TestSpliceCloseResponsesTravelsAsExtension2(t *testing.T) {
 // TestFeedbackCloseSentIsOneOptionalByte: after FirstByte or without it.
 func TestFeedbackCloseSentIsOneOptionalByte(t *testing.T) {
 	for _, first := range []time.Duration{0, 3 * time.Millisecond} {
-		m := &Feedback{BackendID: 4, RequestID: 9, ServiceTime: time.Millisecond, ResponseEnd: 7, FirstByte: first, CloseSent: true}
+		m := &Feedback{BackendID: 4, RequestID: 9, ServiceTime: time.Millisecond, ResponseEnd: 7, FirstByte: first, CloseSent: true, FINSent: first != 0}
 		plain := *m
-		plain.CloseSent = false
+		plain.CloseSent, plain.FINSent = false, false
 		b := mustMarshal(t, testKey, m)
 		if n := len(b) - len(mustMarshal(t, testKey, &plain)); n != 1 {
 			t.Errorf("FirstByte %v: CloseSent takes %d bytes, want 1", first, n)

@@ -118,7 +118,7 @@ func (e *FrontEnd) answerAcked(f *flow, ack wire.Seq, now Time, out *Output) {
 		// Everything including our FIN is acknowledged. The client's FIN
 		// may still come; linger answers it.
 		reason := CloseAnswered
-		if f.c2Pooled {
+		if f.c2Pooled || f.closeWanted {
 			reason = CloseFIN // a served connection whose C2 was pooled (fe_pool.go)
 		}
 		e.linger(f, now, reason, out)

@@ -139,7 +139,7 @@ func FuzzFollowUpStream(f *testing.F) {
 		sc.srv.reply(make([]byte, 10))
 		sc.now += ms
 		out := sc.h.call(func(out *Output) {
-			sc.h.fe.ResponseEnded(sc.id, uint32(sc.srv.nxt), false, sc.now, out)
+			sc.h.fe.ResponseEnded(sc.id, ResponseEnd{Seq: uint32(sc.srv.nxt)}, sc.now, out)
 		})
 		check(out)
 		check(sc.clientAck(sc.srv.nxt + wire.Seq(sc.sp.SeqDelta)))

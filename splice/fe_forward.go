@@ -54,7 +54,7 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 		if len(t.Payload()) > 0 {
 			f.closeWanted, f.closeBy = false, 0 // another request after all: keep-alive it is
 		} else if ackAdvanced {
-			e.scheduleClose(f, false, now, out) // its ACK of the last response may be what was missing
+			e.scheduleClose(f, ResponseEnd{}, now, out) // its ACK of the last response may be what was missing
 		}
 	}
 	if f.kaState == kaRefused && flags&wire.TCPFlagRST == 0 && e.refusalProgress(f, ackAdvanced, now, out) {

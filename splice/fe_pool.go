@@ -139,7 +139,7 @@ func (e *FrontEnd) PooledC2s() int { return len(e.pool.byKey) }
 // are over: spliced, neither side closed, everything the client sent
 // forwarded, no follow-up begun, nothing rewritten.
 func (e *FrontEnd) poolable(f *flow) bool {
-	if !e.cfg.PoolC2 || f.state != stSpliced || !f.c2Up || f.srvFin || f.srvRST || f.cliFin || f.finHeld {
+	if !e.cfg.PoolC2 || f.state != stSpliced || !f.c2Up || f.srvFin || f.srvRST || f.cliFin {
 		return false
 	}
 	if f.kaState != kaForward || f.nextReq != f.cliNxt || len(f.kaBuf) != 0 || f.spliceUnproven {
@@ -155,7 +155,7 @@ func (e *FrontEnd) poolable(f *flow) bool {
 // connection while its C2 goes into the pool, now or once the Feedback of
 // the last response came (see holdFIN).
 func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
-	if !e.poolable(f) {
+	if f.finHeld || !e.poolable(f) {
 		return false
 	}
 	if t.Flags()&(wire.TCPFlagFIN|wire.TCPFlagSYN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagFIN|wire.TCPFlagACK ||
@@ -171,7 +171,7 @@ func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
 // poolReady reports whether f's held FIN may go with C2 to the pool now:
 // every response reported ended and acknowledged, and the pool has room.
 func (e *FrontEnd) poolReady(f *flow) bool {
-	return f.respPending == 0 && f.respEndKnown && f.cliAck == f.respEnd &&
+	return f.respPending == 0 && f.respEndKnown && !f.cliAck.LessThan(f.respEnd) &&
 		len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) < e.cfg.PoolPerBackend
 }
 
@@ -276,7 +276,7 @@ func (e *FrontEnd) closeForClient(f *flow, now Time, out *Output) {
 		return // no room: the client closes, and C2 with it
 	}
 	e.stats.C2PoolClosedForClient++
-	if f.cliAck == f.respEnd {
+	if !f.cliAck.LessThan(f.respEnd) {
 		e.poolC2(f, now, out)
 		return
 	}
@@ -314,12 +314,20 @@ func (e *FrontEnd) poolPendingAck(f *flow, t wire.TCP, o *wire.TCPOptions, now T
 // closes the client's side as the server would have (scheduleClose),
 // unless the client closes first (holdFIN) or, ignoring its own close,
 // sends another request (then the connection simply stays open).
+//
+// It also notes whether the request has no body (bodyless): when its
+// response has ended, the server had all of it, though the shim's copy
+// of its ACK may come after the Feedback.
 func (e *FrontEnd) closeAsAsked(f *flow) {
 	if !e.cfg.PoolC2 || f.finInBuf {
 		return
 	}
 	r := &e.head
-	if httphead.Parse(f.buf, e.cfg.MaxHead, r) != nil || r.KeepAlive || string(r.Proto) != "HTTP/1.1" {
+	if httphead.Parse(f.buf, e.cfg.MaxHead, r) != nil {
+		return
+	}
+	f.bodyless = r.BodyLen == 0
+	if r.KeepAlive || string(r.Proto) != "HTTP/1.1" {
 		return
 	}
 	f.closeWanted = httphead.BlankClose(f.buf[:r.HeadLen]) > 0
@@ -333,11 +341,17 @@ func (e *FrontEnd) closeAsAsked(f *flow) {
 // keep-alive for the shim to turn into close), the client may well go on
 // as with any keep-alive connection, and only one that stays quiet for
 // PoolCloseWait is closed.
-func (e *FrontEnd) scheduleClose(f *flow, closeSent bool, now Time, out *Output) {
+func (e *FrontEnd) scheduleClose(f *flow, re ResponseEnd, now Time, out *Output) {
+	if re.FINSent && f.closeWanted && f.state == stSpliced && f.respPending == 0 {
+		// The client has the FIN: its side is the front-end's now,
+		// whether C2 may be pooled or not.
+		e.afterShimFIN(f, e.poolable(f), now, out)
+		return
+	}
 	if !f.closeWanted || !e.poolable(f) || f.respPending != 0 || !f.respEndKnown {
 		return
 	}
-	if closeSent {
+	if re.CloseSent {
 		e.closeForClient(f, now, out)
 		return
 	}
@@ -345,6 +359,50 @@ func (e *FrontEnd) scheduleClose(f *flow, closeSent bool, now Time, out *Output)
 		f.closeBy = now.Add(e.cfg.PoolCloseWait)
 		e.deadlineBy(f, f.closeBy)
 	}
+}
+
+// afterShimFIN takes the client's side after the shim ended the response
+// with a FIN (endWithFIN in shim_pool.go): the front-end's own FIN is
+// out, at the response's end, and is sent again from here until the
+// client acknowledges it (the answering state, as closeClientSide); a
+// FIN of the client's held for this is taken. C2 goes to the pool once
+// the client acknowledged the response, now or later (poolPendingAck),
+// if poolOK; else it is reset, its server's response being over.
+func (e *FrontEnd) afterShimFIN(f *flow, poolOK bool, now Time, out *Output) {
+	e.stats.C2PoolClosedForClient++
+	f.rcvNxt = f.cliNxt
+	heldFIN := f.finHeld
+	if heldFIN {
+		f.finHeld, f.cliFin = false, true
+		f.rcvNxt++
+	}
+	f.closeBy = 0
+	f.ansBase = f.respEnd
+	f.sendBuf = nil
+	f.sndUna, f.sndNxt, f.finSent = f.respEnd, f.respEnd+1, true
+	f.tsFloor, f.tsFloorSet = f.cliTSecr, f.syn.ts
+	f.state = stAnswering
+	f.retries = 0
+	f.tl.stamp(StepClose, now)
+	switch {
+	case !poolOK || len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) >= e.cfg.PoolPerBackend:
+		// C2 closes, as the server wanted to.
+		e.abortC2(f, out)
+		f.c2Up = false
+	case !f.cliAck.LessThan(f.respEnd):
+		e.detachToPool(f, now)
+	default:
+		f.poolPending = true
+	}
+	if heldFIN {
+		e.ackClient(f, now, out)
+	}
+	if f.sndUna.LessThan(f.cliAck) {
+		e.answerAcked(f, f.cliAck, now, out) // the client had our FIN before the Feedback
+		return
+	}
+	f.rto = now.Add(e.cfg.RTOMin)
+	e.setDeadline(f, f.rto)
 }
 
 // closeDue runs f's close timer (scheduleClose): the client stayed quiet,

@@ -28,7 +28,7 @@ func (l *splicedLoop) answer(c *testClient, id FlowID, resp []byte) *seen {
 		l.t.Fatalf("response reported for request %d, want %d", done.RequestID, id)
 	}
 	n.routeFE(n.fe.call(func(out *Output) {
-		if err := n.fe.fe.ResponseEnded(id, done.ResponseEnd, done.CloseSent, n.now, out); err != nil {
+		if err := n.fe.fe.ResponseEnded(id, endOf(done), n.now, out); err != nil {
 			l.t.Fatal(err)
 		}
 	}))
@@ -343,7 +343,7 @@ func TestClientFINWaitsForTheFeedback(t *testing.T) {
 			t.Fatalf("the FIN sent again moved %d frames", len(n.toClient)+len(n.toServer))
 		}
 		if feedback {
-			n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, done.ResponseEnd, done.CloseSent, n.now, out) }))
+			n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, endOf(done), n.now, out) }))
 			expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), ackIs(c1.nxt+1))
 			if n.fe.fe.PooledC2s() != 1 {
 				t.Errorf("%d pooled after the Feedback, want 1", n.fe.fe.PooledC2s())
@@ -389,32 +389,58 @@ func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
 	closed := []byte("HTTP/1.1 200 OK\r\nConnection: close     \r\nContent-Length: 2\r\n\r\nhi")
 	silent := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
 
-	t.Run("server says keep-alive", func(t *testing.T) {
-		l := newSplicedLoopAsking(t, pooling, req, atServer)
-		n, c1, srv := l.loopNet, l.c, l.srv
-		if got := l.answer(c1, l.id, keepAlive); !bytes.Equal(got.payload(), closed) {
-			t.Fatalf("client got %q, want %q", got.payload(), closed)
-		}
-		// The front-end's FIN follows the response at once.
-		fin := expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c1.rcvNxt), ackIs(c1.nxt))
-		if n.fe.fe.PooledC2s() != 0 {
-			t.Fatal("C2 pooled before the client acknowledged the response")
-		}
-		c1.receive(fin)
-		c1.rcvNxt++
-		n.now += ms
-		c1.tsVal++
-		n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
-		// The server gets the ACK of its response, not of a FIN it never sent.
-		expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt))
-		expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
-		if n.fe.fe.PooledC2s() != 1 || n.fe.fe.Stats().C2PoolClosedForClient != 1 {
-			t.Errorf("%d pooled, %d closed for the client; want 1, 1", n.fe.fe.PooledC2s(), n.fe.fe.Stats().C2PoolClosedForClient)
-		}
-		if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
-			t.Errorf("events %+v, want one EvClosed fin", n.feEvents)
-		}
-	})
+	for _, feedbackFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("server says keep-alive, Feedback first %v", feedbackFirst), func(t *testing.T) {
+			l := newSplicedLoopAsking(t, pooling, req, atServer)
+			n, c1, srv := l.loopNet, l.c, l.srv
+			// The shim ends the response with a FIN, as the server would
+			// have; the server sent none.
+			n.now += ms
+			n.fromServer(srv.reply(keepAlive))
+			got := l.clientGetsOn(c1, n.takeClient())
+			expectTCP(t, got.raw, flagsAre(wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN), payloadIs(closed))
+			c1.rcvNxt++ // its FIN
+			done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
+			n.shEvents = nil
+			if !done.CloseSent || !done.FINSent {
+				t.Fatalf("Feedback %+v: want CloseSent and FINSent", done)
+			}
+			feedback := func() {
+				n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, endOf(done), n.now, out) }))
+			}
+			if feedbackFirst {
+				feedback()
+				if len(n.toClient)+len(n.toServer) != 0 {
+					t.Fatalf("the Feedback sent %d frames to the client, %d to the server", len(n.toClient), len(n.toServer))
+				}
+			}
+			// The client acknowledges everything and closes.
+			n.now += ms
+			c1.tsVal++
+			n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+			// The server gets the ACK of its last byte, not of a FIN.
+			expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt))
+			if !feedbackFirst {
+				if len(n.toClient) != 0 {
+					t.Fatalf("the client's FIN was answered before the Feedback")
+				}
+				feedback()
+			}
+			expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), seqIs(c1.rcvNxt), ackIs(c1.nxt+1))
+			if n.fe.fe.PooledC2s() != 1 || n.fe.fe.Stats().C2PoolClosedForClient != 1 {
+				t.Errorf("%d pooled, %d closed for the client; want 1, 1", n.fe.fe.PooledC2s(), n.fe.fe.Stats().C2PoolClosedForClient)
+			}
+			if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN {
+				t.Errorf("events %+v, want one EvClosed fin", n.feEvents)
+			}
+			// The client never has to resend its FIN, nor the front-end its own.
+			n.now += s1
+			n.routeFE(n.fe.tick(n.now))
+			if len(n.toClient)+len(n.toServer) != 0 {
+				t.Errorf("%d frames to the client, %d to the server after the close", len(n.toClient), len(n.toServer))
+			}
+		})
+	}
 	for _, quiet := range []bool{true, false} {
 		t.Run(fmt.Sprintf("server says nothing, client quiet %v", quiet), func(t *testing.T) {
 			l := newSplicedLoopAsking(t, pooling, req, atServer)
@@ -451,4 +477,9 @@ func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
 			}
 		})
 	}
+}
+
+// endOf is what the Feedback of ev tells the front-end.
+func endOf(ev Event) ResponseEnd {
+	return ResponseEnd{Seq: ev.ResponseEnd, CloseSent: ev.CloseSent, FINSent: ev.FINSent}
 }

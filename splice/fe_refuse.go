@@ -64,20 +64,33 @@ func (e *FrontEnd) refuseInStream(f *flow, status int, reason string, retryAfter
 	e.deadlineBy(f, f.refuseBy)
 }
 
+// ResponseEnd is what a shim's Feedback says of the end of a response
+// (proto.Feedback): Seq, the back-end's sequence number just past its
+// last byte; CloseSent, the shim wrote close into its head for a client
+// that asked to close; FINSent, and it ended it with a FIN to the
+// client (fe_pool.go).
+type ResponseEnd struct {
+	Seq                uint32
+	CloseSent, FINSent bool
+}
+
 // ResponseEnded records that a response on a spliced flow is complete at
-// the back-end: backendSeq is the back-end's sequence number just past its
-// last byte. A refusal waiting for it may go out now. closeSent says the
-// shim wrote close into the response's head (proto.Feedback.CloseSent):
-// the client asked to close, and the front-end closes its side now, as
-// the server would have (fe_pool.go).
-func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, closeSent bool, now Time, out *Output) error {
+// the back-end. A refusal waiting for it may go out now; a client that
+// asked to close is closed as the server would have (fe_pool.go).
+func (e *FrontEnd) ResponseEnded(id FlowID, re ResponseEnd, now Time, out *Output) error {
 	f, err := e.flowIn(id, stSpliced)
 	if err != nil {
 		return err
 	}
-	end := wire.Seq(backendSeq + f.seqDelta)
+	end := wire.Seq(re.Seq + f.seqDelta)
 	if f.respPending > 0 {
 		f.respPending--
+	}
+	if f.bodyless && f.respPending == 0 && f.reqUna.LessThan(f.reqEnd) {
+		// The server answered a request without a body: it had all of
+		// it. Its ACK comes in the shim's copy, which may come after
+		// the Feedback (fe_pool.go closeAsAsked).
+		f.reqUna = f.reqEnd
 	}
 	if !f.respEndKnown || f.respEnd.LessThan(end) {
 		f.respEnd, f.respEndKnown = end, true
@@ -85,10 +98,16 @@ func (e *FrontEnd) ResponseEnded(id FlowID, backendSeq uint32, closeSent bool, n
 	if f.kaState == kaRefused && f.refusalReady() {
 		e.answerInStream(f, now, out)
 	}
-	if f.finHeld && e.poolReady(f) {
-		e.poolC2(f, now, out) // the client's FIN waited for this (fe_pool.go)
+	e.scheduleClose(f, re, now, out) // a client that asked to close (fe_pool.go)
+	if f.state == stSpliced && f.finHeld {
+		switch {
+		case e.poolable(f) && e.poolReady(f):
+			e.poolC2(f, now, out) // the client's FIN waited for this (fe_pool.go)
+		case f.respPending == 0:
+			f.finHeldBy = now // no pool after all: the FIN goes at the next Tick
+			e.deadlineBy(f, now)
+		}
 	}
-	e.scheduleClose(f, closeSent, now, out)
 	return nil
 }
 

@@ -33,7 +33,7 @@ func (sc *splicedConn) responseEnded(t *testing.T, backendSeq wire.Seq) *Output 
 	t.Helper()
 	sc.now += ms
 	return sc.h.call(func(out *Output) {
-		if err := sc.h.fe.ResponseEnded(sc.id, uint32(backendSeq), false, sc.now, out); err != nil {
+		if err := sc.h.fe.ResponseEnded(sc.id, ResponseEnd{Seq: uint32(backendSeq)}, sc.now, out); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -182,6 +182,7 @@ type flow struct {
 	// client's side itself if the client does not (fe_pool.go).
 	closeWanted bool
 	closeBy     Time
+	bodyless    bool // the first request has no body
 	// poolPending: the client's side is closing (answering) and C2 goes
 	// to the pool once the client acknowledged the response.
 	poolPending bool

@@ -158,6 +158,9 @@ type Event struct {
 	// response's head for a client that asked to close
 	// (proto.Feedback.CloseSent, shim_pool.go).
 	CloseSent bool
+	// FINSent (EvResponseDone): and it ended the response with a FIN to
+	// the client at ResponseEnd.
+	FINSent bool
 
 	// At, on an EvSpliceTaken: when the SYN-ACK that stands for the
 	// SpliceAck came.

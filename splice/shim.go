@@ -347,8 +347,12 @@ type spliceEntry struct {
 	// "close" here (shim_pool.go closeResponse).
 	closeResp  bool
 	respClosed bool // the response in service had its head rewritten so
-	epoch      wire.Seq
-	epochOn    bool
+	// finToClient: the shim ended that response to the client with a FIN
+	// at finAt (C2 numbers), which the server never sent.
+	finToClient bool
+	finAt       wire.Seq
+	epoch       wire.Seq
+	epochOn     bool
 }
 
 // NewShim returns a shim for the back-end host at cfg.HostIP.
@@ -767,6 +771,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 				}
 			}
 			if ent != nil {
+				if ent.finToClient {
+					clampFinAck(ent, p.TCP, vh) // shim_pool.go
+				}
 				accepted := s.observeRequest(ent, p, now, out)
 				if ent.closedByFINs() && ent.owedAcks < math.MaxUint8 && ent.owesAck(t) {
 					ent.owedAcks++ // acceptable or not

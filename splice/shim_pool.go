@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -85,6 +86,7 @@ func (s *Shim) reuseSplice(m *proto.Splice, key fourTuple, now Time) error {
 	ent.rwSplice, ent.rwAcked = ent.rw, true
 	ent.cliTSOff = r.ClientTSOffset
 	ent.closeResp = m.CloseResponses
+	ent.respClosed, ent.finToClient = false, false
 	ent.reuse = r
 	ent.epoch, ent.epochOn = wire.Seq(r.ServerNext), true
 	// What the entry knew of the last client's requests and responses.
@@ -185,4 +187,40 @@ func (s *Shim) closeResponse(ent *spliceEntry, t wire.TCP, vh wire.VNetHdr) {
 	if !vh.NeedsCsum() {
 		t.SetChecksum(wire.UpdateChecksumRegion(t.Checksum(), before, wire.Fold(wire.Sum(head, 0))))
 	}
+}
+
+// endWithFIN sets FIN on t, the server's segment that carries the last
+// byte of a response the shim told the client to close: the client
+// then closes after the server, as when the server closes, not before
+// it (a client that closes first keeps the TIME-WAIT, and one making a
+// connection per request runs out of ports within seconds). The server
+// sent no FIN and keeps C2; the client's ACK of this FIN is moved back
+// onto the server's last byte (clampFinAck), and the front-end takes the
+// client's side from here (Feedback.FINSent). A retransmission of that
+// segment gets the FIN again.
+func endWithFIN(ent *spliceEntry, t wire.TCP, vh wire.VNetHdr) {
+	if t.Flags()&wire.TCPFlagFIN != 0 {
+		return
+	}
+	old := binary.BigEndian.Uint16(t[12:])
+	t[13] |= wire.TCPFlagFIN
+	if !vh.NeedsCsum() {
+		t.SetChecksum(wire.UpdateChecksum16(t.Checksum(), old, binary.BigEndian.Uint16(t[12:])))
+	}
+	ent.finToClient, ent.finAt = true, ent.respEnd
+}
+
+// clampFinAck moves a client's ACK of the FIN the shim sent (endWithFIN)
+// back onto the server's last byte: the server never sent that FIN, and
+// drops a segment that acknowledges more than it sent, with the ACK of
+// its response in it.
+func clampFinAck(ent *spliceEntry, t wire.TCP, vh wire.VNetHdr) {
+	if t.Flags()&wire.TCPFlagACK == 0 || t.Ack() != ent.finAt+1 {
+		return
+	}
+	if vh.NeedsCsum() {
+		t.SetAck(ent.finAt)
+		return
+	}
+	t.SetAckUpdate(ent.finAt)
 }

@@ -115,7 +115,7 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 				from = seen
 			}
 			ent.responding = true
-			ent.respClosed = false
+			ent.respClosed, ent.finToClient = false, false
 			ent.srvNxt = from
 			ent.firstReply = now
 			if ent.closeResp && from == t.Seq() && !echo {
@@ -155,6 +155,9 @@ func (s *Shim) translateReply(ent *spliceEntry, p *wire.Packet, vh wire.VNetHdr,
 	// The server is done with a request once it has sent every byte its
 	// head announced: that frees its slot, whatever the client's pace.
 	done := n > 0 && !resent && ent.inService && (ent.respEndKnown && ent.respEnd.LessEq(ent.srvNxt) || ent.nextReq.endsResponse(ent))
+	if ent.respClosed && !echo && n > 0 && ent.respEndKnown && t.Seq()+wire.Seq(n) == ent.respEnd {
+		endWithFIN(ent, t, vh) // the last byte of a response that said close (shim_pool.go)
+	}
 	if echo {
 		// The kernel sent it: everything but the sending.
 		s.stats.Echoes++
@@ -363,6 +366,7 @@ func (s *Shim) finishResponse(ent *spliceEntry, out *Output) {
 			ResponseEnd: uint32(ent.srvNxt),
 			FirstByte:   first,
 			CloseSent:   ent.respClosed,
+			FINSent:     ent.finToClient,
 		})
 	}
 	ent.inService = false

@@ -178,7 +178,7 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 	// Where the response ended lets a refused follow-up on the same
 	// connection be answered in its stream; a flow already gone or not
 	// spliced has no use for it.
-	_ = c.eng.ResponseEnded(flow, m.ResponseEnd, m.CloseSent, now, &out.Engine)
+	_ = c.eng.ResponseEnded(flow, splice.ResponseEnd{Seq: m.ResponseEnd, CloseSent: m.CloseSent, FINSent: m.FINSent}, now, &out.Engine)
 }
 
 // nextCheck is when checkBackends next has something to do for be.

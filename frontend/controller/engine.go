@@ -20,8 +20,7 @@ type Engine interface {
 	SpliceAcked(id splice.FlowID, now splice.Time, out *splice.Output) error
 	Admit(id splice.FlowID, now splice.Time, out *splice.Output) error
 	Abort(id splice.FlowID, now splice.Time, out *splice.Output) error
-	// ResponseEnded: closeSent is the Feedback's CloseSent.
-	ResponseEnded(id splice.FlowID, backendSeq uint32, closeSent bool, now splice.Time, out *splice.Output) error
+	ResponseEnded(id splice.FlowID, re splice.ResponseEnd, now splice.Time, out *splice.Output) error
 }
 
 var _ Engine = (*splice.FrontEnd)(nil)

@@ -167,7 +167,7 @@ func (e *fakeEngine) Abort(id splice.FlowID, now splice.Time, out *splice.Output
 	return nil
 }
 
-func (e *fakeEngine) ResponseEnded(id splice.FlowID, backendSeq uint32, closeSent bool, now splice.Time, out *splice.Output) error {
+func (e *fakeEngine) ResponseEnded(id splice.FlowID, re splice.ResponseEnd, now splice.Time, out *splice.Output) error {
 	_, err := e.flow(id, "spliced")
 	return err
 }

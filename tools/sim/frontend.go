@@ -215,6 +215,6 @@ func (e *frontEnd) Abort(id splice.FlowID, now splice.Time, out *splice.Output) 
 	return nil
 }
 
-func (e *frontEnd) ResponseEnded(id splice.FlowID, backendSeq uint32, closeSent bool, now splice.Time, out *splice.Output) error {
+func (e *frontEnd) ResponseEnded(id splice.FlowID, re splice.ResponseEnd, now splice.Time, out *splice.Output) error {
 	return nil
 }
