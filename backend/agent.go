@@ -350,6 +350,11 @@ func (a *Agent) Installed(m *proto.Splice, err error, out *AgentOutput) {
 	reason := ""
 	if err != nil {
 		reason = err.Error()
+	} else if m.Reuse.Early {
+		// The server's ACK of the request, which follows the Splice,
+		// stands for the SpliceAck (proto.SpliceReuse.Early).
+		a.stats.SpliceAcksImplied++
+		return
 	}
 	a.acknowledge(m.RequestID, reason, out)
 }

@@ -174,8 +174,11 @@
 //	   u32   ClientTSOffset/  client (docs/pooled-c2.md)
 //	   u8    2                only when the client asked to close
 //	                          (CloseResponses): extension 2, after
-//	                          extension 1 if both; another kind byte,
-//	                          or kinds out of order, are refused
+//	                          extension 1 if both
+//	   u8    3                only with extension 1, when the request
+//	                          follows at once (Reuse.Early): extension 3,
+//	                          last; another kind byte, or kinds out of
+//	                          order, are refused
 //
 // SpliceAck (type 4), back-end -> front-end, 14+n bytes:
 //

@@ -160,6 +160,13 @@ type SpliceReuse struct {
 	ClientDelta uint32
 	// ClientTSOffset: client TSval + ClientTSOffset = TSval on C2.
 	ClientTSOffset uint32
+	// Early: the request follows the Splice at once, marked with the
+	// reuse option (splice/fe_pool.go), which the shim holds until it has
+	// the Splice; the shim sends no SpliceAck when it installs it (a
+	// refusal it still sends): the server's ACK of the request, which
+	// the shim copies to the front-end, stands for one. Extension 3,
+	// after extension 1.
+	Early bool
 }
 
 // Splice extensions follow everything else, each a kind byte and its
@@ -167,6 +174,7 @@ type SpliceReuse struct {
 const (
 	spliceExtReuse          = 1 // SpliceReuse's four numbers
 	spliceExtCloseResponses = 2 // CloseResponses, no fields
+	spliceExtEarly          = 3 // SpliceReuse.Early, no fields
 )
 
 // reuseRefusedWith are the Splice flags a reused C2 cannot have: it has
@@ -385,6 +393,13 @@ func (m *Splice) encode(e *encoder) {
 	if m.CloseResponses {
 		e.u8(spliceExtCloseResponses)
 	}
+	if m.Reuse.Early {
+		if !m.Reuse.On {
+			e.fail("Reuse", "an early request without a reused C2")
+			return
+		}
+		e.u8(spliceExtEarly)
+	}
 }
 
 func (m *Splice) decode(d *decoder) {
@@ -458,6 +473,12 @@ func (m *Splice) decode(d *decoder) {
 				ClientDelta: d.u32("Reuse.ClientDelta"), ClientTSOffset: d.u32("Reuse.ClientTSOffset")}
 		case spliceExtCloseResponses:
 			m.CloseResponses = true
+		case spliceExtEarly:
+			if !m.Reuse.On {
+				d.fail("Reuse", "an early request without a reused C2")
+				return
+			}
+			m.Reuse.Early = true
 		default:
 			d.fail("Extension", "trailing bytes of unknown extension kind %d", kind)
 		}

@@ -79,7 +79,7 @@ func TestSpliceReuseRefused(t *testing.T) {
 		tail  []byte
 		field string
 	}{
-		{"unknown kind", []byte{3, 0, 0, 0, 0}, "Extension"},
+		{"unknown kind", []byte{4, 0, 0, 0, 0}, "Extension"},
 		{"kinds out of order", []byte{spliceExtCloseResponses, spliceExtReuse, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4}, "Extension"},
 		{"a kind twice", []byte{spliceExtCloseResponses, spliceExtCloseResponses}, "Extension"},
 		{"cut off", []byte{spliceExtReuse, 0, 0, 0, 1, 0, 0}, "Reuse.FrontNext"},
@@ -137,5 +137,29 @@ func TestFeedbackCloseSentIsOneOptionalByte(t *testing.T) {
 		if !reflect.DeepEqual(got, m) {
 			t.Errorf("round trip:\n got %+v\nwant %+v", got, m)
 		}
+	}
+}
+
+// TestSpliceReuseEarlyIsExtension3: only with a reused C2.
+func TestSpliceReuseEarlyIsExtension3(t *testing.T) {
+	m := reuseSplice()
+	m.Reuse.Early, m.CloseResponses = true, true
+	b := mustMarshal(t, testKey, m)
+	got, err := unmarshal(testKey, b)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if body := bodyOf(b); body[len(body)-1] != spliceExtEarly {
+		t.Errorf("the last byte is %d, want extension %d", body[len(body)-1], spliceExtEarly)
+	}
+	alone := goldenSplice()
+	alone.Reuse.Early = true
+	if _, err := Append(nil, testKey, testHeader(alone), alone); err == nil {
+		t.Error("an early request without a reused C2 was encoded")
+	}
+	plain := bodyOf(mustMarshal(t, testKey, goldenSplice()))
+	body := append(append([]byte(nil), plain...), spliceExtEarly)
+	if _, err := unmarshal(testKey, seal(testKey, Version, uint8(TypeSplice), uint8(ToBackend), 0, BackendOf(goldenSplice()), body)); err == nil {
+		t.Error("an early request without a reused C2 was decoded")
 	}
 }

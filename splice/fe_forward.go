@@ -79,8 +79,8 @@ func (e *FrontEnd) forwardClient(f *flow, p *wire.Packet, now Time, out *Output)
 	} else if len(t.Payload()) > 0 {
 		f.tl.retx(RetxClientData, now) // bytes the back-end has, or will have from our copy
 	}
-	if off := findRewriteOption(t); off >= 0 {
-		blankRewriteOption(t, off) // only the front-end sets a connection's offsets
+	for off, n := findQSOption(t); off >= 0; off, n = findQSOption(t) {
+		blankQSOption(t, off, n) // only the front-end sets a connection's offsets
 	}
 	oldSrc, oldDst := ip.Src(), ip.Dst()
 	ip.SetSrc(e.handoff)

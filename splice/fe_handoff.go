@@ -250,6 +250,13 @@ func (e *FrontEnd) inputBackend(p *wire.Packet, now Time, out *Output) {
 		if flags&wire.TCPFlagACK != 0 && f.reqUna.LessThan(t.Ack()) {
 			f.reqUna = t.Ack()
 		}
+		if f.reused && !f.reuseTaken && flags&wire.TCPFlagACK != 0 && f.c2First.LessThan(t.Ack()) {
+			// The server has request bytes, which the shim passes only
+			// with the Splice in: it stands for the SpliceAck that an
+			// early one does not get (fe_pool.go).
+			f.reuseTaken = true
+			out.event(Event{Kind: EvSpliceTaken, Flow: f.id, Backend: f.backend.ID, At: now})
+		}
 		if flags&(wire.TCPFlagFIN|wire.TCPFlagRST) != 0 {
 			f.tl.stamp(StepClose, now)
 		}
@@ -458,8 +465,11 @@ func (e *FrontEnd) sendRequest(f *flow, now Time, out *Output) {
 		return
 	}
 	mss := f.c2MSS()
-	var ob [wire.TSOptionLen]byte
-	opts := f.c2TSOption(&ob)
+	var ob [wire.TSOptionLen + reuseOptLen]byte
+	opts := f.c2TSOption((*[wire.TSOptionLen]byte)(ob[:]))
+	if f.reused {
+		opts = ob[:len(opts)+f.putReuseOption(ob[len(opts):])] // fe_pool.go
+	}
 	mss -= len(opts)
 	base := f.c2Start()
 	off := int(f.reqUna - base)

@@ -1,6 +1,8 @@
 package splice
 
 import (
+	"encoding/binary"
+
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/httphead"
 	"github.com/qsplice/qsplice/splice/wire"
@@ -474,6 +476,19 @@ func (e *FrontEnd) reuseC2(f *flow, b Backend, now Time, out *Output) bool {
 // client offered (its MSS no smaller than C2's).
 func (pc *pooledC2) fits(f *flow) bool {
 	return pc.syn.ts == f.syn.ts && pc.syn.sack == f.syn.sack && pc.syn.wscale == f.syn.wscale && pc.syn.mss <= f.syn.mss
+}
+
+// putReuseOption writes the reuse option of f's Splice into b (which
+// has room for it) and returns its length: the request on a reused C2
+// carries it, so that the shim holds it until it has the Splice
+// (shim_pool.go holdForReuse), and the controller may send the request
+// with the Splice (proto.SpliceReuse.Early).
+func (f *flow) putReuseOption(b []byte) int {
+	b[0], b[1] = rewriteOptKind, reuseOptLen
+	binary.BigEndian.PutUint16(b[2:], rewriteOptExID)
+	binary.BigEndian.PutUint32(b[4:], f.rw.before)
+	binary.BigEndian.PutUint32(b[8:], f.cliTSOff)
+	return reuseOptLen
 }
 
 // spliceReuse is the Splice's Reuse part for f's reused C2.

@@ -483,3 +483,104 @@ func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
 func endOf(ev Event) ResponseEnd {
 	return ResponseEnd{Seq: ev.ResponseEnd, CloseSent: ev.CloseSent, FINSent: ev.FINSent}
 }
+
+// TestClosingClientWithAFullPool: with no room in the pool when the
+// response ends, the client's side is taken all the same (the shim's FIN
+// is out) and C2 is reset at the server's rcv_nxt, its response over.
+func TestClosingClientWithAFullPool(t *testing.T) {
+	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
+	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+	l := newSplicedLoopAsking(t, func(c *FrontEndConfig) { c.PoolC2, c.PoolPerBackend = true, -1 }, req, atServer)
+	n, c1, srv := l.loopNet, l.c, l.srv
+	n.now += ms
+	n.fromServer(srv.reply([]byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n")))
+	expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK|wire.TCPFlagPSH|wire.TCPFlagFIN))
+	c1.rcvNxt = srv.nxt + wire.Seq(l.fe.fe.byID[l.id].seqDelta) + 1
+	done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, endOf(done), n.now, out) }))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagRST), seqIs(srv.rcvNxt))
+	n.now += ms
+	c1.tsVal++
+	n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+	expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
+	if len(n.toServer) != 0 || n.fe.fe.PooledC2s() != 0 {
+		t.Errorf("%d frames to the server, %d pooled", len(n.toServer), n.fe.fe.PooledC2s())
+	}
+}
+
+// TestPooledC2EarlyRequestWaitsAtTheShim: the controller may send the
+// request on a pooled C2 with its Splice (Reuse.Early). The request
+// carries the reuse option, and the shim, which may read it before the
+// Splice, holds it for that Splice instead of taking it for the last
+// client's; the server's ACK of it, copied to the front-end, is the
+// front-end's proof that the Splice is in (EvSpliceTaken, once).
+func TestPooledC2EarlyRequestWaitsAtTheShim(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv, c1 := l.loopNet, l.srv, l.c
+	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	l.closeToPool(c1, true)
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	req2 := []byte("GET /early HTTP/1.1\r\nHost: loop.test\r\n\r\n")
+	id2, _ := l.connect(c2, req2)
+	n.now += ms
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+	sp := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
+	n.feEvents = nil
+	sp.Reuse.Early = true
+	// The request leaves before the shim has the Splice.
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
+	if len(n.toServer) != 0 || len(n.toClient) != 0 {
+		t.Fatalf("the early request reached the server (%d frames) or the last client (%d) before its Splice", len(n.toServer), len(n.toClient))
+	}
+	if st := n.shim.sh.Stats(); st.HeldForReuse != 1 {
+		t.Fatalf("%d requests held for their Splice, want 1", st.HeldForReuse)
+	}
+	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
+		t.Fatal(err)
+	}
+	n.routeShim(n.shim.tick(n.now))
+	rs := expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), payloadIs(req2))
+	srv.receive(rs)
+	// The server's ACK, copied to the front-end, stands for the SpliceAck.
+	n.now += ms
+	n.fromServer(srv.seg(wire.TCPFlagACK, srv.nxt, srv.rcvNxt, nil))
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvSpliceTaken); len(ev) != 1 || ev[0].Flow != id2 {
+		t.Fatalf("events %+v, want one EvSpliceTaken for flow %d", n.feEvents, id2)
+	}
+	n.feEvents = nil
+	l.clientGetsOn(c2, n.takeClient()) // the ACK, translated for the second client
+	got := l.answer(c2, id2, []byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly"))
+	expectTCP(t, got.raw, seqIs(c2.isnF+1), payloadIs([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")))
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvSpliceTaken); len(ev) != 0 {
+		t.Errorf("EvSpliceTaken again: %+v", ev)
+	}
+}
+
+// TestShimHoldsOnlyRequestsMarkedForAnotherSplice: a segment with the
+// reuse option of the Splice already in passes; one naming another is
+// held, and dropped when no Splice moves the C2 within the handshake
+// window.
+func TestShimHoldsOnlyRequestsMarkedForAnotherSplice(t *testing.T) {
+	sc, _, _ := idleC2(t, ShimConfig{})
+	h, srv := sc.h, sc.srv
+	m := reuseFor(sc, 60)
+	if err := h.sh.AddSplice(&m, t0+10*ms); err != nil {
+		t.Fatal(err)
+	}
+	marked := func(delta, tsOff uint32) []byte {
+		opt := []byte{rewriteOptKind, reuseOptLen, 0x51, 0x53, byte(delta >> 24), byte(delta >> 16), byte(delta >> 8), byte(delta), byte(tsOff >> 24), byte(tsOff >> 16), byte(tsOff >> 8), byte(tsOff)}
+		return frame(wire.TCPFrame{SrcMAC: feMAC, DstMAC: backendMAC, Src: handoffIP, Dst: backendIP,
+			SrcPort: shimHandoffPort, DstPort: webPort, Seq: sc.cliSeq, Ack: srv.nxt, Flags: wire.TCPFlagACK | wire.TCPFlagPSH,
+			Window: 300, Options: opt, Payload: request(60)})
+	}
+	if out := h.input(PortWire, marked(m.Reuse.ClientDelta, m.Reuse.ClientTSOffset), t0+11*ms); len(out.Frames) != 1 || out.Frames[0].Port != PortHost {
+		t.Errorf("a request marked for the Splice in place: %d frames out", len(out.Frames))
+	}
+	if out := h.input(PortWire, marked(m.Reuse.ClientDelta+1, 7), t0+12*ms); len(out.Frames) != 0 {
+		t.Errorf("a request marked for another Splice passed")
+	}
+	h.tick((t0 + 13*ms).Add(DefaultHandshakeWindow))
+	if st := h.sh.Stats(); st.HeldForReuse != 1 || st.HeldExpired != 1 {
+		t.Errorf("held for reuse %d, expired %d; want 1, 1", st.HeldForReuse, st.HeldExpired)
+	}
+}

@@ -168,11 +168,12 @@ type flow struct {
 	// was opened with (its first client's); reused says C2 served an
 	// earlier client, and cliTSOff is added to this client's TSvals on
 	// it; c2Pooled says C2 went back to the pool when this client closed.
-	c2SYN    synInfo
-	c2First  wire.Seq // C2's sequence number of the client's first byte
-	reused   bool
-	cliTSOff uint32
-	c2Pooled bool
+	c2SYN      synInfo
+	reuseTaken bool     // the server's ACK of a request on the reused C2 came (EvSpliceTaken)
+	c2First    wire.Seq // C2's sequence number of the client's first byte
+	reused     bool
+	cliTSOff   uint32
+	c2Pooled   bool
 	// finHeld: the client's FIN waits for the last Feedback, to pool C2,
 	// until finHeldBy (fe_pool.go holdFIN).
 	finHeld   bool

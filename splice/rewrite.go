@@ -114,34 +114,43 @@ func putRewriteOption(b []byte, r *rewriteRec) int {
 }
 
 // findRewriteOption returns the offset in t of a rewrite option, or -1.
-// It walks the options as the kernel does: an option that does not fit
-// ends the walk.
 func findRewriteOption(t wire.TCP) int {
+	if off, n := findQSOption(t); n == rewriteOptLen {
+		return off
+	}
+	return -1
+}
+
+// findQSOption returns the offset and length of the first of the
+// front-end's own options in t (kind 254, ExID "QS": the rewrite option,
+// or the reuse option of fe_pool.go), or -1, 0. It walks the options as
+// the kernel does: an option that does not fit ends the walk.
+func findQSOption(t wire.TCP) (off, n int) {
 	hl := t.HeaderLen()
 	if hl <= wire.TCPMinHeaderLen || hl > len(t) {
-		return -1
+		return -1, 0
 	}
 	for i := wire.TCPMinHeaderLen; i < hl; {
 		switch t[i] {
 		case wire.OptEOL:
-			return -1
+			return -1, 0
 		case wire.OptNOP:
 			i++
 			continue
 		}
 		if i+1 >= hl {
-			return -1
+			return -1, 0
 		}
 		n := int(t[i+1])
 		if n < 2 || i+n > hl {
-			return -1
+			return -1, 0
 		}
-		if t[i] == rewriteOptKind && n == rewriteOptLen && binary.BigEndian.Uint16(t[i+2:]) == rewriteOptExID {
-			return i
+		if t[i] == rewriteOptKind && (n == rewriteOptLen || n == reuseOptLen) && binary.BigEndian.Uint16(t[i+2:]) == rewriteOptExID {
+			return i, n
 		}
 		i += n
 	}
-	return -1
+	return -1, 0
 }
 
 // parseRewriteOption reads the option at off of t.
@@ -157,10 +166,11 @@ func parseRewriteOption(t wire.TCP, off int) rewriteRec {
 	return r
 }
 
-// blankRewriteOption turns a rewrite option at off into NOPs, keeping
-// the checksum exact: a client must not set its connection's offsets.
-func blankRewriteOption(t wire.TCP, off int) {
-	for i := off; i < off+rewriteOptLen; i += 4 {
+// blankQSOption turns the front-end's option of n bytes at off into
+// NOPs, keeping the checksum exact: a client must not set its
+// connection's offsets, nor pass for a request on a pooled C2.
+func blankQSOption(t wire.TCP, off, n int) {
+	for i := off; i < off+n; i += 4 {
 		t.SetUint32AtUpdate(i, 0x01010101)
 	}
 }

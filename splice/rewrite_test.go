@@ -104,7 +104,7 @@ func TestRewriteOptionRoundTripsAndIsBlankedWithAnExactChecksum(t *testing.T) {
 	if got := parseRewriteOption(p.TCP, off); got != r {
 		t.Fatalf("parsed %+v, want %+v", got, r)
 	}
-	blankRewriteOption(p.TCP, off)
+	blankQSOption(p.TCP, off, rewriteOptLen)
 	if findRewriteOption(p.TCP) >= 0 {
 		t.Fatal("option still there after blanking")
 	}
@@ -640,7 +640,7 @@ func FuzzRewriteOption(f *testing.F) {
 			t.Fatalf("option found at %d in header of %d: % x", off, p.TCP.HeaderLen(), p.TCP.Options())
 		}
 		parseRewriteOption(p.TCP, off)
-		blankRewriteOption(p.TCP, off)
+		blankQSOption(p.TCP, off, rewriteOptLen)
 		if ok, why := checksumsExact(b); !ok {
 			t.Fatal(why)
 		}

@@ -166,6 +166,7 @@ type ShimStats struct {
 	RefusedNotIdle       uint64 // Splices that would move a C2 not idle, or not where they say (shim_pool.go)
 	SplicesReused        uint64 // C2s moved to a later client (also in Splices)
 	RepliesOfLastClient  uint64 // replies on a moved C2 from before the move: dropped
+	HeldForReuse         uint64 // requests held for the Splice that moves their C2 (also in HeldRequests)
 	// Responses to a client that asked to close, whose head's
 	// "Connection: keep-alive" became "close", and those whose head had
 	// no such field in its first segment (left as they were).
@@ -769,6 +770,9 @@ func (s *Shim) InputVNet(port Port, frame []byte, vh wire.VNetHdr, now Time, out
 					s.stats.SYNsByKernel++
 					return // the kernel took it from the wire (shim_fastopen.go)
 				}
+			}
+			if ent != nil && len(t.Payload()) > 0 && s.holdForReuse(ent, frame, vh, t, now) {
+				return // a request for the C2's next client, before its Splice (shim_pool.go)
 			}
 			if ent != nil {
 				if ent.finToClient {

@@ -137,9 +137,14 @@ type heldSegment struct {
 	// (shim_fastopen.go); its SYN-ACK is to say whether the kernel took it.
 	inSYN  bool
 	synSeq wire.Seq
-	reqEnd wire.Seq // the Splice's RequestEnd
-	reqID  uint64   // the Splice's RequestID
-	reqLen int
+	// forReuse: a request on a pooled C2 waiting for the Splice that
+	// moves the C2 to its client, which the reuse option names by its
+	// numbers (shim_pool.go holdForReuse).
+	forReuse bool
+	reuseID  [2]uint32
+	reqEnd   wire.Seq // the Splice's RequestEnd
+	reqID    uint64   // the Splice's RequestID
+	reqLen   int
 	// fastOpen: the Splice said its SYN asks for Fast Open
 	// (proto.SpliceImplicitAck); keepsCookie: for a cookie the front-end
 	// keeps, so the shim passes that SYN as it came
@@ -215,7 +220,7 @@ func (s *Shim) scanHeld(key fourTuple, now Time) (free *heldSegment, mine int) {
 
 // freeHeld gives slot h back to the pool.
 func (s *Shim) freeHeld(h *heldSegment) {
-	h.inUse, h.carried, h.inSYN = false, false, false
+	h.inUse, h.carried, h.inSYN, h.forReuse = false, false, false, false
 	s.held.n--
 }
 
@@ -261,7 +266,7 @@ func (s *Shim) releaseHeld(now Time, out *Output) {
 				s.dropHeld(h)
 				continue
 			}
-			if !h.carried && s.entries[h.key] != nil && (first < 0 || h.at < p.slots[first].at) {
+			if !h.carried && s.heldReady(h) && (first < 0 || h.at < p.slots[first].at) {
 				first = i
 			}
 		}
@@ -271,7 +276,7 @@ func (s *Shim) releaseHeld(now Time, out *Output) {
 		h := &p.slots[first]
 		b := out.alloc(h.n)
 		copy(b, h.buf[:h.n])
-		h.inUse = false
+		h.inUse, h.forReuse = false, false
 		p.n--
 		s.stats.HeldReleased++
 		s.InputVNet(PortWire, b, h.vh, now, out)

@@ -97,6 +97,9 @@ func (s *Shim) reuseSplice(m *proto.Splice, key fourTuple, now Time) error {
 	ent.lastSeen = now
 	ent.deadline = Never // its timers were filed under the last RequestID
 	s.byReq[m.RequestID] = ent
+	if s.held.n > 0 {
+		s.held.release = true // its request may be waiting (holdForReuse)
+	}
 	s.stats.Splices++
 	s.stats.SplicesReused++
 	s.arm(ent, now)
@@ -223,4 +226,58 @@ func clampFinAck(ent *spliceEntry, t wire.TCP, vh wire.VNetHdr) {
 		return
 	}
 	t.SetAckUpdate(ent.finAt)
+}
+
+// A request on a pooled C2 may come before the Splice that moves the C2
+// to its client (Reuse.Early: the front-end sends it at once, and
+// another worker of the back-end's daemon may read the Splice): the shim
+// would take it for the last client's, serve it to that client, and
+// report it under the last request. So such a request carries the reuse
+// option, which names the Splice by its ClientDelta and ClientTSOffset;
+// on an entry that the named Splice has not moved yet, its segments are
+// held in the early requests' pool (shim_early.go) until it has, and
+// dropped after the handshake window if it never does (the front-end's
+// request timer sends them again).
+
+// reuseOptLen is the length of the reuse option: kind 254, length 12,
+// ExID "QS", ClientDelta, ClientTSOffset.
+const reuseOptLen = 12
+
+// holdForReuse holds frame, ent's segment t from the wire, if it carries
+// a reuse option for a Splice that has not moved ent yet, and reports
+// whether it did. A segment too large for the pool, or with the pool
+// full, passes (and is taken for the last client's, as without the
+// option).
+func (s *Shim) holdForReuse(ent *spliceEntry, frame []byte, vh wire.VNetHdr, t wire.TCP, now Time) bool {
+	off, n := findQSOption(t)
+	if n != reuseOptLen {
+		return false
+	}
+	id := [2]uint32{binary.BigEndian.Uint32(t[off+4:]), binary.BigEndian.Uint32(t[off+8:])}
+	if ent.reuse.On && id == [2]uint32{ent.reuse.ClientDelta, ent.reuse.ClientTSOffset} {
+		return false // its Splice is in
+	}
+	if len(frame) > heldSlotSize || vh.IsGSO() {
+		s.stats.HeldFull++
+		return false
+	}
+	h, mine := s.scanHeld(ent.key, now)
+	if h == nil || mine >= heldPerTuple {
+		s.stats.HeldFull++
+		return false
+	}
+	h.inUse, h.key, h.vh, h.at, h.n = true, ent.key, vh, now, copy(h.buf, frame)
+	h.forReuse, h.reuseID = true, id
+	s.held.n++
+	s.stats.HeldRequests++
+	s.stats.HeldForReuse++
+	return true
+}
+
+// heldReady reports whether held segment h may go to the host now: its
+// tuple has an entry, moved by the Splice it waits for if it waits for
+// one.
+func (s *Shim) heldReady(h *heldSegment) bool {
+	ent := s.entries[h.key]
+	return ent != nil && (!h.forReuse || ent.reuse.On && h.reuseID == [2]uint32{ent.reuse.ClientDelta, ent.reuse.ClientTSOffset})
 }

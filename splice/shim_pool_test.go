@@ -311,3 +311,62 @@ func TestShimWritesCloseIntoTheResponsesOfAClientThatAskedToClose(t *testing.T) 
 		}
 	}
 }
+
+// TestShimEndsAClosingResponseWithAFIN: the response to a client told to
+// close ends, at its last byte, with a FIN the server never sent (and a
+// retransmission of that segment carries it again); the client's ACK of
+// the FIN reaches the server as an ACK of its last byte; the Feedback
+// says so.
+func TestShimEndsAClosingResponseWithAFIN(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		sc := newShimConn(t, ShimConfig{}, 0x1000, 0x2000, func(m *proto.Splice) { m.CloseResponses = true })
+		h, srv := sc.h, sc.srv
+		h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, request(100)), t0+ms)
+		head := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1000\r\n\r\n")
+		first := srv.reply(head)
+		last := srv.reply(bytes.Repeat([]byte("x"), 1000))
+		end := srv.nxt
+		send := func(f []byte, at Time) (*seen, *Output) {
+			var vh wire.VNetHdr
+			if partial {
+				vh = toPartial(t, f, 0)
+			}
+			out := h.inputVNet(PortHost, f, vh, at)
+			for _, o := range out.Frames {
+				if wire.IPv4(o.Data[14:]).Dst() == client2IP || wire.IPv4(o.Data[14:]).Dst() == clientIP {
+					b := append([]byte(nil), o.Data...)
+					completeLikeDevice(b, o.VNet)
+					if ok, why := checksumsExact(b); !ok {
+						t.Errorf("partial %v: %s", partial, why)
+					}
+					return decodeTCP(t, b), out
+				}
+			}
+			t.Fatalf("no frame to the client")
+			return nil, nil
+		}
+		s1, _ := send(first, t0+2*ms)
+		if s1.tcp.FIN {
+			t.Errorf("the response's first segment carries a FIN")
+		}
+		s2, out := send(last, t0+3*ms)
+		if !s2.tcp.FIN {
+			t.Errorf("partial %v: the response's last segment carries no FIN", partial)
+		}
+		if ev := onlyEvent(t, out, EvResponseDone); !ev.CloseSent || !ev.FINSent || ev.ResponseEnd != uint32(end) {
+			t.Errorf("Feedback %+v: want CloseSent, FINSent at %d", ev, uint32(end))
+		}
+		if s3, _ := send(last, t0+300*ms); !s3.tcp.FIN {
+			t.Errorf("the retransmitted last segment lost its FIN")
+		}
+		// The client's ACK of the FIN, as the front-end translates it.
+		out = h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, end+1, nil), t0+4*ms)
+		if len(out.Frames) != 1 || out.Frames[0].Port != PortHost {
+			t.Fatalf("the client's ACK: %d frames", len(out.Frames))
+		}
+		got := expectTCP(t, out.Frames[0].Data, ackIs(end))
+		if ok, why := checksumsExact(got.raw); !ok {
+			t.Errorf("the ACK moved back: %s", why)
+		}
+	}
+}

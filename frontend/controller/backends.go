@@ -159,7 +159,7 @@ func (c *Controller) feedback(m *proto.Feedback, now splice.Time, out *Output) {
 	}
 	flow, _ := c.flowOf(m.RequestID) // bound checked the prefix
 	rec := c.flows[flow]
-	if rec != nil && rec.splice != nil && rec.splice.msg.Flags&proto.SpliceImplicitAck != 0 {
+	if rec != nil && rec.splice != nil && (rec.splice.msg.Flags&proto.SpliceImplicitAck != 0 || rec.splice.msg.Reuse.Early) {
 		// The Feedback overtook the SYN-ACK that stands for this
 		// Splice's ack (splice.EvSpliceTaken): the two reach the
 		// front-end's shards by different ways (the SYN-ACK by its

@@ -256,14 +256,44 @@ func TestFeedbackBeforeTheSYNACKAcknowledgesAnImplicitSplice(t *testing.T) {
 	}
 }
 
-// A request on a pooled C2 (splice/fe_pool.go) waits for its SpliceAck
-// even when it could go early: until the shim has the Splice it takes a
-// request on that C2 for the last client's.
-func TestRequestOnAPooledC2WaitsForItsSpliceAck(t *testing.T) {
+// A request on a pooled C2 (splice/fe_pool.go) goes with its Splice
+// when it may go early, which then says so (Reuse.Early: the shim holds
+// the request for it and sends no SpliceAck); the engine's EvSpliceTaken,
+// the server's ACK of the request, stands for the ack. One that may not
+// go early waits for the SpliceAck, as on a new C2.
+func TestRequestOnAPooledC2GoesEarlyAndIsTakenByItsAck(t *testing.T) {
 	h := newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
 	h.register(1, 1, 7, t0)
 	h.request(1, "A.example", t0+ms)
 	h.wantCalls("dispatch-carrying 1 b1")
+	out := h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
+	h.wantCalls("splice-acked 1")
+	var sent *proto.Splice
+	for _, d := range out.Datagrams {
+		if m, ok := d.Msg.(*proto.Splice); ok {
+			sent = m
+		}
+	}
+	if sent == nil || !sent.Reuse.Early {
+		t.Fatalf("the Splice sent is %+v, want Reuse.Early", sent)
+	}
+	h.event(splice.Event{Kind: splice.EvSpliceTaken, Flow: 1, Backend: 1, At: t0 + 3*ms}, t0+3*ms)
+	if b := h.backend(1); b.MeanHandoffMs != 2 {
+		t.Errorf("back-end after the server's ACK: %+v, want the handoff measured to it", b)
+	}
+	// No resend of the Splice after the ack its ACK stood for.
+	out = h.tick(t0 + 500*ms)
+	for _, d := range out.Datagrams {
+		if _, ok := d.Msg.(*proto.Splice); ok {
+			t.Errorf("the Splice was sent again after the server's ACK stood for its ack")
+		}
+	}
+
+	cfg := creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100})
+	h = newHarness(t, cfg)
+	h.register(1, 1, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.wantCalls("dispatch 1 b1")
 	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
 	h.wantCalls()
 	h.spliceAck(1, t0+3*ms)

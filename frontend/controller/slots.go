@@ -212,15 +212,18 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	rec.pending = pendingSplice{msg: ev.Splice, due: now.Add(c.cfg.SpliceRetry), tries: 1}
 	p := &rec.pending
 	p.msg.RequestID, p.msg.BackendID = c.requestID(rec.id), rec.be.id
+	// A request its Splice carries is on its way once the shim has the
+	// Splice: it takes its slot now, whatever changed since Dispatch. On
+	// a pooled C2 the request follows the Splice marked for the shim to
+	// hold until it has it, and the server's ACK of it stands for the
+	// SpliceAck (proto.SpliceReuse.Early, splice/fe_pool.go).
+	early := p.msg.Flags&proto.SpliceRequest != 0 || c.goesEarly(rec, rec.be)
+	p.msg.Reuse.Early = early && p.msg.Reuse.On
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
 	out.sendSplice(rec.be, &p.msg)
 	c.tlSpliceSent(rec, now)
-	// A request its Splice carries is on its way once the shim has the
-	// Splice: it takes its slot now, whatever changed since Dispatch.
-	// Never on a pooled C2 (splice/fe_pool.go): until its Splice is in,
-	// the shim takes a request there for the last client's.
-	if p.msg.Flags&proto.SpliceRequest != 0 || !p.msg.Reuse.On && c.goesEarly(rec, rec.be) {
+	if early {
 		rec.early = true
 		c.sendFirstRequest(rec, now, out)
 	}
