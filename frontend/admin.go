@@ -130,11 +130,16 @@ type EngineStatus struct {
 	C2Reused             uint64 `json:"c2_reused"`
 	C2PoolExpired        uint64 `json:"c2_pool_expired"`
 	C2PoolClosedByServer uint64 `json:"c2_pool_closed_by_server"`
-	PooledC2s            uint64 `json:"pooled_c2s"`
-	Retransmits          uint64 `json:"retransmits"`
-	ForwardedFrames      uint64 `json:"forwarded_frames"`
-	ForwardedBytes       uint64 `json:"forwarded_bytes"`
-	HandedOffBytes       uint64 `json:"handed_off_bytes"`
+	// Client connections closed by the front-end for a client that asked
+	// to close, and client FINs held for a Feedback that did not come in
+	// time (sent to C2 after all).
+	C2PoolClosedForClient uint64 `json:"c2_pool_closed_for_client"`
+	C2PoolFINsReleased    uint64 `json:"c2_pool_fins_released"`
+	PooledC2s             uint64 `json:"pooled_c2s"`
+	Retransmits           uint64 `json:"retransmits"`
+	ForwardedFrames       uint64 `json:"forwarded_frames"`
+	ForwardedBytes        uint64 `json:"forwarded_bytes"`
+	HandedOffBytes        uint64 `json:"handed_off_bytes"`
 	// ControlFromLink counts the control datagrams the engines took off
 	// the link for the control socket (splice/fe_control.go), and
 	// ControlFromLinkDropped those they dropped for a bad length or
@@ -228,6 +233,7 @@ func (d *Daemon) status() Status {
 			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,
 			C2Pooled: es.C2Pooled, C2Reused: es.C2Reused, C2PoolExpired: es.C2PoolExpired,
 			C2PoolClosedByServer: es.C2PoolClosedByServer, PooledC2s: es.PooledC2s,
+			C2PoolClosedForClient: es.C2PoolClosedForClient, C2PoolFINsReleased: es.C2PoolFINsReleased,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes,
 			ControlFromLink: es.ControlTaken, ControlFromLinkDropped: es.ControlBadLength + es.ControlBadChecksum, ReplyPayloadBytes: es.ReplyPayloadBytes,
 			FollowUps: es.FollowUps, AckStorms: es.AckStorms,

@@ -397,6 +397,34 @@
 // entry lingers Linger after both FINs or a RST and is forgotten after
 // IdleTimeout without a packet.
 //
+// # Handoff connections kept alive (pooled C2s)
+//
+// With FrontEndConfig.PoolC2 a C2 outlives its client connection and
+// serves the next request to its back-end (fe_pool.go, shim_pool.go;
+// docs/pooled-c2.md has the whole design and its measurements):
+//
+//   - A C2 is pooled when its client connection ends with nothing under
+//     way: a keep-alive client's FIN is not forwarded (it waits for the
+//     last Feedback, at most PoolFINWait) and the front-end closes the
+//     client's side itself. A client's "Connection: close" is blanked
+//     in the request (same length) so the server keeps C2; the shim writes
+//     close into the response's "Connection: keep-alive" and ends the
+//     response with a FIN the server never sent, so the client closes
+//     second, as with the server's close (Feedback.CloseSent, FINSent).
+//   - Dispatch takes a pooled C2 whose SYN options fit the client's
+//     instead of opening one, and sends a Splice with Reuse: the
+//     client's sequence numbers go on C2 through a correction point that
+//     changes no bytes (rewrite.go, before = after = cliDelta), its
+//     TSvals through cliTSOff, so C2's keep growing; the shim maps the
+//     server's ACK, SACK and TS echo back, and drops replies from before
+//     the move (the last client's).
+//   - The request may go with the Splice (Reuse.Early), marked with the
+//     reuse option, which the shim holds until the Splice is in; the
+//     server's ACK of it, copied to the front-end, stands for the
+//     SpliceAck (EvSpliceTaken).
+//   - Pooled C2s are reset after PoolIdle, and when their server closes
+//     them.
+//
 // # Super-frames and partial checksums
 //
 // On links with virtio-net headers (link.BatchLink) a reply of up to
@@ -539,6 +567,16 @@
 //     (blind RSTs in every state, SYNs, ACKs of data never sent, made-up
 //     duplicate ACKs, spoofed C2 RSTs, the handoff-port oracle, a foreign
 //     MAC, a tiny MSS), FuzzFrontEndValidation and FuzzC2SynAckMSS.
+//  15. Pooled C2s (fe_pool.go, shim_pool.go):
+//     TestShimMovesAnIdleC2ToTheNextClient (every translation row, the
+//     last client's replies dropped), TestShimMovesOnlyAnIdleC2,
+//     TestPooledC2ServesTheNextClient (both engines, two clients through
+//     one C2, PAWS on both sides), TestPooledC2ForAClientThatAskedToClose,
+//     TestShimEndsAClosingResponseWithAFIN,
+//     TestClientFINWaitsForTheFeedback,
+//     TestPooledC2EarlyRequestWaitsAtTheShim, and in the lab
+//     TestPooledC2sServeClientAfterClient and
+//     TestPooledC2sForClientsThatAskToClose (tools/e2e).
 //
 // Bounded state (limits.go), each shown by a TestAdversarial test:
 // TestAdversarialFloodFromOneSourceIsCappedWhileAnotherIsServed,
