@@ -82,7 +82,10 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 	if !s.cfg.KernelFastPath {
 		return
 	}
-	if ent.rw.on || ent.ended() {
+	// The program shifts a pooled C2's ACKs and TS echoes by constants
+	// (shim_pool.go), not a rewritten target's correction point.
+	shift := ent.reuse.On && ent.rw.startB == ent.rw.endB && ent.rw.before == ent.rw.after
+	if ent.rw.on && !shift || ent.ended() {
 		s.closeFastPath(ent)
 		return
 	}
@@ -112,6 +115,9 @@ func (s *Shim) offerFastPath(ent *spliceEntry, punted bool) {
 		ClientMAC: ent.cliMAC, SeqDelta: ent.seqDelta, TSOffset: ent.tsOffset,
 		TS: ent.ts, Scaled: ent.scaled, WindowShift: ent.wsShift,
 		AllowFrom: ent.sndNxt, Echo: echo, Gen: uint32(ent.requestID),
+	}
+	if shift {
+		e.Shift, e.AckDelta, e.TSEcrDelta, e.SeqFloor = true, ent.rw.before, ent.cliTSOff, ent.epoch
 	}
 	if middle {
 		e.Middle, e.RespEnd = true, ent.respEnd

@@ -644,3 +644,112 @@ func TestNoPutAfterTheServersLastReply(t *testing.T) {
 		t.Errorf("after both FINs: %+v, want the entry's Delete", ups)
 	}
 }
+
+// TestReplyFastPathTranslatesAReusedC2AsTheShimDoes runs the kernel's
+// program on the replies of a pooled C2 moved to a second client
+// (shim_pool.go): in the middle of a response it must shift the server's
+// ACK and TS echo into that client's numbers, byte for byte as
+// translateReply does, checksums included; an echo comes back exactly as
+// it was but for TTL 0; and a reply from before the move (the last
+// client's) is left to the shim, untouched, which drops it.
+func TestReplyFastPathTranslatesAReusedC2AsTheShimDoes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF, a network namespace); run the tests as root")
+	}
+	ns := fmt.Sprintf("qs-fpreuse-%d-%x", os.Getpid(), rand.Uint32())
+	if err := netns.Add(ns); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Delete(ns)
+	if err := netns.Run(ns, "ip", "link", "set", "lo", "up"); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := link.NewReplyFastPath(1, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	run := func(f []byte) (uint32, []byte) {
+		t.Helper()
+		out := make([]byte, len(f)+256)
+		var ret uint32
+		if err := netns.Do(ns, func() error {
+			var err error
+			ret, err = fp.Program().Run(&ebpf.RunOptions{Data: f, DataOut: out})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ret, out[:len(f)]
+	}
+	var scratch link.FastPathScratch
+	apply := func(h *shimHarness) {
+		t.Helper()
+		for _, u := range takeFastPaths(h) {
+			var err error
+			if u.Delete {
+				err = fp.Delete(&scratch, u.Key)
+			} else {
+				err = fp.Put(&scratch, u.Key, u.Entry)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sc, respStart, resp := idleC2(t, ShimConfig{KernelFastPath: true, KernelEcho: true, IdleTimeout: time.Minute})
+	h, srv := sc.h, sc.srv
+	apply(h)
+	m := reuseFor(sc, 60)
+	now := t0 + 10*ms
+	if err := h.sh.AddSplice(&m, now); err != nil {
+		t.Fatal(err)
+	}
+	apply(h)
+	sc.cliTS = client2TSval + m.Reuse.ClientTSOffset
+	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, srv.nxt, request(60)), now)
+	srv.rcvNxt, srv.peerTS = sc.cliSeq, sc.cliTS
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n")
+	first := srv.reply(head)
+	if ret, out := run(first); ret != 0 || !bytes.Equal(out, first) {
+		t.Fatalf("the new client's first reply, with no entry yet: %d", ret)
+	}
+	h.input(PortHost, first, now)
+	apply(h)
+	for i := range 3 {
+		r := srv.reply(bytes.Repeat([]byte{byte('a' + i)}, 1000))
+		ret, got := run(r)
+		if ret != 7 {
+			t.Fatalf("reply %d in the middle: %d, want the redirect", i+2, ret)
+		}
+		want, _ := framesOn(t, h.input(PortHost, r, now))
+		if len(want) != 1 || !bytes.Equal(got, want[0]) {
+			t.Fatalf("reply %d: the kernel made\n% x\nthe shim makes\n% x", i+2, got, want)
+		}
+		s := decodeTCP(t, got)
+		if s.ack() != client2ISN+1+60 {
+			t.Errorf("reply %d acknowledges %#x, want the second client's %#x", i+2, uint32(s.ack()), uint32(client2ISN+1+60))
+		}
+		if _, ecr, _ := s.ts(); ecr != client2TSval {
+			t.Errorf("reply %d echoes %d, want the second client's %d", i+2, ecr, client2TSval)
+		}
+		apply(h)
+	}
+	// The last client's response sent again: not the kernel's to send.
+	old := srv.seg(wire.TCPFlagACK|wire.TCPFlagPSH, respStart, srv.rcvNxt, resp)
+	if ret, out := run(old); ret != 0 || !bytes.Equal(out, old) {
+		t.Errorf("the last client's reply: %d, changed %v; want it left to the shim untouched", ret, !bytes.Equal(out, old))
+	}
+	// The response's last reply: an echo, restored whole.
+	last := srv.reply(bytes.Repeat([]byte{'z'}, 2000))
+	if ret, echo := run(last); ret != 0 || !bytes.Equal(echo, markEcho(last)) {
+		t.Errorf("the last reply: %d, want it left to the TAP as an echo, restored:\n% x\nwant\n% x", ret, echo[:70], markEcho(last)[:70])
+	}
+	st, err := fp.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Frames != 3 || st.Echoed != 1 || st.Failed != 0 {
+		t.Errorf("program stats %+v, want 3 frames, 1 echo", st)
+	}
+}

@@ -220,10 +220,11 @@ func TestShimMovesOnlyAnIdleC2(t *testing.T) {
 	}
 }
 
-// TestShimTakesTheLastClientsTranslationOutOfTheKernel: with the kernel's
-// reply fast path, moving a C2 deletes the last client's entry there
-// before anything else, and puts none for the new client (the program
-// cannot shift ACKs and TS echoes; every reply crosses the shim).
+// TestShimTakesTheLastClientsTranslationOutOfTheKernel: with the
+// kernel's reply fast path, moving a C2 deletes the last client's entry
+// there before anything else; the new client's shifts the server's ACKs
+// and TS echoes into its numbers and leaves the last client's replies to
+// the shim (SeqFloor).
 func TestShimTakesTheLastClientsTranslationOutOfTheKernel(t *testing.T) {
 	sc, _, _ := idleC2(t, ShimConfig{KernelFastPath: true, KernelEcho: true})
 	h := sc.h
@@ -236,34 +237,28 @@ func TestShimTakesTheLastClientsTranslationOutOfTheKernel(t *testing.T) {
 	if err := h.sh.AddSplice(&m, t0+10*ms); err != nil {
 		t.Fatal(err)
 	}
+	h.out.Reset()
+	h.sh.TakeFastPaths(&h.out)
+	if fp := h.out.FastPaths; len(fp) != 1 || !fp[0].Delete {
+		t.Fatalf("fast-path commands at the move: %+v, want the one delete", fp)
+	}
 	sc.cliTS = client2TSval + m.Reuse.ClientTSOffset
 	h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, sc.srv.nxt, request(60)), t0+10*ms)
 	sc.srv.rcvNxt = sc.cliSeq
-	h.input(PortHost, sc.srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")), t0+11*ms)
+	h.input(PortHost, sc.srv.reply([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n")), t0+11*ms)
 	h.out.Reset()
 	h.sh.TakeFastPaths(&h.out)
-	if len(h.out.FastPaths) != 1 || !h.out.FastPaths[0].Delete {
-		t.Fatalf("fast-path commands after the move: %+v, want the one delete", h.out.FastPaths)
+	fp := h.out.FastPaths
+	if len(fp) == 0 || fp[len(fp)-1].Delete {
+		t.Fatalf("fast-path commands after the new client's first reply: %+v, want a put", fp)
 	}
-}
-
-// TestShimMovesAC2WhoseLastAckIsOnItsWay: the front-end pools a C2 once
-// the client acknowledged everything and sends C2 that ACK just before
-// the Splice that moves it; another worker of the back-end's daemon may
-// install the Splice first. The move is taken, and the late ACK still
-// reaches the kernel.
-func TestShimMovesAC2WhoseLastAckIsOnItsWay(t *testing.T) {
-	sc, _, _ := servedC2(t, ShimConfig{})
-	m := reuseFor(sc, 60)
-	if err := sc.h.sh.AddSplice(&m, t0+10*ms); err != nil {
-		t.Fatalf("reuse with the last ACK on its way: %v", err)
-	}
-	out := sc.h.input(PortWire, sc.fromFrontEnd(wire.TCPFlagACK, sc.srv.nxt, nil), t0+10*ms)
-	if len(out.Frames) != 1 || out.Frames[0].Port != PortHost {
-		t.Fatalf("the late ACK: %d frames out", len(out.Frames))
-	}
-	if st := sc.h.sh.Stats(); st.SplicesReused != 1 || st.SplicesRefused != 0 {
-		t.Errorf("reused %d, refused %d", st.SplicesReused, st.SplicesRefused)
+	put := fp[len(fp)-1]
+	want := wire.FastPathEntry{Client: client2IP.Addr().As4(), CPort: client2Port, SeqDelta: m.SeqDelta, TSOffset: m.TSOffset,
+		Shift: true, AckDelta: m.Reuse.ClientDelta, TSEcrDelta: m.Reuse.ClientTSOffset, SeqFloor: wire.Seq(m.Reuse.ServerNext)}
+	got := put.Entry
+	if put.Delete || got.Client != want.Client || got.CPort != want.CPort || got.SeqDelta != want.SeqDelta || got.TSOffset != want.TSOffset ||
+		!got.Shift || got.AckDelta != want.AckDelta || got.TSEcrDelta != want.TSEcrDelta || got.SeqFloor != want.SeqFloor {
+		t.Errorf("the new client's entry %+v, want %+v", got, want)
 	}
 }
 

@@ -98,6 +98,20 @@ func testMessages() []datagram {
 			m: &proto.Close{RequestID: 0xdeadbeef00000021, BackendID: 7, Reason: proto.CloseRST}},
 		{h: proto.Header{Direction: proto.ToFrontend, Incarnation: 1764619200123456789, Seq: 20},
 			m: &proto.Close{RequestID: 0xdeadbeef00000023, BackendID: 7, Reason: proto.CloseBackendDead}},
+		// A Splice that moves a pooled C2 (its extensions), and Feedbacks
+		// with their last byte, with and without FirstByte.
+		{h: proto.Header{Direction: proto.ToBackend, Incarnation: 1764619100000000001, Seq: 21},
+			m: &proto.Splice{RequestID: 0xdeadbeef00000024, ClientIP: ip("198.18.1.11"), ClientPort: 40002,
+				VIP: ip("198.18.0.100"), VIPPort: 80, HandoffIP: ip("198.18.0.3"), HandoffPort: 50002,
+				BackendIP: ip("198.18.0.22"), BackendPort: 8080, SeqDelta: 5, TSOffset: 6,
+				Flags: proto.SpliceTimestamps | proto.SpliceSACK, ClientNextHopMAC: mac(3), RequestEnd: 0x1000, BackendID: 7,
+				Reuse:          proto.SpliceReuse{On: true, ServerNext: 0xabcdef01, FrontNext: 0xfc0, ClientDelta: 0x80000001, ClientTSOffset: 77, Early: true},
+				CloseResponses: true}},
+		{h: proto.Header{Direction: proto.ToFrontend, Incarnation: 1764619200123456789, Seq: 22},
+			m: &proto.Feedback{BackendID: 7, RequestID: 0xdeadbeef00000024, ServiceTime: 17, ResponseEnd: 9,
+				FirstByte: 5, CloseSent: true, FINSent: true}},
+		{h: proto.Header{Direction: proto.ToFrontend, Incarnation: 1764619200123456789, Seq: 23},
+			m: &proto.Feedback{BackendID: 7, RequestID: 0xdeadbeef00000025, ServiceTime: 17, ResponseEnd: 9, CloseSent: true}},
 	}
 }
 
@@ -195,8 +209,41 @@ func expectedFields(d datagram) map[string]string {
 			continue
 		case name == "RequestID":
 			want["qsplice.request_id"] = fieldText(fv)
+		case name == "Reuse":
+			// Extension 1 (and 3 for Early), only for a reused C2.
+			r := fv.Interface().(proto.SpliceReuse)
+			for sub, v := range map[string]uint32{"server_next": r.ServerNext, "front_next": r.FrontNext,
+				"client_delta": r.ClientDelta, "client_ts_offset": r.ClientTSOffset} {
+				want["qsplice.splice.reuse_"+sub] = onWire(r.On, strconv.FormatUint(uint64(v), 10))
+			}
+			want["qsplice.splice.reuse_early"] = onWire(r.Early, "1")
+			continue
+		case name == "CloseResponses", name == "CloseSent":
+			want[abbr] = onWire(fv.Bool(), "1")
+			continue
+		case name == "FINSent":
+			want[abbr] = onWire(v.FieldByName("CloseSent").Bool(), fieldText(fv))
+			continue
 		}
 		want[abbr] = fieldText(fv)
+	}
+	// Fields a message leaves off the wire: tshark shows nothing of them.
+	switch m := d.m.(type) {
+	case *proto.Splice:
+		if m.Flags&proto.SpliceRewrite == 0 {
+			for _, k := range []string{"rewrite_start", "rewrite_end", "request_offset"} {
+				want["qsplice.splice."+k] = ""
+			}
+		}
+		if m.Flags&proto.SpliceRequest == 0 {
+			for _, k := range []string{"request_window", "request_ts_val", "request", "request_len"} {
+				want["qsplice.splice."+k] = ""
+			}
+		}
+	case *proto.Feedback:
+		if m.FirstByte == 0 {
+			want["qsplice.feedback.first_byte"] = ""
+		}
 	}
 	if _, ok := want["qsplice.request_id"]; !ok {
 		want["qsplice.request_id"] = ""
@@ -501,4 +548,13 @@ func TestDissectorDecodeAsAndPortPreference(t *testing.T) {
 			t.Errorf("%s: qsplice.version %q, want %q", c.name, got, c.want)
 		}
 	}
+}
+
+// onWire is v when the field is on the wire, and "" (tshark shows
+// nothing) when it is not.
+func onWire(present bool, v string) string {
+	if present {
+		return v
+	}
+	return ""
 }

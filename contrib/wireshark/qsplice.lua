@@ -70,6 +70,19 @@ add_field("undecoded", ProtoField.bytes("qsplice.undecoded", "Not decoded"))
 
 -- Across messages: the request and the back-end a message names.
 add_field("any_request_id", ProtoField.uint64("qsplice.request_id", "RequestID", base.DEC))
+-- A Splice's extensions (pooled handoff connections, docs/pooled-c2.md):
+-- a kind byte each, after everything else.
+add_field("splice.ext", ProtoField.uint8("qsplice.splice.extension", "Extension", base.DEC,
+	{ [1] = "Reuse", [2] = "CloseResponses", [3] = "Early" }))
+add_field("splice.reuse_server_next", ProtoField.uint32("qsplice.splice.reuse_server_next", "Reuse.ServerNext", base.DEC))
+add_field("splice.reuse_front_next", ProtoField.uint32("qsplice.splice.reuse_front_next", "Reuse.FrontNext", base.DEC))
+add_field("splice.reuse_client_delta", ProtoField.uint32("qsplice.splice.reuse_client_delta", "Reuse.ClientDelta", base.DEC))
+add_field("splice.reuse_client_ts_offset", ProtoField.uint32("qsplice.splice.reuse_client_ts_offset", "Reuse.ClientTSOffset", base.DEC))
+add_field("splice.reuse_early", ProtoField.uint8("qsplice.splice.reuse_early", "Reuse.Early", base.DEC, bool_names))
+add_field("splice.close_responses", ProtoField.uint8("qsplice.splice.close_responses", "CloseResponses", base.DEC, bool_names))
+-- A Feedback's last byte: bit 0 CloseSent, bit 1 FINSent.
+add_field("feedback.close_sent", ProtoField.uint8("qsplice.feedback.close_sent", "CloseSent", base.DEC, bool_names))
+add_field("feedback.fin_sent", ProtoField.uint8("qsplice.feedback.fin_sent", "FINSent", base.DEC, bool_names))
 add_field("any_backend_id", ProtoField.uint32("qsplice.backend_id", "BackendID", base.DEC))
 
 -- Message fields, in wire order: {Go name, kind[, extra]}. Kinds follow
@@ -225,7 +238,7 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 		local go, kind, when = fd[1], fd[2], fd[3]
 		local key = msg .. "." .. go
 		if (when == "rewrite" and bit32.band(flags, 0x08) == 0) or (when == "request" and bit32.band(flags, 0x20) == 0) or
-			(when == "optional" and off >= stop) then
+			(when == "optional" and stop - off < (sizes[kind] or 1)) then
 			-- not on the wire this time
 		elseif kind == "ports" then
 			if not have(1, go) then return summary end
@@ -311,6 +324,43 @@ local function dissect_body(layout, tvb, tree, boff, blen)
 			end
 			off = off + size
 		end
+	end
+	if msg == "splice" then
+		local last, reuse = 0, false
+		while off < stop do
+			local kind = tvb(off, 1):uint()
+			if kind <= last or kind > 3 or (kind == 1 and off + 17 > stop) then
+				break -- trailing bytes, flagged below
+			end
+			local ei = tree:add(f["splice.ext"], tvb(off, 1))
+			off, last = off + 1, kind
+			if kind == 1 then
+				tree:add(f["splice.reuse_server_next"], tvb(off, 4))
+				tree:add(f["splice.reuse_front_next"], tvb(off + 4, 4))
+				tree:add(f["splice.reuse_client_delta"], tvb(off + 8, 4))
+				tree:add(f["splice.reuse_client_ts_offset"], tvb(off + 12, 4))
+				summary[#summary + 1] = "reuse"
+				reuse = true
+				off = off + 16
+			elseif kind == 2 then
+				tree:add(f["splice.close_responses"], tvb(off - 1, 1), 1)
+				summary[#summary + 1] = "close"
+			else
+				tree:add(f["splice.reuse_early"], tvb(off - 1, 1), 1)
+				if not reuse then
+					ei:add_proto_expert_info(ef_malformed, "an early request without a reused C2")
+				end
+				summary[#summary + 1] = "early"
+			end
+		end
+	elseif msg == "feedback" and stop - off == 1 then
+		local v = tvb(off, 1):uint()
+		tree:add(f["feedback.close_sent"], tvb(off, 1), bit32.band(v, 1))
+		local fi = tree:add(f["feedback.fin_sent"], tvb(off, 1), bit32.rshift(bit32.band(v, 2), 1))
+		if bit32.band(v, 1) == 0 or v > 3 then
+			fi:add_proto_expert_info(ef_malformed, "only CloseSent (1), and FINSent (2) with it, may follow")
+		end
+		off = off + 1
 	end
 	if off < stop then
 		tree:add(f.trailing, tvb(off, stop - off))

@@ -64,6 +64,7 @@ const (
 	fpIPDst    = fpIP + 16
 	fpPorts    = fpTCP
 	fpSeq      = fpTCP + 4
+	fpAck      = fpTCP + 8
 	fpDataOff  = fpTCP + 12
 	fpFlags    = fpTCP + 13
 	fpWindow   = fpTCP + 14
@@ -90,12 +91,16 @@ const (
 	cfgShiftR    = 35
 	cfgFlags     = 36
 	cfgGen       = 40 // the connection's generation, never 0 (FastPathEntry.Gen)
-	cfgSize      = 48
+	cfgAckDelta  = 44 // FastPathEntry.Shift's numbers
+	cfgTSEcr     = 48
+	cfgSeqFloor  = 52
+	cfgSize      = 56
 
 	cfgFlagTS     = 1
 	cfgFlagScaled = 2
 	cfgFlagMiddle = 4
 	cfgFlagEcho   = 8
+	cfgFlagShift  = 16
 )
 
 // Stack slots of the program (offsets from R10).
@@ -122,6 +127,10 @@ const (
 	stNewTTL  = -96  // the same with TTL 0
 	stGen     = -100 // the entry's Gen, 0 without an entry
 	stLedger  = -108 // a new ledger value: end, then Gen
+	stOldAck  = -112
+	stNewAck  = -116
+	stOldEcr  = -120
+	stNewEcr  = -124
 )
 
 // How the program sends a frame it takes.
@@ -357,6 +366,12 @@ func encodeFastPathEntry(v []byte, e wire.FastPathEntry) {
 		v[cfgFlags] |= cfgFlagEcho
 	}
 	binary.NativeEndian.PutUint32(v[cfgGen:], max(e.Gen, 1))
+	if e.Shift {
+		v[cfgFlags] |= cfgFlagShift
+		binary.NativeEndian.PutUint32(v[cfgAckDelta:], e.AckDelta)
+		binary.NativeEndian.PutUint32(v[cfgTSEcr:], e.TSEcrDelta)
+		binary.NativeEndian.PutUint32(v[cfgSeqFloor:], uint32(e.SeqFloor))
+	}
 }
 
 // be16 and be32 are the values a native load of the given network-order
@@ -453,9 +468,18 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		// The entry's flags, loaded once: the entry may change under
 		// the program, and the writes below must follow the checks.
 		asm.LoadMem(asm.R9, asm.R8, cfgFlags, asm.Byte),
+		// A pooled C2's reply from before it moved to this client
+		// (s32)(seq - SeqFloor) < 0 is the shim's, which drops it.
+		asm.JSet.Imm(asm.R9, cfgFlagShift, "floor"),
+		asm.Ja.Label("mode"),
+		asm.LoadMem(asm.R1, asm.R7, fpSeq, asm.Word).WithSymbol("floor"),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfgSeqFloor, asm.Word),
+		asm.Sub.Reg32(asm.R1, asm.R2),
+		asm.JSLT.Imm32(asm.R1, 0, "punt"),
 		// The mode: in the middle of the response, (s32)(RespEnd -
 		// end) > 0, the kernel's alone; otherwise an echo, if allowed.
-		asm.JSet.Imm(asm.R9, cfgFlagMiddle, "middle"),
+		asm.JSet.Imm(asm.R9, cfgFlagMiddle, "middle").WithSymbol("mode"),
 		asm.Ja.Label("notmiddle"),
 		asm.LoadMem(asm.R0, asm.R7, fpFlags, asm.Byte).WithSymbol("middle"),
 		asm.JSet.Imm(asm.R0, flagFIN, "notmiddle"),
@@ -541,8 +565,19 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.HostTo(asm.BE, asm.R1, asm.Word),
 		asm.StoreMem(asm.R7, fpSeq, asm.R1, asm.Word),
 		asm.StoreMem(asm.RFP, stNewSeq, asm.R1, asm.Word),
+		// A pooled C2's ACK number, into the client's numbers.
+		asm.JSet.Imm(asm.R9, cfgFlagShift, "writeack"),
+		asm.Ja.Label("tsval"),
+		asm.LoadMem(asm.R1, asm.R7, fpAck, asm.Word).WithSymbol("writeack"),
+		asm.StoreMem(asm.RFP, stOldAck, asm.R1, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfgAckDelta, asm.Word),
+		asm.Sub.Reg32(asm.R1, asm.R2),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.StoreMem(asm.R7, fpAck, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewAck, asm.R1, asm.Word),
 		// TSval, in the place checked above.
-		asm.JSet.Imm(asm.R9, cfgFlagTS, "writets"),
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "writets").WithSymbol("tsval"),
 		asm.Ja.Label("window"),
 		asm.LoadMem(asm.R2, asm.R6, skbDataEnd, asm.Word).WithSymbol("writets"),
 		asm.Mov.Reg(asm.R1, asm.R7),
@@ -556,6 +591,17 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.HostTo(asm.BE, asm.R1, asm.Word),
 		asm.StoreMem(asm.R7, fpTSVal, asm.R1, asm.Word),
 		asm.StoreMem(asm.RFP, stNewTS, asm.R1, asm.Word),
+		// A pooled C2's TS echo, into the client's clock.
+		asm.JSet.Imm(asm.R9, cfgFlagShift, "writeecr"),
+		asm.Ja.Label("window"),
+		asm.LoadMem(asm.R1, asm.R7, fpTSVal+4, asm.Word).WithSymbol("writeecr"),
+		asm.StoreMem(asm.RFP, stOldEcr, asm.R1, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfgTSEcr, asm.Word),
+		asm.Sub.Reg32(asm.R1, asm.R2),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.StoreMem(asm.R7, fpTSVal+4, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, stNewEcr, asm.R1, asm.Word),
 		// Window: win << L >> R, 65535 at most, never 0 from non-zero
 		// (rescaleWindow).
 		asm.JSet.Imm(asm.R9, cfgFlagScaled, "scale").WithSymbol("window"),
@@ -674,11 +720,23 @@ func fieldSums(csum csumFunc, forward bool, prefix, done string) asm.Instruction
 	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldPort, stNewPort, 4)...)
 	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldSeq, stNewSeq, 4)...)
 	p = append(p,
-		asm.JSet.Imm(asm.R9, cfgFlagTS, prefix+"sumts"),
+		asm.JSet.Imm(asm.R9, cfgFlagShift, prefix+"sumack"),
+		asm.Ja.Label(prefix+"sumtsq"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(prefix+"sumack"),
+	)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldAck, stNewAck, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagTS, prefix+"sumts").WithSymbol(prefix+"sumtsq"),
 		asm.Ja.Label(prefix+"sumwin"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol(prefix+"sumts"),
 	)
 	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldTS, stNewTS, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagShift, prefix+"sumecr"),
+		asm.Ja.Label(prefix+"sumwin"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(prefix+"sumecr"),
+	)
+	p = append(p, sum(asm.FnL4CsumReplace, fpTCPCsum, stOldEcr, stNewEcr, 4)...)
 	p = append(p,
 		asm.JSet.Imm(asm.R9, cfgFlagScaled, prefix+"sumscale").WithSymbol(prefix+"sumwin"),
 		asm.Ja.Label(done),
@@ -723,11 +781,23 @@ func echoProgram(wireIndex, stats int, csum csumFunc) asm.Instructions {
 	p = append(p, store(fpPorts, stOldPort, 4)...)
 	p = append(p, store(fpSeq, stOldSeq, 4)...)
 	p = append(p,
-		asm.JSet.Imm(asm.R9, cfgFlagTS, "unts"),
+		asm.JSet.Imm(asm.R9, cfgFlagShift, "unack"),
+		asm.Ja.Label("untsq"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("unack"),
+	)
+	p = append(p, store(fpAck, stOldAck, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagTS, "unts").WithSymbol("untsq"),
 		asm.Ja.Label("unwin"),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("unts"),
 	)
 	p = append(p, store(fpTSVal, stOldTS, 4)...)
+	p = append(p,
+		asm.JSet.Imm(asm.R9, cfgFlagShift, "unecr"),
+		asm.Ja.Label("unwin"),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("unecr"),
+	)
+	p = append(p, store(fpTSVal+4, stOldEcr, 4)...)
 	p = append(p,
 		asm.JSet.Imm(asm.R9, cfgFlagScaled, "unscale").WithSymbol("unwin"),
 		asm.Ja.Label("unsums"),

@@ -48,4 +48,13 @@ type FastPathEntry struct {
 	// and gives the shim the original, marked as sent (TTL 0), for the
 	// rest of what the shim does with a reply.
 	Echo bool
+	// Shift: the connection is a pooled C2 serving a later client
+	// (splice/shim_pool.go): the reply's ACK number loses AckDelta and
+	// its TS echo TSEcrDelta, into the client's numbers, and a reply
+	// that starts before SeqFloor (the last client's) is left to the
+	// shim, which drops it.
+	Shift      bool
+	AckDelta   uint32
+	TSEcrDelta uint32
+	SeqFloor   Seq
 }
