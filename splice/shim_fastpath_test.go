@@ -214,6 +214,69 @@ func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
 	}
 }
 
+// kernelFastPath is the kernel's reply program loaded in a network
+// namespace of its own (where echoes' clones go out of its loopback),
+// removed when the test ends: run runs it on a frame
+// (BPF_PROG_TEST_RUN), apply applies the engine's commands to its maps.
+type kernelFastPath struct {
+	t       *testing.T
+	ns      string
+	fp      *link.ReplyFastPath
+	scratch link.FastPathScratch
+}
+
+func newKernelFastPath(t *testing.T) *kernelFastPath {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_BPF, a network namespace); run the tests as root")
+	}
+	k := &kernelFastPath{t: t, ns: fmt.Sprintf("qs-fptest-%d-%x", os.Getpid(), rand.Uint32())}
+	if err := netns.Add(k.ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { netns.Delete(k.ns) })
+	if err := netns.Run(k.ns, "ip", "link", "set", "lo", "up"); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := link.NewReplyFastPath(1, 64) // the namespace's loopback
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fp.Close() })
+	k.fp = fp
+	return k
+}
+
+func (k *kernelFastPath) run(f []byte) (uint32, []byte) {
+	k.t.Helper()
+	out := make([]byte, len(f)+256)
+	var ret uint32
+	err := netns.Do(k.ns, func() error {
+		var err error
+		ret, err = k.fp.Program().Run(&ebpf.RunOptions{Data: f, DataOut: out})
+		return err
+	})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return ret, out[:len(f)]
+}
+
+func (k *kernelFastPath) apply(us []FastPathUpdate) {
+	k.t.Helper()
+	for _, u := range us {
+		var err error
+		if u.Delete {
+			err = k.fp.Delete(&k.scratch, u.Key)
+		} else {
+			err = k.fp.Put(&k.scratch, u.Key, u.Entry)
+		}
+		if err != nil {
+			k.t.Fatal(err)
+		}
+	}
+}
+
 // TestReplyFastPathTranslatesAsTheShimDoes runs the kernel's program
 // (BPF_PROG_TEST_RUN, in a network namespace of its own, where the
 // echoes' clones go out of its loopback) on the replies of a spliced
@@ -226,55 +289,17 @@ func TestShimLearnsFromAnEchoWithoutSendingIt(t *testing.T) {
 // the reply that completes the response, an echo, comes back exactly as
 // it was but for TTL 0, and the engine reports the response from it.
 func TestReplyFastPathTranslatesAsTheShimDoes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_BPF, a network namespace); run the tests as root")
-	}
-	ns := fmt.Sprintf("qs-fptest-%d-%x", os.Getpid(), rand.Uint32())
-	if err := netns.Add(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer netns.Delete(ns)
-	if err := netns.Run(ns, "ip", "link", "set", "lo", "up"); err != nil {
-		t.Fatal(err)
-	}
-	fp, err := link.NewReplyFastPath(1, 64) // the namespace's loopback
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
+	k := newKernelFastPath(t)
+	fp, run := k.fp, k.run
 	const (
 		tcOK       = 0
 		tcRedirect = 7
 	)
-	run := func(f []byte) (uint32, []byte) {
-		t.Helper()
-		out := make([]byte, len(f)+256)
-		var ret uint32
-		err := netns.Do(ns, func() error {
-			var err error
-			ret, err = fp.Program().Run(&ebpf.RunOptions{Data: f, DataOut: out})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ret, out[:len(f)]
-	}
 	var atSplice []FastPathUpdate
 	var scratch link.FastPathScratch
 	apply := func(h *shimHarness) {
 		t.Helper()
-		for _, u := range append(atSplice, takeFastPaths(h)...) {
-			var err error
-			if u.Delete {
-				err = fp.Delete(&scratch, u.Key)
-			} else {
-				err = fp.Put(&scratch, u.Key, u.Entry)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		k.apply(append(atSplice, takeFastPaths(h)...))
 		atSplice = nil
 	}
 	// engine feeds f to the shim and returns what it sent the client.
@@ -653,50 +678,9 @@ func TestNoPutAfterTheServersLastReply(t *testing.T) {
 // it was but for TTL 0; and a reply from before the move (the last
 // client's) is left to the shim, untouched, which drops it.
 func TestReplyFastPathTranslatesAReusedC2AsTheShimDoes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_BPF, a network namespace); run the tests as root")
-	}
-	ns := fmt.Sprintf("qs-fpreuse-%d-%x", os.Getpid(), rand.Uint32())
-	if err := netns.Add(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer netns.Delete(ns)
-	if err := netns.Run(ns, "ip", "link", "set", "lo", "up"); err != nil {
-		t.Fatal(err)
-	}
-	fp, err := link.NewReplyFastPath(1, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fp.Close()
-	run := func(f []byte) (uint32, []byte) {
-		t.Helper()
-		out := make([]byte, len(f)+256)
-		var ret uint32
-		if err := netns.Do(ns, func() error {
-			var err error
-			ret, err = fp.Program().Run(&ebpf.RunOptions{Data: f, DataOut: out})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return ret, out[:len(f)]
-	}
-	var scratch link.FastPathScratch
-	apply := func(h *shimHarness) {
-		t.Helper()
-		for _, u := range takeFastPaths(h) {
-			var err error
-			if u.Delete {
-				err = fp.Delete(&scratch, u.Key)
-			} else {
-				err = fp.Put(&scratch, u.Key, u.Entry)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	k := newKernelFastPath(t)
+	fp, run := k.fp, k.run
+	apply := func(h *shimHarness) { k.apply(takeFastPaths(h)) }
 	sc, respStart, resp := idleC2(t, ShimConfig{KernelFastPath: true, KernelEcho: true, IdleTimeout: time.Minute})
 	h, srv := sc.h, sc.srv
 	apply(h)

@@ -568,14 +568,9 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		// A pooled C2's ACK number, into the client's numbers.
 		asm.JSet.Imm(asm.R9, cfgFlagShift, "writeack"),
 		asm.Ja.Label("tsval"),
-		asm.LoadMem(asm.R1, asm.R7, fpAck, asm.Word).WithSymbol("writeack"),
-		asm.StoreMem(asm.RFP, stOldAck, asm.R1, asm.Word),
-		asm.HostTo(asm.BE, asm.R1, asm.Word),
-		asm.LoadMem(asm.R2, asm.R8, cfgAckDelta, asm.Word),
-		asm.Sub.Reg32(asm.R1, asm.R2),
-		asm.HostTo(asm.BE, asm.R1, asm.Word),
-		asm.StoreMem(asm.R7, fpAck, asm.R1, asm.Word),
-		asm.StoreMem(asm.RFP, stNewAck, asm.R1, asm.Word),
+	}
+	in = append(in, subtractField("writeack", fpAck, cfgAckDelta, stOldAck, stNewAck)...)
+	in = append(in, asm.Instructions{
 		// TSval, in the place checked above.
 		asm.JSet.Imm(asm.R9, cfgFlagTS, "writets").WithSymbol("tsval"),
 		asm.Ja.Label("window"),
@@ -594,14 +589,9 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		// A pooled C2's TS echo, into the client's clock.
 		asm.JSet.Imm(asm.R9, cfgFlagShift, "writeecr"),
 		asm.Ja.Label("window"),
-		asm.LoadMem(asm.R1, asm.R7, fpTSVal+4, asm.Word).WithSymbol("writeecr"),
-		asm.StoreMem(asm.RFP, stOldEcr, asm.R1, asm.Word),
-		asm.HostTo(asm.BE, asm.R1, asm.Word),
-		asm.LoadMem(asm.R2, asm.R8, cfgTSEcr, asm.Word),
-		asm.Sub.Reg32(asm.R1, asm.R2),
-		asm.HostTo(asm.BE, asm.R1, asm.Word),
-		asm.StoreMem(asm.R7, fpTSVal+4, asm.R1, asm.Word),
-		asm.StoreMem(asm.RFP, stNewEcr, asm.R1, asm.Word),
+	}...)
+	in = append(in, subtractField("writeecr", fpTSVal+4, cfgTSEcr, stOldEcr, stNewEcr)...)
+	in = append(in, asm.Instructions{
 		// Window: win << L >> R, 65535 at most, never 0 from non-zero
 		// (rescaleWindow).
 		asm.JSet.Imm(asm.R9, cfgFlagScaled, "scale").WithSymbol("window"),
@@ -622,7 +612,7 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 		asm.HostTo(asm.BE, asm.R1, asm.Half).WithSymbol("scaled"),
 		asm.StoreMem(asm.R7, fpWindow, asm.R1, asm.Half),
 		asm.StoreMem(asm.RFP, stNewWin, asm.R1, asm.Word),
-	}
+	}...)
 	sums := fieldSums(csum, true, "", "count")
 	sums[0] = sums[0].WithSymbol("sums")
 	out := asm.Instructions{
@@ -690,6 +680,23 @@ func replyFastProgram(config, ledger, stats, wireIndex int) asm.Instructions {
 	prog := append(in, sums...)
 	prog = append(prog, out...) // "count" follows the checksums
 	return append(prog, echoProgram(wireIndex, stats, csum)...)
+}
+
+// subtractField rewrites the 32-bit field at off of a pooled C2's reply
+// (R7 the frame, R8 the entry): less the entry's value at cfg, the old
+// and new values kept in oldSlot and newSlot for the checksums. Its
+// first instruction carries label.
+func subtractField(label string, off, cfg, oldSlot, newSlot int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.R7, off, asm.Word).WithSymbol(label),
+		asm.StoreMem(asm.RFP, oldSlot, asm.R1, asm.Word),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.LoadMem(asm.R2, asm.R8, cfg, asm.Word),
+		asm.Sub.Reg32(asm.R1, asm.R2),
+		asm.HostTo(asm.BE, asm.R1, asm.Word),
+		asm.StoreMem(asm.R7, off, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, newSlot, asm.R1, asm.Word),
+	}
 }
 
 // csumFunc emits one checksum helper call (replyFastProgram's csum).
