@@ -358,7 +358,7 @@ func (e *FrontEnd) c2Established(f *flow, p *wire.Packet, now Time, out *Output)
 
 func (e *FrontEnd) sendC2Ack(f *flow, out *Output) {
 	var ob [wire.TSOptionLen]byte
-	e.toBackend(f, f.syn.clientISN+1, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
+	e.toBackend(f, f.c2Start(), f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
 }
 
 func (e *FrontEnd) spliceMessage(f *flow) proto.Splice {

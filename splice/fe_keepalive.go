@@ -388,7 +388,7 @@ func (e *FrontEnd) sendC2At(f *flow, t wire.TCP, o *wire.TCPOptions, seq wire.Se
 		if o != nil && o.HasTS {
 			ecr = o.TSEcr
 		}
-		n += wire.EncodeTS(ob[n:], f.tsRecent, ecr-f.tsOffset)
+		n += wire.EncodeTS(ob[n:], f.c2TSval(), ecr-f.tsOffset)
 	}
 	if withRewrite {
 		n += putRewriteOption(ob[n:], &f.rw)

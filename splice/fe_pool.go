@@ -80,6 +80,10 @@ type pooledC2 struct {
 	mssB    uint16
 	wsB     int
 	syn     synInfo // C2's SYN options: its first client's
+	// peerWin is the largest window its clients offered the server on
+	// it: the server may have that much in flight for the next client
+	// before it hears of that client's own window.
+	peerWin uint32
 	since   Time
 }
 
@@ -233,7 +237,7 @@ func (e *FrontEnd) detachToPool(f *flow, now Time) {
 		srvNxt: f.respEnd - wire.Seq(f.seqDelta), c2Nxt: f.rw.toB(f.cliNxt),
 		tsNext:  f.tsMax + f.cliTSOff + 1,
 		tsLastB: f.tsLastB, tsB: f.tsB, mssB: f.mssB, wsB: f.wsB,
-		syn: f.c2SYN, since: now,
+		syn: f.c2SYN, since: now, peerWin: max(f.ck.cliMaxWin, f.c2PeerWin),
 	}
 	dest := c2Dest{pc.key.bIP, pc.key.bPort}
 	e.pool.byDest[dest] = append(e.pool.byDest[dest], pc)
@@ -466,7 +470,11 @@ func (e *FrontEnd) reuseC2(f *flow, b Backend, now Time, out *Output) bool {
 	f.reqEnd = f.requestEnd()
 	f.reqUna, f.reqNxt = c.c2Nxt, c.c2Nxt
 	f.cliNxt = f.rw.toC(f.reqEnd, true)
-	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + 65535)
+	// The server sends as far as the last client's window let it
+	// before it hears of this one's: the bound the client's ACKs are
+	// checked against (fe_validate.go) starts there.
+	f.c2PeerWin = c.peerWin
+	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + wire.Seq(max(65535, c.peerWin)))
 	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
 	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: e.spliceMessage(f)})
 	return true

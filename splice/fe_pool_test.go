@@ -584,3 +584,83 @@ func TestShimHoldsOnlyRequestsMarkedForAnotherSplice(t *testing.T) {
 		t.Errorf("held for reuse %d, expired %d; want 1, 1", st.HeldForReuse, st.HeldExpired)
 	}
 }
+
+// TestFollowUpOnAPooledC2GoesOnC2sClock: a keep-alive client served on a
+// pooled C2 asks again; the follow-up, held until admitted and then sent
+// by the front-end itself, carries the client's TSval on C2's clock (the
+// server's PAWS check drops one on the client's own, and the request
+// never arrives) at C2's sequence numbers.
+func TestFollowUpOnAPooledC2GoesOnC2sClock(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv, c1 := l.loopNet, l.srv, l.c
+	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	l.closeToPool(c1, true)
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	id2, _ := l.connect(c2, []byte("GET /1 HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+	sp := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
+	n.feEvents = nil
+	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
+		t.Fatal(err)
+	}
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
+	first := expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt))
+	srv.receive(first)
+	firstTS, _, _ := first.ts()
+	l.answer(c2, id2, []byte("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1"))
+	// The follow-up: held, reported, admitted, sent by the front-end.
+	n.now += ms
+	c2.tsVal += 10
+	follow := []byte("GET /2 HTTP/1.1\r\nHost: loop.test\r\n\r\n")
+	n.fromClient(c2.data(follow))
+	n.takeServer() // the segment's ACK, sent on at once
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvRequest); len(ev) != 1 || !ev[0].FollowUp {
+		t.Fatalf("events %+v, want one follow-up request", n.feEvents)
+	}
+	n.feEvents = nil
+	n.routeFE(n.fe.call(func(out *Output) {
+		if err := n.fe.fe.Admit(id2, n.now, out); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	got := expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), payloadIs(follow))
+	if v, _, _ := got.ts(); v != firstTS+10 {
+		t.Errorf("the follow-up's TSval %#x, want C2's %#x (the client's + its offset)", v, firstTS+10)
+	}
+}
+
+// TestPooledC2ServerSendsAsFarAsTheLastClientsWindow: the server on a
+// pooled C2 sends the next client as much as the last client's window
+// allowed, before it hears of the new client's own; the new client's
+// ACKs of those bytes are real, and reach the server. (They were
+// refused as acknowledging what cannot have been sent, and a 1 MB
+// download stalled after 130 KB in the lab.)
+func TestPooledC2ServerSendsAsFarAsTheLastClientsWindow(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv, c1 := l.loopNet, l.srv, l.c
+	c1.window = 0xffff // << 7: 8 MB
+	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	l.closeToPool(c1, true)
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5)) // its window: 502 << 7, 64 KB
+	id2, _ := l.connect(c2, []byte("GET /big HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+	sp := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
+	n.feEvents = nil
+	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
+		t.Fatal(err)
+	}
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
+	srv.receive(decodeTCP(t, one(t, n.takeServer())))
+	for i := range 3 {
+		n.fromServer(srv.reply(bytes.Repeat([]byte{byte('a' + i)}, 60000)))
+		l.clientGetsOn(c2, n.takeClient())
+		n.takeServer()
+	}
+	n.now += ms
+	c2.tsVal++
+	n.fromClient(c2.seg(wire.TCPFlagACK, c2.nxt, c2.rcvNxt, nil))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), ackIs(srv.nxt))
+	if st := n.fe.fe.Stats(); st.Drops[dropAckOutOfRange] != 0 {
+		t.Errorf("%d client ACKs refused as out of range", st.Drops[dropAckOutOfRange])
+	}
+}

@@ -290,7 +290,7 @@ func (e *FrontEnd) challengeBackend(f *flow, now Time, out *Output) {
 		if f.cliTSecr != 0 {
 			ecr = f.cliTSecr - f.tsOffset
 		}
-		opts = ob[:wire.EncodeTS(ob[:], f.tsRecent, ecr)]
+		opts = ob[:wire.EncodeTS(ob[:], f.c2TSval(), ecr)]
 	}
 	e.toBackend(f, f.rw.toB(f.cliNxt), f.cliAck-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
 }

@@ -171,9 +171,12 @@ type flow struct {
 	c2SYN      synInfo
 	reuseTaken bool     // the server's ACK of a request on the reused C2 came (EvSpliceTaken)
 	c2First    wire.Seq // C2's sequence number of the client's first byte
-	reused     bool
-	cliTSOff   uint32
-	c2Pooled   bool
+	// c2PeerWin: the largest window the earlier clients of a pooled C2
+	// offered its server (fe_pool.go pooledC2.peerWin).
+	c2PeerWin uint32
+	reused    bool
+	cliTSOff  uint32
+	c2Pooled  bool
 	// finHeld: the client's FIN waits for the last Feedback, to pool C2,
 	// until finHeldBy (fe_pool.go holdFIN).
 	finHeld   bool
@@ -273,8 +276,12 @@ func (f *flow) c2TSOption(b *[wire.TSOptionLen]byte) []byte {
 	if !f.syn.ts || !f.tsB {
 		return nil
 	}
-	return b[:wire.EncodeTS(b[:], f.tsRecent+f.cliTSOff, f.tsLastB)]
+	return b[:wire.EncodeTS(b[:], f.c2TSval(), f.tsLastB)]
 }
+
+// c2TSval is the TSval of a segment the front-end makes up on C2: the
+// client's latest, on C2's clock (shifted on a pooled C2, fe_pool.go).
+func (f *flow) c2TSval() uint32 { return f.tsRecent + f.cliTSOff }
 
 // flowIn returns flow id if it is in state want: the daemon's calls name
 // a flow that may have moved on (or gone) since the event it answers.
