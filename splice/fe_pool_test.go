@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/wire"
 )
 
@@ -105,6 +106,45 @@ func (l *splicedLoop) connect(c *testClient, req []byte) (FlowID, []uint32) {
 	id := onlyEvent(l.t, &Output{Events: n.feEvents}, EvRequest).Flow
 	n.feEvents = nil
 	return id, tsvals
+}
+
+// poolFirstClient has the server answer the loop's first client with
+// resp and that client close: its C2 goes to the pool.
+func (l *splicedLoop) poolFirstClient(resp []byte) {
+	l.t.Helper()
+	l.answer(l.c, l.id, resp)
+	l.closeToPool(l.c, true)
+}
+
+// dispatchOnPool brings c through its handshake and request req, and
+// dispatches it: onto the pooled C2, whose Splice it returns.
+func (l *splicedLoop) dispatchOnPool(c *testClient, req []byte) (FlowID, proto.Splice) {
+	l.t.Helper()
+	n := l.loopNet
+	id, _ := l.connect(c, req)
+	n.now += ms
+	n.routeFE(n.fe.call(func(out *Output) {
+		if err := n.fe.fe.Dispatch(id, testBackend, n.now, out); err != nil {
+			l.t.Fatal(err)
+		}
+	}))
+	sp := onlyEvent(l.t, &Output{Events: n.feEvents}, EvSplice).Splice
+	n.feEvents = nil
+	return id, sp
+}
+
+// installAndSend installs sp at the shim and lets flow id's request go:
+// it returns the request as the server got it.
+func (l *splicedLoop) installAndSend(id FlowID, sp proto.Splice) *seen {
+	l.t.Helper()
+	n := l.loopNet
+	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
+		l.t.Fatal(err)
+	}
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id, n.now, out) }))
+	s := expectTCP(l.t, one(l.t, n.takeServer()), seqIs(l.srv.rcvNxt))
+	l.srv.receive(s)
+	return s
 }
 
 func TestPooledC2ServesTheNextClient(t *testing.T) {
@@ -516,16 +556,11 @@ func TestClosingClientWithAFullPool(t *testing.T) {
 // front-end's proof that the Splice is in (EvSpliceTaken, once).
 func TestPooledC2EarlyRequestWaitsAtTheShim(t *testing.T) {
 	l := newSplicedLoopWith(t, pooling)
-	n, srv, c1 := l.loopNet, l.srv, l.c
-	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
-	l.closeToPool(c1, true)
+	n, srv := l.loopNet, l.srv
+	l.poolFirstClient([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
 	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
 	req2 := []byte("GET /early HTTP/1.1\r\nHost: loop.test\r\n\r\n")
-	id2, _ := l.connect(c2, req2)
-	n.now += ms
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
-	sp := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
-	n.feEvents = nil
+	id2, sp := l.dispatchOnPool(c2, req2)
 	sp.Reuse.Early = true
 	// The request leaves before the shim has the Splice.
 	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
@@ -592,21 +627,11 @@ func TestShimHoldsOnlyRequestsMarkedForAnotherSplice(t *testing.T) {
 // never arrives) at C2's sequence numbers.
 func TestFollowUpOnAPooledC2GoesOnC2sClock(t *testing.T) {
 	l := newSplicedLoopWith(t, pooling)
-	n, srv, c1 := l.loopNet, l.srv, l.c
-	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
-	l.closeToPool(c1, true)
+	n, srv := l.loopNet, l.srv
+	l.poolFirstClient([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
 	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
-	id2, _ := l.connect(c2, []byte("GET /1 HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
-	sp := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
-	n.feEvents = nil
-	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
-		t.Fatal(err)
-	}
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
-	first := expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt))
-	srv.receive(first)
-	firstTS, _, _ := first.ts()
+	id2, sp := l.dispatchOnPool(c2, []byte("GET /1 HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+	firstTS, _, _ := l.installAndSend(id2, sp).ts()
 	l.answer(c2, id2, []byte("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n1"))
 	// The follow-up: held, reported, admitted, sent by the front-end.
 	n.now += ms
@@ -637,20 +662,12 @@ func TestFollowUpOnAPooledC2GoesOnC2sClock(t *testing.T) {
 // download stalled after 130 KB in the lab.)
 func TestPooledC2ServerSendsAsFarAsTheLastClientsWindow(t *testing.T) {
 	l := newSplicedLoopWith(t, pooling)
-	n, srv, c1 := l.loopNet, l.srv, l.c
-	c1.window = 0xffff // << 7: 8 MB
-	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
-	l.closeToPool(c1, true)
+	n, srv := l.loopNet, l.srv
+	l.c.window = 0xffff // << 7: 8 MB
+	l.poolFirstClient([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
 	c2 := newClient(41001, 0x4000_0000, fullOffer(5)) // its window: 502 << 7, 64 KB
-	id2, _ := l.connect(c2, []byte("GET /big HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
-	sp := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
-	n.feEvents = nil
-	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
-		t.Fatal(err)
-	}
-	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
-	srv.receive(decodeTCP(t, one(t, n.takeServer())))
+	id2, sp := l.dispatchOnPool(c2, []byte("GET /big HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+	l.installAndSend(id2, sp)
 	for i := range 3 {
 		n.fromServer(srv.reply(bytes.Repeat([]byte{byte('a' + i)}, 60000)))
 		l.clientGetsOn(c2, n.takeClient())
