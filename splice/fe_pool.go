@@ -50,12 +50,24 @@ import (
 //
 // C2's MSS, SACK, timestamps and window scale were fixed by its first
 // client's SYN, so it serves only a client whose SYN offered the same
-// SACK, timestamps and window scale and an MSS at least C2's. Nothing
-// else about the request changes: the Splice goes first (a round trip to
-// the shim, with Splice.Reuse), and only its SpliceAck lets the request
-// go, since the shim cannot tell a request for the new client from one
-// for the last until it has the Splice. (A request with the Splice
-// would be taken for the last client's.)
+// SACK, timestamps and window scale and an MSS at least C2's. The
+// server may have as much in flight for the new client as the last
+// client's window allowed, which bounds the new client's ACKs at first
+// (peerWin).
+//
+// The request. The Splice (with Splice.Reuse) moves the shim's entry;
+// the request waits for its SpliceAck, or, when the controller lets it
+// go early (Reuse.Early), follows at once with the reuse option
+// (putReuseOption), which the shim holds until the Splice that moves the
+// C2 is in: without it the shim would take the request for the last
+// client's. Then the server's ACK of the request, in the shim's copy,
+// stands for the SpliceAck (EvSpliceTaken).
+//
+// A client that asked to close (closeAsAsked): its "Connection: close"
+// is blanked in the request, the shim writes close into the response and
+// ends it with a FIN, and the front-end takes the client's side when the
+// Feedback says so (afterShimFIN), pooling C2 once the client has the
+// response.
 //
 // The pool's life. Pooled C2s are kept per back-end, newest first, at
 // most PoolPerBackend of them; each for at most PoolIdle (below the
