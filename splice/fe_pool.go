@@ -183,14 +183,18 @@ func (e *FrontEnd) poolsAtClientFIN(f *flow, t wire.TCP) bool {
 	if f.respPending == 0 && f.respEndKnown {
 		return e.poolReady(f) // the Feedback is in: now or never
 	}
+	return e.poolHasRoom(f)
+}
+
+// poolHasRoom reports whether f's back-end's pool can take one more C2.
+func (e *FrontEnd) poolHasRoom(f *flow) bool {
 	return len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) < e.cfg.PoolPerBackend
 }
 
 // poolReady reports whether f's held FIN may go with C2 to the pool now:
 // every response reported ended and acknowledged, and the pool has room.
 func (e *FrontEnd) poolReady(f *flow) bool {
-	return f.respPending == 0 && f.respEndKnown && !f.cliAck.LessThan(f.respEnd) &&
-		len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) < e.cfg.PoolPerBackend
+	return f.respPending == 0 && f.respEndKnown && !f.cliAck.LessThan(f.respEnd) && e.poolHasRoom(f)
 }
 
 // holdFIN takes the client's FIN t (its options o, validated and noted by
@@ -204,13 +208,7 @@ func (e *FrontEnd) poolReady(f *flow) bool {
 // shorter, and then the FIN goes to C2 after all, as it would have.
 func (e *FrontEnd) holdFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackAdvanced bool, now Time, out *Output) {
 	if ackAdvanced {
-		var ob [wire.TSOptionLen]byte
-		var opts []byte
-		if o.HasTS && f.tsB {
-			opts = ob[:wire.EncodeTS(ob[:], o.TSVal+f.cliTSOff, o.TSEcr-f.tsOffset)]
-		}
-		e.toBackend(f, f.rw.toB(f.cliNxt), t.Ack()-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
-		e.stats.ForwardedFrames++
+		e.ackToC2(f, t.Ack(), o, out)
 	}
 	f.finHeld, f.finHeldBy = true, now.Add(e.cfg.PoolFINWait)
 	if e.poolReady(f) {
@@ -218,6 +216,19 @@ func (e *FrontEnd) holdFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackAdvanced 
 		return
 	}
 	e.deadlineBy(f, f.finHeldBy)
+}
+
+// ackToC2 sends the server a bare ACK of ack (in the client's sequence
+// space) for a client segment with options o: the client's TSval on C2's
+// clock, its echo in the server's, as forwardClient would have sent it.
+func (e *FrontEnd) ackToC2(f *flow, ack wire.Seq, o *wire.TCPOptions, out *Output) {
+	var ob [wire.TSOptionLen]byte
+	var opts []byte
+	if o.HasTS && f.tsB {
+		opts = ob[:wire.EncodeTS(ob[:], o.TSVal+f.cliTSOff, o.TSEcr-f.tsOffset)]
+	}
+	e.toBackend(f, f.rw.toB(f.cliNxt), ack-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
+	e.stats.ForwardedFrames++
 }
 
 // releaseFIN sends the client's held FIN to C2 after all (PoolFINWait
@@ -290,7 +301,7 @@ func (e *FrontEnd) closeClientSide(f *flow, now Time, out *Output) {
 // has (poolPendingAck): until then the server may still have to send a
 // byte again, which the shim translates for this client.
 func (e *FrontEnd) closeForClient(f *flow, now Time, out *Output) {
-	if len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) >= e.cfg.PoolPerBackend {
+	if !e.poolHasRoom(f) {
 		return // no room: the client closes, and C2 with it
 	}
 	e.stats.C2PoolClosedForClient++
@@ -311,13 +322,7 @@ func (e *FrontEnd) poolPendingAck(f *flow, t wire.TCP, o *wire.TCPOptions, now T
 		return
 	}
 	f.cliAck = t.Ack().Min(f.respEnd)
-	var ob [wire.TSOptionLen]byte
-	var opts []byte
-	if o.HasTS && f.tsB {
-		opts = ob[:wire.EncodeTS(ob[:], o.TSVal+f.cliTSOff, o.TSEcr-f.tsOffset)]
-	}
-	e.toBackend(f, f.rw.toB(f.cliNxt), f.cliAck-wire.Seq(f.seqDelta), wire.TCPFlagACK, opts, nil, out)
-	e.stats.ForwardedFrames++
+	e.ackToC2(f, f.cliAck, o, out)
 	if f.cliAck == f.respEnd {
 		e.detachToPool(f, now)
 	}
@@ -403,7 +408,7 @@ func (e *FrontEnd) afterShimFIN(f *flow, poolOK bool, now Time, out *Output) {
 	f.retries = 0
 	f.tl.stamp(StepClose, now)
 	switch {
-	case !poolOK || len(e.pool.byDest[c2Dest{f.bIP, f.backend.Port}]) >= e.cfg.PoolPerBackend:
+	case !poolOK || !e.poolHasRoom(f):
 		// C2 closes, as the server wanted to.
 		e.abortC2(f, out)
 		f.c2Up = false
