@@ -470,6 +470,7 @@ func (e *FrontEnd) reuseC2(f *flow, b Backend, now Time, out *Output) bool {
 	f.retries = 0
 	f.tl.stamp(StepC2SYN, now)
 	f.tl.stamp(StepC2SYNACK, now)
+	f.tl.Reused = true
 	e.stats.HandoffsStarted++
 	e.stats.C2Reused++
 

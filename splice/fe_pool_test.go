@@ -154,8 +154,8 @@ func TestPooledC2ServesTheNextClient(t *testing.T) {
 	c2Tuple := l.fe.fe.byID[l.id].c2Key()
 	lastC2TS := c1.tsVal + 3 // the FIN's, which C2 carried in the last ACK
 	l.closeToPool(c1, true)
-	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN || ev[0].Flow != l.id {
-		t.Errorf("first client's close: events %+v, want its EvClosed fin", n.feEvents)
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Reason != CloseFIN || ev[0].Flow != l.id || ev[0].Timeline.Reused {
+		t.Errorf("first client's close: events %+v, want its EvClosed fin, C2 not reused", n.feEvents)
 	}
 	if n.fe.fe.PooledC2s() != 1 {
 		t.Fatalf("%d pooled C2s after the first client closed, want 1", n.fe.fe.PooledC2s())
@@ -221,7 +221,13 @@ func TestPooledC2ServesTheNextClient(t *testing.T) {
 	expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), ackIs(srv.nxt), tsIs(c2.tsVal+tsShift, srv.tsVal))
 
 	// The second client closes too: the same C2 goes back to the pool.
+	// Its timeline says C2 was reused: no C2 SYN, the handshake's steps
+	// at Dispatch.
+	n.feEvents = nil
 	l.closeToPool(c2, false)
+	if ev := eventsOf(&Output{Events: n.feEvents}, EvClosed); len(ev) != 1 || ev[0].Flow != id2 || !ev[0].Timeline.Reused || ev[0].Timeline.C2SYNs != 0 {
+		t.Errorf("second client's close: events %+v, want its EvClosed with a reused C2 and no C2 SYN", n.feEvents)
+	}
 	st := n.fe.fe.Stats()
 	if st.C2Pooled != 2 || st.C2Reused != 1 || n.fe.fe.PooledC2s() != 1 {
 		t.Errorf("pooled %d, reused %d, in the pool %d; want 2, 1, 1", st.C2Pooled, st.C2Reused, n.fe.fe.PooledC2s())

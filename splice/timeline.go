@@ -73,6 +73,8 @@ type FlowTimeline struct {
 	// Carried: the request went in its Splice, and the shim sent it on
 	// C2 (fe_atsyn.go).
 	Carried bool
+	// Reused: C2 came from the pool (fe_pool.go reuseC2): no handshake.
+	Reused bool
 	// Retx are the first MaxRetxMarks retransmissions the engine saw on
 	// the connection, in order; NumRetx counts them all.
 	Retx    [MaxRetxMarks]RetxMark

@@ -217,7 +217,7 @@ func (c *Controller) tlRecord(rec *flowRec, reason string, forwarded uint64, et 
 	tl.ForwardedBytes = forwarded
 	tl.SYNs, tl.C2SYNs, tl.RequestResends = int(et.SYNs), int(et.C2SYNs), int(et.RequestResends)
 	tl.RequestBytes = uint64(et.RequestBytes)
-	tl.Carried = et.Carried
+	tl.Carried, tl.Reused = et.Carried, et.Reused
 	for _, m := range et.Marks() {
 		tl.AddRetx(m.Kind.String(), int64(m.At))
 	}

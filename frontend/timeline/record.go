@@ -13,11 +13,16 @@
 //	admitted       controller: the scheduler let it go, a back-end was
 //	               picked (Dispatch)
 //	c2_syn         engine: the handoff connection's SYN went out
-//	c2_synack      engine: the back-end's SYN-ACK came (EvSplice)
+//	c2_synack      engine: the back-end's SYN-ACK came (EvSplice); on a
+//	               reused C2 ("reused": true, c2_syns 0) both steps are
+//	               at Dispatch, when the pool gave C2: no handshake
 //	splice_sent    controller: the Splice message went to the shim (the
 //	               first time; resends do not move it): after c2_synack,
 //	               or with c2_syn when the Splice goes with the SYN
-//	splice_ack     controller: the shim's SpliceAck came
+//	splice_ack     controller: the shim's SpliceAck came; for a request
+//	               on a reused C2 that went with its Splice, the shim's
+//	               copy of the server's ACK of it: after request_sent,
+//	               and possibly after the first byte
 //	request_sent   engine: the request went out on C2 (SpliceAcked), or left
 //	               in its Splice ("carried": true; the shim sent it)
 //	first_byte     shim, placed: the response's first byte at the shim
@@ -141,6 +146,10 @@ type Record struct {
 	// when the Splice left, before C2's SYN-ACK, and the shim sent the
 	// request as that SYN-ACK passed it.
 	Carried bool
+	// Reused: the connection's C2 came from the pool (a C2 kept from an
+	// earlier client connection, splice/fe_pool.go): no C2 SYN, c2_syn
+	// and c2_synack at Dispatch.
+	Reused bool
 
 	HeadBytes      int    // the first request's head
 	RequestBytes   uint64 // what the front-end handed over on C2 itself
@@ -339,6 +348,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	if r.Carried {
 		b = append(b, `,"carried":true`...)
 	}
+	if r.Reused {
+		b = append(b, `,"reused":true`...)
+	}
 	b = appendInt(b, "head_bytes", int64(r.HeadBytes))
 	b = appendInt(b, "request_bytes", int64(r.RequestBytes))
 	b = appendInt(b, "response_bytes", int64(r.ResponseBytes))
@@ -439,6 +451,7 @@ type jsonRecord struct {
 	SpliceSends     int              `json:"splice_sends"`
 	RequestResends  int              `json:"request_resends"`
 	Carried         bool             `json:"carried"`
+	Reused          bool             `json:"reused"`
 	HeadBytes       int              `json:"head_bytes"`
 	RequestBytes    uint64           `json:"request_bytes"`
 	ResponseBytes   uint64           `json:"response_bytes"`
@@ -463,7 +476,7 @@ func ParseJSON(line []byte) (Record, error) {
 	r := Record{
 		Flow: j.Flow, Port: j.Port, Backend: j.Backend, Customer: j.Customer, Method: j.Method, Path: j.Path,
 		Reason: j.Reason, AtStop: j.AtStop, Request: j.Request, Requests: j.Requests, SYNs: j.SYNs,
-		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, Carried: j.Carried, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
+		C2SYNs: j.C2SYNs, SpliceSends: j.SpliceSends, RequestResends: j.RequestResends, Carried: j.Carried, Reused: j.Reused, HeadBytes: j.HeadBytes, RequestBytes: j.RequestBytes,
 		ResponseBytes: j.ResponseBytes, ForwardedBytes: j.ForwardedBytes, ShimUncertainty: time.Duration(j.ShimUncertainty),
 	}
 	if j.Client != "" {

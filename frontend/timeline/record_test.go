@@ -13,7 +13,7 @@ import (
 func sampleRecord() Record {
 	r := Record{Flow: 7, Client: netip.MustParseAddrPort("198.18.0.10:40001"), Port: 80, Backend: 2,
 		Customer: "A", Method: "GET", Path: "/a\"b\\c\x01\xff/é", Reason: "fin", Request: 1, Requests: 2, SYNs: 1, C2SYNs: 2, SpliceSends: 3, RequestResends: 4,
-		HeadBytes: 60, RequestBytes: 60, ResponseBytes: 1 << 20, ForwardedBytes: 3, ShimUncertainty: 150 * time.Microsecond}
+		Carried: true, Reused: true, HeadBytes: 60, RequestBytes: 60, ResponseBytes: 1 << 20, ForwardedBytes: 3, ShimUncertainty: 150 * time.Microsecond}
 	base := int64(5e9)
 	for s := range NumSteps {
 		r.Set(s, base+int64(s)*1000)
