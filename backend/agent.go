@@ -52,17 +52,20 @@ type AgentConfig struct {
 type Agent struct {
 	cfg AgentConfig
 
-	registered  bool
-	nextReg     splice.Time // next Register while not registered
-	keepalive   time.Duration
-	nextKA      splice.Time // next Keepalive while registered
-	lastEcho    splice.Time // last sign the front-end knows us
-	seq         uint64      // of the last Keepalive sent
-	concurrency int         // requests in service, as the daemon last said
-	delayed     []delayedSplice
-	stats       AgentStats
-	refused     []uint64 // by the index of proto.RefusalReasons
-	reasons     []string
+	registered bool
+	nextReg    splice.Time // next Register while not registered
+	keepalive  time.Duration
+	nextKA     splice.Time // next Keepalive while registered
+	lastEcho   splice.Time // last sign the front-end knows us
+	// feIncarnation is the front-end's, from the last genuine datagram
+	// (0: none yet).
+	feIncarnation uint64
+	seq           uint64 // of the last Keepalive sent
+	concurrency   int    // requests in service, as the daemon last said
+	delayed       []delayedSplice
+	stats         AgentStats
+	refused       []uint64 // by the index of proto.RefusalReasons
+	reasons       []string
 }
 
 // delayedSplice is a Splice held for SpliceDelay, by value: the Codec
@@ -96,10 +99,13 @@ type AgentStats struct {
 	// Refused counts them by reason (proto.RefusalReason: auth, replay,
 	// stale, direction, peer, ...): forged, replayed or reflected
 	// datagrams show here.
-	Refused         map[string]uint64 `json:"refused"`
-	Unexpected      uint64            `json:"unexpected"`       // decoded messages a back-end does not handle
-	DelayedSplices  int               `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
-	KeepaliveMillis int64             `json:"keepalive_millis"` // the interval in use
+	Refused    map[string]uint64 `json:"refused"`
+	Unexpected uint64            `json:"unexpected"` // decoded messages a back-end does not handle
+	// FrontEndRestarts: datagrams from a new front-end incarnation after
+	// another's, each of which reset the idle C2s (AgentOutput.ResetIdle).
+	FrontEndRestarts uint64 `json:"frontend_restarts"`
+	DelayedSplices   int    `json:"delayed_splices"`  // Splices waiting for SpliceDelay now
+	KeepaliveMillis  int64  `json:"keepalive_millis"` // the interval in use
 }
 
 // AgentOutput collects what one call into the Agent produced. The caller
@@ -116,6 +122,9 @@ type AgentOutput struct {
 	Send    []proto.Message
 	Install []proto.Splice
 	Logs    []LogRecord
+	// ResetIdle asks every shard to reset its idle C2s
+	// (splice.Shim.ResetIdle): a new front-end started.
+	ResetIdle bool
 
 	// The storage of Send's messages. A slice that grows leaves the
 	// messages Send already points to in the old array, unchanged.
@@ -144,6 +153,7 @@ func (o *AgentOutput) Reset() {
 	clear(o.Send)
 	clear(o.Logs)
 	o.Send, o.Install, o.Logs = o.Send[:0], o.Install[:0], o.Logs[:0]
+	o.ResetIdle = false
 	o.acks, o.feedbacks = o.acks[:0], o.feedbacks[:0]
 	o.keepalives, o.registers = o.keepalives[:0], o.registers[:0]
 }
@@ -260,6 +270,27 @@ func (a *Agent) ours(id uint32, incarnation uint64) bool {
 	}
 	a.stats.Stale++
 	return false
+}
+
+// FrontEnd notes the incarnation of the front-end that sent a genuine
+// datagram (proto.Codec.Header: authenticated, and never older than the
+// last, which the codec refuses). The first one names the front-end;
+// another after it means the front-end restarted, and the C2s its
+// predecessor kept idle, pooled for its next clients or under idle
+// keep-alive clients, belong to no one: the shards reset them
+// (out.ResetIdle, splice.Shim.ResetIdle) before the new front-end's SYNs
+// meet them on its handoff ports.
+func (a *Agent) FrontEnd(incarnation uint64, out *AgentOutput) {
+	if incarnation == a.feIncarnation {
+		return
+	}
+	if a.feIncarnation != 0 {
+		a.stats.FrontEndRestarts++
+		out.ResetIdle = true
+		out.log(slog.LevelInfo, "front-end restarted: resetting the idle handoff connections of the one before",
+			slog.Uint64("incarnation", incarnation), slog.Uint64("before", a.feIncarnation))
+	}
+	a.feIncarnation = incarnation
 }
 
 // Control handles a control message from the front-end at from.

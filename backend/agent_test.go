@@ -483,3 +483,27 @@ func TestAgentSendsNoSpliceAckTheSYNACKImplies(t *testing.T) {
 		t.Errorf("SpliceAcksImplied %d, SplicesRefused %d; want 1, 1", st.SpliceAcksImplied, st.SplicesRefused)
 	}
 }
+
+// TestAgentResetsIdleC2sWhenTheFrontEndRestarts: the first front-end
+// incarnation is taken as is, its datagrams again change nothing, and a
+// new one asks every shard to reset its idle C2s, once.
+func TestAgentResetsIdleC2sWhenTheFrontEndRestarts(t *testing.T) {
+	r := newAgentRig(t, 0)
+	for i, c := range []struct {
+		inc   uint64
+		reset bool
+	}{{100, false}, {100, false}, {200, true}, {200, false}} {
+		r.out.Reset()
+		r.a.FrontEnd(c.inc, &r.out)
+		if r.out.ResetIdle != c.reset {
+			t.Errorf("datagram %d (incarnation %d): ResetIdle %v, want %v", i, c.inc, r.out.ResetIdle, c.reset)
+		}
+	}
+	if n := r.a.Stats().FrontEndRestarts; n != 1 {
+		t.Errorf("%d front-end restarts counted, want 1", n)
+	}
+	r.out.Reset()
+	if r.out.ResetIdle {
+		t.Error("Reset left ResetIdle set")
+	}
+}

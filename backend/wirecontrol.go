@@ -128,6 +128,7 @@ func (w *worker) control(b []byte, from netip.AddrPort, srcMAC *wire.MAC, err er
 		// m is the Codec's, reused by the next Decode; the agent
 		// copies what it keeps (a Splice, into its output).
 		w.agent.SetConcurrency(w.d.concurrency())
+		w.agent.FrontEnd(w.codec.Header().Incarnation, &w.aout)
 		w.agent.Control(from, m, now, &w.aout)
 	}
 	w.carryOut(now)

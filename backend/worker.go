@@ -190,6 +190,7 @@ const (
 	mailInstalled                     // splice, err: a shard's answer (to worker 0)
 	mailEvent                         // ev: another shard's event (to worker 0)
 	mailStatus                        // status: report the shard
+	mailResetIdle                     // reset the shard's idle C2s: a new front-end started
 )
 
 type mail struct {
@@ -211,11 +212,14 @@ func (d *Daemon) newWorker(id, wireBuf int) (*worker, error) {
 		HandshakeWindow: splice.DefaultHandshakeWindow + d.cfg.SpliceDelay,
 		FastOpen:        d.cfg.FastOpen, HandoffAddrs: d.cfg.HandoffAddrs,
 		KernelFastPath: d.fast != nil, KernelEcho: d.fast != nil && d.cfg.ReplyFastPath == FastPathEcho,
-		KernelSYNs: d.synFast != nil}
+		KernelSYNs: d.synFast != nil,
+		// Every shard addresses the frames it makes for the kernel
+		// (splice.Shim.ResetIdle) to it.
+		HostMAC: d.mac}
 	if id == 0 {
 		// The agent's shard takes the control datagrams off the wire
 		// (wireControl); the fanout sends every UDP frame to member 0.
-		scfg.ControlPort, scfg.HostMAC = d.cfg.ControlPort, d.mac
+		scfg.ControlPort = d.cfg.ControlPort
 	}
 	shim, err := splice.NewShim(scfg)
 	if err != nil {
@@ -626,6 +630,8 @@ func (w *worker) readMail(now splice.Time) {
 			w.carryOut(now)
 		case mailStatus:
 			m.status <- w.status()
+		case mailResetIdle:
+			w.resetIdle(now)
 		}
 		*m = mail{}
 	}
@@ -875,10 +881,20 @@ func (w *worker) checkDrops(now splice.Time) {
 	}
 }
 
-// carryOut does what the agent asked for in w.aout: installs splices in
-// their shards (each acknowledged once it is in place, here or when its
-// worker reports back), sends control messages, writes log lines.
+// carryOut does what the agent asked for in w.aout: resets the idle C2s
+// of every shard, installs splices in their shards (each acknowledged
+// once it is in place, here or when its worker reports back), sends
+// control messages, writes log lines.
 func (w *worker) carryOut(now splice.Time) {
+	if w.aout.ResetIdle {
+		for _, o := range w.d.workers {
+			if o == w {
+				w.resetIdle(now)
+			} else {
+				o.post(mail{kind: mailResetIdle})
+			}
+		}
+	}
 	for i := 0; i < len(w.aout.Install); i++ { // Installed appends to Send and Logs only
 		m := &w.aout.Install[i]
 		if k := shardOf(m, len(w.d.workers)); k != w.id {
@@ -894,6 +910,14 @@ func (w *worker) carryOut(now splice.Time) {
 	}
 	for _, r := range w.aout.Logs {
 		w.d.log.LogAttrs(context.Background(), r.Level, r.Msg, r.Attrs...)
+	}
+}
+
+// resetIdle resets the idle C2s of w's shard (splice.Shim.ResetIdle);
+// the RSTs leave with the pass's frames.
+func (w *worker) resetIdle(now splice.Time) {
+	if n := w.shim.ResetIdle(now, &w.out); n > 0 {
+		w.d.log.Info("idle handoff connections reset for the new front-end", "shard", w.id, "connections", n)
 	}
 }
 

@@ -63,7 +63,8 @@ type ShimConfig struct {
 	// (Output.Control) instead of passed to the host. 0: they pass.
 	ControlPort uint16
 	// HostMAC is the host's MAC address on the wire: only a datagram
-	// sent to it is taken (the kernel drops the others). Zero: any.
+	// sent to it is taken (the kernel drops the others). Zero: any. The
+	// frames the shim makes for the kernel go to it (ResetIdle).
 	HostMAC wire.MAC
 
 	// FastOpen puts a carried request in C2's SYN when the host's kernel
@@ -167,6 +168,9 @@ type ShimStats struct {
 	SplicesReused        uint64 // C2s moved to a later client (also in Splices)
 	RepliesOfLastClient  uint64 // replies on a moved C2 from before the move: dropped
 	HeldForReuse         uint64 // requests held for the Splice that moves their C2 (also in HeldRequests)
+	// IdleResetForNewFrontEnd: idle C2s reset when a new front-end
+	// started, which knows nothing of them (shim_pool.go ResetIdle).
+	IdleResetForNewFrontEnd uint64
 	// Responses to a client that asked to close, whose head's
 	// "Connection: keep-alive" became "close", and those whose head had
 	// no such field in its first segment (left as they were).

@@ -281,3 +281,47 @@ func (s *Shim) heldReady(h *heldSegment) bool {
 	ent := s.entries[h.key]
 	return ent != nil && (!h.forReuse || ent.reuse.On && h.reuseID == [2]uint32{ent.reuse.ClientDelta, ent.reuse.ClientTSOffset})
 }
+
+// idle reports whether ent's C2 rests between requests: nothing in
+// service or on its way, every request byte acknowledged by the kernel,
+// neither side closing. A pooled C2 rests so; so does a keep-alive
+// client's between its requests.
+func (ent *spliceEntry) idle() bool {
+	return !ent.reset && !ent.cliFin && !ent.srvFin && !ent.inService && !ent.responding &&
+		!ent.nextReq.waiting && ent.reqAcked && ent.rcvAck == ent.reqNxt
+}
+
+// ResetIdle resets every idle C2 (idle) in the kernel and forgets its
+// entry, and returns how many. The back-end's agent calls it when a new
+// front-end has started (another incarnation): the one before kept those
+// C2s open for its next clients (fe_pool.go) or for clients of its own,
+// and the new one knows nothing of them. Left open, each holds a server
+// socket until the server's keep-alive timeout, and the new front-end,
+// whose handoff ports come round to their tuples, would meet them with
+// its SYNs: the kernel's challenge ACK to such a SYN is a reply on a live
+// entry, which the shim (or the kernel's fast path) translates to the
+// old client, so the new front-end never sees it and waits for its SYN's
+// timer, again and again. A C2 with a response under way is left to end
+// as it would. The RST goes to the kernel at its rcv_nxt (the exact
+// sequence number RFC 5961 asks of a RST), as from the front-end.
+func (s *Shim) ResetIdle(now Time, out *Output) int {
+	n := 0
+	for _, ent := range s.entries {
+		if !ent.idle() {
+			continue
+		}
+		tf := wire.TCPFrame{
+			SrcMAC: ent.cliMAC, DstMAC: s.cfg.HostMAC, // the kernel reads no source MAC
+			Src: ent.key.dstIP, Dst: ent.key.srcIP, SrcPort: ent.key.dstPort, DstPort: ent.key.srcPort,
+			Seq: ent.reqNxt, Flags: wire.TCPFlagRST, TTL: 64,
+		}
+		b := out.alloc(tf.Len())
+		tf.Encode(b)
+		out.send(PortHost, b)
+		s.stats.WireToHost++
+		s.stats.IdleResetForNewFrontEnd++
+		s.remove(ent)
+		n++
+	}
+	return n
+}

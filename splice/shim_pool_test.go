@@ -365,3 +365,31 @@ func TestShimEndsAClosingResponseWithAFIN(t *testing.T) {
 		}
 	}
 }
+
+// TestShimResetsIdleC2sForANewFrontEnd: when a new front-end starts, the
+// C2s the one before kept idle are reset in the kernel (a RST from the
+// handoff address at the server's rcv_nxt, to the host's MAC) and
+// forgotten; a C2 with a request in service is left to end as it would.
+func TestShimResetsIdleC2sForANewFrontEnd(t *testing.T) {
+	cfg := ShimConfig{HostMAC: backendMAC}
+	sc, _, _ := idleC2(t, cfg)
+	h := sc.h
+	h.out.Reset()
+	if n := h.sh.ResetIdle(t0+10*ms, &h.out); n != 1 || len(h.out.Frames) != 1 || h.out.Frames[0].Port != PortHost {
+		t.Fatalf("ResetIdle reset %d, %d frames out, want 1 to the host", n, len(h.out.Frames))
+	}
+	h.frames++
+	expectTCP(t, h.out.Frames[0].Data, flagsAre(wire.TCPFlagRST), seqIs(sc.srv.rcvNxt), ethTo(backendMAC),
+		from(handoffIP, shimHandoffPort), to(backendIP, webPort))
+	if h.sh.Entries() != 0 || h.sh.Stats().IdleResetForNewFrontEnd != 1 {
+		t.Errorf("%d entries left, %d counted reset", h.sh.Entries(), h.sh.Stats().IdleResetForNewFrontEnd)
+	}
+	h.checkCounters()
+
+	busy, _, _ := idleC2(t, cfg)
+	busy.h.input(PortWire, busy.fromFrontEnd(wire.TCPFlagACK|wire.TCPFlagPSH, busy.srv.nxt, request(50)), t0+5*ms)
+	busy.h.out.Reset()
+	if n := busy.h.sh.ResetIdle(t0+10*ms, &busy.h.out); n != 0 || len(busy.h.out.Frames) != 0 || busy.h.sh.Entries() != 1 {
+		t.Errorf("a C2 with a request in service: %d reset, %d frames, %d entries left", n, len(busy.h.out.Frames), busy.h.sh.Entries())
+	}
+}
