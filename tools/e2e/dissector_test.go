@@ -34,6 +34,7 @@ var dissectorFields = []string{
 	"qsplice.splice.request_id", "qsplice.splice.client_ip", "qsplice.splice.client_port", "qsplice.splice.vip",
 	"qsplice.splice.vip_port", "qsplice.splice.handoff_ip", "qsplice.splice.handoff_port", "qsplice.splice.backend_ip", "qsplice.splice.backend_port", "qsplice.splice.backend_id",
 	"qsplice.splice.flags.implicit_ack", "qsplice.splice.flags.keeps_cookie",
+	"qsplice.splice.reuse_server_next", "qsplice.splice.reuse_early",
 	"qsplice.spliceack.request_id", "qsplice.spliceack.backend_id", "qsplice.spliceack.ok",
 	"qsplice.feedback.request_id", "qsplice.feedback.backend_id", "qsplice.feedback.response_bytes",
 	"_ws.expert.message",
@@ -207,7 +208,7 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 	// that asks for Fast Open (flag bit 6, proto.SpliceImplicitAck) has
 	// no SpliceAck when the kernel took the request in the SYN: the
 	// SYN-ACK stood for it (counted below against the shims' counts).
-	implied, keepsCookie := 0, 0
+	implied, keepsCookie, reused := 0, 0, 0
 	for i, r := range reqs {
 		clientIP, clientPort, _ := net.SplitHostPort(r.client)
 		var splices []dissected
@@ -231,9 +232,17 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 		if n := len(commented(comments, "SYN cookie", "ip.dst", clientIP, "tcp.dstport", clientPort)); n == 0 {
 			t.Errorf("request %d: no SYN-ACK to %s commented as a SYN cookie", i, r.client)
 		}
-		if n := len(commented(comments, "handed off: C2 SYN", "ip.src", s["qsplice.splice.handoff_ip"],
+		// A Splice onto a pooled C2 (Reuse) has no C2 SYN: the request
+		// goes on the C2 the pool gave.
+		reuse := s["qsplice.splice.reuse_server_next"] != ""
+		c2Note := "handed off: C2 SYN"
+		if reuse {
+			reused++
+			c2Note = "request bytes on C2"
+		}
+		if n := len(commented(comments, c2Note, "ip.src", s["qsplice.splice.handoff_ip"],
 			"tcp.srcport", s["qsplice.splice.handoff_port"], "ip.dst", l.BackendAddr(k).String())); n == 0 {
-			t.Errorf("request %d: no C2 SYN from %s:%s commented as handed off", i, s["qsplice.splice.handoff_ip"], s["qsplice.splice.handoff_port"])
+			t.Errorf("request %d (reuse %v): no frame from %s:%s commented %q", i, reuse, s["qsplice.splice.handoff_ip"], s["qsplice.splice.handoff_port"], c2Note)
 		}
 		if findLog(feLog, "request", "client", r.client) == nil {
 			t.Errorf("request %d: the front-end logged no request from %s", i, r.client)
@@ -241,7 +250,9 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 		id := s["qsplice.splice.request_id"]
 		acks := filter(byType["4"], "qsplice.spliceack.request_id", id)
 		fbs := filter(byType["5"], "qsplice.feedback.request_id", id)
-		implicit := s["qsplice.splice.flags.implicit_ack"] == "1"
+		// No SpliceAck either for a request sent with its Splice on a
+		// reused C2 (Reuse.Early): the server's ACK of it stands for one.
+		implicit := s["qsplice.splice.flags.implicit_ack"] == "1" || s["qsplice.splice.reuse_early"] == "1"
 		if s["qsplice.splice.flags.keeps_cookie"] == "1" {
 			keepsCookie++
 			if !implicit {
@@ -291,7 +302,7 @@ func TestLabCaptureShowsControlMessagesInWireshark(t *testing.T) {
 			t.Errorf("back-end %d: the capture holds %d Feedbacks, the front-end reports %+v", k, feedbacks, bs)
 		}
 	}
-	t.Logf("%d of %d requests acknowledged by the SYN-ACK that took them in the SYN, %d Splices for a SYN asking the front-end's cookie", implied, len(reqs), keepsCookie)
+	t.Logf("%d of %d requests acknowledged by the SYN-ACK that took them in the SYN or by the server's ACK on a reused C2, %d Splices for a SYN asking the front-end's cookie, %d onto a reused C2", implied, len(reqs), keepsCookie, reused)
 	if keepsCookie == 0 {
 		// The front-end starts without cookies: its first SYN to a
 		// back-end asks for one it keeps (proto.SpliceKeepsCookie).

@@ -1,15 +1,20 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/qsplice/qsplice/frontend"
 	"github.com/qsplice/qsplice/tools/lab"
 )
 
@@ -165,4 +170,144 @@ func TestPooledC2sForClientsThatAskToClose(t *testing.T) {
 	if reused < started*2/3 {
 		t.Errorf("only %d of %d handoffs reused a pooled C2", reused, started)
 	}
+}
+
+// TestPooledC2sOfAFrontEndBeforeItsRestart: a front-end that stops
+// leaves its pooled C2s open at the back-end (the server keeps an idle
+// keep-alive connection until its own timeout), and the one started
+// after it knows nothing of them: its SYNs would meet them on its
+// handoff ports, and the kernel's answers (challenge ACKs on a live
+// entry) would go to the old clients. So the back-end's agent, on the
+// first datagram of the new front-end, has every shard reset its idle
+// C2s (splice.Shim.ResetIdle). With 32 C2s pooled on 64 handoff ports
+// before the restart: after it, the shim has reset exactly those, the
+// back-end's kernel holds none of them, and 32 clients at once are
+// served with no SYN meeting an old connection and no retransmission.
+func TestPooledC2sOfAFrontEndBeforeItsRestart(t *testing.T) {
+	const conns, ports, size = 32, 64, 1 << 10
+	l := extraLab(t, "o", func(cfg *lab.Config) {
+		cfg.Backends = 1
+		cfg.BackendArgs = []string{"-capacity", "64"}
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", fmt.Sprintf("30000-%d", 30000+ports-1))
+	})
+	serveAtOnce := func(round string) {
+		t.Helper()
+		conns := make([]net.Conn, conns)
+		defer func() {
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(conns))
+		for i := range conns {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			c, err := l.Dial(ctx, "c1", "tcp", net.JoinHostPort(lab.VIP, "8080"))
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: connection %d: %v", round, i, err)
+			}
+			conns[i] = c
+			wg.Go(func() {
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				fmt.Fprintf(c, "GET /data/%d HTTP/1.1\r\nHost: x\r\n\r\n", size)
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err == nil {
+					var body []byte
+					body, err = io.ReadAll(resp.Body)
+					if err == nil && (resp.StatusCode != 200 || len(body) != size) {
+						err = fmt.Errorf("status %d, %d bytes", resp.StatusCode, len(body))
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s: connection %d: %v", round, i, err)
+				}
+			})
+		}
+		wg.Wait() // every connection open until all are served: a C2 each
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	serveAtOnce("before the restart")
+	// The clients close: their C2s go to the pool (a FIN that comes
+	// before its response's Feedback and waits for it longer than the
+	// pool's wait closes C2 instead).
+	var st frontend.Status
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if st = frontendStatus(t, l); st.Engine.Flows == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d client connections still open: %v; %d pooled, %d FINs released, engine %+v", st.Engine.Flows, st.Engine.States, st.Engine.PooledC2s, st.Engine.C2PoolFINsReleased, st.Engine)
+		}
+		time.Sleep(50 * time.Millisecond) // polling an external process's state
+	}
+	pooled := int(st.Engine.PooledC2s)
+	t.Logf("before the restart: %d C2s pooled, %d client FINs released to C2", pooled, st.Engine.C2PoolFINsReleased)
+	if pooled < conns*3/4 {
+		t.Fatalf("%d of %d C2s pooled", pooled, conns)
+	}
+	for deadline := time.Now().Add(10 * time.Second); handoffPortsHeld(t, l, ports) != pooled; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the back-end holds %d connections on the handoff ports, want the %d pooled", handoffPortsHeld(t, l, ports), pooled)
+		}
+		time.Sleep(50 * time.Millisecond) // the closed ones' FINs may still be on their way
+	}
+	shimBefore := shimStatus(t, l, 1)
+	if err := l.StopProcess("frontend"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StartProcess("frontend"); err != nil {
+		t.Fatal(err)
+	}
+	// The new front-end's first datagram (its RegisterAck) has the shim
+	// reset the pooled C2s: the back-end's kernel lets them go.
+	for deadline := time.Now().Add(10 * time.Second); shimStatus(t, l, 1).Shim.IdleResetForNewFrontEnd-shimBefore.Shim.IdleResetForNewFrontEnd < uint64(pooled); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shim reset %d idle C2s after the restart, want the %d pooled", shimStatus(t, l, 1).Shim.IdleResetForNewFrontEnd-shimBefore.Shim.IdleResetForNewFrontEnd, pooled)
+		}
+		time.Sleep(50 * time.Millisecond) // polling an external process's state
+	}
+	if n := handoffPortsHeld(t, l, ports); n != 0 {
+		out, _ := l.Command("b1", "ss", "-tnio", "state", "established").CombinedOutput()
+		b, _ := os.ReadFile(l.LogPath("backend-b1"))
+		t.Errorf("after the shim reset them, the back-end still holds %d connections on the handoff ports:\n%s\nshim log:\n%s", n, out, b[max(0, len(b)-4000):])
+	}
+	serveAtOnce("after the restart")
+	fe, shim := frontendStatus(t, l), shimStatus(t, l, 1)
+	reset := shim.Shim.IdleResetForNewFrontEnd - shimBefore.Shim.IdleResetForNewFrontEnd
+	t.Logf("after the restart: %d idle C2s reset by the shim (front-end restarts seen: %d), %d handoffs, %d SYNs met an old connection, %d retransmissions",
+		reset, shim.Control.FrontEndRestarts, fe.Engine.HandoffsDone, fe.Engine.HandoffTimeWaitResets, fe.Engine.Retransmits)
+	if int(reset) != pooled || shim.Control.FrontEndRestarts != 1 {
+		t.Errorf("the shim reset %d idle C2s on %d front-end restarts, want the %d pooled on 1", reset, shim.Control.FrontEndRestarts, pooled)
+	}
+	if fe.Engine.HandoffsDone != conns || fe.Engine.HandoffTimeWaitResets != 0 || fe.Engine.Retransmits != 0 {
+		t.Errorf("%d handoffs, %d SYNs met an old connection, %d retransmissions: want %d, 0, 0", fe.Engine.HandoffsDone, fe.Engine.HandoffTimeWaitResets, fe.Engine.Retransmits, conns)
+	}
+}
+
+// handoffPortsHeld counts the connections the lab's back-end kernel
+// holds established from the first n handoff ports (30000 on).
+func handoffPortsHeld(t *testing.T, l *lab.Lab, n int) int {
+	t.Helper()
+	out, err := l.Command("b1", "ss", "-Htn", "state", "established").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	held := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		peer := f[len(f)-1]
+		if p, err := strconv.Atoi(peer[strings.LastIndexByte(peer, ':')+1:]); err == nil && p >= 30000 && p < 30000+n {
+			held++
+		}
+	}
+	return held
 }

@@ -20,9 +20,10 @@ import (
 // front-end with -timeline serves 200 connections (a request each); every
 // one of them comes out with a timeline whose steps are in order, whose
 // shim's first response byte comes after the request reached the shim
-// (after the SpliceAck, or after the Splice that carried it), and whose steps
-// are named as those of a replayed request (qsplice-replay -timeline of
-// the committed capture).
+// (after the SpliceAck, or after the Splice the request left with or
+// right behind), and whose steps are named as those of a replayed
+// request (qsplice-replay -timeline of the committed capture), those of
+// connections on a reused C2 (marked reused) too.
 func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
 	const conns, parallel, size = 200, 8, 4 << 10
 	file := filepath.Join(writableTempDir(t), "timeline.jsonl") // the front-end, run as nobody, writes it
@@ -94,17 +95,22 @@ func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
 	}
 
 	want := replayedSteps(t)
-	carried := 0
+	carried, reused := 0, 0
 	for _, r := range recs {
 		if err := r.CheckOrder(); err != nil {
 			t.Error(err)
 		}
 		// The response comes after the request reached the shim: after
-		// the SpliceAck, or, for a request its Splice carried (the
-		// default for these GETs), after the Splice left.
+		// the SpliceAck, or, for a request that left before it, after
+		// the Splice left. A request its Splice carried leaves with it
+		// (the default for these GETs on a new C2); on a reused C2 it
+		// follows its Splice at once, marked for the shim to hold until
+		// it has the Splice, and the splice_ack step is the server's ACK
+		// of it, which may come after the response has begun.
 		fb, ok1 := r.Get(timeline.FirstByte)
+		sent, _ := r.Get(timeline.RequestSent)
 		after := timeline.SpliceAck
-		if r.Carried {
+		if acked, ok := r.Get(timeline.SpliceAck); r.Carried || ok && sent < acked {
 			after = timeline.SpliceSent
 		}
 		at, ok2 := r.Get(after)
@@ -113,6 +119,12 @@ func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
 		}
 		if r.Carried {
 			carried++
+		}
+		if r.Reused {
+			reused++
+			if r.C2SYNs != 0 || r.Carried {
+				t.Errorf("flow %d: on a reused C2, %d C2 SYNs, carried %v", r.Flow, r.C2SYNs, r.Carried)
+			}
 		}
 		if got := r.Steps(); !slices.Equal(got, want) {
 			t.Errorf("flow %d: steps %v, replay's %v", r.Flow, got, want)
@@ -125,6 +137,12 @@ func TestTimelinesOf200LabConnectionsMatchReplay(t *testing.T) {
 	// requests, the default): some did.
 	if carried == 0 {
 		t.Errorf("none of %d requests went in its Splice", len(recs))
+	}
+	// These clients ask to close (no keep-alive), and the front-end keeps
+	// their C2s for the next (pooled C2s, the default): most were reused.
+	t.Logf("%d of %d connections carried their request in the Splice, %d on a reused C2", carried, len(recs), reused)
+	if reused < len(recs)/2 {
+		t.Errorf("%d of %d connections on a reused C2", reused, len(recs))
 	}
 	if t.Failed() {
 		b, _ := os.ReadFile(file)

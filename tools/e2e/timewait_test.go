@@ -23,12 +23,14 @@ import (
 // splice/fe_timewait.go), and from the next round on passes over the
 // ports that would refuse: after 500 connections to warm up (the ports
 // taken before the records started are taken blindly once more),
-// 1,000 more need no reset.
+// 1,000 more need no reset. The front-end keeps no pool of C2s here
+// (-pool-c2=false): with one, a client's close leaves its C2 open for
+// the next, and the server closes only what the pool cannot take.
 func TestHandoffPortsReusedInTheBackendsTimeWait(t *testing.T) {
 	const warmup, conns, size = 500, 1000, 1 << 10
 	l := extraLab(t, "w", func(cfg *lab.Config) {
 		cfg.Backends = 1
-		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms")
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms", "-pool-c2=false")
 	})
 	get := closingGetter(t, l, size)
 	for i := range warmup {
@@ -84,13 +86,15 @@ func TestHandoffPortsReusedInTheBackendsTimeWait(t *testing.T) {
 // RST must reach the kernel after it (through the shim, not overtaking
 // it on the fast path): every connection then gets its answer without
 // waiting for the SYN's timer. And the new front-end gets a Fast Open
-// cookie of its own though the shim holds the old one's.
+// cookie of its own though the shim holds the old one's. Without a pool
+// of C2s (-pool-c2=false), for the TIME-WAITs; with one, see
+// TestPooledC2sOfAFrontEndBeforeItsRestart.
 func TestHandoffPortsAfterAFrontEndRestart(t *testing.T) {
 	const ports, size = 256, 1 << 10
 	l := extraLab(t, "t", func(cfg *lab.Config) {
 		cfg.Backends = 1
 		cfg.BackendArgs = []string{"-linger", "30s"}
-		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms")
+		cfg.FrontendArgs = append(cfg.FrontendArgs, "-handoff-ports", "30000-30255", "-linger", "20ms", "-pool-c2=false")
 	})
 	get := closingGetter(t, l, size)
 	for i := range 2 * ports {
