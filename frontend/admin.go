@@ -130,6 +130,7 @@ type EngineStatus struct {
 	C2Reused             uint64 `json:"c2_reused"`
 	C2PoolExpired        uint64 `json:"c2_pool_expired"`
 	C2PoolClosedByServer uint64 `json:"c2_pool_closed_by_server"`
+	C2PoolDropped        uint64 `json:"c2_pool_dropped"` // reset: their back-end restarted
 	// Client connections closed by the front-end for a client that asked
 	// to close, and client FINs held for a Feedback that did not come in
 	// time (sent to C2 after all).
@@ -231,7 +232,7 @@ func (d *Daemon) status() Status {
 			Requests: es.Requests, HandoffsStarted: es.HandoffsStarted, HandoffsDone: es.HandoffsDone,
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,
-			C2Pooled: es.C2Pooled, C2Reused: es.C2Reused, C2PoolExpired: es.C2PoolExpired,
+			C2Pooled: es.C2Pooled, C2Reused: es.C2Reused, C2PoolExpired: es.C2PoolExpired, C2PoolDropped: es.C2PoolDropped,
 			C2PoolClosedByServer: es.C2PoolClosedByServer, PooledC2s: es.PooledC2s,
 			C2PoolClosedForClient: es.C2PoolClosedForClient, C2PoolFINsReleased: es.C2PoolFINsReleased,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes,

@@ -392,6 +392,20 @@ func (e *shardedEngine) ResponseEnded(id splice.FlowID, re splice.ResponseEnd, n
 	})
 }
 
+// DropPool (controller.PoolDropper): every shard keeps a pool of its own.
+func (e *shardedEngine) DropPool(backend uint32, now splice.Time, out *splice.Output) int {
+	n := 0
+	for i, s := range e.shards {
+		s.mu.Lock()
+		n += s.engine.DropPool(backend, s.stamp(now), out)
+		if s.engine.NextDeadline() < s.sleepUntil {
+			e.touched[i] = true
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
 // ClientAckedAt (controller.ClientProgress): when the flow's client last
 // acknowledged new bytes, asked of a silent back-end's flows only. A
 // query: the shard is not marked touched.

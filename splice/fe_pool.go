@@ -572,6 +572,27 @@ func (e *FrontEnd) poolDeadline() Time {
 	return Never
 }
 
+// DropPool resets and forgets the pooled C2s to back-end backend (its
+// ID) and returns how many: it restarted, and its shim lost their entries, so
+// a Splice reusing one would be refused and its client's connection
+// lost. The RST frees the server's socket, if the back-end's kernel
+// still has it. They go in pool order, so that the output is the same
+// for the same input (replay).
+func (e *FrontEnd) DropPool(backend uint32, now Time, out *Output) int {
+	n := 0
+	for _, r := range e.pool.order {
+		pc := e.pool.byKey[r.key]
+		if pc == nil || pc.since != r.since || pc.backend.ID != backend {
+			continue // stale, or another back-end's
+		}
+		e.resetPooled(pc, out)
+		e.stats.C2PoolDropped++
+		e.pool.remove(pc)
+		n++
+	}
+	return n
+}
+
 // expirePool resets the pooled C2s idle for PoolIdle by now.
 func (e *FrontEnd) expirePool(now Time, out *Output) {
 	for {

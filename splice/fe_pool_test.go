@@ -687,3 +687,29 @@ func TestPooledC2ServerSendsAsFarAsTheLastClientsWindow(t *testing.T) {
 		t.Errorf("%d client ACKs refused as out of range", st.Drops[dropAckOutOfRange])
 	}
 }
+
+// TestPooledC2sDroppedWhenTheirBackEndRestarts: a back-end that
+// restarted lost its shim's entries, so its pooled C2s are reset (at the
+// server's rcv_nxt, freeing its socket) and forgotten, and the next
+// request opens a new C2; another back-end's pool is not touched.
+func TestPooledC2sDroppedWhenTheirBackEndRestarts(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv, c1 := l.loopNet, l.srv, l.c
+	l.answer(c1, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+	l.closeToPool(c1, true)
+	var dropped int
+	n.routeFE(n.fe.call(func(out *Output) { dropped = n.fe.fe.DropPool(testBackend.ID+1, n.now, out) }))
+	if dropped != 0 || len(n.toServer) != 0 || n.fe.fe.PooledC2s() != 1 {
+		t.Fatalf("another back-end's restart: %d dropped, %d frames, %d pooled", dropped, len(n.toServer), n.fe.fe.PooledC2s())
+	}
+	n.routeFE(n.fe.call(func(out *Output) { dropped = n.fe.fe.DropPool(testBackend.ID, n.now, out) }))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagRST), seqIs(srv.rcvNxt))
+	if dropped != 1 || n.fe.fe.PooledC2s() != 0 || n.fe.fe.Stats().C2PoolDropped != 1 {
+		t.Fatalf("its restart: %d dropped, %d pooled, %d counted", dropped, n.fe.fe.PooledC2s(), n.fe.fe.Stats().C2PoolDropped)
+	}
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	id2, _ := l.connect(c2, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
+	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagSYN), seqIs(c2.isn))
+	n.fe.checkCounters()
+}

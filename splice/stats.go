@@ -70,6 +70,9 @@ type FrontEndStats struct {
 	// one, and pooled C2s reset when idle for PoolIdle or closed by
 	// their server.
 	C2Pooled, C2Reused, C2PoolExpired, C2PoolClosedByServer uint64
+	// C2PoolDropped: pooled C2s reset because their back-end restarted
+	// (DropPool): its shim no longer knows them.
+	C2PoolDropped uint64
 	// C2PoolFINsReleased: client FINs held for the last response's
 	// Feedback that went to C2 after all (PoolFINWait passed).
 	C2PoolFINsReleased uint64

@@ -106,6 +106,13 @@ func (c *Controller) register(r *proto.Register, now splice.Time, out *Output) {
 		if n := c.resetFlows(be, now, out); n > 0 {
 			c.log(out, slog.LevelWarn, "back-end restarted: its connections were reset", "backend", be.id, "connections_reset", n)
 		}
+		// And the C2s kept for it: a Splice reusing one would be
+		// refused, and its client's connection lost.
+		if pd, ok := c.eng.(PoolDropper); ok {
+			if n := pd.DropPool(be.id, now, &out.Engine); n > 0 {
+				c.log(out, slog.LevelInfo, "back-end restarted: the handoff connections pooled for it were reset", "backend", be.id, "pooled_reset", n)
+			}
+		}
 	}
 	// The message is the caller's (a daemon's Codec reuses it): keep a
 	// copy of the ports, not the slice.

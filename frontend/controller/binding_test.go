@@ -105,7 +105,7 @@ func TestAdversarialOlderRegisterDoesNotRestart(t *testing.T) {
 		t.Fatalf("back-end %+v, refusals %v", b, h.c.Status(t0).ControlRefused)
 	}
 	h.register(1, 1, 8, t0+3*ms) // a real restart still resets
-	h.wantCalls("abort 1")
+	h.wantCalls("abort 1", "drop-pool b1")
 }
 
 // RequestIDs carry the run's prefix: the same flow has another RequestID

@@ -251,7 +251,7 @@ func TestBackendRestartResetsItsConnections(t *testing.T) {
 	h.request(2, "A.example", t0+ms) // being handed off
 	h.eng.takeCalls()
 	out := h.register(1, 2, 2, t0+sec)
-	h.wantCalls("abort 1", "abort 2")
+	h.wantCalls("abort 1", "abort 2", "drop-pool b1") // and the C2s pooled for it
 	if !hasLog(out, "restarted") || h.customer("A", t0+sec).Refunded != 2 {
 		t.Errorf("restart: logs %v, refunded %d", out.Logs, h.customer("A", t0+sec).Refunded)
 	}

@@ -167,6 +167,12 @@ func (e *fakeEngine) Abort(id splice.FlowID, now splice.Time, out *splice.Output
 	return nil
 }
 
+// DropPool (PoolDropper) is called when a back-end restarts.
+func (e *fakeEngine) DropPool(backend uint32, now splice.Time, out *splice.Output) int {
+	e.call("drop-pool b%d", backend)
+	return 0
+}
+
 func (e *fakeEngine) ResponseEnded(id splice.FlowID, re splice.ResponseEnd, now splice.Time, out *splice.Output) error {
 	_, err := e.flow(id, "spliced")
 	return err
