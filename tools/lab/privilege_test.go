@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,11 +110,16 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	// bring their request: each front-end shard (one per CPU) asks for
 	// the cookie on its first connection, and the first connection's
 	// shard has it already, so on a 2-CPU machine all new connections
-	// but at most one bring it.
+	// but at most one bring it. Each new connection stays open until
+	// all are served, so that none finds a pooled C2.
 	const newConns = 8
-	for range newConns {
-		client.CloseIdleConnections()
-		getThroughVIP(t, client, 8080, 1<<10)
+	others := make([]*http.Client, newConns)
+	for i := range others {
+		others[i] = l.HTTPClient("c1")
+		getThroughVIP(t, others[i], 8080, 1<<10)
+	}
+	for _, c := range others {
+		c.CloseIdleConnections() // their C2s go to the pool, which the restart below empties
 	}
 	var syn struct {
 		SYNFastPath string                         `json:"syn_fastpath"`
@@ -127,7 +133,9 @@ func TestDaemonsRunUnprivileged(t *testing.T) {
 	}
 
 	// The lab hands the shim a configured tap0; on a host of its own the
-	// shim configures it, with CAP_NET_ADMIN only. Restart it on a bare
+	// shim configures it, with CAP_NET_ADMIN only. (Its restart also
+	// empties the front-end's pool of C2s to it: the new shim does not
+	// know them.) Restart it on a bare
 	// tap0 (no MAC, address or up flag of ours): it must set all three
 	// over netlink and serve again.
 	if err := l.StopProcess(backendName(1)); err != nil {

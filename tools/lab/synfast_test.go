@@ -24,11 +24,14 @@ import (
 // whose back-end had a slot free) from the wire; the shim understood
 // every one of them (FastOpenFromFrontEnd: its SYN-ACK acknowledged the
 // request, whichever of the SYN's copy, the SYN-ACK and the Splice it
-// read first); and it dropped no reply.
+// read first); and it dropped no reply. Without the pool of C2s
+// (-pool-c2=false), which would give most of these connections a C2
+// with no SYN at all.
 func TestShortConnectionsThroughTheSYNFastPath(t *testing.T) {
 	requireRoot(t)
 	cfg := daemonConfig(t)
 	cfg.Backends, cfg.Nginx = 1, false // the test server on 8080 takes Fast Open too
+	cfg.FrontendArgs = append(cfg.FrontendArgs, "-pool-c2=false")
 	l := upLab(t, cfg)
 	client := l.HTTPClient("c1")
 	client.Transport.(*http.Transport).DisableKeepAlives = true // a connection per request

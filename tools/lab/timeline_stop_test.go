@@ -25,6 +25,9 @@ import (
 // and another is closed but in its linger (30 s here) writes a record of
 // each, marked at_stop, with the steps seen so far: the closed one's
 // close included, the open one's not. Before, neither was written.
+// Without the pool of C2s (-pool-c2=false): with it, the front-end
+// closes a client connection that asked to close itself, and writes its
+// record at once.
 func TestFrontendStopWritesTheConnectionsItStillHolds(t *testing.T) {
 	requireRoot(t)
 	cfg := daemonConfig(t)
@@ -34,7 +37,7 @@ func TestFrontendStopWritesTheConnectionsItStillHolds(t *testing.T) {
 	}
 	file := filepath.Join(dir, "timeline.jsonl")
 	cfg.Backends, cfg.Nginx = 1, false
-	cfg.FrontendArgs = append(cfg.FrontendArgs, "-timeline", file, "-linger", "30s")
+	cfg.FrontendArgs = append(cfg.FrontendArgs, "-timeline", file, "-linger", "30s", "-pool-c2=false")
 	l := upLab(t, cfg)
 
 	// The open one: a request on a connection the client keeps.
