@@ -178,15 +178,21 @@ func testVMBackend(t *testing.T, staticBinDir string, offloads bool) {
 // checkVMFastPaths checks that the guest's shim runs both fast paths
 // (as clsact filters on a guest kernel without TCX, Debian's 6.1): the
 // reply fast path carried most of the 64 MB download, and the SYN fast
-// path takes the SYNs of new connections, each fetched exactly.
+// path takes the SYNs of new connections, each fetched exactly. The new
+// connections stay open until all are served, so that none finds a
+// pooled C2 (which needs no SYN).
 func checkVMFastPaths(t *testing.T, l *Lab, client *http.Client) {
 	t.Helper()
 	const newConns = 8
-	for range newConns {
-		client.CloseIdleConnections()
-		fetchFromVM(t, client, 1<<10)
-	}
 	client.CloseIdleConnections()
+	others := make([]*http.Client, newConns)
+	for i := range others {
+		others[i] = l.HTTPClient("c1")
+		fetchFromVM(t, others[i], 1<<10)
+	}
+	for _, c := range others {
+		c.CloseIdleConnections()
+	}
 	var shim struct {
 		ReplyFastPath string                         `json:"reply_fastpath"`
 		FastPath      struct{ Bytes, Failed uint64 } `json:"fast_path"`
