@@ -131,6 +131,11 @@ type EngineStatus struct {
 	C2PoolExpired        uint64 `json:"c2_pool_expired"`
 	C2PoolClosedByServer uint64 `json:"c2_pool_closed_by_server"`
 	C2PoolDropped        uint64 `json:"c2_pool_dropped"` // reset: their back-end restarted
+	// The client's last ACK of a pooled C2's response: owed, carried by
+	// the next request, sent alone after -pool-ack-delay.
+	C2AcksDeferred  uint64 `json:"c2_acks_deferred"`
+	C2AcksCarried   uint64 `json:"c2_acks_carried"`
+	C2AcksSentAlone uint64 `json:"c2_acks_sent_alone"`
 	// Client connections closed by the front-end for a client that asked
 	// to close, and client FINs held for a Feedback that did not come in
 	// time (sent to C2 after all).
@@ -233,6 +238,7 @@ func (d *Daemon) status() Status {
 			HandoffsFailed: es.HandoffsFailed, Retransmits: es.Retransmits, ForwardedFrames: es.ForwardedFrames,
 			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,
 			C2Pooled: es.C2Pooled, C2Reused: es.C2Reused, C2PoolExpired: es.C2PoolExpired, C2PoolDropped: es.C2PoolDropped,
+			C2AcksDeferred: es.C2AcksDeferred, C2AcksCarried: es.C2AcksCarried, C2AcksSentAlone: es.C2AcksSentAlone,
 			C2PoolClosedByServer: es.C2PoolClosedByServer, PooledC2s: es.PooledC2s,
 			C2PoolClosedForClient: es.C2PoolClosedForClient, C2PoolFINsReleased: es.C2PoolFINsReleased,
 			ForwardedBytes: es.ForwardedBytes, HandedOffBytes: es.HandedOffBytes,

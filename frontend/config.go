@@ -81,6 +81,11 @@ type Config struct {
 	PoolC2         bool
 	PoolPerBackend int
 	PoolIdle       time.Duration
+	// PoolAckDelay is how long the client's last ACK of a pooled C2's
+	// response waits for the next request on it to carry it
+	// (splice.FrontEndConfig.PoolAckDelay; 0: the engine's 1 ms,
+	// negative: sent at once).
+	PoolAckDelay time.Duration
 	// SYNAnswer answers clients' SYNs in the kernel, with a TC program on
 	// an afpacket link's ingress (synanswer.go); off, or where the
 	// program cannot load, the engines answer them.

@@ -359,7 +359,7 @@ func engineConfig(cfg *Config, i, n int) splice.FrontEndConfig {
 		Shard: i, Shards: n,
 		Timelines:   cfg.Timeline != "",
 		SpliceAtSYN: cfg.SpliceAtSYN,
-		PoolC2:      cfg.PoolC2, PoolPerBackend: cfg.PoolPerBackend, PoolIdle: cfg.PoolIdle,
+		PoolC2:      cfg.PoolC2, PoolPerBackend: cfg.PoolPerBackend, PoolIdle: cfg.PoolIdle, PoolAckDelay: cfg.PoolAckDelay,
 		FastOpen:      cfg.FastOpen,
 		FastOpenInSYN: cfg.FastOpenInSYN,
 	}

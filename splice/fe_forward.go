@@ -166,6 +166,9 @@ func (e *FrontEnd) onTimer(f *flow, now Time, out *Output) {
 		e.sendC2SYN(f, now, out)
 		e.setDeadline(f, now.Add(e.cfg.HandoffTimeout<<f.retries))
 	case stSpliceWait:
+		if e.ackWhileWaiting(f, now, out) {
+			return // the server had the last client's ACK (fe_pool.go)
+		}
 		if f.spliceHeld {
 			e.handoffFailed(f, "no back-end slot became free in time", now, out)
 			return

@@ -418,7 +418,7 @@ func (e *FrontEnd) HoldSplice(id FlowID, now Time) error {
 		return err
 	}
 	f.spliceHeld = true
-	e.setDeadline(f, now.Add(e.cfg.IdleTimeout))
+	e.waitDeadline(f, now.Add(e.cfg.IdleTimeout), now)
 	return nil
 }
 

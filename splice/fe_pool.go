@@ -96,6 +96,10 @@ type pooledC2 struct {
 	// it: the server may have that much in flight for the next client
 	// before it hears of that client's own window.
 	peerWin uint32
+	win     uint16 // the last client's window field, for an owed ACK
+	// ackOwed: the server has not had the client's ACK of its last
+	// response; the next request's segment carries it (oweAck).
+	ackOwed bool
 	since   Time
 }
 
@@ -111,6 +115,7 @@ type c2Pool struct {
 	byDest map[c2Dest][]*pooledC2
 	byKey  map[c2Key]*pooledC2
 	order  []poolRef // pooling order, oldest first; stale refs skipped
+	acks   []poolRef // C2s owing their server an ACK, oldest first; stale refs skipped
 	spare  []*pooledC2
 }
 
@@ -207,13 +212,16 @@ func (e *FrontEnd) poolReady(f *flow) bool {
 // resends its FIN only after its retransmission timeout; PoolFINWait is
 // shorter, and then the FIN goes to C2 after all, as it would have.
 func (e *FrontEnd) holdFIN(f *flow, t wire.TCP, o *wire.TCPOptions, ackAdvanced bool, now Time, out *Output) {
-	if ackAdvanced {
-		e.ackToC2(f, t.Ack(), o, out)
-	}
 	f.finHeld, f.finHeldBy = true, now.Add(e.cfg.PoolFINWait)
 	if e.poolReady(f) {
-		e.poolC2(f, now, out)
+		pc := e.poolC2(f, now, out)
+		if ackAdvanced {
+			e.oweAck(pc, out) // the segment's ACK, for the next request to carry
+		}
 		return
+	}
+	if ackAdvanced {
+		e.ackToC2(f, t.Ack(), o, out)
 	}
 	e.deadlineBy(f, f.finHeldBy)
 }
@@ -246,14 +254,15 @@ func (e *FrontEnd) releaseFIN(f *flow, now Time, out *Output) {
 // poolC2 moves f's C2 to the pool and closes the client's side itself
 // (poolReady): after the client's held FIN, or for a client that asked
 // to close (closeWanted) before it.
-func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) {
-	e.detachToPool(f, now)
+func (e *FrontEnd) poolC2(f *flow, now Time, out *Output) *pooledC2 {
+	pc := e.detachToPool(f, now)
 	e.closeClientSide(f, now, out)
+	return pc
 }
 
-// detachToPool puts f's C2 in its back-end's pool: nothing of f's goes
-// there any more.
-func (e *FrontEnd) detachToPool(f *flow, now Time) {
+// detachToPool puts f's C2 in its back-end's pool and returns its entry:
+// nothing of f's goes there any more.
+func (e *FrontEnd) detachToPool(f *flow, now Time) *pooledC2 {
 	pc := e.pool.newEntry()
 	*pc = pooledC2{
 		key: f.c2Key(), backend: f.backend,
@@ -261,6 +270,7 @@ func (e *FrontEnd) detachToPool(f *flow, now Time) {
 		tsNext:  f.tsMax + f.cliTSOff + 1,
 		tsLastB: f.tsLastB, tsB: f.tsB, mssB: f.mssB, wsB: f.wsB,
 		syn: f.c2SYN, since: now, peerWin: max(f.ck.cliMaxWin, f.c2PeerWin),
+		win: f.cliWin,
 	}
 	dest := c2Dest{pc.key.bIP, pc.key.bPort}
 	e.pool.byDest[dest] = append(e.pool.byDest[dest], pc)
@@ -273,6 +283,7 @@ func (e *FrontEnd) detachToPool(f *flow, now Time) {
 	f.poolPending = false
 	f.c2Pooled = true
 	e.stats.C2Pooled++
+	return pc
 }
 
 // closeClientSide takes the client's side of f: it acknowledges the
@@ -322,9 +333,86 @@ func (e *FrontEnd) poolPendingAck(f *flow, t wire.TCP, o *wire.TCPOptions, now T
 		return
 	}
 	f.cliAck = t.Ack().Min(f.respEnd)
+	if f.cliAck == f.respEnd && e.cfg.PoolAckDelay > 0 {
+		e.oweAck(e.detachToPool(f, now), out) // for the next request to carry
+		return
+	}
 	e.ackToC2(f, f.cliAck, o, out)
 	if f.cliAck == f.respEnd {
 		e.detachToPool(f, now)
+	}
+}
+
+// The client's last ACK on a pooled C2. The server must have it, or it
+// sends the tail of its response again when its timers fire (Linux: a
+// loss probe two round trips plus 2 ms after its last segment, or after
+// 200 ms for a single segment; its retransmission timeout at 200 ms at
+// the least). Under load the next request to the back-end takes the C2
+// within a fraction of a millisecond (the pool gives the newest first),
+// and that request acknowledges the response with its own ACK field: a
+// frame less per request for the front-end, the shim and the server's
+// kernel. So the ACK that pools C2 is owed (oweAck) rather than sent,
+// and goes out by itself only if no request took the C2 within
+// PoolAckDelay (1 ms, below any loss probe on a LAN).
+
+// oweAck notes that pc's server still waits for the client's last ACK,
+// which goes out at PoolAckDelay unless a request carries it first.
+func (e *FrontEnd) oweAck(pc *pooledC2, out *Output) {
+	if e.cfg.PoolAckDelay <= 0 {
+		e.sendPooledAck(pc, out) // not deferred
+		return
+	}
+	pc.ackOwed = true
+	e.pool.acks = append(e.pool.acks, poolRef{pc.key, pc.since})
+	e.stats.C2AcksDeferred++
+}
+
+// sendPooledAck sends pooled C2 pc's owed ACK: the server's next sequence
+// number, the last client's window, the C2's next TSval echoing the
+// server's last.
+func (e *FrontEnd) sendPooledAck(pc *pooledC2, out *Output) {
+	pc.ackOwed = false
+	var ob [wire.TSOptionLen]byte
+	var opts []byte
+	if pc.syn.ts && pc.tsB {
+		opts = ob[:wire.EncodeTS(ob[:], pc.tsNext, pc.tsLastB)]
+	}
+	tf := wire.TCPFrame{
+		SrcMAC: e.cfg.MAC, DstMAC: pc.backend.MAC,
+		Src: e.handoff, Dst: pc.key.bIP, SrcPort: pc.key.hport, DstPort: pc.key.bPort,
+		Seq: pc.c2Nxt, Ack: pc.srvNxt, Flags: wire.TCPFlagACK, Window: pc.win, Options: opts,
+	}
+	b := out.alloc(tf.Len())
+	tf.Encode(b)
+	out.send(PortWire, b)
+	e.stats.TxFrames++
+	e.stats.ForwardedFrames++
+}
+
+// ackDeadline is when the oldest owed ACK of a pooled C2 is due.
+func (e *FrontEnd) ackDeadline() Time {
+	for len(e.pool.acks) > 0 {
+		r := e.pool.acks[0]
+		if pc := e.pool.byKey[r.key]; pc != nil && pc.since == r.since && pc.ackOwed {
+			return r.since.Add(e.cfg.PoolAckDelay)
+		}
+		e.pool.acks = e.pool.acks[1:] // stale: carried by a request, or C2 gone
+	}
+	e.pool.acks = e.pool.acks[:0]
+	return Never
+}
+
+// sendDueAcks sends the owed ACKs due by now.
+func (e *FrontEnd) sendDueAcks(now Time, out *Output) {
+	for {
+		due := e.ackDeadline()
+		if due == Never || now < due {
+			return
+		}
+		pc := e.pool.byKey[e.pool.acks[0].key]
+		e.pool.acks = e.pool.acks[1:]
+		e.sendPooledAck(pc, out)
+		e.stats.C2AcksSentAlone++
 	}
 }
 
@@ -461,6 +549,10 @@ func (e *FrontEnd) reuseC2(f *flow, b Backend, now Time, out *Output) bool {
 		return false
 	}
 	c := *pc
+	if c.ackOwed {
+		f.c2AckOwed = true // the request's ACK field carries it (HoldSplice if it waits)
+		e.stats.C2AcksCarried++
+	}
 	e.pool.remove(pc)
 	f.backend, f.bIP, f.hport = b, c.key.bIP, c.key.hport
 	e.takePort(f)
@@ -493,8 +585,33 @@ func (e *FrontEnd) reuseC2(f *flow, b Backend, now Time, out *Output) bool {
 	// checked against (fe_validate.go) starts there.
 	f.c2PeerWin = c.peerWin
 	f.ck.replyEdge = f.ck.replyEdge.Max(f.isnF + 1 + wire.Seq(max(65535, c.peerWin)))
-	e.setDeadline(f, now.Add(3*e.cfg.HandoffTimeout))
+	e.waitDeadline(f, now.Add(3*e.cfg.HandoffTimeout), now)
 	out.event(Event{Kind: EvSplice, Flow: f.id, Backend: f.backend.ID, Splice: e.spliceMessage(f)})
+	return true
+}
+
+// waitDeadline arms f's deadline while it waits for its Splice's answer
+// or a slot: by, or sooner if its reused C2 owes the server an ACK,
+// which must not wait longer than PoolAckDelay (onTimer: ackWhileWaiting).
+func (e *FrontEnd) waitDeadline(f *flow, by, now Time) {
+	if f.c2AckOwed {
+		f.waitBy = by
+		by = min(by, now.Add(e.cfg.PoolAckDelay))
+	}
+	e.setDeadline(f, by)
+}
+
+// ackWhileWaiting sends the ACK f's reused C2 owes its server, if it
+// still does, and re-arms the wait's own deadline; false: the wait's
+// deadline has come.
+func (e *FrontEnd) ackWhileWaiting(f *flow, now Time, out *Output) bool {
+	if !f.c2AckOwed || now >= f.waitBy {
+		return false
+	}
+	var ob [wire.TSOptionLen]byte
+	e.toBackend(f, f.reqNxt, f.isnB+1, wire.TCPFlagACK, f.c2TSOption(&ob), nil, out)
+	e.stats.C2AcksSentAlone++
+	e.setDeadline(f, f.waitBy)
 	return true
 }
 

@@ -47,21 +47,33 @@ func (l *splicedLoop) clientGetsOn(c *testClient, fs [][]byte) *seen {
 
 // closeToPool has c, which has everything, close: the front-end pools
 // the C2 and answers the client's FIN itself. newAck says the FIN brings
-// the client's ACK of the last reply, which the server must then get; an
-// ACK the server already has goes nowhere. It returns the front-end's
-// FIN.
+// the client's ACK of the last reply, which the server must then get:
+// it is owed, for a next request to carry, and goes alone after
+// PoolAckDelay since none comes (oweAck); an ACK the server already has
+// goes nowhere. It returns the front-end's FIN.
 func (l *splicedLoop) closeToPool(c *testClient, newAck bool) *seen {
 	l.t.Helper()
-	n, srv := l.loopNet, l.srv
+	fin := l.closeToPoolOwing(c, newAck)
+	if newAck {
+		n, srv := l.loopNet, l.srv
+		n.routeFE(n.fe.tick(n.now)) // PoolAckDelay (1 ms) has passed
+		ack := expectTCP(l.t, one(l.t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt), payloadIs(nil))
+		srv.receive(ack)
+	}
+	return fin
+}
+
+// closeToPoolOwing is closeToPool up to the owed ACK: the front-end's
+// timer has not run yet.
+func (l *splicedLoop) closeToPoolOwing(c *testClient, newAck bool) *seen {
+	l.t.Helper()
+	n := l.loopNet
 	n.now += ms
 	c.tsVal += 3
 	n.fromClient(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.rcvNxt, nil))
-	// The server gets the last ACK, never the FIN.
-	if newAck {
-		ack := expectTCP(l.t, one(l.t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt), payloadIs(nil))
-		srv.receive(ack)
-	} else if fs := n.takeServer(); len(fs) != 0 {
-		l.t.Fatalf("a FIN with an old ACK sent %d frames to the server", len(fs))
+	// The server gets the last ACK, later, never the FIN.
+	if fs := n.takeServer(); len(fs) != 0 {
+		l.t.Fatalf("a FIN (new ACK %v) sent %d frames to the server at once", newAck, len(fs))
 	}
 	fin := expectTCP(l.t, one(l.t, n.takeClient()), from(vipA, webPort), to(c.ip, c.port),
 		flagsAre(wire.TCPFlagACK|wire.TCPFlagFIN), seqIs(c.rcvNxt), ackIs(c.nxt+1))
@@ -464,7 +476,17 @@ func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
 			n.now += ms
 			c1.tsVal++
 			n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
-			// The server gets the ACK of its last byte, not of a FIN.
+			// The server gets the ACK of its last byte, not of a FIN: at
+			// once while C2 waits for the Feedback; else C2 is pooled with
+			// the ACK owed to it, for a next request to carry, and with
+			// none it goes alone after PoolAckDelay.
+			if feedbackFirst {
+				if len(n.toServer) != 0 {
+					t.Fatalf("the ACK that pooled C2 went at once")
+				}
+				n.now += ms
+				n.routeFE(n.fe.tick(n.now))
+			}
 			expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt))
 			if !feedbackFirst {
 				if len(n.toClient) != 0 {
@@ -711,5 +733,75 @@ func TestPooledC2sDroppedWhenTheirBackEndRestarts(t *testing.T) {
 	id2, _ := l.connect(c2, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
 	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.Dispatch(id2, testBackend, n.now, out) }))
 	expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagSYN), seqIs(c2.isn))
+	n.fe.checkCounters()
+}
+
+// TestPooledC2sNextRequestCarriesTheOwedAck: the client's last ACK of a
+// pooled C2's response is not sent by itself when a next request takes
+// the C2 before PoolAckDelay passed (here: before the front-end's timer
+// ran): the request's own ACK field acknowledges the response, and no
+// ACK goes alone after it.
+func TestPooledC2sNextRequestCarriesTheOwedAck(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv := l.loopNet, l.srv
+	l.answer(l.c, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	respEnd := srv.nxt
+	l.closeToPoolOwing(l.c, true)
+	if st := n.fe.fe.Stats(); st.C2AcksDeferred != 1 || n.fe.fe.NextDeadline() == Never {
+		t.Fatalf("%d ACKs owed, next deadline %v: want 1, its due time", st.C2AcksDeferred, n.fe.fe.NextDeadline())
+	}
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	id2, sp := l.dispatchOnPool(c2, []byte("GET /second HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+	req := l.installAndSend(id2, sp)
+	if req.ack() != respEnd {
+		t.Errorf("the request acknowledges %#x, want the last response's end %#x", uint32(req.ack()), uint32(respEnd))
+	}
+	n.now += 10 * ms
+	n.routeFE(n.fe.tick(n.now))
+	if fs := n.takeServer(); len(fs) != 0 {
+		t.Errorf("%d frames to the server after the request carried the ACK", len(fs))
+	}
+	if st := n.fe.fe.Stats(); st.C2AcksCarried != 1 || st.C2AcksSentAlone != 0 {
+		t.Errorf("ACKs carried %d, sent alone %d: want 1, 0", st.C2AcksCarried, st.C2AcksSentAlone)
+	}
+	n.fe.checkCounters()
+}
+
+// TestPooledC2OwedAckGoesWhileTheRequestWaits: a request on a reused C2
+// that waits for a back-end slot (HoldSplice) does not keep the owed ACK
+// from the server past PoolAckDelay: it goes alone on C2, at the
+// server's next byte, with a TSval after the last C2 carried; the request
+// follows when the slot comes.
+func TestPooledC2OwedAckGoesWhileTheRequestWaits(t *testing.T) {
+	l := newSplicedLoopWith(t, pooling)
+	n, srv := l.loopNet, l.srv
+	l.answer(l.c, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	l.closeToPoolOwing(l.c, true)
+	lastTS := l.c.tsVal
+	c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+	id2, sp := l.dispatchOnPool(c2, []byte("GET /second HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+	if err := n.shim.sh.AddSplice(&sp, n.now); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.fe.fe.HoldSplice(id2, n.now); err != nil {
+		t.Fatal(err)
+	}
+	n.now += ms
+	n.routeFE(n.fe.tick(n.now))
+	ack := expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt), payloadIs(nil))
+	if v, ecr, _ := ack.ts(); int32(v-lastTS) <= 0 || ecr != srv.tsVal {
+		t.Errorf("owed ACK TS %#x echoing %#x: want after the last client's %#x, echoing the server's %#x", v, ecr, lastTS, srv.tsVal)
+	}
+	srv.receive(ack)
+	if st := n.fe.fe.Stats(); st.C2AcksSentAlone != 1 {
+		t.Errorf("%d ACKs sent alone, want 1", st.C2AcksSentAlone)
+	}
+	n.now += ms
+	n.routeFE(n.fe.tick(n.now))
+	if fs := n.takeServer(); len(fs) != 0 {
+		t.Fatalf("%d more frames to the server while the request waits", len(fs))
+	}
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
+	expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), ackIs(srv.nxt))
 	n.fe.checkCounters()
 }

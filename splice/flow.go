@@ -177,6 +177,12 @@ type flow struct {
 	reused    bool
 	cliTSOff  uint32
 	c2Pooled  bool
+	// c2AckOwed: this flow's reused C2 came with the last client's ACK
+	// owed to the server (fe_pool.go oweAck), which the request's ACK
+	// field carries; if the request waits, it goes alone at waitAckBy,
+	// and the wait's own deadline is waitBy.
+	c2AckOwed bool
+	waitBy    Time
 	// finHeld: the client's FIN waits for the last Feedback, to pool C2,
 	// until finHeldBy (fe_pool.go holdFIN).
 	finHeld   bool
@@ -255,6 +261,7 @@ func (e *FrontEnd) ackClient(f *flow, now Time, out *Output) {
 // toBackend builds a segment on C2 from the handoff address.
 func (e *FrontEnd) toBackend(f *flow, seq, ack wire.Seq, flags uint8, opts, payload []byte, out *Output) {
 	f.clearPendingAck()
+	f.c2AckOwed = false // every segment on C2 acknowledges the server's last byte
 	tf := wire.TCPFrame{
 		SrcMAC: e.cfg.MAC, DstMAC: f.backend.MAC,
 		Src: e.handoff, Dst: f.bIP,

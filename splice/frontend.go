@@ -141,6 +141,10 @@ type FrontEndConfig struct {
 	// keep-alive), may stay quiet before the front-end closes its side
 	// (1 s; fe_pool.go scheduleClose).
 	PoolCloseWait time.Duration
+	// PoolAckDelay is how long the client's last ACK of a pooled C2's
+	// response may wait for the next request on it to carry it (1 ms;
+	// negative: sent at once). See fe_pool.go oweAck.
+	PoolAckDelay time.Duration
 
 	// Timelines (issue 11, timeline.go) makes the engine remember when
 	// SYNs arrived, so that a flow's timeline starts at its SYN; the
@@ -210,6 +214,7 @@ func (c *FrontEndConfig) setDefaults() {
 	def(&c.PoolIdle, 30*time.Second)
 	def(&c.PoolFINWait, 20*time.Millisecond)
 	def(&c.PoolCloseWait, time.Second)
+	def(&c.PoolAckDelay, time.Millisecond)
 	if c.PoolPerBackend == 0 {
 		c.PoolPerBackend = 64
 	}
@@ -461,10 +466,15 @@ func (e *FrontEnd) inputARP(p *wire.Packet, out *Output) {
 
 // NextDeadline is when Tick next has work; the caller may sleep until then
 // or until a frame arrives, whichever is first.
-func (e *FrontEnd) NextDeadline() Time { return min(e.timers.next(), e.poolDeadline()) }
+func (e *FrontEnd) NextDeadline() Time {
+	return min(e.timers.next(), e.poolDeadline(), e.ackDeadline())
+}
 
 // Tick runs the timers due at now.
 func (e *FrontEnd) Tick(now Time, out *Output) {
+	if len(e.pool.acks) > 0 {
+		e.sendDueAcks(now, out)
+	}
 	if len(e.pool.order) > 0 {
 		e.expirePool(now, out)
 	}

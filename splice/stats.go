@@ -73,6 +73,10 @@ type FrontEndStats struct {
 	// C2PoolDropped: pooled C2s reset because their back-end restarted
 	// (DropPool): its shim no longer knows them.
 	C2PoolDropped uint64
+	// The client's last ACK of a pooled C2's response (fe_pool.go
+	// oweAck): owed to the server, carried by the next request on the C2,
+	// or sent by itself when none came within PoolAckDelay.
+	C2AcksDeferred, C2AcksCarried, C2AcksSentAlone uint64
 	// C2PoolFINsReleased: client FINs held for the last response's
 	// Feedback that went to C2 after all (PoolFINWait passed).
 	C2PoolFINsReleased uint64

@@ -43,6 +43,7 @@ type tuning struct {
 	poolC2         bool
 	poolPerBackend int
 	poolIdle       time.Duration
+	poolAckDelay   time.Duration
 	// synAnswer: SYNs are answered in the kernel.
 	synAnswer bool
 	// fastOpen: C2's SYN asks for a Fast Open cookie when the Splice
@@ -81,7 +82,7 @@ func runFromFile(path string, tune tuning, log *slog.Logger, fail func(string, .
 	cfg.RingWait = tune.ringWait
 	cfg.EarlyRequest = tune.earlyRequest
 	cfg.SpliceAtSYN = tune.spliceAtSYN
-	cfg.PoolC2, cfg.PoolPerBackend, cfg.PoolIdle = tune.poolC2, tune.poolPerBackend, tune.poolIdle
+	cfg.PoolC2, cfg.PoolPerBackend, cfg.PoolIdle, cfg.PoolAckDelay = tune.poolC2, tune.poolPerBackend, tune.poolIdle, tune.poolAckDelay
 	cfg.SYNAnswer = tune.synAnswer
 	cfg.FastOpen = tune.fastOpen
 	cfg.FastOpenInSYN = tune.fastOpenInSYN

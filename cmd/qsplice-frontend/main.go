@@ -101,6 +101,7 @@ func main() {
 	flag.BoolVar(&cfg.FastOpenInSYN, "fast-open-in-syn", true, "with -fast-open, once a back-end's SYN-ACK gave its kernel's cookie, put the cookie and the request in the SYN here, not at the shim: the SYN needs nothing from the shim, and a shim running its SYN fast path (qsplice-backend -syn-fastpath) has its kernel take it from the wire, a shim wake-up less before the first byte; false: the shim fills the SYN")
 	flag.BoolVar(&cfg.PoolC2, "pool-c2", true, "keep a handoff connection whose client closed (or asked to close) an idle connection, and give it to the next request for the same back-end instead of opening one: no accept, handshake or close at the back-end for that request (docs/pooled-c2.md; /status: c2_pooled, c2_reused); -pool-c2=false opens a C2 per client connection")
 	flag.IntVar(&cfg.PoolPerBackend, "pool-per-backend", 64, "with -pool-c2, the most idle handoff connections kept for one back-end")
+	flag.DurationVar(&cfg.PoolAckDelay, "pool-ack-delay", time.Millisecond, "with -pool-c2, how long the client's last ACK of a pooled handoff connection's response waits for the next request on it to carry it, a frame saved per request under load (keep it below the server's loss probe, two round trips plus 2 ms; negative: send it at once)")
 	flag.DurationVar(&cfg.PoolIdle, "pool-idle", 30*time.Second, "with -pool-c2, how long an idle handoff connection is kept before it is reset: keep it below the back-ends' keep-alive timeout (nginx: keepalive_timeout, 75s by default)")
 	flag.BoolVar(&cfg.SpliceAtSYN, "splice-at-syn", true, "send a request's Splice with the handoff connection's SYN (when the request is buffered whole and not rewritten): the shim completes it from the back-end's SYN-ACK and acknowledges it as that passes, a round trip to the shim less before the request leaves; false: after the SYN-ACK, as before")
 	flag.BoolVar(&cfg.SYNAnswer, "syn-answer", true, frontend.SYNAnswerUsage)
@@ -146,7 +147,7 @@ func main() {
 		fail("-rx-ring: %v", err)
 	}
 	if *configFile != "" {
-		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, gather: cfg.Gather, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, poolC2: cfg.PoolC2, poolPerBackend: cfg.PoolPerBackend, poolIdle: cfg.PoolIdle, synAnswer: cfg.SYNAnswer, fastOpen: cfg.FastOpen, fastOpenInSYN: cfg.FastOpenInSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
+		runFromFile(*configFile, tuning{pprof: cfg.Pprof, rxRing: cfg.RxRing, workers: cfg.Workers, gather: cfg.Gather, rxHold: cfg.RxHold, ringWait: cfg.RingWait, earlyRequest: cfg.EarlyRequest, spliceAtSYN: cfg.SpliceAtSYN, poolC2: cfg.PoolC2, poolPerBackend: cfg.PoolPerBackend, poolIdle: cfg.PoolIdle, poolAckDelay: cfg.PoolAckDelay, synAnswer: cfg.SYNAnswer, fastOpen: cfg.FastOpen, fastOpenInSYN: cfg.FastOpenInSYN, controlSocketOnly: cfg.ControlSocketOnly, timeline: cfg.Timeline}, log, fail)
 		return
 	}
 	if cfg.VIPs, err = flagcheck.Addrs(*vips); err != nil {
