@@ -346,3 +346,32 @@ func TestClientSegmentsOfASpliceSentWithTheSYNAreTranslatedByItsNumbers(t *testi
 		sc.forward(t, c.seg(wire.TCPFlagACK, c.nxt, ack, nil, wire.SACKBlock{Left: ack + 100, Right: ack + 200}))
 	}
 }
+
+// TestFeedbackBeforeTheSynAckIsKept: the Feedback of a request that went
+// with the SYN may reach the front-end before the SYN-ACK does; its
+// response's end is kept and counts once the flow is spliced, so that a
+// client closing then finds C2 idle (fe_pool.go).
+func TestFeedbackBeforeTheSynAckIsKept(t *testing.T) {
+	h := newFE(t, atSYNOn)
+	c := newClient(40011, 0x10000000, fullOffer(77))
+	id := queuedRequest(t, h, c, shortRequest)
+	syn, _ := atSYNDispatch(t, h, id, t0+2*ms)
+	h.call(func(out *Output) {
+		if err := h.fe.SpliceAcked(id, t0+2*ms+100*us, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	srv := newServer(0x0badf00d, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 5})
+	const respLen = 100
+	h.call(func(out *Output) {
+		if err := h.fe.ResponseEnded(id, ResponseEnd{Seq: uint32(srv.isn + 1 + respLen)}, t0+2*ms+200*us, out); err != nil {
+			t.Fatalf("Feedback before the SYN-ACK: %v", err)
+		}
+	})
+	h.input(srv.synAck(syn), t0+2*ms+300*us)
+	f := h.fe.byID[id]
+	if f == nil || f.state != stSpliced || !f.respEndKnown || f.respPending != 0 || f.respEnd != f.isnF+1+respLen {
+		t.Fatalf("after the SYN-ACK: %+v", f)
+	}
+	h.checkCounters()
+}

@@ -449,6 +449,10 @@ func (e *FrontEnd) SpliceAcked(id FlowID, now Time, out *Output) error {
 	}
 	f.held = nil
 	e.armSplicedTimer(f, now)
+	if f.endEarlyKnown {
+		f.endEarlyKnown = false
+		e.ResponseEnded(f.id, f.endEarly, now, out) // its Feedback came first
+	}
 	return nil
 }
 

@@ -77,7 +77,17 @@ type ResponseEnd struct {
 // ResponseEnded records that a response on a spliced flow is complete at
 // the back-end. A refusal waiting for it may go out now; a client that
 // asked to close is closed as the server would have (fe_pool.go).
+//
+// The Feedback of a request that went with C2's SYN or its Splice may
+// overtake the SYN-ACK (they reach the front-end by different ways: the
+// datagram by the control path, the SYN-ACK by its flow's shard): it is
+// kept until SpliceAcked makes the flow spliced, or the C2 would look
+// busy when the client closes and miss the pool.
 func (e *FrontEnd) ResponseEnded(id FlowID, re ResponseEnd, now Time, out *Output) error {
+	if f := e.byID[id]; f != nil && (f.state == stConnecting || f.state == stSpliceWait) {
+		f.endEarly, f.endEarlyKnown = re, true
+		return nil
+	}
 	f, err := e.flowIn(id, stSpliced)
 	if err != nil {
 		return err

@@ -183,6 +183,10 @@ type flow struct {
 	// and the wait's own deadline is waitBy.
 	c2AckOwed bool
 	waitBy    Time
+	// endEarly: the Feedback of the first response, which came before
+	// the flow was spliced (ResponseEnded), for SpliceAcked to apply.
+	endEarly      ResponseEnd
+	endEarlyKnown bool
 	// finHeld: the client's FIN waits for the last Feedback, to pool C2,
 	// until finHeldBy (fe_pool.go holdFIN).
 	finHeld   bool
