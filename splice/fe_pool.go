@@ -391,27 +391,18 @@ func (e *FrontEnd) sendPooledAck(pc *pooledC2, out *Output) {
 
 // ackDeadline is when the oldest owed ACK of a pooled C2 is due.
 func (e *FrontEnd) ackDeadline() Time {
-	for len(e.pool.acks) > 0 {
-		r := e.pool.acks[0]
-		if pc := e.pool.byKey[r.key]; pc != nil && pc.since == r.since && pc.ackOwed {
-			return r.since.Add(e.cfg.PoolAckDelay)
-		}
-		e.pool.acks = e.pool.acks[1:] // stale: carried by a request, or C2 gone
+	if pc := e.pool.head(&e.pool.acks, owesAck); pc != nil {
+		return pc.since.Add(e.cfg.PoolAckDelay)
 	}
-	e.pool.acks = e.pool.acks[:0]
 	return Never
 }
 
+func owesAck(pc *pooledC2) bool { return pc.ackOwed }
+
 // sendDueAcks sends the owed ACKs due by now.
 func (e *FrontEnd) sendDueAcks(now Time, out *Output) {
-	for {
-		due := e.ackDeadline()
-		if due == Never || now < due {
-			return
-		}
-		pc := e.pool.byKey[e.pool.acks[0].key]
-		e.pool.acks = e.pool.acks[1:]
-		e.sendPooledAck(pc, out)
+	for due := e.ackDeadline(); due != Never && now >= due; due = e.ackDeadline() {
+		e.sendPooledAck(e.pool.pop(&e.pool.acks), out)
 		e.stats.C2AcksSentAlone++
 	}
 }
@@ -678,15 +669,34 @@ func (e *FrontEnd) resetPooled(pc *pooledC2, out *Output) {
 
 // poolDeadline is when the oldest pooled C2 expires.
 func (e *FrontEnd) poolDeadline() Time {
-	for len(e.pool.order) > 0 {
-		r := e.pool.order[0]
-		if pc := e.pool.byKey[r.key]; pc != nil && pc.since == r.since {
-			return r.since.Add(e.cfg.PoolIdle)
-		}
-		e.pool.order = e.pool.order[1:] // stale: taken or closed since
+	if pc := e.pool.head(&e.pool.order, anyPooled); pc != nil {
+		return pc.since.Add(e.cfg.PoolIdle)
 	}
-	e.pool.order = e.pool.order[:0]
 	return Never
+}
+
+func anyPooled(*pooledC2) bool { return true }
+
+// head returns the pooled C2 at the head of queue q (order or acks) that
+// is still in the pool and still wanted there (want), dropping the stale
+// refs before it: C2s taken, closed or no longer waiting since.
+func (p *c2Pool) head(q *[]poolRef, want func(*pooledC2) bool) *pooledC2 {
+	for len(*q) > 0 {
+		r := (*q)[0]
+		if pc := p.byKey[r.key]; pc != nil && pc.since == r.since && want(pc) {
+			return pc
+		}
+		*q = (*q)[1:]
+	}
+	*q = (*q)[:0] // the storage serves again
+	return nil
+}
+
+// pop takes the head of queue q, which head has just returned.
+func (p *c2Pool) pop(q *[]poolRef) *pooledC2 {
+	pc := p.byKey[(*q)[0].key]
+	*q = (*q)[1:]
+	return pc
 }
 
 // DropPool resets and forgets the pooled C2s to back-end backend (its
@@ -712,13 +722,8 @@ func (e *FrontEnd) DropPool(backend uint32, now Time, out *Output) int {
 
 // expirePool resets the pooled C2s idle for PoolIdle by now.
 func (e *FrontEnd) expirePool(now Time, out *Output) {
-	for {
-		due := e.poolDeadline()
-		if due == Never || now < due {
-			return
-		}
-		pc := e.pool.byKey[e.pool.order[0].key]
-		e.pool.order = e.pool.order[1:]
+	for due := e.poolDeadline(); due != Never && now >= due; due = e.poolDeadline() {
+		pc := e.pool.pop(&e.pool.order)
 		e.resetPooled(pc, out)
 		e.stats.C2PoolExpired++
 		e.pool.remove(pc)

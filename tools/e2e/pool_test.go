@@ -294,7 +294,15 @@ func TestPooledC2sOfAFrontEndBeforeItsRestart(t *testing.T) {
 // holds established from the first n handoff ports (30000 on).
 func handoffPortsHeld(t *testing.T, l *lab.Lab, n int) int {
 	t.Helper()
-	out, err := l.Command("b1", "ss", "-Htn", "state", "established").Output()
+	return handoffPortsIn(t, l, "established", n)
+}
+
+// handoffPortsIn counts the connections the lab's back-end kernel holds
+// in TCP state state (ss's name) from the first n handoff ports (30000
+// on).
+func handoffPortsIn(t *testing.T, l *lab.Lab, state string, n int) int {
+	t.Helper()
+	out, err := l.Command("b1", "ss", "-Htan", "state", state).Output()
 	if err != nil {
 		t.Fatalf("ss: %v", err)
 	}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,21 +40,7 @@ func TestHandoffPortsReusedInTheBackendsTimeWait(t *testing.T) {
 	}
 	after := frontendStatus(t, l)
 	// The back-end's kernel holds the TIME-WAITs the ports came back to.
-	out, err := l.Command("b1", "ss", "-Htan", "state", "time-wait").Output()
-	if err != nil {
-		t.Fatalf("ss: %v", err)
-	}
-	tw := 0
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			continue
-		}
-		_, port, _ := strings.Cut(f[len(f)-1][strings.LastIndexByte(f[len(f)-1], ':'):], ":")
-		if p, err := strconv.Atoi(port); err == nil && p >= 30000 && p <= 30255 {
-			tw++
-		}
-	}
+	tw := handoffPortsIn(t, l, "time-wait", 256)
 	resets := after.Engine.HandoffTimeWaitResets - before.Engine.HandoffTimeWaitResets
 	inTW := after.Engine.HandoffPortsInTimeWait - before.Engine.HandoffPortsInTimeWait
 	done := after.Engine.HandoffsDone - before.Engine.HandoffsDone
