@@ -392,6 +392,11 @@ func (e *shardedEngine) ResponseEnded(id splice.FlowID, re splice.ResponseEnd, n
 	})
 }
 
+// RedispatchRefused (controller.Redispatcher).
+func (e *shardedEngine) RedispatchRefused(id splice.FlowID, carry bool, now splice.Time, out *splice.Output) error {
+	return e.on(id, now, func(eng *splice.FrontEnd, now splice.Time) error { return eng.RedispatchRefused(id, carry, now, out) })
+}
+
 // DropPool (controller.PoolDropper): every shard keeps a pool of its own.
 func (e *shardedEngine) DropPool(backend uint32, now splice.Time, out *splice.Output) int {
 	n := 0

@@ -53,6 +53,12 @@ func (e *FrontEnd) dispatch(id FlowID, b Backend, carry bool, now Time, out *Out
 	if e.reuseC2(f, b, now, out) {
 		return nil // a pooled C2: its Splice, no SYN (fe_pool.go)
 	}
+	return e.dispatchNew(f, b, carry, now, out)
+}
+
+// dispatchNew opens a new C2 to b for queued flow f: its SYN, and its
+// Splice with it when it may go there (fe_atsyn.go).
+func (e *FrontEnd) dispatchNew(f *flow, b Backend, carry bool, now Time, out *Output) error {
 	port, ok := e.allocPort(b, f, now)
 	if !ok {
 		return ErrNoPorts

@@ -2,6 +2,7 @@ package splice
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -804,4 +805,84 @@ func TestPooledC2OwedAckGoesWhileTheRequestWaits(t *testing.T) {
 	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
 	expectTCP(t, one(t, n.takeServer()), seqIs(srv.rcvNxt), ackIs(srv.nxt))
 	n.fe.checkCounters()
+}
+
+// TestRefusedReuseGoesOnANewC2: a Splice reusing a pooled C2 the shim no
+// longer knows (it restarted) is refused; the front-end resets that C2
+// at the server's rcv_nxt and dispatches the flow again on a new C2 (a
+// SYN with the client's ISN, a Splice without Reuse), whether the
+// request had waited for the SpliceAck or gone early with the Splice.
+// A flow whose server had the request is not dispatched again.
+func TestRefusedReuseGoesOnANewC2(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprintf("early %v", early), func(t *testing.T) {
+			l := newSplicedLoopWith(t, pooling)
+			n, srv := l.loopNet, l.srv
+			l.poolFirstClient([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+			for _, ent := range n.shim.sh.entries {
+				n.shim.sh.remove(ent) // the shim restarted
+			}
+			c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+			id2, sp := l.dispatchOnPool(c2, []byte("GET /second HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+			if err := n.shim.sh.AddSplice(&sp, n.now); !errors.Is(err, ErrSpliceNotIdle) {
+				t.Fatalf("AddSplice of a reuse the shim does not know: %v", err)
+			}
+			if early {
+				n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.SpliceAcked(id2, n.now, out) }))
+				n.takeServer() // the marked request, which nothing holds now
+			}
+			n.now += ms
+			n.routeFE(n.fe.call(func(o *Output) {
+				if err := n.fe.fe.RedispatchRefused(id2, false, n.now, o); err != nil {
+					t.Fatal(err)
+				}
+			}))
+			fs := n.takeServer()
+			if len(fs) != 2 {
+				t.Fatalf("%d frames to the server, want the old C2's RST and the new one's SYN", len(fs))
+			}
+			expectTCP(t, fs[0], flagsAre(wire.TCPFlagRST), seqIs(srv.rcvNxt), from(handoffIP, sp.HandoffPort))
+			syn := expectTCP(t, fs[1], flagsAre(wire.TCPFlagSYN), seqIs(c2.isn))
+			if uint16(syn.tcp.SrcPort) == sp.HandoffPort {
+				t.Errorf("the new C2 took the refused one's port %d", sp.HandoffPort)
+			}
+			if f := n.fe.fe.byID[id2]; f.state != stConnecting || f.reused || f.cliTSOff != 0 || f.rw.on {
+				t.Errorf("flow after the redispatch: state %v, reused %v, TS offset %d, rewrite %v: want a new C2's", f.state, f.reused, f.cliTSOff, f.rw.on)
+			}
+			st := n.fe.fe.Stats()
+			if st.C2ReusesRefused != 1 || st.HandoffsDone != 1 || n.fe.fe.PooledC2s() != 0 {
+				t.Errorf("refused %d, handoffs done %d, pooled %d: want 1, 1 (the first client's), 0", st.C2ReusesRefused, st.HandoffsDone, n.fe.fe.PooledC2s())
+			}
+			// The new C2 serves the client as any would.
+			srv2 := newServer(0x7000_0000, wire.SynOptions{MSS: 1460, WScale: 7, SACKPermitted: true, TS: true, TSVal: 900})
+			n.now += ms
+			n.fromServer(srv2.synAck(syn))
+			sp2 := onlyEvent(t, &Output{Events: n.feEvents}, EvSplice).Splice
+			n.feEvents = nil
+			l.srv = srv2
+			req := l.installAndSend(id2, sp2)
+			if !bytes.Contains(req.payload(), []byte("GET /second")) {
+				t.Fatalf("the server got %q on the new C2", req.payload())
+			}
+			resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+			if got := l.answer(c2, id2, resp); !bytes.Equal(got.payload(), resp) {
+				t.Errorf("the client got %q", got.payload())
+			}
+			n.fe.checkCounters()
+		})
+	}
+	t.Run("server had the request", func(t *testing.T) {
+		l := newSplicedLoopWith(t, pooling)
+		n := l.loopNet
+		l.poolFirstClient([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+		c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+		id2, sp := l.dispatchOnPool(c2, []byte("GET /second HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+		l.installAndSend(id2, sp)
+		n.fromServer(l.srv.seg(wire.TCPFlagACK, l.srv.nxt, l.srv.rcvNxt, nil)) // its ACK of the request
+		n.routeFE(n.fe.call(func(o *Output) {
+			if err := n.fe.fe.RedispatchRefused(id2, false, n.now, o); !errors.Is(err, ErrFlowState) {
+				t.Errorf("RedispatchRefused after the server's ACK: %v, want ErrFlowState", err)
+			}
+		}))
+	})
 }

@@ -299,3 +299,54 @@ func TestRequestOnAPooledC2GoesEarlyAndIsTakenByItsAck(t *testing.T) {
 	h.spliceAck(1, t0+3*ms)
 	h.wantCalls("splice-acked 1")
 }
+
+// refuseSplice has flow's back-end refuse its Splice.
+func (h *harness) refuseSplice(flow splice.FlowID, now splice.Time) *Output {
+	return h.control(&proto.SpliceAck{RequestID: h.c.requestID(flow), BackendID: h.eng.flows[flow].backend, Reason: "not idle"}, now)
+}
+
+// A Splice reusing a pooled C2 that the shim refuses (splice/
+// fe_pool_refused.go) sends the flow again on a new C2, once: a request
+// that waited for its SpliceAck waits again; one that went early keeps
+// its slot and goes with its new Splice. A second refusal aborts, as a
+// refused Splice on a new C2 always did.
+func TestRefusedReuseGoesOnANewC2Once(t *testing.T) {
+	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 1, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.wantCalls("dispatch 1 b1")
+	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
+	h.refuseSplice(1, t0+3*ms)
+	h.wantCalls("redispatch 1 carry false")
+	h.connected(1, t0+4*ms) // the new C2's SYN-ACK: a Splice without Reuse
+	h.spliceAck(1, t0+5*ms)
+	h.wantCalls("splice-acked 1")
+	if b := h.backend(1); b.InService != 1 {
+		t.Errorf("back-end after the new C2: %+v", b)
+	}
+
+	h = newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 1, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.wantCalls("dispatch-carrying 1 b1")
+	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
+	h.wantCalls("splice-acked 1")
+	h.refuseSplice(1, t0+3*ms)
+	h.wantCalls("redispatch 1 carry true")
+	h.connected(1, t0+4*ms)
+	h.wantCalls("splice-acked 1") // its slot is held: it goes with the Splice
+	if b := h.backend(1); b.InService != 1 {
+		t.Errorf("back-end after the early request's new C2: %+v, want its one slot", b)
+	}
+
+	h = newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
+	h.register(1, 1, 7, t0)
+	h.request(1, "A.example", t0+ms)
+	h.wantCalls("dispatch 1 b1")
+	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
+	h.refuseSplice(1, t0+3*ms)
+	h.wantCalls("redispatch 1 carry false")
+	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+4*ms)
+	h.refuseSplice(1, t0+5*ms)
+	h.wantCalls("abort 1")
+}

@@ -24,3 +24,23 @@ type Engine interface {
 }
 
 var _ Engine = (*splice.FrontEnd)(nil)
+
+// The pool of C2s (splice/fe_pool.go): engine calls an Engine without a
+// pool (the simulator's) does not have.
+var (
+	_ PoolDropper  = (*splice.FrontEnd)(nil)
+	_ Redispatcher = (*splice.FrontEnd)(nil)
+)
+
+// PoolDropper resets the pooled C2s to a back-end that restarted:
+// splice.FrontEnd.DropPool.
+type PoolDropper interface {
+	DropPool(backend uint32, now splice.Time, out *splice.Output) int
+}
+
+// Redispatcher dispatches a flow again on a new C2 after the shim
+// refused the Splice that gave it a pooled one:
+// splice.FrontEnd.RedispatchRefused.
+type Redispatcher interface {
+	RedispatchRefused(id splice.FlowID, carry bool, now splice.Time, out *splice.Output) error
+}

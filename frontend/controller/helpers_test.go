@@ -167,6 +167,17 @@ func (e *fakeEngine) Abort(id splice.FlowID, now splice.Time, out *splice.Output
 	return nil
 }
 
+// RedispatchRefused (Redispatcher): the flow goes back to connecting.
+func (e *fakeEngine) RedispatchRefused(id splice.FlowID, carry bool, now splice.Time, out *splice.Output) error {
+	e.call("redispatch %d carry %v", id, carry)
+	f, err := e.flow(id, "splice-wait", "spliced")
+	if err != nil {
+		return err
+	}
+	f.state = "connecting"
+	return nil
+}
+
 // DropPool (PoolDropper) is called when a back-end restarts.
 func (e *fakeEngine) DropPool(backend uint32, now splice.Time, out *splice.Output) int {
 	e.call("drop-pool b%d", backend)

@@ -12,15 +12,6 @@ type ClientProgress interface {
 
 var _ ClientProgress = (*splice.FrontEnd)(nil)
 
-// PoolDropper is the engine call that resets the pooled C2s to a
-// back-end that restarted: splice.FrontEnd.DropPool. An Engine without
-// a pool (the simulator's) has nothing to drop.
-type PoolDropper interface {
-	DropPool(backend uint32, now splice.Time, out *splice.Output) int
-}
-
-var _ PoolDropper = (*splice.FrontEnd)(nil)
-
 // progressSeen counts the latest client progress on be's connections as a
 // sign of life, before checkBackends probes be or declares it dead. Once
 // spliced, the bytes a client acknowledges are be's, sent by its shim, so

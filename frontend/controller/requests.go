@@ -40,6 +40,9 @@ type flowRec struct {
 	// promised: dispatched to go early (DispatchCarrying), its Splice not
 	// sent yet: it counts against its back-end's slots (backend.promised).
 	promised bool
+	// redispatched: the shim refused the pooled C2 its Splice reused,
+	// and the flow went on a new C2 (spliceRefused); once only.
+	redispatched bool
 
 	// Handoff timeline (issue 11, timeline.go).
 	tl flowTimeline

@@ -217,7 +217,7 @@ func (c *Controller) sendSplice(ev splice.Event, now splice.Time, out *Output) {
 	// a pooled C2 the request follows the Splice marked for the shim to
 	// hold until it has it, and the server's ACK of it stands for the
 	// SpliceAck (proto.SpliceReuse.Early, splice/fe_pool.go).
-	early := p.msg.Flags&proto.SpliceRequest != 0 || c.goesEarly(rec, rec.be)
+	early := p.msg.Flags&proto.SpliceRequest != 0 || c.goesEarly(rec, rec.be) || c.slotHeld(rec)
 	p.msg.Reuse.Early = early && p.msg.Reuse.On
 	rec.splice = p
 	c.splices.push(rec.id, p.due)
@@ -279,7 +279,7 @@ func (c *Controller) spliceAck(m *proto.SpliceAck, now splice.Time, out *Output)
 		// The SYN-ACK acknowledged the Splice, then the shim refused to
 		// install it (proto.SpliceImplicitAck): the refusal stands.
 		rec.implicitAck = false
-		c.spliceRefused(rec, m.BackendID, m.Reason, now, out)
+		c.spliceRefused(rec, m.BackendID, m.Reason, false, now, out)
 		return
 	}
 	c.spliceAnswered(rec, m.OK, m.BackendID, m.Reason, now, now, out)
@@ -303,10 +303,29 @@ func (c *Controller) spliceTaken(ev splice.Event, now splice.Time, out *Output) 
 	c.spliceAnswered(rec, true, ev.Backend, "", at, now, out)
 }
 
-// spliceRefused aborts rec, whose Splice the shim refused.
-func (c *Controller) spliceRefused(rec *flowRec, backend uint32, reason string, now splice.Time, out *Output) {
+// spliceRefused aborts rec, whose Splice the shim refused; but a Splice
+// that reused a pooled C2 the shim did not find idle (reuse) is tried
+// again once, on a new C2: the request was not served there
+// (splice/fe_pool_refused.go). One that already has its slot goes with
+// its new Splice (sendSplice).
+func (c *Controller) spliceRefused(rec *flowRec, backend uint32, reason string, reuse bool, now splice.Time, out *Output) {
+	if rd, ok := c.eng.(Redispatcher); ok && reuse && !rec.redispatched && rec.be != nil && rec.be.alive {
+		rec.redispatched = true
+		carry := c.slotHeld(rec) || c.goesEarly(rec, rec.be)
+		if err := rd.RedispatchRefused(rec.id, carry, now, &out.Engine); err == nil {
+			c.log(out, slog.LevelInfo, "shim refused a pooled handoff connection: the request goes on a new one",
+				"flow", rec.id, "backend", backend, "reason", reason)
+			return
+		}
+	}
 	c.log(out, slog.LevelWarn, "shim refused splice", "flow", rec.id, "backend", backend, "reason", reason)
 	c.abort(rec.id, now, out)
+}
+
+// slotHeld reports whether rec's first request already counts against
+// its back-end's slots: it went early, with a Splice that was refused.
+func (c *Controller) slotHeld(rec *flowRec) bool {
+	return len(rec.serving) > 0 && rec.serving[0].sent
 }
 
 // spliceAnswered handles the shim's answer to rec's Splice: its
@@ -316,6 +335,7 @@ func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reaso
 	if rec == nil || rec.splice == nil {
 		return // a duplicate ack of a resent Splice, or a flow gone
 	}
+	reuse := rec.splice.msg.Reuse.On
 	rec.splice = nil
 	c.tlSpliceAck(rec, ackAt)
 	if len(rec.serving) > 0 {
@@ -325,7 +345,7 @@ func (c *Controller) spliceAnswered(rec *flowRec, ok bool, backend uint32, reaso
 		rec.be.handoffTimes.Observe(handoff)
 	}
 	if !ok {
-		c.spliceRefused(rec, backend, reason, now, out)
+		c.spliceRefused(rec, backend, reason, reuse, now, out)
 		return
 	}
 	if rec.early {
