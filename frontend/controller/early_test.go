@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -311,13 +312,24 @@ func (h *harness) refuseSplice(flow splice.FlowID, now splice.Time) *Output {
 // its slot and goes with its new Splice. A second refusal aborts, as a
 // refused Splice on a new C2 always did.
 func TestRefusedReuseGoesOnANewC2Once(t *testing.T) {
-	h := newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
-	h.register(1, 1, 7, t0)
-	h.request(1, "A.example", t0+ms)
-	h.wantCalls("dispatch 1 b1")
-	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
-	h.refuseSplice(1, t0+3*ms)
-	h.wantCalls("redispatch 1 carry false")
+	// refused dispatches flow 1 onto a pooled C2 (its engine call:
+	// dispatch), whose Splice the shim refuses at t0+3ms.
+	refused := func(cfg Config, dispatch string, early bool) *harness {
+		h := newHarness(t, cfg)
+		h.register(1, 1, 7, t0)
+		h.request(1, "A.example", t0+ms)
+		h.wantCalls(dispatch)
+		h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
+		if early {
+			h.wantCalls("splice-acked 1")
+		}
+		h.refuseSplice(1, t0+3*ms)
+		h.wantCalls(fmt.Sprintf("redispatch 1 carry %v", early))
+		return h
+	}
+	customer := sched.CustomerSpec{Name: "A", Reservation: 100}
+
+	h := refused(creditConfig(customer), "dispatch 1 b1", false)
 	h.connected(1, t0+4*ms) // the new C2's SYN-ACK: a Splice without Reuse
 	h.spliceAck(1, t0+5*ms)
 	h.wantCalls("splice-acked 1")
@@ -325,27 +337,14 @@ func TestRefusedReuseGoesOnANewC2Once(t *testing.T) {
 		t.Errorf("back-end after the new C2: %+v", b)
 	}
 
-	h = newHarness(t, earlyConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
-	h.register(1, 1, 7, t0)
-	h.request(1, "A.example", t0+ms)
-	h.wantCalls("dispatch-carrying 1 b1")
-	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
-	h.wantCalls("splice-acked 1")
-	h.refuseSplice(1, t0+3*ms)
-	h.wantCalls("redispatch 1 carry true")
+	h = refused(earlyConfig(customer), "dispatch-carrying 1 b1", true)
 	h.connected(1, t0+4*ms)
 	h.wantCalls("splice-acked 1") // its slot is held: it goes with the Splice
 	if b := h.backend(1); b.InService != 1 {
 		t.Errorf("back-end after the early request's new C2: %+v, want its one slot", b)
 	}
 
-	h = newHarness(t, creditConfig(sched.CustomerSpec{Name: "A", Reservation: 100}))
-	h.register(1, 1, 7, t0)
-	h.request(1, "A.example", t0+ms)
-	h.wantCalls("dispatch 1 b1")
-	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+2*ms)
-	h.refuseSplice(1, t0+3*ms)
-	h.wantCalls("redispatch 1 carry false")
+	h = refused(creditConfig(customer), "dispatch 1 b1", false)
 	h.connectedWith(1, proto.Splice{RequestID: 1, Reuse: proto.SpliceReuse{On: true}}, t0+4*ms)
 	h.refuseSplice(1, t0+5*ms)
 	h.wantCalls("abort 1")
