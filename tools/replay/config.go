@@ -78,7 +78,11 @@ type Config struct {
 
 	// Engine tunes the engine (timeouts, buffers). Its MAC, VIPs, Ports,
 	// HandoffAddr and CookieSecret are replaced by the fields above, and
-	// its SpliceAtSYN by ClassicSplice's opposite.
+	// its SpliceAtSYN by ClassicSplice's opposite. Its PoolC2 is left
+	// off: the simulated back-ends have no shim to move a pooled C2, so
+	// every replayed connection gets a C2 of its own, where
+	// qsplice-frontend by default keeps them between connections
+	// (docs/pooled-c2.md, "Not done").
 	Engine splice.FrontEndConfig
 	// ClassicSplice sends each Splice after C2's SYN-ACK, as the front-end
 	// did before issue 7; by default it goes with the SYN, as
