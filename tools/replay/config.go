@@ -78,7 +78,7 @@ type Config struct {
 
 	// Engine tunes the engine (timeouts, buffers). Its MAC, VIPs, Ports,
 	// HandoffAddr and CookieSecret are replaced by the fields above, and
-	// its SpliceAtSYN by ClassicSplice's opposite. Its PoolC2 is left
+	// its SpliceAtSYN by ClassicSplice's opposite. Its PoolC2 is turned
 	// off: the simulated back-ends have no shim to move a pooled C2, so
 	// every replayed connection gets a C2 of its own, where
 	// qsplice-frontend by default keeps them between connections
@@ -161,6 +161,7 @@ func (c *Config) engineConfig() splice.FrontEndConfig {
 	e.CookieSecret = sha256.Sum256([]byte(c.CookieSeed))
 	e.Timelines = c.Timeline != nil
 	e.SpliceAtSYN = !c.ClassicSplice
+	e.PoolC2 = false // no shim to move a pooled C2 (see Engine)
 	return e
 }
 
