@@ -333,14 +333,11 @@ func (e *FrontEnd) poolPendingAck(f *flow, t wire.TCP, o *wire.TCPOptions, now T
 		return
 	}
 	f.cliAck = t.Ack().Min(f.respEnd)
-	if f.cliAck == f.respEnd && e.cfg.PoolAckDelay > 0 {
+	if f.cliAck == f.respEnd {
 		e.oweAck(e.detachToPool(f, now), out) // for the next request to carry
 		return
 	}
 	e.ackToC2(f, f.cliAck, o, out)
-	if f.cliAck == f.respEnd {
-		e.detachToPool(f, now)
-	}
 }
 
 // The client's last ACK on a pooled C2. The server must have it, or it

@@ -886,3 +886,23 @@ func TestRefusedReuseGoesOnANewC2(t *testing.T) {
 		}))
 	})
 }
+
+// TestPooledC2AckAtOnceWithoutADelay: with PoolAckDelay negative the
+// ACK that pools C2 goes to the server at once, at its next byte, with
+// a TSval after the client's.
+func TestPooledC2AckAtOnceWithoutADelay(t *testing.T) {
+	l := newSplicedLoopWith(t, func(c *FrontEndConfig) { pooling(c); c.PoolAckDelay = -1 })
+	n, srv, c := l.loopNet, l.srv, l.c
+	l.answer(c, l.id, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"))
+	n.now += ms
+	c.tsVal += 3
+	n.fromClient(c.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c.nxt, c.rcvNxt, nil))
+	ack := expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), seqIs(srv.rcvNxt), ackIs(srv.nxt), payloadIs(nil))
+	if v, ecr, _ := ack.ts(); int32(v-c.tsVal) < 0 || ecr != srv.tsVal {
+		t.Errorf("ACK TS %#x echoing %#x: want from %#x on, echoing the server's %#x", v, ecr, c.tsVal, srv.tsVal)
+	}
+	if st := n.fe.fe.Stats(); st.C2AcksDeferred != 0 || n.fe.fe.PooledC2s() != 1 {
+		t.Errorf("%d ACKs deferred, %d pooled: want 0, 1", st.C2AcksDeferred, n.fe.fe.PooledC2s())
+	}
+	n.fe.checkCounters()
+}

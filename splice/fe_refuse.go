@@ -84,13 +84,15 @@ type ResponseEnd struct {
 // kept until SpliceAcked makes the flow spliced, or the C2 would look
 // busy when the client closes and miss the pool.
 func (e *FrontEnd) ResponseEnded(id FlowID, re ResponseEnd, now Time, out *Output) error {
-	if f := e.byID[id]; f != nil && (f.state == stConnecting || f.state == stSpliceWait) {
+	f := e.byID[id]
+	switch {
+	case f == nil:
+		return ErrNoFlow
+	case f.state == stConnecting || f.state == stSpliceWait:
 		f.endEarly, f.endEarlyKnown = re, true
 		return nil
-	}
-	f, err := e.flowIn(id, stSpliced)
-	if err != nil {
-		return err
+	case f.state != stSpliced:
+		return ErrFlowState
 	}
 	end := wire.Seq(re.Seq + f.seqDelta)
 	if f.respPending > 0 {
