@@ -374,15 +374,7 @@ func (e *FrontEnd) sendPooledAck(pc *pooledC2, out *Output) {
 	if pc.syn.ts && pc.tsB {
 		opts = ob[:wire.EncodeTS(ob[:], pc.tsNext, pc.tsLastB)]
 	}
-	tf := wire.TCPFrame{
-		SrcMAC: e.cfg.MAC, DstMAC: pc.backend.MAC,
-		Src: e.handoff, Dst: pc.key.bIP, SrcPort: pc.key.hport, DstPort: pc.key.bPort,
-		Seq: pc.c2Nxt, Ack: pc.srvNxt, Flags: wire.TCPFlagACK, Window: pc.win, Options: opts,
-	}
-	b := out.alloc(tf.Len())
-	tf.Encode(b)
-	out.send(PortWire, b)
-	e.stats.TxFrames++
+	e.toPooled(pc, wire.TCPFrame{Ack: pc.srvNxt, Flags: wire.TCPFlagACK, Window: pc.win, Options: opts}, out)
 	e.stats.ForwardedFrames++
 }
 
@@ -653,11 +645,15 @@ func (e *FrontEnd) inputPooled(pc *pooledC2, p *wire.Packet, out *Output) {
 
 // resetPooled sends a RST on pooled C2 pc, at the server's rcv_nxt.
 func (e *FrontEnd) resetPooled(pc *pooledC2, out *Output) {
-	tf := wire.TCPFrame{
-		SrcMAC: e.cfg.MAC, DstMAC: pc.backend.MAC,
-		Src: e.handoff, Dst: pc.key.bIP, SrcPort: pc.key.hport, DstPort: pc.key.bPort,
-		Seq: pc.c2Nxt, Flags: wire.TCPFlagRST,
-	}
+	e.toPooled(pc, wire.TCPFrame{Flags: wire.TCPFlagRST}, out)
+}
+
+// toPooled sends tf (its flags, ACK, window and options) on pooled C2 pc,
+// at C2's next sequence number, to its server.
+func (e *FrontEnd) toPooled(pc *pooledC2, tf wire.TCPFrame, out *Output) {
+	tf.SrcMAC, tf.DstMAC = e.cfg.MAC, pc.backend.MAC
+	tf.Src, tf.Dst, tf.SrcPort, tf.DstPort = e.handoff, pc.key.bIP, pc.key.hport, pc.key.bPort
+	tf.Seq = pc.c2Nxt
 	b := out.alloc(tf.Len())
 	tf.Encode(b)
 	out.send(PortWire, b)
