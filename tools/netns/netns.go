@@ -15,12 +15,14 @@ package netns
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -183,4 +185,40 @@ func runIP(arg ...string) error {
 		return fmt.Errorf("netns: ip %s: %v: %s", strings.Join(arg, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// WaitRunning waits until every named device in the namespace is
+// operationally up (IFF_RUNNING), and fails once timeout has passed.
+//
+// Wait this way for the end of a veth pair that was set up first, before
+// sending on it. `ip link set DEV up` returns before that end can send:
+// its peer was still down, so the kernel left its transmit queues on the
+// noop qdisc, and it moves them to the real one when the carrier comes on,
+// from the link-watch work queue, in the same pass that sets the
+// operational state. Until that work has run, which a loaded machine
+// delays, frames written to the device through AF_PACKET are dropped
+// without an error. (The end set up second can send at once, since its
+// carrier is already on when it opens; its operational state follows up
+// to a second later, as a non-urgent link-watch event, so waiting on it
+// costs that second for nothing.)
+func WaitRunning(name string, timeout time.Duration, devs ...string) error {
+	return Do(name, func() error {
+		deadline := time.Now().Add(timeout)
+		for _, dev := range devs {
+			for {
+				ifi, err := net.InterfaceByName(dev)
+				if err != nil {
+					return fmt.Errorf("netns %s: device %s: %w", name, dev, err)
+				}
+				if ifi.Flags&net.FlagRunning != 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("netns %s: %s is not running after %v (flags %v)", name, dev, timeout, ifi.Flags)
+				}
+				time.Sleep(time.Millisecond) // the kernel offers no wait for operstate short of a netlink subscription
+			}
+		}
+		return nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -200,5 +201,33 @@ func TestPids(t *testing.T) {
 	}
 	if !slices.Contains(pids, cmd.Process.Pid) {
 		t.Fatalf("Pids(%s) = %v, want it to contain %d", name, pids, cmd.Process.Pid)
+	}
+}
+
+// TestWaitRunning: the end of a veth pair set up first runs once its peer
+// is up; a device left down is reported by name when the time is up, and
+// one that does not exist at once.
+func TestWaitRunning(t *testing.T) {
+	requireRoot(t)
+	ns := newNS(t)
+	for _, args := range [][]string{
+		{"link", "add", "qsw0", "type", "veth", "peer", "name", "qsw1"},
+		{"link", "add", "qsw2", "type", "veth", "peer", "name", "qsw3"},
+		{"link", "set", "qsw0", "up"},
+		{"link", "set", "qsw1", "up"},
+	} {
+		if err := Run(ns, append([]string{"ip"}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WaitRunning(ns, 5*time.Second, "qsw0"); err != nil {
+		t.Fatal(err)
+	}
+	err := WaitRunning(ns, 20*time.Millisecond, "qsw0", "qsw2")
+	if err == nil || !strings.Contains(err.Error(), "qsw2 is not running") {
+		t.Errorf("WaitRunning on a device left down = %v, want it named as not running", err)
+	}
+	if err := WaitRunning(ns, time.Second, "qsw9"); err == nil || !strings.Contains(err.Error(), "qsw9") {
+		t.Errorf("WaitRunning on a missing device = %v, want an error naming it", err)
 	}
 }

@@ -19,7 +19,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/qsplice/qsplice/tools/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,6 +65,12 @@ func Veth(t testing.TB, nsA, ifA, nsB, ifB string) {
 	Run(t, "ip", "-n", nsA, "link", "add", ifA, "type", "veth", "peer", "name", ifB, "netns", nsB)
 	Run(t, "ip", "-n", nsA, "link", "set", ifA, "up")
 	Run(t, "ip", "-n", nsB, "link", "set", ifB, "up")
+	// ifA came up first: frames written on it before it runs are dropped
+	// without an error (see netns.WaitRunning), and these tests count
+	// frames.
+	if err := netns.WaitRunning(nsA, 5*time.Second, ifA); err != nil {
+		t.Fatalf("nstest: %v", err)
+	}
 }
 
 // Run runs a command and returns its combined output, failing t with that
