@@ -1,6 +1,8 @@
 package splice
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 
@@ -90,6 +92,15 @@ type synInfo struct {
 type fourTuple struct {
 	srcIP, dstIP     wire.IP4
 	srcPort, dstPort uint16
+}
+
+// compare orders tuples by destination address and port, then source
+// (for the shim's reply tuples: the handoff address, then the server's),
+// for walks that must not follow a map's order.
+func (t fourTuple) compare(u fourTuple) int {
+	return cmp.Or(
+		bytes.Compare(t.dstIP[:], u.dstIP[:]), cmp.Compare(t.dstPort, u.dstPort),
+		bytes.Compare(t.srcIP[:], u.srcIP[:]), cmp.Compare(t.srcPort, u.srcPort))
 }
 
 // cookieKeys holds the keys of the current and the previous epoch,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/qsplice/qsplice/proto"
 	"github.com/qsplice/qsplice/splice/httphead"
@@ -121,12 +122,8 @@ func (s *Shim) checkReuse(m *proto.Splice, ent *spliceEntry) error {
 	switch {
 	case m.Flags&(proto.SpliceAtSYN|proto.SpliceRewrite) != 0:
 		why = "a reused C2 has no SYN and no rewritten target"
-	case ent.reset || ent.cliFin || ent.srvFin:
-		why = "it is closing"
-	case ent.inService || ent.responding || ent.nextReq.waiting:
-		why = "a response is under way"
-	case !ent.reqAcked || ent.rcvAck != ent.reqNxt:
-		why = "the kernel has not acknowledged every request byte"
+	case !ent.idle():
+		why = ent.busy()
 	case wire.Seq(r.ServerNext) != ent.sndNxt || wire.Seq(r.FrontNext) != ent.reqNxt:
 		why = fmt.Sprintf("it stands at server %d, request %d, not %d, %d",
 			uint32(ent.sndNxt), uint32(ent.reqNxt), r.ServerNext, r.FrontNext)
@@ -286,9 +283,19 @@ func (s *Shim) heldReady(h *heldSegment) bool {
 // service or on its way, every request byte acknowledged by the kernel,
 // neither side closing. A pooled C2 rests so; so does a keep-alive
 // client's between its requests.
-func (ent *spliceEntry) idle() bool {
-	return !ent.reset && !ent.cliFin && !ent.srvFin && !ent.inService && !ent.responding &&
-		!ent.nextReq.waiting && ent.reqAcked && ent.rcvAck == ent.reqNxt
+func (ent *spliceEntry) idle() bool { return ent.busy() == "" }
+
+// busy says why ent's C2 is not idle, or "" when it is.
+func (ent *spliceEntry) busy() string {
+	switch {
+	case ent.reset || ent.cliFin || ent.srvFin:
+		return "it is closing"
+	case ent.inService || ent.responding || ent.nextReq.waiting:
+		return "a response is under way"
+	case !ent.reqAcked || ent.rcvAck != ent.reqNxt:
+		return "the kernel has not acknowledged every request byte"
+	}
+	return ""
 }
 
 // ResetIdle resets every idle C2 (idle) in the kernel and forgets its
@@ -304,12 +311,20 @@ func (ent *spliceEntry) idle() bool {
 // timer, again and again. A C2 with a response under way is left to end
 // as it would. The RST goes to the kernel at its rcv_nxt (the exact
 // sequence number RFC 5961 asks of a RST), as from the front-end.
+//
+// The entries are reset in the order of their handoff address, then the
+// server's, not the map's: a replay of the same inputs writes the same
+// frames. This runs once per front-end restart, so the slice it builds
+// costs nothing on the packet path.
 func (s *Shim) ResetIdle(now Time, out *Output) int {
-	n := 0
+	var idle []*spliceEntry
 	for _, ent := range s.entries {
-		if !ent.idle() {
-			continue
+		if ent.idle() {
+			idle = append(idle, ent)
 		}
+	}
+	slices.SortFunc(idle, func(a, b *spliceEntry) int { return a.key.compare(b.key) })
+	for _, ent := range idle {
 		tf := wire.TCPFrame{
 			SrcMAC: ent.cliMAC, DstMAC: s.cfg.HostMAC, // the kernel reads no source MAC
 			Src: ent.key.dstIP, Dst: ent.key.srcIP, SrcPort: ent.key.dstPort, DstPort: ent.key.srcPort,
@@ -321,7 +336,6 @@ func (s *Shim) ResetIdle(now Time, out *Output) int {
 		s.stats.WireToHost++
 		s.stats.IdleResetForNewFrontEnd++
 		s.remove(ent)
-		n++
 	}
-	return n
+	return len(idle)
 }

@@ -3,6 +3,7 @@ package splice
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/qsplice/qsplice/proto"
@@ -392,4 +393,41 @@ func TestShimResetsIdleC2sForANewFrontEnd(t *testing.T) {
 	if n := busy.h.sh.ResetIdle(t0+10*ms, &busy.h.out); n != 0 || len(busy.h.out.Frames) != 0 || busy.h.sh.Entries() != 1 {
 		t.Errorf("a C2 with a request in service: %d reset, %d frames, %d entries left", n, len(busy.h.out.Frames), busy.h.sh.Entries())
 	}
+}
+
+// TestShimResetsIdleC2sInTupleOrder: ResetIdle writes its RSTs in the
+// order of the handoff ports, whatever order the C2s came in and however
+// the entries map iterates, so that a replay of the same inputs writes
+// the same frames.
+func TestShimResetsIdleC2sInTupleOrder(t *testing.T) {
+	h := newShim(t, ShimConfig{HostMAC: backendMAC})
+	ports := []uint16{20007, 20002, 20009, 20001, 20005, 20003}
+	resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+	now := t0
+	for i, port := range ports {
+		isnB, isnF := wire.Seq(0x10000*(i+1)), wire.Seq(0x20000*(i+1))
+		sp := guardSplice(uint64(i+1), port, isnF)
+		h.input(PortHost, kernelSynAck(&sp, isnB, isnF), now)
+		if err := h.sh.AddSplice(&sp, now); err != nil {
+			t.Fatal(err)
+		}
+		h.input(PortWire, c2FromWire(&sp, wire.TCPFlagACK|wire.TCPFlagPSH, isnF+1, isnB+1, request(100)), now)
+		h.input(PortHost, c2FromHost(&sp, wire.TCPFlagACK, isnB+1, isnF+101, nil), now)
+		h.input(PortHost, c2FromHost(&sp, wire.TCPFlagACK|wire.TCPFlagPSH, isnB+1, isnF+101, resp), now)
+		h.input(PortWire, c2FromWire(&sp, wire.TCPFlagACK, isnF+101, isnB+1+wire.Seq(len(resp)), nil), now)
+		now += ms
+	}
+	h.out.Reset()
+	if n := h.sh.ResetIdle(now, &h.out); n != len(ports) || len(h.out.Frames) != len(ports) {
+		t.Fatalf("ResetIdle reset %d with %d frames, want %d", n, len(h.out.Frames), len(ports))
+	}
+	h.frames += uint64(len(ports))
+	want := slices.Sorted(slices.Values(ports))
+	for i, f := range h.out.Frames {
+		expectTCP(t, f.Data, flagsAre(wire.TCPFlagRST), from(handoffIP, want[i]), to(backendIP, webPort))
+	}
+	if h.sh.Entries() != 0 {
+		t.Errorf("%d entries left", h.sh.Entries())
+	}
+	h.checkCounters()
 }
