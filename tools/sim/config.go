@@ -10,7 +10,8 @@
 // Splice to send (EvSplice) as the daemon's engine does: with C2's SYN at
 // dispatch by default, or once the handoff connection is up, the
 // configured handoff delay later (Config.ClassicSplice; atsyn.go has the
-// timing of both). Simulated shims on the back-ends register, confirm
+// timing of both), or at once on a pooled handoff connection
+// (Config.PoolC2; pool.go). Simulated shims on the back-ends register, confirm
 // each Splice (once they have it and the back-end's SYN-ACK has crossed
 // them), send keepalives, and report each request's service time in a
 // Feedback when it is served. Each back-end serves what the controller
@@ -146,6 +147,21 @@ type Config struct {
 	// ControlDelay) instead of after the back-end's SYN-ACK
 	// (splice/shim_fastopen.go).
 	FastOpen bool
+	// PoolC2 keeps the handoff connection of a request served to its
+	// end, for the next request to the same back-end, as qsplice-frontend
+	// does by default (-pool-c2; docs/pooled-c2.md). A request dispatched
+	// to a back-end with one in its pool needs no handshake: its Splice
+	// goes at dispatch and HandoffDelay does not apply. The request goes
+	// when the SpliceAck is back, 2 x ControlDelay later, or with the
+	// Splice when the controller lets it go early (EarlyRequest), the
+	// server's ACK of it then standing for the SpliceAck. A rewritten
+	// request (Trees) neither takes a pooled connection nor leaves its
+	// own, as in the engine. PoolPerBackend (0: 64) and PoolIdle (0: 30
+	// s) bound the pool as the front-end's flags of those names do. Off
+	// by default, so that a Config written before it keeps its results.
+	PoolC2         bool
+	PoolPerBackend int
+	PoolIdle       time.Duration
 
 	// Feedback experiments (issue 10).
 	//
@@ -177,6 +193,8 @@ func (cfg *Config) check() error {
 		return errors.New("sim: Backends and Capacity: must be below 65536")
 	case cfg.HandoffDelay < 0 || cfg.ControlDelay < 0:
 		return errors.New("sim: HandoffDelay and ControlDelay: must not be negative")
+	case cfg.PoolPerBackend < 0 || cfg.PoolIdle < 0:
+		return errors.New("sim: PoolPerBackend and PoolIdle: must not be negative")
 	}
 	for i, c := range cfg.Customers {
 		if c.Rate < 0 || c.Service < 0 || c.Reservation < 0 {

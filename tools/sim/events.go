@@ -18,6 +18,7 @@ const (
 	sample                       // record the controller's state (Config.SampleEvery)
 	stallEnd                     // a stall ends (Config.Stalls)
 	carriedSent                  // a shim sends the request its Splice carried
+	spliceTaken                  // the server's ACK of an early request on a pooled C2 reaches the front-end
 )
 
 // event is something that happens at a virtual instant; events at the

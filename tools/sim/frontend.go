@@ -41,6 +41,7 @@ type simFlow struct {
 	goWhenUp   bool  // SpliceAcked came while connecting: the request goes when C2 is up
 	holdWhenUp bool  // HoldSplice came while connecting: it waits ready once C2 is up
 	carried    bool  // its Splice carries the request (DispatchCarrying)
+	reused     bool  // it went on a pooled C2 (pool.go)
 }
 
 func (r *run) flow(id splice.FlowID) *simFlow { return &r.flows[id-1] }
@@ -77,6 +78,11 @@ func (e *frontEnd) Dispatch(id splice.FlowID, b splice.Backend, now splice.Time,
 	}
 	f.state, f.backend = flowConnecting, b.ID
 	r := e.run()
+	defer r.countHandoff(f)
+	if !f.rewritten && r.takePooled(b.ID) {
+		r.reuseSplice(id, f, out)
+		return nil
+	}
 	f.synAckAt = r.synAckAtShim(int64(now))
 	r.schedule(event{at: int64(now) + e.cfg.HandoffDelay.Nanoseconds(), kind: handoffUp, flow: id})
 	r.spliceWithSYN(id, f, out)

@@ -25,6 +25,9 @@ type Result struct {
 	// Samples are the controller's feedback state every
 	// Config.SampleEvery, over the whole run (warm-up included).
 	Samples []Sample
+	// Handoffs counts the requests dispatched in the window by the
+	// handoff connection they went on.
+	Handoffs HandoffCounts
 }
 
 // CustomerResult is one customer's share of a Result. Requests are
@@ -91,6 +94,8 @@ type run struct {
 	stats    []tally
 	samples  []Sample
 	held     []deferred // what a stall holds back (stall.go)
+	pools    [][]int64  // per back-end (index id-1): when each pooled C2 went idle, oldest first (pool.go)
+	handoffs HandoffCounts
 	now      int64
 	err      error
 }
@@ -101,7 +106,7 @@ func Run(cfg Config) (Result, error) {
 	if err := cfg.check(); err != nil {
 		return Result{}, err
 	}
-	r := &run{cfg: cfg, inServ: make([]int, cfg.Backends)}
+	r := &run{cfg: cfg, inServ: make([]int, cfg.Backends), pools: make([][]int64, cfg.Backends)}
 	ctrl, err := controller.New(r.schedulerConfig(), (*frontEnd)(r), 0)
 	if err != nil {
 		return Result{}, fmt.Errorf("sim: Scheduler: %w", err)
@@ -236,6 +241,13 @@ func (r *run) handle(e event) {
 			ResponseBytes: f.bytes, Concurrency: uint16(r.inServ[f.backend-1])})
 		// The response is over and the connection closes.
 		r.event(splice.Event{Kind: splice.EvClosed, Flow: e.flow, Backend: f.backend, Reason: splice.CloseFIN})
+		r.pool(f)
+	case spliceTaken:
+		// The engine reports it while the flow is open; the controller
+		// may have had the Feedback first, and takes that for the ack.
+		if f := r.flow(e.flow); f.state == flowSent || f.state == flowServed {
+			r.event(splice.Event{Kind: splice.EvSpliceTaken, Flow: e.flow, Backend: f.backend})
+		}
 	case keepalive:
 		r.control(&proto.Keepalive{BackendID: e.backend, Incarnation: 1, Concurrency: uint16(r.inServ[e.backend-1])})
 		r.schedule(event{at: r.now + r.keepaliveInterval().Nanoseconds(), kind: keepalive, backend: e.backend})
@@ -326,14 +338,18 @@ func (r *run) after() {
 	for _, d := range r.out.Datagrams {
 		if s, ok := d.Msg.(*proto.Splice); ok {
 			id := splice.FlowID(s.RequestID)
-			r.schedule(event{at: r.spliceAckAt(id, r.now), kind: spliceAcked, flow: id})
+			kind := spliceAcked
+			if s.Reuse.Early {
+				kind = spliceTaken // no SpliceAck: the server's ACK of the request stands for it (pool.go)
+			}
+			r.schedule(event{at: r.spliceAckAt(id, r.now), kind: kind, flow: id})
 		}
 	}
 }
 
 func (r *run) result() Result {
 	window := r.cfg.Duration - r.cfg.Warmup
-	res := Result{Window: window, Samples: r.samples}
+	res := Result{Window: window, Samples: r.samples, Handoffs: r.handoffs}
 	var busy int64
 	for i := range r.stats {
 		st := r.stats[i].CustomerResult
