@@ -23,21 +23,6 @@ func pooledRun(t *testing.T, handoff, control time.Duration, early bool, mod fun
 	return run(t, cfg)
 }
 
-// sameHandoff returns the one handoff time (dispatch, which is arrival
-// here, to the request sent) every request of res saw, failing if they
-// differ or something was refused.
-func sameHandoff(t *testing.T, res sim.Result) time.Duration {
-	t.Helper()
-	c := res.Customers[0]
-	if c.Served < 120 || c.Rejected.Total() > 0 {
-		t.Fatalf("served %d, refused %+v: want about 125 served, none refused", c.Served, c.Rejected)
-	}
-	if c.P50 != c.P99 || c.MeanResponse != c.P50 {
-		t.Fatalf("response times vary (mean %v p50 %v p99 %v): something waited or not every handoff was alike", c.MeanResponse, c.P50, c.P99)
-	}
-	return c.P50 - atSYNService
-}
-
 // On a pooled C2 there is no handshake: from dispatch to the request
 // going out is the Splice's round trip, whatever HandoffDelay, and
 // nothing at all for an early request, which leaves with its Splice.
