@@ -214,6 +214,15 @@ func (e *FrontEnd) clientSegment(f *flow, p *wire.Packet, now Time, out *Output)
 	if o.HasTS && seq.LessEq(f.rcvNxt) {
 		f.noteClientTS(o.TSVal)
 	}
+	if o.HasTS && f.tsFloorSet && int32(o.TSEcr-f.tsFloor) > 0 {
+		// Our answer after a spliced response: the client echoes the
+		// last TSval it took, maybe the shim's translation of the
+		// server's, which can run ahead of our own clock (a pooled C2's
+		// server clock went on while it waited). Ours must not fall
+		// behind it, or the client drops our segments (PAWS, RFC 7323
+		// section 5) and sends its FIN again and again.
+		f.tsFloor = o.TSEcr
+	}
 	f.cliWin = t.Window()
 	if f.poolPending {
 		e.poolPendingAck(f, t, o, now, out) // C2 waits for it (fe_pool.go)

@@ -906,3 +906,37 @@ func TestPooledC2AckAtOnceWithoutADelay(t *testing.T) {
 	}
 	n.fe.checkCounters()
 }
+
+// TestAnswerAfterTheShimsFINKeepsUpWithTheResponsesClock: the front-end
+// answers the client's FIN after a response the shim ended with a FIN,
+// whose Feedback came before the client's ACK of it. The response's
+// TSvals (the server's clock, translated) run ahead of the front-end's
+// own clock here, as on a C2 that waited in the pool; the front-end's ACK
+// must not carry a TSval behind the one the client echoes, or the client
+// drops it (PAWS) and sends its FIN again after its timeout. (Measured
+// in the lab before the fix: a third of the clients sent their FIN two
+// or three times, 200 ms apart.)
+func TestAnswerAfterTheShimsFINKeepsUpWithTheResponsesClock(t *testing.T) {
+	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
+	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+	l := newSplicedLoopAsking(t, pooling, req, atServer)
+	n, c1, srv := l.loopNet, l.c, l.srv
+	n.now += ms
+	srv.tsVal += 100_000 // 100 s of the server's clock the front-end's has not seen
+	n.fromServer(srv.reply([]byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")))
+	resp := l.clientGetsOn(c1, n.takeClient())
+	respTS, _, _ := resp.ts()
+	c1.rcvNxt++ // the shim's FIN
+	done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
+	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, endOf(done), n.now, out) }))
+	n.now += ms
+	c1.tsVal++
+	n.fromClient(c1.seg(wire.TCPFlagACK, c1.nxt, c1.rcvNxt, nil)) // echoes respTS
+	n.takeServer()
+	c1.tsVal++
+	n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+	ack := expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
+	if v, _, _ := ack.ts(); int32(v-respTS) < 0 {
+		t.Errorf("the ACK of the client's FIN carries TSval %#x, behind the response's %#x that the client echoed", v, respTS)
+	}
+}
