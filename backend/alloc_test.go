@@ -189,7 +189,8 @@ func testRequestCycleAllocatesNothing(t *testing.T, offWire bool) {
 			fail("the reply did not leave for the client")
 		}
 		w.publishActive()
-		w.passEvents(now)
+		w.passEvents(now, true) // worker 0: the Feedback, as flush hands it over first
+		w.passEvents(now, false)
 		w0.readMail(now)
 		w0.flushControl()
 		if typ, id := recv(); typ != proto.TypeFeedback || id != c.id {

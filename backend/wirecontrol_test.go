@@ -317,7 +317,7 @@ func TestWireSpliceSentWithTheSYNAcknowledgedWhenItsSynAckPasses(t *testing.T) {
 			t.Fatalf("shard %d before the SYN-ACK: %d entries, shim %+v, agent %+v", w.id, w.shim.Entries(), w.shim.Stats(), d.agent.Stats())
 		}
 		w.inputKernelSynAck(sp, ms(int64(10*i+2)))
-		w.passEvents(ms(int64(10*i + 2)))
+		w.passEvents(ms(int64(10*i+2)), false)
 		w0.readMail(ms(int64(10*i + 2)))
 		w0.flushControl()
 		if a := recvAck(t, fe); !a.OK || a.RequestID != id {

@@ -644,6 +644,19 @@ func (w *worker) flush(now splice.Time) {
 	if w.d.fast != nil {
 		w.shim.TakeFastPaths(&w.out)
 	}
+	// The Feedbacks of the responses that ended go ahead of the pass's
+	// frames, which carry those responses' last bytes: the client's
+	// kernel acknowledges them inside the very write that delivers them
+	// (a bridge, a veth), and a Feedback behind them reached the
+	// front-end after that ACK, which it then forwarded by itself, C2
+	// not being poolable yet. Ahead, the front-end has the Feedback
+	// first, pools C2 on the ACK and leaves it to the next request to
+	// carry (splice/fe_pool.go, oweAck). The other events stay behind:
+	// a SpliceAck travels with its SYN-ACK (splice/shim_atsyn.go).
+	if w.agent != nil {
+		w.passEvents(now, true)
+		w.flushControl()
+	}
 	for _, f := range w.out.Frames {
 		if f.Port == splice.PortHost {
 			w.tapFrames = append(w.tapFrames, f.Data)
@@ -695,7 +708,7 @@ func (w *worker) flush(now splice.Time) {
 	}
 	w.held = w.held[:0]
 	w.publishActive()
-	w.passEvents(now)
+	w.passEvents(now, false)
 }
 
 // sendWireInHolds makes the holds send the wire frames of the pass
@@ -801,11 +814,18 @@ func (w *worker) wireWritten() {
 }
 
 // passEvents hands the pass's engine events to the agent: worker 0's
-// directly, the others' through worker 0's mailbox.
-func (w *worker) passEvents(now splice.Time) {
+// directly, those of responses that ended (feedbacks) or the others; the
+// other workers' all at once (feedbacks false), through worker 0's
+// mailbox.
+func (w *worker) passEvents(now splice.Time, feedbacks bool) {
 	for _, ev := range w.out.Events {
 		if w.agent == nil {
-			w.d.workers[0].post(mail{kind: mailEvent, ev: ev})
+			if !feedbacks {
+				w.d.workers[0].post(mail{kind: mailEvent, ev: ev})
+			}
+			continue
+		}
+		if (ev.Kind == splice.EvResponseDone) != feedbacks {
 			continue
 		}
 		w.aout.Reset()

@@ -136,6 +136,7 @@ type EngineStatus struct {
 	C2AcksDeferred  uint64 `json:"c2_acks_deferred"`
 	C2AcksCarried   uint64 `json:"c2_acks_carried"`
 	C2AcksSentAlone uint64 `json:"c2_acks_sent_alone"`
+	C2AcksTakenBack uint64 `json:"c2_acks_taken_back"` // deferred though forwarded: taken back out of the pass's frames
 	// Reuses the shim refused, whose flow went on a new C2 instead.
 	C2ReusesRefused uint64 `json:"c2_reuses_refused"`
 	// Client connections closed by the front-end for a client that asked
@@ -241,6 +242,7 @@ func (d *Daemon) status() Status {
 			SplicesAtSYN: es.SplicesAtSYN, RequestsCarried: es.RequestsCarried, RequestsInSYN: es.RequestsInSYN,
 			C2Pooled: es.C2Pooled, C2Reused: es.C2Reused, C2PoolExpired: es.C2PoolExpired, C2PoolDropped: es.C2PoolDropped,
 			C2AcksDeferred: es.C2AcksDeferred, C2AcksCarried: es.C2AcksCarried, C2AcksSentAlone: es.C2AcksSentAlone,
+			C2AcksTakenBack:      es.C2AcksTakenBack,
 			C2ReusesRefused:      es.C2ReusesRefused,
 			C2PoolClosedByServer: es.C2PoolClosedByServer, PooledC2s: es.PooledC2s,
 			C2PoolClosedForClient: es.C2PoolClosedForClient, C2PoolFINsReleased: es.C2PoolFINsReleased,

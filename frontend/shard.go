@@ -187,7 +187,9 @@ func (s *shard) pass(control bool) {
 func (s *shard) flushFrames() {
 	s.txBatch = append(s.txBatch[:0], s.lctl.ahead...)
 	for _, f := range s.out.Engine.Frames {
-		s.txBatch = append(s.txBatch, f.Data)
+		if f.Data != nil { // nil: taken back (splice.Output)
+			s.txBatch = append(s.txBatch, f.Data)
+		}
 	}
 	s.txBatch = append(s.txBatch, s.lctl.after...)
 	s.lctl.reset()

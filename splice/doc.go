@@ -63,7 +63,9 @@
 // valid until Output.Reset, so the caller sends everything before it
 // reuses the input buffer or feeds the engine again. An Output is reused
 // call after call, which is why the forwarding and translating paths
-// allocate nothing (alloc_test.go).
+// allocate nothing (alloc_test.go). A frame with no Data was taken back
+// by a later call on the same Output (the front-end's takeBackAck): the
+// caller skips it.
 //
 // Output.Events are what the daemon must act on. On the front-end, the
 // controller answers them by calling the engine back; every call names a

@@ -317,7 +317,11 @@ func (e *FrontEnd) closeForClient(f *flow, now Time, out *Output) {
 	}
 	e.stats.C2PoolClosedForClient++
 	if !f.cliAck.LessThan(f.respEnd) {
-		e.poolC2(f, now, out)
+		taken := e.takeBackAck(f, out)
+		pc := e.poolC2(f, now, out)
+		if taken {
+			e.oweAck(pc, out)
+		}
 		return
 	}
 	f.poolPending = true
@@ -362,6 +366,29 @@ func (e *FrontEnd) oweAck(pc *pooledC2, out *Output) {
 	pc.ackOwed = true
 	e.pool.acks = append(e.pool.acks, poolRef{pc.key, pc.since})
 	e.stats.C2AcksDeferred++
+}
+
+// takeBackAck takes f's last forwarded pure ACK back out of out, where
+// it still waits to be written with the pass's frames, and reports
+// whether it did. The shim's Feedback and the client's ACK of the
+// response it reports usually reach the front-end together (the client
+// had the response straight from the shim, a moment before), and the
+// daemon's pass hands the engine its frames before the controller its
+// datagrams: so the ACK was forwarded before C2 could be pooled, and
+// without this it went out by itself, a frame on C2 that the next
+// request's ACK field would have carried (oweAck). The hole it leaves
+// is an OutFrame without Data, which the daemon skips.
+func (e *FrontEnd) takeBackAck(f *flow, out *Output) bool {
+	p := &f.pendAck
+	if p.idx < 0 || p.out != out || p.gen != out.gen || p.idx >= len(out.Frames) || out.Frames[p.idx].Data == nil {
+		return false
+	}
+	out.Frames[p.idx].Data = nil
+	f.clearPendingAck()
+	e.stats.ForwardedFrames--
+	e.stats.TxFrames--
+	e.stats.C2AcksTakenBack++
+	return true
 }
 
 // sendPooledAck sends pooled C2 pc's owed ACK: the server's next sequence
@@ -481,7 +508,10 @@ func (e *FrontEnd) afterShimFIN(f *flow, poolOK bool, now Time, out *Output) {
 		e.abortC2(f, out)
 		f.c2Up = false
 	case !f.cliAck.LessThan(f.respEnd):
-		e.detachToPool(f, now)
+		pc := e.detachToPool(f, now)
+		if e.takeBackAck(f, out) {
+			e.oweAck(pc, out) // the client's ACK of this pass, for the next request to carry
+		}
 	default:
 		f.poolPending = true
 	}

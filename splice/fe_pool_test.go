@@ -907,6 +907,83 @@ func TestPooledC2AckAtOnceWithoutADelay(t *testing.T) {
 	n.fe.checkCounters()
 }
 
+// TestPooledC2TakesBackTheAckOfItsPass: a client that asked to close
+// acknowledges the response (and the shim's FIN) with a pure ACK, which
+// the front-end forwards; the shim's Feedback comes in the same pass of
+// the daemon, after it. The ACK, still in the pass's output, is taken
+// back (its frame left without Data) and owed to the pooled C2 instead:
+// the next request carries it and the server never gets it by itself.
+// In a later pass it is too late: the ACK went, and nothing is owed.
+func TestPooledC2TakesBackTheAckOfItsPass(t *testing.T) {
+	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
+	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+	keepAlive := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")
+	for _, samePass := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same pass %v", samePass), func(t *testing.T) {
+			l := newSplicedLoopAsking(t, pooling, req, atServer)
+			n, c1, srv := l.loopNet, l.c, l.srv
+			n.now += ms
+			n.fromServer(srv.reply(keepAlive))
+			l.clientGetsOn(c1, n.takeClient())
+			c1.rcvNxt++ // the shim's FIN
+			done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
+			n.shEvents = nil
+			respEnd := srv.nxt
+			n.now += ms
+			c1.tsVal++
+			ack := c1.seg(wire.TCPFlagACK, c1.nxt, c1.rcvNxt, nil)
+			feedback := func(out *Output) { n.fe.fe.ResponseEnded(l.id, endOf(done), n.now, out) }
+			if samePass {
+				n.routeFE(n.fe.call(func(out *Output) {
+					n.fe.fe.Input(ack, n.now, out)
+					n.fe.inputs++
+					if len(out.Frames) != 1 || out.Frames[0].Data == nil {
+						t.Fatalf("the client's ACK: %d frames", len(out.Frames))
+					}
+					feedback(out)
+					if out.Frames[0].Data != nil {
+						t.Errorf("the ACK is still in the pass's frames after the Feedback pooled C2")
+					}
+				}))
+			} else {
+				n.fromClient(ack)
+				expectTCP(t, one(t, n.takeServer()), flagsAre(wire.TCPFlagACK), ackIs(respEnd+1-1))
+				n.routeFE(n.fe.call(feedback))
+			}
+			if len(n.toServer) != 0 || n.fe.fe.PooledC2s() != 1 {
+				t.Fatalf("%d frames to the server, %d pooled: want none, 1", len(n.toServer), n.fe.fe.PooledC2s())
+			}
+			st := n.fe.fe.Stats()
+			if want := map[bool]uint64{true: 1, false: 0}[samePass]; st.C2AcksTakenBack != want || st.C2AcksDeferred != want {
+				t.Fatalf("ACKs taken back %d, deferred %d: want %d each", st.C2AcksTakenBack, st.C2AcksDeferred, want)
+			}
+			// The client closes; the front-end, whose FIN is out, answers.
+			n.now += ms
+			c1.tsVal++
+			n.fromClient(c1.seg(wire.TCPFlagACK|wire.TCPFlagFIN, c1.nxt, c1.rcvNxt, nil))
+			expectTCP(t, one(t, n.takeClient()), flagsAre(wire.TCPFlagACK), ackIs(c1.nxt+1))
+			if len(n.toServer) != 0 {
+				t.Fatalf("the client's FIN sent %d frames to the server", len(n.toServer))
+			}
+			// The next client's request carries the ACK (or needs none).
+			c2 := newClient(41001, 0x4000_0000, fullOffer(5))
+			id2, sp := l.dispatchOnPool(c2, []byte("GET /second HTTP/1.1\r\nHost: loop.test\r\n\r\n"))
+			if r := l.installAndSend(id2, sp); r.ack() != respEnd {
+				t.Errorf("the next request acknowledges %#x, want the response's end %#x", uint32(r.ack()), uint32(respEnd))
+			}
+			n.now += 10 * ms
+			n.routeFE(n.fe.tick(n.now))
+			if fs := n.takeServer(); len(fs) != 0 {
+				t.Errorf("%d frames to the server after the request", len(fs))
+			}
+			if st := n.fe.fe.Stats(); st.C2AcksSentAlone != 0 {
+				t.Errorf("%d ACKs sent alone", st.C2AcksSentAlone)
+			}
+			n.fe.checkCounters()
+		})
+	}
+}
+
 // TestAnswerAfterTheShimsFINKeepsUpWithTheResponsesClock: the front-end
 // answers the client's FIN after a response the shim ended with a FIN,
 // whose Feedback came before the client's ACK of it. The response's

@@ -93,6 +93,17 @@ func newFE(tb testing.TB, mod func(*FrontEndConfig)) *feHarness {
 	return &feHarness{tb: tb, fe: fe, cfg: cfg}
 }
 
+// liveFrames counts out's frames, less those taken back (no Data).
+func liveFrames(out *Output) uint64 {
+	var n uint64
+	for _, f := range out.Frames {
+		if f.Data != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // input feeds one frame at now and returns what came out. The frame is
 // copied first: the engine rewrites frames in place, and callers often
 // want to keep theirs.
@@ -100,14 +111,14 @@ func (h *feHarness) input(frame []byte, now Time) *Output {
 	h.out.Reset()
 	h.fe.Input(append([]byte(nil), frame...), now, &h.out)
 	h.inputs++
-	h.frames += uint64(len(h.out.Frames))
+	h.frames += liveFrames(&h.out)
 	return &h.out
 }
 
 func (h *feHarness) tick(now Time) *Output {
 	h.out.Reset()
 	h.fe.Tick(now, &h.out)
-	h.frames += uint64(len(h.out.Frames))
+	h.frames += liveFrames(&h.out)
 	return &h.out
 }
 
@@ -116,7 +127,7 @@ func (h *feHarness) tick(now Time) *Output {
 func (h *feHarness) call(f func(out *Output)) *Output {
 	h.out.Reset()
 	f(&h.out)
-	h.frames += uint64(len(h.out.Frames))
+	h.frames += liveFrames(&h.out)
 	return &h.out
 }
 
@@ -309,7 +320,9 @@ func onlyFrame(tb testing.TB, out *Output) []byte {
 func copyFrames(out *Output) [][]byte {
 	var fs [][]byte
 	for _, f := range out.Frames {
-		fs = append(fs, append([]byte(nil), f.Data...))
+		if f.Data != nil { // nil: taken back
+			fs = append(fs, append([]byte(nil), f.Data...))
+		}
 	}
 	return fs
 }

@@ -77,6 +77,9 @@ type FrontEndStats struct {
 	// oweAck): owed to the server, carried by the next request on the C2,
 	// or sent by itself when none came within PoolAckDelay.
 	C2AcksDeferred, C2AcksCarried, C2AcksSentAlone uint64
+	// C2AcksTakenBack: of the deferred ones, ACKs already forwarded in
+	// the same pass, taken back out of its output (takeBackAck).
+	C2AcksTakenBack uint64
 	// C2ReusesRefused: reuses the shim refused, whose flow went on a new
 	// C2 instead (fe_pool_refused.go).
 	C2ReusesRefused uint64

@@ -329,7 +329,9 @@ func (r *replayer) control(m proto.Message) {
 // into the summary, control datagrams to the simulated shims.
 func (r *replayer) act() {
 	for _, f := range r.out.Engine.Frames {
-		r.emitted(f.Data)
+		if f.Data != nil { // nil: taken back (splice.Output)
+			r.emitted(f.Data)
+		}
 	}
 	for i := range r.out.Engine.Events {
 		switch ev := &r.out.Engine.Events[i]; ev.Kind {
