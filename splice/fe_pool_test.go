@@ -442,8 +442,7 @@ func TestClientFINWaitsForTheFeedback(t *testing.T) {
 // nothing, the client may go on as on any keep-alive connection: asking
 // again, it is served; staying quiet, it is closed after PoolCloseWait.
 func TestPooledC2ForAClientThatAskedToClose(t *testing.T) {
-	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
-	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+	req, atServer := closeRequest, closeRequestAtServer
 	keepAlive := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")
 	closed := []byte("HTTP/1.1 200 OK\r\nConnection: close     \r\nContent-Length: 2\r\n\r\nhi")
 	silent := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
@@ -557,8 +556,7 @@ func endOf(ev Event) ResponseEnd {
 // response ends, the client's side is taken all the same (the shim's FIN
 // is out) and C2 is reset at the server's rcv_nxt, its response over.
 func TestClosingClientWithAFullPool(t *testing.T) {
-	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
-	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+	req, atServer := closeRequest, closeRequestAtServer
 	l := newSplicedLoopAsking(t, func(c *FrontEndConfig) { c.PoolC2, c.PoolPerBackend = true, -1 }, req, atServer)
 	n, c1, srv := l.loopNet, l.c, l.srv
 	n.now += ms
@@ -907,6 +905,32 @@ func TestPooledC2AckAtOnceWithoutADelay(t *testing.T) {
 	n.fe.checkCounters()
 }
 
+// A request whose client asked to close, as the client sends it and as
+// the server gets it, the option blanked (closeAsAsked).
+var (
+	closeRequest         = []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
+	closeRequestAtServer = []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
+)
+
+// closingClientServed splices closeRequest, the server's clock run
+// ahead by clockAhead, and serves a keep-alive response that the shim
+// ends with a FIN; the client has it. It returns the loop, the shim's
+// EvResponseDone (taken from the loop) and the response as the client
+// saw it.
+func closingClientServed(t *testing.T, clockAhead uint32) (*splicedLoop, Event, *seen) {
+	t.Helper()
+	l := newSplicedLoopAsking(t, pooling, closeRequest, closeRequestAtServer)
+	n, c1, srv := l.loopNet, l.c, l.srv
+	n.now += ms
+	srv.tsVal += clockAhead
+	n.fromServer(srv.reply([]byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")))
+	resp := l.clientGetsOn(c1, n.takeClient())
+	c1.rcvNxt++ // the shim's FIN
+	done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
+	n.shEvents = nil
+	return l, done, resp
+}
+
 // TestPooledC2TakesBackTheAckOfItsPass: a client that asked to close
 // acknowledges the response (and the shim's FIN) with a pure ACK, which
 // the front-end forwards; the shim's Feedback comes in the same pass of
@@ -915,19 +939,10 @@ func TestPooledC2AckAtOnceWithoutADelay(t *testing.T) {
 // the next request carries it and the server never gets it by itself.
 // In a later pass it is too late: the ACK went, and nothing is owed.
 func TestPooledC2TakesBackTheAckOfItsPass(t *testing.T) {
-	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
-	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
-	keepAlive := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")
 	for _, samePass := range []bool{true, false} {
 		t.Run(fmt.Sprintf("same pass %v", samePass), func(t *testing.T) {
-			l := newSplicedLoopAsking(t, pooling, req, atServer)
+			l, done, _ := closingClientServed(t, 0)
 			n, c1, srv := l.loopNet, l.c, l.srv
-			n.now += ms
-			n.fromServer(srv.reply(keepAlive))
-			l.clientGetsOn(c1, n.takeClient())
-			c1.rcvNxt++ // the shim's FIN
-			done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
-			n.shEvents = nil
 			respEnd := srv.nxt
 			n.now += ms
 			c1.tsVal++
@@ -994,17 +1009,9 @@ func TestPooledC2TakesBackTheAckOfItsPass(t *testing.T) {
 // in the lab before the fix: a third of the clients sent their FIN two
 // or three times, 200 ms apart.)
 func TestAnswerAfterTheShimsFINKeepsUpWithTheResponsesClock(t *testing.T) {
-	req := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection: close\r\n\r\n")
-	atServer := []byte("GET /c HTTP/1.1\r\nHost: loop.test\r\nConnection:      \r\n\r\n")
-	l := newSplicedLoopAsking(t, pooling, req, atServer)
-	n, c1, srv := l.loopNet, l.c, l.srv
-	n.now += ms
-	srv.tsVal += 100_000 // 100 s of the server's clock the front-end's has not seen
-	n.fromServer(srv.reply([]byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi")))
-	resp := l.clientGetsOn(c1, n.takeClient())
+	l, done, resp := closingClientServed(t, 100_000) // 100 s of the server's clock the front-end's has not seen
+	n, c1 := l.loopNet, l.c
 	respTS, _, _ := resp.ts()
-	c1.rcvNxt++ // the shim's FIN
-	done := onlyEvent(t, &Output{Events: n.shEvents}, EvResponseDone)
 	n.routeFE(n.fe.call(func(out *Output) { n.fe.fe.ResponseEnded(l.id, endOf(done), n.now, out) }))
 	n.now += ms
 	c1.tsVal++
