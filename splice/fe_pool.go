@@ -317,11 +317,7 @@ func (e *FrontEnd) closeForClient(f *flow, now Time, out *Output) {
 	}
 	e.stats.C2PoolClosedForClient++
 	if !f.cliAck.LessThan(f.respEnd) {
-		taken := e.takeBackAck(f, out)
-		pc := e.poolC2(f, now, out)
-		if taken {
-			e.oweAck(pc, out)
-		}
+		e.oweTakenBackAck(f, e.poolC2(f, now, out), out)
 		return
 	}
 	f.poolPending = true
@@ -366,6 +362,15 @@ func (e *FrontEnd) oweAck(pc *pooledC2, out *Output) {
 	pc.ackOwed = true
 	e.pool.acks = append(e.pool.acks, poolRef{pc.key, pc.since})
 	e.stats.C2AcksDeferred++
+}
+
+// oweTakenBackAck owes pc, the C2 f just pooled, the client's ACK of
+// this pass if it could be taken back out of out (takeBackAck): the next
+// request carries it instead.
+func (e *FrontEnd) oweTakenBackAck(f *flow, pc *pooledC2, out *Output) {
+	if e.takeBackAck(f, out) {
+		e.oweAck(pc, out)
+	}
 }
 
 // takeBackAck takes f's last forwarded pure ACK back out of out, where
@@ -508,10 +513,7 @@ func (e *FrontEnd) afterShimFIN(f *flow, poolOK bool, now Time, out *Output) {
 		e.abortC2(f, out)
 		f.c2Up = false
 	case !f.cliAck.LessThan(f.respEnd):
-		pc := e.detachToPool(f, now)
-		if e.takeBackAck(f, out) {
-			e.oweAck(pc, out) // the client's ACK of this pass, for the next request to carry
-		}
+		e.oweTakenBackAck(f, e.detachToPool(f, now), out)
 	default:
 		f.poolPending = true
 	}

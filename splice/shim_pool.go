@@ -118,12 +118,11 @@ func (s *Shim) checkReuse(m *proto.Splice, ent *spliceEntry) error {
 		return fmt.Errorf("%w: no C2 on %v:%d", ErrSpliceNotIdle, m.HandoffIP, m.HandoffPort)
 	}
 	r := m.Reuse
-	var why string
+	why := ent.busy()
 	switch {
 	case m.Flags&(proto.SpliceAtSYN|proto.SpliceRewrite) != 0:
 		why = "a reused C2 has no SYN and no rewritten target"
-	case !ent.idle():
-		why = ent.busy()
+	case why != "": // not idle
 	case wire.Seq(r.ServerNext) != ent.sndNxt || wire.Seq(r.FrontNext) != ent.reqNxt:
 		why = fmt.Sprintf("it stands at server %d, request %d, not %d, %d",
 			uint32(ent.sndNxt), uint32(ent.reqNxt), r.ServerNext, r.FrontNext)
